@@ -1,0 +1,43 @@
+# platbench: `make lab` builds the local lab and runs the default experiment;
+# `make test` runs every test. Both set up what they need (as root on Debian).
+SHELL := /bin/bash
+VENV ?= .venv
+PYTHON ?= python3
+EXPERIMENT ?= smoke
+CAMPAIGN ?= $(EXPERIMENT)-$(shell date +%Y%m%d-%H%M%S)
+PYTEST_ARGS ?=
+
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: lab test lint unit venv clean
+
+lab: $(VENV)/.installed
+	ansible-playbook site.yml
+	ansible-playbook playbooks/experiment.yml -e experiment=$(EXPERIMENT) -e campaign=$(CAMPAIGN)
+	platbench report results/$(CAMPAIGN)
+
+test: $(VENV)/.installed
+	pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	ansible-lint
+
+unit: $(VENV)/.installed
+	pytest -m "not lab" $(PYTEST_ARGS)
+
+venv: $(VENV)/.installed
+
+# python3-venv is all the controller needs from the distribution; the playbooks install the rest.
+$(VENV)/.installed: requirements.txt requirements-workload.txt pyproject.toml
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
+	  command -v apt-get >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get update -q \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv python3-pip; }
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+clean:
+	rm -rf $(VENV) .cache results

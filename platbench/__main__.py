@@ -1,0 +1,7 @@
+"""``python -m platbench``."""
+
+import sys
+
+from platbench.cli import main
+
+sys.exit(main())

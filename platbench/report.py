@@ -1,0 +1,262 @@
+"""Summarize a campaign: one row per scenario, each platform normalized to bare metal.
+
+Reads RESULTS_DIR/samples.jsonl, prints the table and writes report.csv, report.md and,
+when matplotlib is installed, report.png into RESULTS_DIR.
+"""
+
+import argparse
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+# platbench/__init__.py has put the platbench.lab collection on the import path.
+from ansible_collections.platbench.lab.plugins.module_utils.matrix import KNOWN_PLATFORMS
+from ansible_collections.platbench.lab.plugins.module_utils.records import FAILED_METRIC, read_samples
+
+BASELINE = "bm"
+DEFAULT_METRICS = ("throughput", "elapsed")
+SCENARIO_LABELS = ["platform", "scaleup", "cpu_config", "processor"]
+# Labels that identify a run rather than what was run: never a row of their own.
+RUN_LABELS = {"scenario", "cell", "repeat", "campaign"}
+NOT_AVAILABLE = "n/a"
+
+
+class ReportError(Exception):
+    """Nothing to report; the message says why."""
+
+
+def mean(values):
+    return statistics.fmean(values) if values else None
+
+
+def sample_std(values):
+    """Standard deviation with ddof=1 (the repeats are a sample); None below two values."""
+    return statistics.stdev(values) if len(values) >= 2 else None
+
+
+def ratio(value, baseline):
+    """``value / baseline``, or None when either is missing or the baseline is zero."""
+    if value is None or baseline is None or baseline == 0 or math.isnan(value) or math.isnan(baseline):
+        return None
+    return value / baseline
+
+
+def load_samples(results_dir):
+    """The samples of a campaign as a frame: metric, value, unit and one column per label."""
+    path = Path(results_dir) / "samples.jsonl"
+    if not Path(results_dir).is_dir():
+        raise ReportError(f"results directory {results_dir} does not exist")
+    if not path.is_file():
+        raise ReportError(f"no samples: {path} does not exist (has the campaign recorded any cell?)")
+    skipped = []
+    samples = read_samples(path, on_bad_line=lambda number, line: skipped.append(number))
+    if skipped:
+        print(f"note: skipped {len(skipped)} unreadable line(s) of {path} (line {skipped[0]}...), "
+              "probably a write cut short", file=sys.stderr)
+    if not samples:
+        raise ReportError(f"no samples in {path}")
+    return pd.DataFrame([{"metric": sample.get("metric"), "value": sample.get("value"),
+                          "unit": sample.get("unit"), **sample.get("labels", {})} for sample in samples])
+
+
+def varying_labels(frame):
+    """Workload labels (parameters) that take more than one value: each value gets its own rows."""
+    fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit"}
+    return [column for column in frame.columns
+            if column not in fixed and frame[column].dropna().astype(str).nunique() > 1]
+
+
+def choose_metrics(frame, requested=None):
+    present = list(dict.fromkeys(frame.loc[frame["metric"] != FAILED_METRIC, "metric"]))
+    if requested:
+        missing = [metric for metric in requested if metric not in present]
+        if missing:
+            raise ReportError(f"metric(s) {', '.join(missing)} not in the samples; available: "
+                              + (", ".join(present) or "none (every cell failed)"))
+        return list(requested)
+    return [metric for metric in DEFAULT_METRICS if metric in present] or present
+
+
+def _platform_rank(platform):
+    return KNOWN_PLATFORMS.index(platform) if platform in KNOWN_PLATFORMS else len(KNOWN_PLATFORMS)
+
+
+def summarize(frame, metrics):
+    """One row per scenario and parameter combination, bm first, with mean, std and ratio to bm.
+
+    Returns (rows, keys, units): rows are dicts, keys the columns that identify a row.
+    """
+    for column in SCENARIO_LABELS + ["cell"]:
+        if column not in frame.columns:
+            frame = frame.assign(**{column: None})
+    keys = SCENARIO_LABELS + varying_labels(frame)
+    units = {metric: frame.loc[frame["metric"] == metric, "unit"].dropna().iloc[0] for metric in metrics}
+
+    rows = []
+    for key, group in frame.groupby(keys, dropna=False, sort=False):
+        succeeded = group[group["metric"] != FAILED_METRIC]
+        row = {**dict(zip(keys, key)), "n": succeeded["cell"].nunique(),
+               "failed": int((group["metric"] == FAILED_METRIC).sum())}
+        for metric in metrics:
+            values = [float(value) for value in succeeded.loc[succeeded["metric"] == metric, "value"]]
+            row[f"{metric} mean"] = mean(values)
+            row[f"{metric} std"] = sample_std(values)
+        rows.append(row)
+
+    def identity(row, platform):
+        return tuple(str(row[key]) for key in keys if key != "platform") + (platform,)
+
+    baselines = {identity(row, row["platform"]): row for row in rows}
+    for row in rows:
+        baseline = baselines.get(identity(row, BASELINE), {})
+        for metric in metrics:
+            row[f"{metric} ratio to {BASELINE}"] = ratio(row[f"{metric} mean"], baseline.get(f"{metric} mean"))
+    rows.sort(key=lambda row: (_platform_rank(row["platform"]), str(row["platform"]),
+                               *(_sortable(row[key]) for key in keys[1:])))
+    return rows, keys, units
+
+
+def _sortable(value):
+    # Numbers before text, numbers by value: scale-up 2 before 16.
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return (0, value, "")
+    return (1, 0, str(value))
+
+
+def _number(value, digits):
+    return NOT_AVAILABLE if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}}"
+
+
+def display_table(rows, keys, metrics, units):
+    """Header and rows of strings: ``mean ± std`` per metric with its unit, and its ratio to bm."""
+    header = [*keys, "n", "failed"]
+    for metric in metrics:
+        header += [f"{metric} ({units[metric]})", f"{metric} / {BASELINE}"]
+    lines = []
+    for row in rows:
+        line = [NOT_AVAILABLE if pd.isna(row[key]) else str(row[key]) for key in keys]
+        line += [str(row["n"]), str(row["failed"])]
+        for metric in metrics:
+            spread = row[f"{metric} std"]
+            line.append(_number(row[f"{metric} mean"], "4g")
+                        + ("" if spread is None else f" ± {_number(spread, '2g')}"))
+            line.append(_number(row[f"{metric} ratio to {BASELINE}"], "3f"))
+        lines.append(line)
+    return header, lines
+
+
+def render_text(header, lines):
+    widths = [max(len(cell) for cell in column) for column in zip(header, *lines)]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
+                     for line in [header, ["-" * width for width in widths], *lines])
+
+
+def render_markdown(header, lines):
+    return "\n".join("| " + " | ".join(line) + " |"
+                     for line in [header, ["---"] * len(header), *lines])
+
+
+def csv_frame(rows, keys, metrics, units):
+    """The numbers unrounded, units in the column names."""
+    columns = {key: key for key in [*keys, "n", "failed"]}
+    for metric in metrics:
+        columns[f"{metric} mean"] = f"{metric} mean ({units[metric]})"
+        columns[f"{metric} std"] = f"{metric} std ({units[metric]})"
+        columns[f"{metric} ratio to {BASELINE}"] = f"{metric} ratio to {BASELINE}"
+    return pd.DataFrame(rows, columns=list(columns)).rename(columns=columns)
+
+
+def write_chart(path, rows, keys, metric, unit):
+    """Bars of ``metric`` normalized to bm per scenario, the absolute value above each bar.
+
+    Returns a note when no chart could be drawn.
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        return "report.png skipped: matplotlib is not installed"
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    ratio_column = f"{metric} ratio to {BASELINE}"
+    plotted = [row for row in rows if row[ratio_column] is not None]
+    if not plotted:
+        return f"report.png skipped: no {BASELINE} baseline to normalize {metric} to"
+
+    def group_of(row):
+        return "/".join(str(row[key]) for key in keys[1:])
+
+    groups = list(dict.fromkeys(map(group_of, plotted)))
+    platforms = list(dict.fromkeys(row["platform"] for row in plotted))
+    width = 0.8 / len(platforms)
+    figure, axes = pyplot.subplots(figsize=(max(6.0, 1.2 * len(groups) * len(platforms)), 4.5))
+    for index, platform in enumerate(platforms):
+        bars_rows = [row for row in plotted if row["platform"] == platform]
+        offset = (index - (len(platforms) - 1) / 2) * width
+        bars = axes.bar([groups.index(group_of(row)) + offset for row in bars_rows],
+                        [row[ratio_column] for row in bars_rows], width, label=platform)
+        axes.bar_label(bars, labels=[f"{row[f'{metric} mean']:.4g}" for row in bars_rows], fontsize=8)
+    axes.axhline(1.0, color="grey", linewidth=0.8)
+    axes.set_ylim(0, 1.2 * max(row[ratio_column] for row in plotted))
+    axes.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
+    axes.set_ylabel(f"{metric} / {BASELINE}")
+    axes.set_title(f"{metric} normalized to {BASELINE}; {unit} above each bar", fontsize=10)
+    axes.legend(title="platform", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    pyplot.close(figure)
+    return None
+
+
+def add_arguments(parser):
+    parser.add_argument("results_dir", metavar="RESULTS_DIR", help="a campaign's directory, results/<campaign>")
+    parser.add_argument("--format", choices=("table", "csv", "markdown"), default="table",
+                        help="what to print (report.csv and report.md are always written)")
+    parser.add_argument("--metric", action="append", metavar="METRIC",
+                        help="metric to report, repeatable (default: throughput and elapsed when present)")
+    parser.set_defaults(handler=run)
+
+
+def run(args):
+    results_dir = Path(args.results_dir)
+    try:
+        frame = load_samples(results_dir)
+        metrics = choose_metrics(frame, args.metric)
+    except ReportError as exc:
+        print(f"platbench report: {exc}", file=sys.stderr)
+        return 2
+    rows, keys, units = summarize(frame, metrics)
+    header, lines = display_table(rows, keys, metrics, units)
+    table = csv_frame(rows, keys, metrics, units)
+
+    table.to_csv(results_dir / "report.csv", index=False)
+    (results_dir / "report.md").write_text(render_markdown(header, lines) + "\n", encoding="utf-8")
+    written = ["report.csv", "report.md"]
+    note = (write_chart(results_dir / "report.png", rows, keys, metrics[0], units[metrics[0]]) if metrics
+            else "report.png skipped: no successful cell to plot")
+    if note is None:
+        written.append("report.png")
+
+    if args.format == "csv":
+        print(table.to_csv(index=False), end="")
+    elif args.format == "markdown":
+        print(render_markdown(header, lines))
+    else:
+        print(render_text(header, lines))
+    print(f"platbench report: wrote {', '.join(written)} in {results_dir}", file=sys.stderr)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m platbench.report", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: experiment
+author: platbench developers
+version_added: "0.1.0"
+short_description: Load, validate and expand a platbench experiment
+description:
+  - Reads C(NAME.yml) from the experiments directory, deep-merges O(overrides) into it, validates every field
+    and returns the experiment with the cells to run under the key C(cells).
+  - Bad input fails before any host is touched, with a message that names the file, the field, the bad value
+    and the allowed values; an unknown name lists the experiments available.
+options:
+  _terms:
+    description: Names of experiments (file names without C(.yml)).
+    type: list
+    elements: str
+    required: true
+  experiments_dir:
+    description:
+      - Directory holding the experiment files.
+      - A relative path is taken from the playbook's directory.
+      - Defaults to the C(experiments) directory of the platbench.lab collection.
+    type: str
+  overrides:
+    description:
+      - Merged into the experiment before validation, mapping by mapping; lists and scalars replace.
+      - 'For example V({"repeats": 1, "params": {"steps": 3}}) for a quick run, or V({"platforms": ["bm"]}).'
+    type: dict
+    default: {}
+seealso:
+  - plugin_type: filter
+    plugin: platbench.lab.expand_matrix
+"""
+
+EXAMPLES = r"""
+- name: Load the smoke experiment, three steps per cell
+  ansible.builtin.set_fact:
+    platbench_experiment: >-
+      {{ lookup('platbench.lab.experiment', 'smoke', overrides={'params': {'steps': 3}}) }}
+
+- name: Show the cells
+  ansible.builtin.debug:
+    msg: "{{ item.id }}"
+  loop: "{{ platbench_experiment.cells }}"
+
+- name: Load an experiment from the project's own directory
+  ansible.builtin.set_fact:
+    platbench_experiment: >-
+      {{ lookup('platbench.lab.experiment', experiment, experiments_dir=playbook_dir ~ '/../experiments') }}
+"""
+
+RETURN = r"""
+_raw:
+  description:
+    - One experiment per term, validated and normalized (the dimension fields C(platforms), C(scaleup),
+      C(cpu_config), C(processor) are lists; C(description), C(mode) and C(params) have their defaults).
+    - C(cells) holds the cells in run order, as returned by P(platbench.lab.expand_matrix#filter).
+  type: list
+  elements: dict
+"""
+
+import os
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.platbench.lab.plugins.module_utils.matrix import ExperimentError, expand, load_experiment
+
+# plugins/lookup/experiment.py -> the collection root
+_COLLECTION_EXPERIMENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments")
+
+
+class LookupModule(LookupBase):
+
+    def run(self, terms, variables=None, **kwargs):
+        self.set_options(var_options=variables, direct=kwargs)
+        experiments_dir = os.path.expanduser(self.get_option("experiments_dir") or _COLLECTION_EXPERIMENTS)
+        if not os.path.isabs(experiments_dir):
+            experiments_dir = os.path.join(self._loader.get_basedir(), experiments_dir)
+        experiments_dir = os.path.normpath(experiments_dir)
+        overrides = self.get_option("overrides")
+
+        experiments = []
+        for name in terms:
+            try:
+                experiment = load_experiment(experiments_dir, name, overrides)
+            except ExperimentError as exc:
+                raise AnsibleLookupError(str(exc)) from None
+            experiments.append({**experiment, "cells": expand(experiment)})
+        return experiments

@@ -1,0 +1,209 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""Experiments as data: load and validate ``experiments/NAME.yml``, expand it into cells.
+
+A cell is one run of the workload: one scenario (``PLATFORM/SCALEUP/CPUCFG/PROC``), one
+combination of the list-valued workload parameters, one repeat.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import re
+
+import yaml
+
+KNOWN_PLATFORMS = ("bm", "cn", "vm", "vmcn", "sg", "k8s", "ironic", "nova", "magnum")
+CPU_CONFIGS = ("pin", "vnl")
+PROCESSORS = ("cpu", "gpu")
+MODES = ("single", "distributed", "shared")
+
+REQUIRED_FIELDS = ("name", "workload", "platforms", "scaleup", "cpu_config", "processor", "repeats")
+OPTIONAL_FIELDS = {"description": "", "mode": "single", "params": {}}
+# Labels every cell carries; a workload parameter may not shadow them.
+CELL_LABELS = ("experiment", "platform", "scaleup", "cpu_config", "processor", "mode",
+               "repeat", "scenario", "workload", "cell", "campaign")
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+_EXPERIMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_SCALARS = (str, int, float, bool)
+
+
+class ExperimentError(ValueError):
+    """An experiment file is missing or invalid; the message says where and what to change."""
+
+
+def available_experiments(experiments_dir):
+    """Names of the experiments in ``experiments_dir`` (``NAME.yml`` files), sorted."""
+    if not os.path.isdir(experiments_dir):
+        return []
+    return sorted(entry[:-len(".yml")] for entry in os.listdir(experiments_dir)
+                  if entry.endswith(".yml") and not entry.startswith("."))
+
+
+def deep_merge(base, overrides):
+    """``base`` updated by ``overrides``: mappings merge key by key, anything else replaces."""
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def load_experiment(experiments_dir, name, overrides=None):
+    """Load, merge ``overrides`` into, and validate the experiment ``name``."""
+    available = available_experiments(experiments_dir)
+    if name not in available:
+        raise ExperimentError(
+            f"unknown experiment {name!r} in {experiments_dir}; available: "
+            + (", ".join(available) if available else "none (no NAME.yml files there)"))
+    path = os.path.join(experiments_dir, name + ".yml")
+    try:
+        with open(path, encoding="utf-8") as stream:
+            data = yaml.safe_load(stream)
+    except yaml.YAMLError as exc:
+        raise ExperimentError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ExperimentError(f"{path}: expected a mapping of experiment fields, got {type(data).__name__}")
+    source = path
+    if overrides:
+        if not isinstance(overrides, dict):
+            raise ExperimentError(f"{path}: overrides must be a mapping, got {overrides!r}")
+        data = deep_merge(data, overrides)
+        source = f"{path} (with overrides {overrides!r})"
+    return validate_experiment(data, source, expected_name=name)
+
+
+def _as_list(value):
+    return value if isinstance(value, list) else [value]
+
+
+def _is_scalar(value):
+    return isinstance(value, _SCALARS)
+
+
+def _check_choices(field, values, allowed, problems):
+    if not values:
+        problems.append(f"{field}: must name at least one of {', '.join(allowed)}")
+    for value in values:
+        if value not in allowed:
+            problems.append(f"{field}: unknown value {value!r}; allowed: {', '.join(allowed)}")
+    if len(set(map(str, values))) != len(values):
+        problems.append(f"{field}: {values!r} lists a value twice")
+
+
+def _check_params(params, problems):
+    if not isinstance(params, dict):
+        problems.append(f"params: must be a mapping of workload parameters, got {params!r}")
+        return
+    for key, value in params.items():
+        if not isinstance(key, str) or not _IDENTIFIER.match(key):
+            problems.append(f"params: key {key!r} must be lower_snake_case (it becomes --{key} and a label)")
+        elif key in CELL_LABELS:
+            problems.append(f"params: key {key!r} is reserved for the cell labels {', '.join(CELL_LABELS)}")
+        if isinstance(value, list):
+            if not value or not all(_is_scalar(item) for item in value):
+                problems.append(f"params.{key}: a list must hold one or more scalars (string, number, "
+                                f"boolean), got {value!r}")
+            elif len(set(map(str, value))) != len(value):
+                problems.append(f"params.{key}: {value!r} lists a value twice")
+        elif not _is_scalar(value):
+            problems.append(f"params.{key}: must be a scalar (string, number, boolean) or a list of "
+                            f"scalars, got {value!r}")
+
+
+def validate_experiment(data, source="experiment", expected_name=None):
+    """Return ``data`` normalized (scalars of the dimension fields made lists, defaults
+    filled in), or raise ExperimentError listing every problem, each naming ``source``.
+
+    ``expected_name`` is the file's name, which the ``name`` field must repeat.
+    """
+    problems = []
+    unknown = sorted(set(data) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS), key=str)
+    if unknown:
+        problems.append(f"unknown field(s) {', '.join(map(str, unknown))}; allowed: "
+                        f"{', '.join(REQUIRED_FIELDS + tuple(OPTIONAL_FIELDS))}")
+    missing = [field for field in REQUIRED_FIELDS if field not in data]
+    if missing:
+        problems.append(f"missing field(s) {', '.join(missing)}")
+    experiment = {**copy.deepcopy(OPTIONAL_FIELDS), **copy.deepcopy(data)}
+    for field in ("platforms", "scaleup", "cpu_config", "processor"):
+        if field in experiment:
+            experiment[field] = _as_list(experiment[field])
+
+    for field, pattern, shape in (("name", _EXPERIMENT_NAME, "lower-case letters, digits, - and _"),
+                                  ("workload", _IDENTIFIER, "a lower_snake_case module name")):
+        value = data.get(field)
+        if field in data and not (isinstance(value, str) and pattern.match(value)):
+            problems.append(f"{field}: {value!r} must be {shape}")
+    if expected_name is not None and "name" in data and data["name"] != expected_name:
+        problems.append(f"name: {data['name']!r} must match the file name {expected_name!r}")
+    if not isinstance(experiment["description"], str):
+        problems.append(f"description: must be a string, got {experiment['description']!r}")
+    if "platforms" in experiment:
+        _check_choices("platforms", experiment["platforms"], KNOWN_PLATFORMS, problems)
+    for field, allowed in (("cpu_config", CPU_CONFIGS), ("processor", PROCESSORS)):
+        if field in experiment:
+            _check_choices(field, experiment[field], allowed, problems)
+    if "scaleup" in experiment:
+        scaleup = experiment["scaleup"]
+        if not scaleup or not all(isinstance(cores, int) and not isinstance(cores, bool) and cores > 0
+                                  for cores in scaleup):
+            problems.append(f"scaleup: {scaleup!r} must be one or more positive integers (cores per instance)")
+        elif len(set(scaleup)) != len(scaleup):
+            problems.append(f"scaleup: {scaleup!r} lists a value twice")
+    if experiment["mode"] not in MODES:
+        problems.append(f"mode: unknown value {experiment['mode']!r}; allowed: {', '.join(MODES)}")
+    repeats = experiment.get("repeats")
+    if "repeats" in data and not (isinstance(repeats, int) and not isinstance(repeats, bool) and repeats >= 1):
+        problems.append(f"repeats: {repeats!r} must be an integer >= 1")
+    _check_params(experiment["params"], problems)
+
+    if problems:
+        raise ExperimentError(f"{source}: invalid experiment:\n  - " + "\n  - ".join(problems))
+    return experiment
+
+
+def scenario_name(platform, scaleup, cpu_config, processor):
+    """The seed studies' scenario name, e.g. ``cn/2/pin/cpu``."""
+    return f"{platform}/{scaleup}/{cpu_config}/{processor}"
+
+
+def expand(experiment):
+    """All cells of a validated experiment.
+
+    Repeats are outermost so that every scenario runs once before any runs twice (slow
+    drift of the host spreads over all platforms); the platform is innermost so that the
+    platforms compared with each other run next to each other in time.
+    """
+    params = experiment["params"]
+    varying = [key for key, value in params.items() if isinstance(value, list)]
+    combinations = list(itertools.product(*(params[key] for key in varying)))
+    cells = []
+    for repeat in range(experiment["repeats"]):
+        for combination in combinations:
+            cell_params = {**params, **dict(zip(varying, combination))}
+            variant = ",".join(f"{key}={value}" for key, value in zip(varying, combination))
+            for scaleup, cpu_config, processor, platform in itertools.product(
+                    experiment["scaleup"], experiment["cpu_config"], experiment["processor"],
+                    experiment["platforms"]):
+                scenario = scenario_name(platform, scaleup, cpu_config, processor)
+                cell_id = "|".join(part for part in (scenario, variant, f"r{repeat}") if part)
+                labels = {
+                    **cell_params,
+                    "experiment": experiment["name"], "workload": experiment["workload"],
+                    "platform": platform, "scaleup": scaleup, "cpu_config": cpu_config,
+                    "processor": processor, "mode": experiment["mode"], "repeat": repeat,
+                    "scenario": scenario, "cell": cell_id,
+                }
+                cells.append({"id": cell_id, "scenario": scenario, "labels": labels,
+                              "params": dict(cell_params)})
+    return cells
+
+
+def cores_needed(experiment):
+    """The most cores one instance of the experiment asks for (for prechecks)."""
+    return max(experiment["scaleup"])

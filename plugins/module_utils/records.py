@@ -1,0 +1,201 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""Workload result records and the samples stored from them.
+
+A workload prints one line ``PLATBENCH_RESULT {json}``; each metric of that record
+becomes one sample (design.md) appended to ``results/<campaign>/samples.jsonl``.
+Pure Python so that the callback, the report and the tests share one implementation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+RESULT_PREFIX = "PLATBENCH_RESULT "
+SCHEMA_VERSION = 1
+RECORD_STATUSES = ("ok", "failed")
+FAILED_METRIC = "failed"
+TAIL_LINES = 40
+TAIL_CHARS = 4000
+_QUOTE_CHARS = 200
+
+
+class RecordError(ValueError):
+    """A result line is missing, is not JSON, or does not follow the record schema."""
+
+
+def _quote(line):
+    line = line.strip()
+    return repr(line if len(line) <= _QUOTE_CHARS else line[:_QUOTE_CHARS] + "...")
+
+
+def _is_finite_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _schema_problems(record):
+    if not isinstance(record, dict):
+        return ["a JSON object"]
+    problems = []
+    if record.get("schema") != SCHEMA_VERSION:
+        problems.append(f'"schema": {SCHEMA_VERSION} (got {record.get("schema")!r})')
+    if not isinstance(record.get("workload"), str) or not record.get("workload"):
+        problems.append('"workload": a non-empty string')
+    if record.get("status") not in RECORD_STATUSES:
+        problems.append(f'"status": one of {", ".join(RECORD_STATUSES)} (got {record.get("status")!r})')
+    if not (record.get("error") is None or isinstance(record.get("error"), str)):
+        problems.append('"error": null or a string')
+    if not _is_finite_number(record.get("timestamp")):
+        problems.append('"timestamp": a finite number (seconds since the epoch)')
+    for key in ("labels", "metadata"):
+        if not isinstance(record.get(key), dict):
+            problems.append(f'"{key}": an object')
+    metrics = record.get("metrics")
+    if not isinstance(metrics, list):
+        problems.append('"metrics": a list of {"metric": str, "value": finite number, "unit": str}')
+        return problems
+    if not metrics and record.get("status") == "ok":
+        problems.append('"metrics": at least one metric when "status" is "ok"')
+    for index, metric in enumerate(metrics):
+        if not (isinstance(metric, dict)
+                and isinstance(metric.get("metric"), str) and metric.get("metric")
+                and _is_finite_number(metric.get("value"))
+                and isinstance(metric.get("unit"), str)):
+            problems.append(f'"metrics"[{index}]: {{"metric": str, "value": finite number, "unit": str}} '
+                            f"(got {json.dumps(metric, default=str)[:80]})")
+    return problems
+
+
+def parse_result_lines(text):
+    """Return the validated records of every ``PLATBENCH_RESULT`` line in ``text``.
+
+    Other lines (framework logs, warnings) are ignored. A line counts only when it starts
+    with the prefix once surrounding whitespace (``\\r`` included) is stripped.
+    """
+    records = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line.startswith(RESULT_PREFIX):
+            continue
+        payload = line[len(RESULT_PREFIX):]
+        try:
+            record = json.loads(payload)
+        except ValueError as exc:
+            raise RecordError(f"result line {_quote(line)} is not valid JSON ({exc}); "
+                              f"expected {RESULT_PREFIX.strip()} followed by one JSON object") from None
+        problems = _schema_problems(record)
+        if problems:
+            raise RecordError(f"result line {_quote(line)} does not follow record schema "
+                              f"{SCHEMA_VERSION}; expected " + "; ".join(problems))
+        records.append(record)
+    return records
+
+
+def _merged(*layers):
+    merged = {}
+    for layer in layers:
+        merged.update(layer or {})
+    return merged
+
+
+def samples_from_record(record, cell_labels, env_metadata, runtime_metadata):
+    """One sample per metric of ``record``.
+
+    Labels: the cell's labels win over the workload's (the matrix defines the scenario).
+    Metadata: host environment < runtime (what was requested) < record (what the
+    workload saw), so the workload's own observation is the truth.
+    """
+    labels = _merged(record["labels"], cell_labels)
+    metadata = _merged(env_metadata, runtime_metadata, record["metadata"])
+    return [
+        {"metric": metric["metric"], "value": metric["value"], "unit": metric["unit"],
+         "timestamp": record["timestamp"], "labels": dict(labels), "metadata": dict(metadata)}
+        for metric in record["metrics"]
+    ]
+
+
+def tail_of(output):
+    """The last lines of a workload's output, short enough to store with every failure."""
+    tail = "\n".join((output or "").splitlines()[-TAIL_LINES:])
+    return tail[-TAIL_CHARS:]
+
+
+def failed_sample(cell_labels, error, output_tail, env_metadata, runtime_metadata):
+    """The single sample that records a failed cell, with its error and output tail."""
+    metadata = _merged(env_metadata, runtime_metadata,
+                       {"error": str(error), "output_tail": tail_of(output_tail)})
+    return {"metric": FAILED_METRIC, "value": 1, "unit": "cell", "timestamp": time.time(),
+            "labels": dict(cell_labels), "metadata": metadata}
+
+
+def _json_safe(value):
+    # Strict JSON has no NaN/Infinity; metadata from a workload may still carry them.
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def append_samples(path, samples):
+    """Append one JSON line per sample in a single write, then flush and fsync.
+
+    The file is only ever appended to. A line left incomplete by an earlier crash is
+    closed first so that the new samples start on a line of their own.
+    """
+    if not samples:
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    data = "".join(json.dumps(_json_safe(sample), allow_nan=False, default=str) + "\n"
+                   for sample in samples).encode("utf-8")
+    created = not os.path.exists(path)
+    with open(path, "a+b") as stream:
+        if stream.tell() > 0:
+            stream.seek(-1, os.SEEK_END)
+            if stream.read(1) != b"\n":
+                data = b"\n" + data
+        stream.write(data)
+        stream.flush()
+        os.fsync(stream.fileno())
+    if created:
+        # Make the new directory entry durable too.
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def read_samples(path, on_bad_line=None):
+    """All samples in ``path``; lines that do not decode (a write cut by a crash) are skipped.
+
+    ``on_bad_line(line_number, line)`` is called for each skipped line.
+    """
+    samples = []
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        for number, line in enumerate(stream, start=1):
+            if not line.strip():
+                continue
+            try:
+                sample = json.loads(line)
+            except ValueError:
+                sample = None
+            if isinstance(sample, dict):
+                samples.append(sample)
+            elif on_bad_line is not None:
+                on_bad_line(number, line.rstrip("\n"))
+    return samples
+
+
+def done_cells(path):
+    """Ids of the cells that already have a successful sample in ``path`` (for resume)."""
+    if not os.path.exists(path):
+        return set()
+    return {sample.get("labels", {}).get("cell") for sample in read_samples(path)
+            if sample.get("metric") != FAILED_METRIC and sample.get("labels", {}).get("cell")}

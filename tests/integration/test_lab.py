@@ -1,0 +1,143 @@
+"""End to end on this machine: site.yml builds bm + cn, the smoke experiment runs on both."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from labrun import REPO, failed_messages, output_of, read_samples, run_playbook
+
+pytestmark = pytest.mark.lab
+
+# The smoke experiment, cut to one repeat of a few steps: 2 platforms x 2 scale-ups x 2 CPU configs.
+SMOKE_OVERRIDES = {"repeats": 1, "params": {"warmup_steps": 2, "steps": 8, "batch_size": 16}}
+CAMPAIGN = "it-smoke"
+
+
+def parse_cpuset(text):
+    cpus = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def test_site_is_idempotent(lab, tmp_path):
+    second = run_playbook("site.yml", tmp_path)
+    assert second.rc == 0, failed_messages(second)
+    changed = {host: n for host, n in second.stats.get("changed", {}).items() if n}
+    assert changed == {}, "second site.yml run changed something:\n%s" % output_of(second)[-4000:]
+
+
+@pytest.fixture(scope="module")
+def smoke(lab, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("smoke")
+    results = tmp / "results"
+    runner = run_playbook("playbooks/experiment.yml", tmp, {
+        "experiment": "smoke", "campaign": CAMPAIGN, "platbench_results_dir": str(results),
+        "experiment_overrides": SMOKE_OVERRIDES})
+    assert runner.rc == 0, "%s\n%s" % (failed_messages(runner), output_of(runner)[-6000:])
+    return {"tmp": tmp, "dir": results / CAMPAIGN, "samples": read_samples(results / CAMPAIGN)}
+
+
+def by_metric(samples, metric):
+    return [s for s in samples if s["metric"] == metric]
+
+
+def test_every_cell_of_both_platforms_is_measured(smoke):
+    samples = smoke["samples"]
+    assert by_metric(samples, "failed") == []
+    cells = {s["labels"]["cell"] for s in by_metric(samples, "throughput")}
+    assert len(cells) == 8
+    scenarios = {s["labels"]["scenario"] for s in by_metric(samples, "throughput")}
+    assert scenarios == {"%s/%d/%s/cpu" % (p, n, c) for p in ("bm", "cn") for n in (1, 2) for c in ("pin", "vnl")}
+    for sample in by_metric(samples, "throughput") + by_metric(samples, "elapsed"):
+        assert sample["value"] > 0
+        labels = sample["labels"]
+        for key in ("experiment", "platform", "scaleup", "cpu_config", "processor", "workload",
+                    "framework", "model", "batch_size", "data", "mode", "repeat"):
+            assert key in labels, key
+        assert labels["experiment"] == "smoke" and labels["model"] == "tiny" and labels["batch_size"] == 16
+        for key in ("host", "kernel", "cpu_model", "cpuset", "virt", "framework_version"):
+            assert sample["metadata"].get(key) not in (None, ""), key
+    assert by_metric(samples, "throughput")[0]["unit"] == "images/sec"
+
+
+def test_container_samples_ran_in_a_pinned_container(smoke):
+    allowed = set(os.sched_getaffinity(0))
+    for sample in by_metric(smoke["samples"], "throughput"):
+        labels, meta = sample["labels"], sample["metadata"]
+        scaleup = labels["scaleup"]
+        if labels["platform"] == "cn":
+            # Seen from inside: a Docker container, and the engine confirms no network.
+            assert meta["virt"] == "docker"
+            assert re.fullmatch(r"[0-9a-f]{64}", meta["container_id"])
+            assert meta["engine_network_mode"] == "none"
+        else:
+            assert meta["virt"] != "docker" and not meta.get("container_id")
+        if labels["cpu_config"] == "pin":
+            seen = parse_cpuset(meta["cpuset"])
+            assert len(seen) == scaleup and seen == parse_cpuset(meta["cpuset_requested"])
+            if labels["platform"] == "cn":
+                assert parse_cpuset(meta["engine_cpuset_cpus"]) == seen
+        else:
+            assert parse_cpuset(meta["cpuset"]) == allowed
+            if labels["platform"] == "cn":
+                assert meta["cgroup_cpu_quota"] == pytest.approx(scaleup)
+                assert int(meta["engine_nano_cpus"]) == scaleup * 10**9
+
+
+def test_run_json_and_report(smoke):
+    run = json.loads((smoke["dir"] / "run.json").read_text())
+    assert run["campaign"] == CAMPAIGN and run["experiment"]["name"] == "smoke"
+    report = subprocess.run([sys.executable, "-m", "platbench", "report", str(smoke["dir"])],
+                            cwd=REPO, capture_output=True, text=True, check=True).stdout
+    rows = [line for line in report.splitlines() if re.match(r"\s*(bm|cn)\b", line)]
+    assert len(rows) == 8, report
+    assert any(line.lstrip().startswith("cn") and re.search(r"\d\.\d+", line) for line in rows)
+
+
+def test_rerun_resumes_without_measuring_again(smoke):
+    before = len(smoke["samples"])
+    runner = run_playbook("playbooks/experiment.yml", smoke["tmp"] / "again", {
+        "experiment": "smoke", "campaign": CAMPAIGN, "platbench_results_dir": str(smoke["dir"].parent),
+        "experiment_overrides": SMOKE_OVERRIDES})
+    assert runner.rc == 0, failed_messages(runner)
+    assert len(read_samples(smoke["dir"])) == before
+    assert "0 cells to run, 8 already measured" in output_of(runner)
+
+
+def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
+    results = tmp_path / "results"
+    runner = run_playbook("playbooks/experiment.yml", tmp_path, {
+        "experiment": "smoke", "campaign": "it-fail", "platbench_results_dir": str(results),
+        "experiment_overrides": {"platforms": ["bm", "cn"], "scaleup": [1], "cpu_config": ["pin"],
+                                 "repeats": 1, "params": {"model": "no-such-model"}}})
+    assert runner.rc == 0, failed_messages(runner)
+    samples = read_samples(results / "it-fail")
+    assert [s["labels"]["platform"] for s in samples] == ["bm", "cn"]
+    for sample in samples:
+        assert sample["metric"] == "failed"
+        assert "no-such-model" in sample["metadata"]["error"] + sample["metadata"]["output_tail"]
+
+
+@pytest.mark.parametrize("extravars, expected", [
+    ({"experiment": "no-such-experiment"}, r"smoke"),
+    ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "mainframe"]}}, r"mainframe.*bm"),
+    ({"experiment": "smoke", "experiment_overrides": {"scaleup": [64]}}, r"scale-up 64.*offers \d+ CPUs"),
+    ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "vm"]}}, r"platform vm.*not built"),
+])
+def test_bad_input_stops_before_any_cell_runs(tmp_path, extravars, expected):
+    if os.geteuid() != 0:
+        pytest.skip("reaching the host's prechecks needs root")
+    results = tmp_path / "results"
+    runner = run_playbook("playbooks/experiment.yml", tmp_path,
+                          dict(extravars, campaign="it-bad", platbench_results_dir=str(results)))
+    assert runner.rc != 0
+    assert re.search(expected, " ".join(failed_messages(runner)), re.S), failed_messages(runner)
+    assert not (results / "it-bad").exists()

@@ -1,0 +1,198 @@
+import textwrap
+
+import pytest
+
+from ansible_collections.platbench.lab.plugins.module_utils.matrix import (
+    KNOWN_PLATFORMS,
+    ExperimentError,
+    available_experiments,
+    cores_needed,
+    expand,
+    load_experiment,
+    scenario_name,
+)
+
+SMOKE = """\
+name: smoke
+description: Bare metal vs Docker container, tiny CNN, both CPU configs.
+workload: cnn_train
+platforms: [bm, cn]
+scaleup: [1, 2]
+cpu_config: [pin, vnl]
+processor: [cpu]
+mode: single
+repeats: 3
+params:
+  framework: tensorflow
+  model: tiny
+  batch_size: 32
+  image_size: 32
+  warmup_steps: 5
+  steps: 30
+"""
+
+
+@pytest.fixture
+def experiments(tmp_path):
+    (tmp_path / "smoke.yml").write_text(SMOKE)
+    return tmp_path
+
+
+def write(directory, name, text):
+    (directory / f"{name}.yml").write_text(textwrap.dedent(text))
+
+
+def test_available_experiments_are_sorted_yml_names(experiments):
+    write(experiments, "alpha", "name: alpha\n")
+    (experiments / "notes.txt").write_text("not an experiment")
+    assert available_experiments(experiments) == ["alpha", "smoke"]
+
+
+def test_smoke_expands_to_every_combination(experiments):
+    experiment = load_experiment(experiments, "smoke")
+    cells = expand(experiment)
+    assert len(cells) == 2 * 2 * 2 * 1 * 3
+    assert cores_needed(experiment) == 2
+
+
+def test_repeats_are_outermost_and_platforms_interleave(experiments):
+    cells = expand(load_experiment(experiments, "smoke"))
+    assert [cell["labels"]["repeat"] for cell in cells] == [0] * 8 + [1] * 8 + [2] * 8
+    assert [cell["id"] for cell in cells[:4]] == ["bm/1/pin/cpu|r0", "cn/1/pin/cpu|r0",
+                                                  "bm/1/vnl/cpu|r0", "cn/1/vnl/cpu|r0"]
+    # every repeat runs the scenarios in the same order
+    assert [cell["scenario"] for cell in cells[:8]] == [cell["scenario"] for cell in cells[8:16]]
+
+
+def test_cell_ids_are_unique_and_cells_carry_labels_and_params(experiments):
+    cells = expand(load_experiment(experiments, "smoke"))
+    assert len({cell["id"] for cell in cells}) == len(cells)
+    cell = cells[-1]
+    assert cell["id"] == "cn/2/vnl/cpu|r2"
+    assert cell["scenario"] == "cn/2/vnl/cpu"
+    assert cell["params"] == {"framework": "tensorflow", "model": "tiny", "batch_size": 32, "image_size": 32,
+                              "warmup_steps": 5, "steps": 30}
+    assert cell["labels"] == {**cell["params"], "experiment": "smoke", "workload": "cnn_train",
+                              "platform": "cn", "scaleup": 2, "cpu_config": "vnl", "processor": "cpu",
+                              "mode": "single", "repeat": 2, "scenario": "cn/2/vnl/cpu",
+                              "cell": "cn/2/vnl/cpu|r2"}
+
+
+def test_list_valued_params_are_dimensions(experiments):
+    write(experiments, "models", """\
+        name: models
+        workload: cnn_train
+        platforms: bm
+        scaleup: 4
+        cpu_config: pin
+        processor: gpu
+        repeats: 2
+        params:
+          framework: tensorflow
+          model: [resnet50, alexnet]
+          batch_size: [32, 512]
+        """)
+    cells = expand(load_experiment(experiments, "models"))
+    assert len(cells) == 2 * 2 * 2
+    assert cells[0]["id"] == "bm/4/pin/gpu|model=resnet50,batch_size=32|r0"
+    assert cells[1]["id"] == "bm/4/pin/gpu|model=resnet50,batch_size=512|r0"
+    assert cells[1]["params"] == {"framework": "tensorflow", "model": "resnet50", "batch_size": 512}
+    assert cells[1]["labels"]["batch_size"] == 512
+    assert len({cell["id"] for cell in cells}) == len(cells)
+
+
+def test_overrides_merge_into_params_and_replace_lists(experiments):
+    experiment = load_experiment(experiments, "smoke",
+                                 {"repeats": 1, "params": {"steps": 3}, "platforms": ["cn"], "scaleup": [1]})
+    assert experiment["params"]["steps"] == 3
+    assert experiment["params"]["model"] == "tiny"  # untouched params stay
+    assert experiment["platforms"] == ["cn"]
+    assert len(expand(experiment)) == 1 * 1 * 2 * 1 * 1
+
+
+def test_defaults_are_filled_in(experiments):
+    write(experiments, "bare", """\
+        name: bare
+        workload: cnn_train
+        platforms: [bm]
+        scaleup: [1]
+        cpu_config: [vnl]
+        processor: [cpu]
+        repeats: 1
+        """)
+    experiment = load_experiment(experiments, "bare")
+    assert (experiment["mode"], experiment["description"], experiment["params"]) == ("single", "", {})
+
+
+def test_scenario_name():
+    assert scenario_name("cn", 2, "pin", "cpu") == "cn/2/pin/cpu"
+
+
+def test_unknown_experiment_lists_the_available_ones(experiments):
+    write(experiments, "other", "name: other\n")
+    with pytest.raises(ExperimentError, match=r"unknown experiment 'nope' .*available: other, smoke"):
+        load_experiment(experiments, "nope")
+
+
+def invalid(experiments, overrides):
+    with pytest.raises(ExperimentError) as caught:
+        load_experiment(experiments, "smoke", overrides)
+    message = str(caught.value)
+    assert "smoke.yml" in message  # always names the file
+    return message
+
+
+def test_unknown_platform_names_the_allowed_ones(experiments):
+    message = invalid(experiments, {"platforms": ["bm", "docker"]})
+    assert "platforms: unknown value 'docker'; allowed: " + ", ".join(KNOWN_PLATFORMS) in message
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"scaleup": [0, 2]}, "scaleup: [0, 2] must be one or more positive integers"),
+    ({"scaleup": ["2"]}, "scaleup: ['2'] must be one or more positive integers"),
+    ({"scaleup": []}, "scaleup: [] must be one or more positive integers"),
+    ({"scaleup": [2, 2]}, "scaleup: [2, 2] lists a value twice"),
+    ({"repeats": 0}, "repeats: 0 must be an integer >= 1"),
+    ({"repeats": True}, "repeats: True must be an integer >= 1"),
+    ({"cpu_config": ["pinned"]}, "cpu_config: unknown value 'pinned'; allowed: pin, vnl"),
+    ({"processor": "tpu"}, "processor: unknown value 'tpu'; allowed: cpu, gpu"),
+    ({"mode": "batch"}, "mode: unknown value 'batch'; allowed: single, distributed, shared"),
+    ({"platforms": []}, "platforms: must name at least one of bm"),
+    ({"gpus": 2}, "unknown field(s) gpus; allowed: name, workload"),
+    ({"params": {"model": {"name": "x"}}}, "params.model: must be a scalar"),
+    ({"params": {"model": [["a"]]}}, "params.model: a list must hold one or more scalars"),
+    ({"params": {"model": []}}, "params.model: a list must hold one or more scalars"),
+    ({"params": {"model": None}}, "params.model: must be a scalar"),
+    ({"params": {"platform": "x"}}, "params: key 'platform' is reserved"),
+    ({"params": {"Batch-Size": 1}}, "params: key 'Batch-Size' must be lower_snake_case"),
+    ({"workload": "cnn-train"}, "workload: 'cnn-train' must be a lower_snake_case module name"),
+    ({"name": "other"}, "name: 'other' must match the file name 'smoke'"),
+])
+def test_bad_fields_are_named_with_value_and_allowed_values(experiments, overrides, expected):
+    assert expected in invalid(experiments, overrides)
+
+
+def test_every_problem_is_reported_at_once(experiments):
+    message = invalid(experiments, {"repeats": 0, "platforms": ["docker"]})
+    assert "repeats: 0" in message and "'docker'" in message
+
+
+def test_missing_fields_are_listed(experiments):
+    write(experiments, "partial", "name: partial\nworkload: cnn_train\n")
+    with pytest.raises(ExperimentError, match=r"partial.yml.*\n.*missing field\(s\) platforms, scaleup, "
+                                              r"cpu_config, processor, repeats"):
+        load_experiment(experiments, "partial")
+
+
+def test_yaml_errors_and_non_mappings_name_the_file(experiments):
+    write(experiments, "broken", "name: [unclosed\n")
+    write(experiments, "listy", "- a\n- b\n")
+    with pytest.raises(ExperimentError, match=r"broken.yml: not valid YAML"):
+        load_experiment(experiments, "broken")
+    with pytest.raises(ExperimentError, match=r"listy.yml: expected a mapping of experiment fields, got list"):
+        load_experiment(experiments, "listy")
+
+
+def test_overrides_must_be_a_mapping(experiments):
+    with pytest.raises(ExperimentError, match="overrides must be a mapping"):
+        load_experiment(experiments, "smoke", ["repeats=1"])

@@ -1,0 +1,180 @@
+import json
+
+import pytest
+
+from ansible_collections.platbench.lab.plugins.module_utils.records import (
+    RESULT_PREFIX,
+    RecordError,
+    append_samples,
+    done_cells,
+    failed_sample,
+    parse_result_lines,
+    read_samples,
+    samples_from_record,
+)
+
+
+def make_record(**changes):
+    record = {
+        "schema": 1, "workload": "cnn_train", "status": "ok", "error": None, "timestamp": 1764000000.5,
+        "labels": {"workload": "cnn_train", "framework": "tensorflow", "model": "tiny", "batch_size": 32,
+                   "platform": "guessed-by-workload"},
+        "metrics": [{"metric": "throughput", "value": 41.7, "unit": "images/sec"},
+                    {"metric": "elapsed", "value": 12.25, "unit": "sec"}],
+        "metadata": {"hostname": "c0ffee", "cpuset": "0-1", "virt": "docker", "step_times": [0.1, 0.2]},
+    }
+    record.update(changes)
+    return record
+
+
+def result_line(record):
+    return RESULT_PREFIX + json.dumps(record)
+
+
+CELL_LABELS = {"experiment": "smoke", "platform": "cn", "scaleup": 2, "cpu_config": "pin", "processor": "cpu",
+               "repeat": 1, "scenario": "cn/2/pin/cpu", "cell": "cn/2/pin/cpu|r1", "campaign": "smoke-1"}
+ENV = {"host": "lab1", "kernel": "6.8", "cpu_model": "Xeon", "cpuset": "host-wide"}
+RUNTIME = {"container_id": "abc", "cpuset": "2-3", "launcher": "docker"}
+
+
+def test_result_line_found_among_noise_and_carriage_returns():
+    text = "\n".join([
+        "2026-11-22 04:30:00.1 I tensorflow/core: oneDNN custom operations are on.",
+        "WARNING: something noisy",
+        "  " + result_line(make_record()) + "\r",
+        "Epoch done",
+    ])
+    records = parse_result_lines(text)
+    assert len(records) == 1
+    assert records[0]["metrics"][0] == {"metric": "throughput", "value": 41.7, "unit": "images/sec"}
+
+
+def test_prefix_after_log_noise_is_not_a_result_line():
+    assert parse_result_lines("worker-1 | " + result_line(make_record())) == []
+    assert parse_result_lines("") == []
+
+
+def test_every_result_line_is_returned_in_order():
+    text = result_line(make_record(timestamp=1.0)) + "\nlog\n" + result_line(make_record(timestamp=2.0))
+    assert [record["timestamp"] for record in parse_result_lines(text)] == [1.0, 2.0]
+
+
+def test_bad_json_quotes_the_line_and_says_what_was_expected():
+    with pytest.raises(RecordError) as caught:
+        parse_result_lines("ok\nPLATBENCH_RESULT {not json at all")
+    message = str(caught.value)
+    assert "{not json at all" in message
+    assert "JSON object" in message
+
+
+def test_long_offending_line_is_truncated_in_the_message():
+    line = "PLATBENCH_RESULT {" + "x" * 5000
+    with pytest.raises(RecordError) as caught:
+        parse_result_lines(line)
+    assert len(str(caught.value)) < 600
+
+
+def test_nan_metric_value_is_rejected():
+    text = result_line(make_record()).replace("41.7", "NaN")
+    with pytest.raises(RecordError, match=r'"metrics"\[0\]: .*finite number'):
+        parse_result_lines(text)
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"metrics": None}, '"metrics": a list'),
+    ({"metrics": []}, "at least one metric"),
+    ({"metrics": [{"metric": "throughput", "value": "fast", "unit": "images/sec"}]}, "finite number"),
+    ({"metrics": [{"metric": "throughput", "value": True, "unit": "images/sec"}]}, "finite number"),
+    ({"metrics": [{"metric": "throughput", "value": 1.0}]}, '"unit": str'),
+    ({"schema": 2}, '"schema": 1'),
+    ({"status": "done"}, '"status": one of ok, failed'),
+    ({"labels": []}, '"labels": an object'),
+    ({"metadata": "none"}, '"metadata": an object'),
+    ({"timestamp": None}, '"timestamp": a finite number'),
+])
+def test_schema_violations_name_the_field(changes, expected):
+    with pytest.raises(RecordError) as caught:
+        parse_result_lines(result_line(make_record(**changes)))
+    assert expected in str(caught.value)
+    assert "cnn_train" in str(caught.value)  # the offending line is quoted
+
+
+def test_missing_metrics_key_is_rejected():
+    record = make_record()
+    del record["metrics"]
+    with pytest.raises(RecordError, match='"metrics": a list'):
+        parse_result_lines(result_line(record))
+
+
+def test_failed_record_may_have_no_metrics():
+    records = parse_result_lines(result_line(make_record(status="failed", error="OOM", metrics=[])))
+    assert records[0]["error"] == "OOM"
+
+
+def test_samples_follow_the_design_shape_and_precedence():
+    samples = samples_from_record(make_record(), CELL_LABELS, ENV, RUNTIME)
+    assert [sample["metric"] for sample in samples] == ["throughput", "elapsed"]
+    sample = samples[0]
+    assert set(sample) == {"metric", "value", "unit", "timestamp", "labels", "metadata"}
+    assert (sample["value"], sample["unit"], sample["timestamp"]) == (41.7, "images/sec", 1764000000.5)
+    assert sample["labels"]["platform"] == "cn"  # the cell wins over the workload
+    assert sample["labels"]["framework"] == "tensorflow"  # workload labels kept
+    assert sample["labels"]["cell"] == "cn/2/pin/cpu|r1"
+    assert sample["metadata"]["cpuset"] == "0-1"  # what the workload saw wins
+    assert sample["metadata"]["container_id"] == "abc"  # runtime kept
+    assert sample["metadata"]["kernel"] == "6.8"  # host environment kept
+    samples[0]["labels"]["platform"] = "changed"
+    assert samples[1]["labels"]["platform"] == "cn"  # samples do not share label dicts
+
+
+def test_failed_sample_keeps_error_and_only_the_output_tail():
+    output = "\n".join(f"line {number}" for number in range(100))
+    sample = failed_sample(CELL_LABELS, "docker run exited 137", output, ENV, RUNTIME)
+    assert (sample["metric"], sample["value"], sample["unit"]) == ("failed", 1, "cell")
+    assert sample["labels"] == CELL_LABELS
+    assert sample["metadata"]["error"] == "docker run exited 137"
+    tail = sample["metadata"]["output_tail"].splitlines()
+    assert tail[0] == "line 60" and tail[-1] == "line 99"
+    assert sample["metadata"]["container_id"] == "abc"
+    assert len(failed_sample(CELL_LABELS, "x", "y" * 10000, ENV, RUNTIME)["metadata"]["output_tail"]) == 4000
+
+
+def test_append_and_read_round_trip(tmp_path):
+    path = tmp_path / "new" / "dir" / "samples.jsonl"
+    first = samples_from_record(make_record(), CELL_LABELS, ENV, RUNTIME)
+    second = [failed_sample({**CELL_LABELS, "cell": "bm/2/pin/cpu|r1"}, "boom", "", ENV, RUNTIME)]
+    append_samples(path, first)
+    append_samples(path, second)
+    assert read_samples(path) == first + second
+    assert len(path.read_text().splitlines()) == 3
+
+
+def test_non_finite_metadata_is_written_as_null(tmp_path):
+    record = make_record(metadata={"step_times": [0.1, float("nan")]})
+    path = tmp_path / "samples.jsonl"
+    append_samples(path, samples_from_record(record, CELL_LABELS, ENV, RUNTIME))
+    assert "NaN" not in path.read_text()
+    assert read_samples(path)[0]["metadata"]["step_times"] == [0.1, None]
+
+
+def test_truncated_last_line_is_skipped_and_reported(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    samples = samples_from_record(make_record(), CELL_LABELS, ENV, RUNTIME)
+    append_samples(path, samples)
+    with open(path, "a", encoding="utf-8") as stream:
+        stream.write('{"metric": "throughput", "val')  # a crash in the middle of a write
+    skipped = []
+    assert read_samples(path, on_bad_line=lambda number, line: skipped.append((number, line))) == samples
+    assert skipped == [(3, '{"metric": "throughput", "val')]
+
+    # The next append starts on a fresh line, so the new samples survive.
+    append_samples(path, samples[:1])
+    assert read_samples(path) == samples + samples[:1]
+
+
+def test_done_cells_are_those_with_a_successful_sample(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    assert done_cells(path) == set()
+    append_samples(path, samples_from_record(make_record(), CELL_LABELS, ENV, RUNTIME))
+    append_samples(path, [failed_sample({**CELL_LABELS, "cell": "vm/2/pin/cpu|r1"}, "boom", "", ENV, RUNTIME)])
+    assert done_cells(path) == {"cn/2/pin/cpu|r1"}

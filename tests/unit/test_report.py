@@ -1,0 +1,202 @@
+import csv
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.platbench.lab.plugins.module_utils.records import append_samples
+from platbench import cli, report
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def sample(platform, metric, value, repeat, scaleup=2, cpu_config="pin", unit=None, **params):
+    scenario = f"{platform}/{scaleup}/{cpu_config}/cpu"
+    variant = ",".join(f"{key}={value}" for key, value in params.items())
+    labels = {"experiment": "smoke", "workload": "cnn_train", "framework": "tensorflow", "platform": platform,
+              "scaleup": scaleup, "cpu_config": cpu_config, "processor": "cpu", "mode": "single",
+              "repeat": repeat, "scenario": scenario, "campaign": "smoke-1",
+              "cell": "|".join(part for part in (scenario, variant, f"r{repeat}") if part), **params}
+    units = {"throughput": "images/sec", "elapsed": "sec", "failed": "cell"}
+    return {"metric": metric, "value": value, "unit": unit or units[metric], "timestamp": 1.0 + repeat,
+            "labels": labels, "metadata": {"error": "boom"} if metric == "failed" else {}}
+
+
+def cell(platform, repeat, throughput, elapsed, **labels):
+    return [sample(platform, "throughput", throughput, repeat, **labels),
+            sample(platform, "elapsed", elapsed, repeat, **labels)]
+
+
+@pytest.fixture
+def campaign(tmp_path):
+    samples = [
+        *cell("cn", 0, 39.0, 11.0), *cell("bm", 0, 40.0, 10.0), *cell("bm", 1, 42.0, 11.0),
+        *cell("bm", 2, 44.0, 12.0), *cell("cn", 1, 42.0, 13.0), sample("cn", "failed", 1, 2),
+        *cell("vm", 0, 21.0, 20.0, scaleup=4),  # no bm at scale-up 4
+        *cell("vmcn", 0, 20.0, 22.0),
+    ]
+    append_samples(tmp_path / "samples.jsonl", samples)
+    return tmp_path
+
+
+def summary(results_dir, metrics=("throughput", "elapsed")):
+    frame = report.load_samples(results_dir)
+    rows, keys, units = report.summarize(frame, list(metrics))
+    return {(row["platform"], row["scaleup"]): row for row in rows}, rows, keys, units
+
+
+def test_mean_sample_std_and_ratio():
+    assert report.mean([40.0, 42.0, 44.0]) == 42.0
+    assert report.sample_std([40.0, 42.0, 44.0]) == 2.0  # ddof=1, not 1.633 (ddof=0)
+    assert report.sample_std([42.0]) is None
+    assert report.mean([]) is None
+    assert report.ratio(40.5, 42.0) == pytest.approx(0.9642857)
+    assert report.ratio(1.0, None) is None
+    assert report.ratio(1.0, 0.0) is None
+    assert report.ratio(None, 2.0) is None
+    assert report.ratio(1.0, float("nan")) is None
+
+
+def test_rows_have_exact_statistics_and_ratios_to_bm(campaign):
+    by_scenario, rows, keys, units = summary(campaign)
+    assert keys == ["platform", "scaleup", "cpu_config", "processor"]
+    assert units == {"throughput": "images/sec", "elapsed": "sec"}
+    bm, cn = by_scenario[("bm", 2)], by_scenario[("cn", 2)]
+    assert (bm["n"], bm["failed"], bm["throughput mean"], bm["throughput std"]) == (3, 0, 42.0, 2.0)
+    assert (bm["elapsed mean"], bm["elapsed std"], bm["throughput ratio to bm"]) == (11.0, 1.0, 1.0)
+    assert (cn["n"], cn["failed"], cn["throughput mean"]) == (2, 1, 40.5)
+    assert cn["throughput std"] == pytest.approx(math.sqrt(4.5))
+    assert cn["throughput ratio to bm"] == pytest.approx(40.5 / 42.0)
+    assert cn["elapsed ratio to bm"] == pytest.approx(12.0 / 11.0)
+
+
+def test_missing_bm_gives_no_ratio_and_single_repeat_no_std(campaign):
+    by_scenario, *_ = summary(campaign)
+    vm = by_scenario[("vm", 4)]
+    assert vm["throughput ratio to bm"] is None and vm["elapsed ratio to bm"] is None
+    assert vm["n"] == 1 and vm["throughput std"] is None
+
+
+def test_bm_rows_come_first_then_known_platform_order(campaign):
+    _, rows, *_ = summary(campaign)
+    assert [(row["platform"], row["scaleup"]) for row in rows] == [("bm", 2), ("cn", 2), ("vm", 4), ("vmcn", 2)]
+
+
+def test_scaleup_sorts_by_number():
+    rows, _, _ = report.summarize(report.pd.DataFrame([
+        {"metric": "throughput", "value": 1.0, "unit": "images/sec", "platform": "bm", "scaleup": scaleup,
+         "cpu_config": "pin", "processor": "cpu", "cell": f"bm/{scaleup}/pin/cpu|r0"} for scaleup in (16, 2, 4)]),
+        ["throughput"])
+    assert [row["scaleup"] for row in rows] == [2, 4, 16]
+
+
+def test_varying_params_split_rows_and_match_their_own_bm(tmp_path):
+    append_samples(tmp_path / "samples.jsonl", [
+        *cell("bm", 0, 100.0, 5.0, batch_size=32), *cell("bm", 0, 200.0, 4.0, batch_size=512),
+        *cell("cn", 0, 90.0, 5.5, batch_size=32), *cell("cn", 0, 100.0, 8.0, batch_size=512)])
+    frame = report.load_samples(tmp_path)
+    rows, keys, _ = report.summarize(frame, ["throughput"])
+    assert keys == ["platform", "scaleup", "cpu_config", "processor", "batch_size"]
+    assert [(row["platform"], row["batch_size"], row["throughput ratio to bm"]) for row in rows] == [
+        ("bm", 32, 1.0), ("bm", 512, 1.0), ("cn", 32, 0.9), ("cn", 512, 0.5)]
+
+
+def test_table_shows_units_mean_std_ratio_and_na(campaign):
+    by_scenario, rows, keys, units = summary(campaign)
+    header, lines = report.display_table(rows, keys, ["throughput", "elapsed"], units)
+    assert header == ["platform", "scaleup", "cpu_config", "processor", "n", "failed",
+                      "throughput (images/sec)", "throughput / bm", "elapsed (sec)", "elapsed / bm"]
+    assert lines[0] == ["bm", "2", "pin", "cpu", "3", "0", "42 ± 2", "1.000", "11 ± 1", "1.000"]
+    assert lines[1] == ["cn", "2", "pin", "cpu", "2", "1", "40.5 ± 2.1", "0.964", "12 ± 1.4", "1.091"]
+    assert lines[2] == ["vm", "4", "pin", "cpu", "1", "0", "21", "n/a", "20", "n/a"]
+
+
+def test_cli_prints_the_table_and_writes_csv_and_markdown(campaign, capsys):
+    assert cli.main(["report", str(campaign)]) == 0
+    out = capsys.readouterr()
+    table = out.out.splitlines()
+    assert table[0].split()[:4] == ["platform", "scaleup", "cpu_config", "processor"]
+    assert table[2].startswith("bm ")
+    assert "wrote report.csv, report.md" in out.err
+
+    with open(campaign / "report.csv", newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    assert [row["platform"] for row in rows] == ["bm", "cn", "vm", "vmcn"]
+    assert float(rows[1]["throughput mean (images/sec)"]) == 40.5
+    assert float(rows[1]["throughput ratio to bm"]) == pytest.approx(40.5 / 42.0)
+    assert rows[2]["throughput ratio to bm"] == ""
+    markdown = (campaign / "report.md").read_text().splitlines()
+    assert markdown[0].startswith("| platform | scaleup |") and markdown[1].startswith("| --- |")
+
+
+def test_csv_and_markdown_formats_and_metric_choice(campaign, capsys):
+    assert report.main([str(campaign), "--format", "csv", "--metric", "elapsed"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("platform,scaleup,cpu_config,processor,n,failed,"
+                        "elapsed mean (sec),elapsed std (sec),elapsed ratio to bm")
+    assert report.main([str(campaign), "--format", "markdown"]) == 0
+    assert capsys.readouterr().out.startswith("| platform |")
+
+
+def test_unknown_metric_lists_the_available_ones(campaign, capsys):
+    assert report.main([str(campaign), "--metric", "latency"]) == 2
+    assert "metric(s) latency not in the samples; available: throughput, elapsed" in capsys.readouterr().err
+
+
+def test_missing_dir_and_missing_samples_exit_2_with_a_message(tmp_path, capsys):
+    assert report.main([str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert report.main([str(tmp_path)]) == 2
+    assert "no samples" in capsys.readouterr().err
+    (tmp_path / "samples.jsonl").write_text('{"metric": "thr')  # only a cut-short line
+    assert report.main([str(tmp_path)]) == 2
+    assert "no samples in" in capsys.readouterr().err
+
+
+def test_all_cells_failed_still_reports_the_failures(tmp_path, capsys):
+    append_samples(tmp_path / "samples.jsonl", [sample("bm", "failed", 1, 0), sample("cn", "failed", 1, 0)])
+    assert report.main([str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["platform", "scaleup", "cpu_config", "processor", "n", "failed"]
+    assert lines[2].split() == ["bm", "2", "pin", "cpu", "0", "1"]
+
+
+def test_chart_is_a_png_normalized_to_bm(campaign, capsys):
+    pytest.importorskip("matplotlib")
+    assert report.main([str(campaign)]) == 0
+    assert "report.png" in capsys.readouterr().err
+    assert (campaign / "report.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_chart_is_skipped_with_a_note_without_matplotlib(campaign, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    assert report.main([str(campaign)]) == 0
+    assert "note: report.png skipped: matplotlib is not installed" in capsys.readouterr().err
+    assert not (campaign / "report.png").exists()
+    assert (campaign / "report.csv").exists()
+
+
+def test_chart_is_skipped_without_any_bm_baseline(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [{"platform": "cn", "scaleup": 1, "throughput mean": 1.0, "throughput ratio to bm": None}]
+    note = report.write_chart(tmp_path / "report.png", rows, ["platform", "scaleup"], "throughput", "images/sec")
+    assert note == "report.png skipped: no bm baseline to normalize throughput to"
+    assert not (tmp_path / "report.png").exists()
+
+
+@pytest.mark.parametrize("module", [["platbench", "report"], ["platbench.report"]])
+def test_runs_as_a_module(campaign, module):
+    done = subprocess.run([sys.executable, "-m", *module, str(campaign), "--format", "csv"], cwd=REPO,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("platform,scaleup,cpu_config,processor,n,failed,throughput mean")
+
+
+def test_package_version_is_the_collection_version(capsys):
+    galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out.strip() == f"platbench {galaxy['version']}"

@@ -1,0 +1,165 @@
+"""workloads.cnn_train, run as the hosts run it: `python -m workloads.cnn_train` in a subprocess."""
+
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workloads.common import RESULT_PREFIX
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FIRST_CPU = min(os.sched_getaffinity(0))
+FRAMEWORKS = [
+    pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} missing"))
+    for name, module in [("tensorflow", "tensorflow"), ("torch", "torch")]
+]
+TINY_ARGS = "--model tiny --image-size 32 --batch-size 8 --warmup-steps 1 --threads 1".split()
+
+
+def run_workload(*args, one_cpu=False):
+    """(completed process, result records on stdout); one_cpu pins it like `taskset -c N` does."""
+    command = [sys.executable, "-m", "workloads.cnn_train", *args]
+    if one_cpu:
+        command = ["taskset", "-c", str(FIRST_CPU), *command]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    process = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    records = [
+        json.loads(line.removeprefix(RESULT_PREFIX))
+        for line in process.stdout.splitlines()
+        if line.startswith(RESULT_PREFIX)
+    ]
+    return process, records
+
+
+def only_record(process, records):
+    assert len(records) == 1, process.stdout + process.stderr
+    return records[0]
+
+
+def metric_values(record):
+    return {entry["metric"]: entry["value"] for entry in record["metrics"]}
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset missing")
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_tiny_run_reports_a_complete_record(framework):
+    labels = '{"experiment": "unit", "repeat": 0}'
+    process, records = run_workload(
+        "--framework", framework, *TINY_ARGS, "--steps", "3", "--labels-json", labels, one_cpu=True
+    )
+    record = only_record(process, records)
+    assert process.returncode == 0, process.stderr
+    assert (record["schema"], record["workload"], record["status"], record["error"]) == (1, "cnn_train", "ok", None)
+    assert record["labels"] == {
+        "experiment": "unit",
+        "repeat": 0,
+        "workload": "cnn_train",
+        "framework": framework,
+        "model": "tiny",
+        "batch_size": 8,
+        "image_size": 32,
+        "data": "synthetic",
+        "dtype": "float32",
+        "threads": 1,
+        "warmup_steps": 1,
+        "steps": 3,
+    }
+    values = metric_values(record)
+    assert values["throughput"] > 0
+    assert all(math.isfinite(values[name]) for name in ("loss_first", "loss_last"))
+    assert 0 < values["startup"] < values["elapsed"]
+    assert values["step_time_min"] <= values["step_time_p50"] <= values["step_time_p90"] <= values["step_time_max"]
+    step_times = record["metadata"]["step_times"]
+    assert len(step_times) == 3
+    assert values["throughput"] == pytest.approx(8 * 3 / sum(step_times), rel=1e-3)
+    metadata = record["metadata"]
+    assert (metadata["cpuset"], metadata["cpus_allowed_count"]) == (str(FIRST_CPU), 1)
+    assert metadata["model_params"] == 16 * 27 + 16 + 32 * 144 + 32 + 33 * 1000
+    assert metadata["framework_version"]
+    if framework == "tensorflow":
+        assert metadata["tf_function_traces"] == 1, "the training step must be traced once, not per call"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_tiny_model_learns(framework):
+    process, records = run_workload("--framework", framework, *TINY_ARGS, "--steps", "30")
+    values = metric_values(only_record(process, records))
+    # Random labels on one fixed batch: at least the label frequencies must be learned.
+    assert values["loss_last"] < values["loss_first"] - 1.0
+
+
+BAD_INPUTS = [
+    (["--model", "vgg16"], ["tiny", "alexnet", "resnet50", "inception3"]),
+    (["--framework", "jax"], ["tensorflow", "torch"]),
+    (["--batch-size", "0"], ["--batch-size", "positive integer"]),
+    (["--steps", "-5"], ["--steps", "positive integer"]),
+    (["--warmup-steps", "many"], ["--warmup-steps", "non-negative integer"]),
+    (["--threads", "0"], ["--threads", "positive integer"]),
+    (["--threads", "2"], ["--threads must be at most 1", f"({FIRST_CPU})"]),
+    (["--data", "imagenet"], ["synthetic"]),
+    (["--dtype", "float16"], ["float32"]),
+    (["--model", "inception3", "--image-size", "64"], ["inception3", "at least 75"]),
+    (["--labels-json", "[1]"], ["JSON object"]),
+    (["--labels-json", '{"model": "alexnet"}'], ["contradict", "model"]),
+]
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset missing")
+@pytest.mark.parametrize("args, expected", BAD_INPUTS, ids=[" ".join(args) for args, _ in BAD_INPUTS])
+def test_bad_input_exits_2_and_says_what_was_expected(args, expected):
+    process, records = run_workload("--model", "tiny", *args, one_cpu=True)
+    assert process.returncode == 2
+    assert records == []
+    for text in expected:
+        assert text in process.stderr
+
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch missing")
+
+
+@needs_torch
+def test_failure_during_the_run_still_leaves_a_record():
+    # A batch far beyond any address space: the synthetic data cannot be allocated.
+    process, records = run_workload("--framework", "torch", "--model", "tiny", "--batch-size", str(10**12))
+    record = only_record(process, records)
+    assert process.returncode == 1
+    assert (record["status"], record["metrics"]) == ("failed", [])
+    assert record["error"].startswith("MemoryError: ")
+    assert record["labels"]["batch_size"] == 10**12
+    assert record["metadata"]["cpuset"]
+
+
+@needs_torch
+def test_torch_resnet50_trains_one_step():
+    process, records = run_workload(
+        *"--framework torch --model resnet50 --image-size 64 --batch-size 2 --warmup-steps 0 --steps 1".split()
+    )
+    record = only_record(process, records)
+    assert record["status"] == "ok", record["error"]
+    assert math.isfinite(metric_values(record)["loss_last"])
+
+
+@needs_torch
+@pytest.mark.parametrize(
+    "model, image_size, expected_params, tolerance",
+    [
+        ("resnet50", 224, 25_557_032, 0),  # torchvision's resnet50
+        ("inception3", 299, 23_834_568, 0),  # torchvision's inception_v3 less its auxiliary head
+        ("alexnet", 227, 61_000_000, 0.05),  # tf_cnn_benchmarks' variant: 384 channels in conv4
+    ],
+)
+def test_torch_models_have_the_standard_shapes(model, image_size, expected_params, tolerance):
+    import torch
+
+    from workloads.cnn_train.models_torch import build_model, parameter_count
+
+    network = build_model(model, image_size, 1000).eval()
+    assert parameter_count(network) == pytest.approx(expected_params, rel=tolerance)
+    with torch.no_grad():
+        assert network(torch.zeros(1, 3, image_size, image_size)).shape == (1, 1000)
