@@ -74,6 +74,6 @@ class ActionModule(ActionBase):
             "numa_nodes": len(lab.get("numa_nodes", {})) or None,
             "gpu_count": lab.get("gpu_count"),
             "host_virt": lab.get("virt"),
-            "docker_version": task_vars.get("platbench_docker_version"),
+            "docker_version": task_vars.get("platform_run_docker_version"),
             "ansible_version": ansible_version,
         }

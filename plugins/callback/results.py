@@ -51,6 +51,7 @@ from ansible_collections.platbench.lab.plugins.module_utils.records import (
 CELL_ACTIONS = "platbench.lab."
 SAMPLES_FILE = "samples.jsonl"
 RUN_FILE = "run.json"
+SUMMARY_METRICS = ("throughput", "elapsed")
 _COLLECTION_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
@@ -128,7 +129,9 @@ def _summary(samples):
     if samples[0]["metric"] == FAILED_METRIC:
         error = samples[0]["metadata"]["error"].strip().splitlines() or ["no error message"]
         return "FAILED: " + error[0][:160]
-    return ", ".join(f"{sample['metric']}={sample['value']:.4g} {sample['unit']}" for sample in samples)
+    # The headline metrics only; the file has them all.
+    shown = [s for s in samples if s["metric"] in SUMMARY_METRICS] or samples[:2]
+    return ", ".join(f"{sample['metric']}={sample['value']:.4g} {sample['unit']}" for sample in shown)
 
 
 class CallbackModule(CallbackBase):
