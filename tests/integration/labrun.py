@@ -40,7 +40,8 @@ def failed_messages(runner):
     """The msg of every failed task, for assertions and for readable test failures."""
     messages = []
     for event in runner.events:
-        if event.get("event") == "runner_on_failed":
+        # A failing loop reports each item's message in its own event.
+        if event.get("event") in ("runner_on_failed", "runner_item_on_failed"):
             res = event["event_data"].get("res", {})
             messages.append(str(res.get("msg", res)))
     return messages

@@ -177,10 +177,8 @@ def _runtime_mount_roots():
 
 
 def _container_kind():
-    if os.path.exists("/.dockerenv"):
-        return "docker"
-    if os.path.exists("/run/.containerenv"):
-        return "podman"
+    # Evidence first: the cgroup path, then the runtime's bind mounts. Marker files like
+    # /.dockerenv are a last resort, because VM images made from container images keep them.
     cgroups = (_read("/proc/1/cgroup") or "") + "\n" + (_read("/proc/self/cgroup") or "")
     for pattern, kind in _CGROUP_CONTAINER_PATTERNS:
         if pattern.search(cgroups):
@@ -191,6 +189,11 @@ def _container_kind():
         if re.search(r"(^|/)containers/[0-9a-f]{64}/", root):
             return "docker"
         return "container-other"
+    if not _mountinfo():
+        if os.path.exists("/.dockerenv"):
+            return "docker"
+        if os.path.exists("/run/.containerenv"):
+            return "podman"
     return None
 
 
