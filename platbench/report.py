@@ -63,10 +63,21 @@ def load_samples(results_dir):
 
 
 def varying_labels(frame):
-    """Workload labels (parameters) that take more than one value: each value gets its own rows."""
+    """Workload labels (parameters) that vary within a scenario: each value gets its own rows.
+
+    A label that only follows the scenario (threads = scale-up) adds nothing and is left out.
+    """
     fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit"}
-    return [column for column in frame.columns
-            if column not in fixed and frame[column].dropna().astype(str).nunique() > 1]
+    scenarios = [column for column in SCENARIO_LABELS if column in frame.columns]
+    varying = []
+    for column in frame.columns:
+        if column in fixed:
+            continue
+        values = frame[column].astype(str).where(frame[column].notna())
+        within = values.groupby([frame[c].astype(str) for c in scenarios]).nunique() if scenarios else None
+        if (within.max() if within is not None else values.nunique()) > 1:
+            varying.append(column)
+    return varying
 
 
 def choose_metrics(frame, requested=None):
@@ -130,6 +141,15 @@ def _number(value, digits):
     return NOT_AVAILABLE if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}}"
 
 
+def _measure(value, scale=None):
+    """Plain decimals sized to ``scale`` (default: the value): 1779, 41.7, 3.52, 0.0161; no exponents."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NOT_AVAILABLE
+    magnitude = abs(value if scale is None else scale)
+    decimals = 0 if magnitude >= 100 else 1 if magnitude >= 10 else 2 if magnitude >= 1 else 4
+    return f"{value:.{decimals}f}"
+
+
 def display_table(rows, keys, metrics, units):
     """Header and rows of strings: ``mean ± std`` per metric with its unit, and its ratio to bm."""
     header = [*keys, "n", "failed"]
@@ -141,8 +161,8 @@ def display_table(rows, keys, metrics, units):
         line += [str(row["n"]), str(row["failed"])]
         for metric in metrics:
             spread = row[f"{metric} std"]
-            line.append(_number(row[f"{metric} mean"], "4g")
-                        + ("" if spread is None else f" ± {_number(spread, '2g')}"))
+            center = row[f"{metric} mean"]
+            line.append(_measure(center) + ("" if spread is None else f" ± {_measure(spread, scale=center)}"))
             line.append(_number(row[f"{metric} ratio to {BASELINE}"], "3f"))
         lines.append(line)
     return header, lines

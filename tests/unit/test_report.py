@@ -109,9 +109,10 @@ def test_table_shows_units_mean_std_ratio_and_na(campaign):
     header, lines = report.display_table(rows, keys, ["throughput", "elapsed"], units)
     assert header == ["platform", "scaleup", "cpu_config", "processor", "n", "failed",
                       "throughput (images/sec)", "throughput / bm", "elapsed (sec)", "elapsed / bm"]
-    assert lines[0] == ["bm", "2", "pin", "cpu", "3", "0", "42 ± 2", "1.000", "11 ± 1", "1.000"]
-    assert lines[1] == ["cn", "2", "pin", "cpu", "2", "1", "40.5 ± 2.1", "0.964", "12 ± 1.4", "1.091"]
-    assert lines[2] == ["vm", "4", "pin", "cpu", "1", "0", "21", "n/a", "20", "n/a"]
+    # Decimals follow the mean's size, the spread takes the mean's decimals: no exponents.
+    assert lines[0] == ["bm", "2", "pin", "cpu", "3", "0", "42.0 ± 2.0", "1.000", "11.0 ± 1.0", "1.000"]
+    assert lines[1] == ["cn", "2", "pin", "cpu", "2", "1", "40.5 ± 2.1", "0.964", "12.0 ± 1.4", "1.091"]
+    assert lines[2] == ["vm", "4", "pin", "cpu", "1", "0", "21.0", "n/a", "20.0", "n/a"]
 
 
 def test_cli_prints_the_table_and_writes_csv_and_markdown(campaign, capsys):
