@@ -21,7 +21,7 @@ PROCESSORS = ("cpu", "gpu")
 MODES = ("single", "distributed", "shared")
 
 REQUIRED_FIELDS = ("name", "workload", "platforms", "scaleup", "cpu_config", "processor", "repeats")
-OPTIONAL_FIELDS = {"description": "", "mode": "single", "params": {}}
+OPTIONAL_FIELDS = {"description": "", "mode": "single", "params": {}, "dataset": None}
 # Labels every cell carries; a workload parameter may not shadow them.
 CELL_LABELS = ("experiment", "platform", "scaleup", "cpu_config", "processor", "mode",
                "repeat", "scenario", "workload", "cell", "campaign")
@@ -115,6 +115,26 @@ def _check_params(params, problems):
                             f"scalars, got {value!r}")
 
 
+def _check_dataset(dataset, params, problems):
+    """``dataset: {generator: NAME, args: {...}}`` makes ``python -m workloads.datasets.NAME`` write
+    the data once per host; every cell then reads it through ``--data-dir``."""
+    if dataset is None:
+        return
+    if not isinstance(dataset, dict) or set(dataset) - {"generator", "args"}:
+        problems.append(f"dataset: must be a mapping with 'generator' and optional 'args', got {dataset!r}")
+        return
+    generator = dataset.get("generator")
+    if not (isinstance(generator, str) and _IDENTIFIER.match(generator)):
+        problems.append(f"dataset.generator: {generator!r} must name a module of workloads.datasets "
+                        "(e.g. imagenet, mnist, cifar10, ptb, imdb)")
+    args = dataset.get("args", {})
+    if not isinstance(args, dict) or not all(isinstance(k, str) and _IDENTIFIER.match(k) and _is_scalar(v)
+                                             for k, v in args.items()):
+        problems.append(f"dataset.args: must map lower_snake_case names to scalars, got {args!r}")
+    if isinstance(params, dict) and "data_dir" in params:
+        problems.append("dataset: give either 'dataset' (generated data) or params.data_dir (your own data), not both")
+
+
 def validate_experiment(data, source="experiment", expected_name=None):
     """Return ``data`` normalized (scalars of the dimension fields made lists, defaults
     filled in), or raise ExperimentError listing every problem, each naming ``source``.
@@ -161,6 +181,7 @@ def validate_experiment(data, source="experiment", expected_name=None):
     if "repeats" in data and not (isinstance(repeats, int) and not isinstance(repeats, bool) and repeats >= 1):
         problems.append(f"repeats: {repeats!r} must be an integer >= 1")
     _check_params(experiment["params"], problems)
+    _check_dataset(experiment["dataset"], experiment["params"], problems)
 
     if problems:
         raise ExperimentError(f"{source}: invalid experiment:\n  - " + "\n  - ".join(problems))

@@ -10,6 +10,7 @@ from ansible_collections.platbench.lab.plugins.module_utils.matrix import (
     expand,
     load_experiment,
     scenario_name,
+    validate_experiment,
 )
 
 SMOKE = """\
@@ -196,3 +197,18 @@ def test_yaml_errors_and_non_mappings_name_the_file(experiments):
 def test_overrides_must_be_a_mapping(experiments):
     with pytest.raises(ExperimentError, match="overrides must be a mapping"):
         load_experiment(experiments, "smoke", ["repeats=1"])
+
+
+def test_dataset_section_is_validated():
+    base = {"name": "d", "workload": "dl_tools", "platforms": ["bm"], "scaleup": [1], "cpu_config": ["pin"],
+            "processor": ["cpu"], "repeats": 1}
+    good = validate_experiment({**base, "dataset": {"generator": "mnist", "args": {"images": 64}}})
+    assert good["dataset"]["generator"] == "mnist"
+    assert validate_experiment(base)["dataset"] is None
+    for dataset, message in (({"generator": "../etc"}, "dataset.generator"),
+                             ({"generator": "mnist", "args": {"images": [1, 2]}}, "dataset.args"),
+                             ({"generator": "mnist", "path": "/x"}, "dataset: must be a mapping")):
+        with pytest.raises(ExperimentError, match=message):
+            validate_experiment({**base, "dataset": dataset})
+    with pytest.raises(ExperimentError, match="not both"):
+        validate_experiment({**base, "dataset": {"generator": "mnist"}, "params": {"data_dir": "/data"}})
