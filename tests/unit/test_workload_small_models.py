@@ -1,0 +1,245 @@
+"""workloads.small_models, run as the hosts run it: `python -m workloads.small_models` in a subprocess,
+on MNIST idx files and an aclImdb folder written by the generators."""
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workloads.common import RESULT_PREFIX
+from workloads.datasets import imdb, mnist
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch missing")
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("small_models_data")
+    mnist.generate(str(folder), 512)
+    imdb.generate(str(folder), 200)
+    return folder
+
+
+def run_workload(*args):
+    """(completed process, result records on stdout)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    process = subprocess.run(
+        [sys.executable, "-m", "workloads.small_models", *map(str, args)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    records = [
+        json.loads(line.removeprefix(RESULT_PREFIX))
+        for line in process.stdout.splitlines()
+        if line.startswith(RESULT_PREFIX)
+    ]
+    return process, records
+
+
+def only_record(process, records):
+    assert len(records) == 1, process.stdout + process.stderr
+    return records[0]
+
+
+def metric_values(record):
+    return {entry["metric"]: entry["value"] for entry in record["metrics"]}
+
+
+@needs_torch
+def test_mnist_cnn_epoch_reports_real_user_system_time_and_learns(data_dir):
+    labels = '{"experiment": "unit", "repeat": 1}'
+    process, records = run_workload(
+        "--net", "mnist_cnn", "--data-dir", data_dir, "--batch-size", 16, "--threads", 1, "--labels-json", labels
+    )
+    record = only_record(process, records)
+    assert process.returncode == 0, process.stderr
+    assert (record["workload"], record["status"], record["error"]) == ("small_models", "ok", None)
+    assert record["labels"] == {
+        "experiment": "unit",
+        "repeat": 1,
+        "workload": "small_models",
+        "framework": "torch",
+        "net": "mnist_cnn",
+        "batch_size": 16,
+        "batch_size_search": None,
+        "data": "mnist",
+        "samples": 512,
+        "epochs": 1,
+        "threads": 1,
+        "device": "cpu",
+    }
+    values = metric_values(record)
+    assert values["throughput"] == pytest.approx(512 / values["epoch_time"], rel=1e-6)
+    assert 0 < values["epoch_time"] < values["elapsed"]
+    assert values["user_time"] > values["epoch_user_time"] > 0 and values["system_time"] >= 0
+    assert values["step_time_min"] <= values["step_time_p50"] <= values["step_time_max"]
+    metadata = record["metadata"]
+    assert metadata["batches_per_epoch"] == 32 and len(metadata["batch_times"]) == 32
+    # PyTorch's MNIST example network: 320 + 18,496 + 1,179,776 + 1,290 parameters.
+    assert (metadata["model_params"], metadata["optimizer"]) == (1_199_882, "Adadelta")
+    assert metadata["profile"] is None and "CUDA is not available" in metadata["profile_reason"]
+    assert all(math.isfinite(values[name]) for name in ("loss_first", "loss_last"))
+    assert values["loss_last"] < values["loss_first"] - 0.5, "32 batches of synthetic digits must be learned"
+
+
+@needs_torch
+def test_imdb_rnn_trains_on_aclimdb_reviews(data_dir):
+    process, records = run_workload(
+        "--net",
+        "imdb_rnn",
+        "--data-dir",
+        data_dir / "aclImdb",
+        "--samples",
+        100,
+        "--batch-size",
+        32,
+        "--epochs",
+        2,
+        "--threads",
+        1,
+    )
+    record = only_record(process, records)
+    assert record["status"] == "ok", record["error"]
+    values = metric_values(record)
+    assert all(math.isfinite(values[name]) for name in ("loss_first", "loss_last"))
+    assert values["throughput"] == pytest.approx(2 * 100 / (2 * values["epoch_time"]), rel=1e-6)
+    metadata = record["metadata"]
+    assert len(metadata["epoch_times"]) == 2 and metadata["batches_per_epoch"] == 4  # 32+32+32+4: the last one short
+    dataset = metadata["dataset"]
+    assert (dataset["samples"], dataset["positive"], dataset["max_length"]) == (100, 50, 200)
+    vocabulary = dataset["vocabulary_size"]
+    assert metadata["model_params"] == vocabulary * 100 + (100 * 256 + 256 * 256 + 2 * 256) + 256 + 1
+    assert [entry["unit"] for entry in record["metrics"] if entry["metric"] == "throughput"] == ["reviews/sec"]
+
+
+@needs_torch
+def test_batch_size_search_picks_the_fastest_candidate(data_dir):
+    process, records = run_workload(
+        "--net",
+        "mnist_cnn",
+        "--data-dir",
+        data_dir,
+        "--samples",
+        128,
+        "--batch-size-search",
+        "16,32",
+        "--search-batches",
+        2,
+        "--threads",
+        1,
+    )
+    record = only_record(process, records)
+    assert record["status"] == "ok", record["error"]
+    search = record["metadata"]["batch_size_search"]
+    assert search["candidates"] == [16, 32]
+    assert [trial["batch_size"] for trial in search["trials"]] == [16, 32]
+    assert all(trial["timed_batches"] == 2 and trial["seconds"] > 0 for trial in search["trials"])
+    fastest = max(search["trials"], key=lambda trial: trial["samples_per_sec"])
+    assert search["chosen"] == fastest["batch_size"] == record["labels"]["batch_size"]
+    assert record["labels"]["batch_size_search"] == "16,32"
+    assert record["metadata"]["batches_per_epoch"] == 128 // search["chosen"]
+    assert metric_values(record)["search_time"] >= sum(trial["seconds"] for trial in search["trials"])
+
+
+def test_profile_summary_from_device_activities():
+    from workloads.small_models.profiling import summarize
+
+    activities = [
+        ("Memset (Device)", 0.001),
+        ("Memcpy HtoD (Pageable -> Device)", 0.004),
+        ("Memcpy DtoH (Device -> Pageable)", 0.002),
+        ("volta_sgemm_128x64_nn", 0.010),
+        ("volta_sgemm_128x64_nn", 0.010),
+        ("elementwise_kernel", 0.005),
+    ]
+    operators = [("aten::addmm", 2_000_000, 40_000), ("aten::conv2d", 6_000_000, 60_000)]
+    summary = summarize(activities, operators, wall_seconds=0.05, batches=2, h2d_bytes=1234, top_n=1)
+    assert (summary["memset_time_s"], summary["memset_count"]) == (0.001, 1)
+    assert (summary["h2d_copy_time_s"], summary["h2d_copy_count"], summary["h2d_bytes"]) == (0.004, 1, 1234)
+    assert summary["kernel_time_s"] == pytest.approx(0.025) and summary["kernel_launches"] == 3
+    assert summary["top_kernels"] == [
+        {"name": "volta_sgemm_128x64_nn", "count": 2, "time_s": 0.020, "share": pytest.approx(0.8)}
+    ]
+    assert (summary["flops"], summary["bytes_moved"]) == (8_000_000, 100_000)
+    assert summary["roofline"]["arithmetic_intensity_flop_per_byte"] == 80
+    assert summary["roofline"]["achieved_flops_per_s"] == pytest.approx(8_000_000 / 0.025)
+    assert set(summary["estimates"]) >= {"flops", "bytes_moved", "h2d_bytes"}
+    assert "dram_read_throughput" in summary["not_measured"]
+
+
+@needs_torch
+def test_profiled_operator_costs_come_from_shapes_and_dtypes():
+    # In a fresh interpreter: torch.profiler cannot load beside Ansible's patches of this test process.
+    code = """
+import json, torch
+from torch.profiler import ProfilerActivity, profile
+from workloads.small_models.profiling import operator_costs
+layer = torch.nn.Linear(64, 32)
+with profile(activities=[ProfilerActivity.CPU], with_flops=True, record_shapes=True) as profiler:
+    layer(torch.zeros(8, 64))
+print(json.dumps(operator_costs(profiler.events())))
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    process = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stderr
+    costs = json.loads(process.stdout.splitlines()[-1])
+    assert costs == [["aten::addmm", 2 * 8 * 64 * 32, 4 * (32 + 8 * 64 + 64 * 32)]]
+
+
+BAD_INPUTS = [
+    (["--net", "resnet18"], ["mnist_cnn", "imdb_rnn"]),
+    (["--net", "mnist_cnn", "--batch-size", "0"], ["--batch-size", "positive integer"]),
+    (["--net", "mnist_cnn", "--batch-size", "1024"], ["batch size 1024 is larger than the 512 training samples"]),
+    (["--net", "mnist_cnn", "--batch-size-search", "64,-1"], ["--batch-size-search", "positive integers"]),
+    (["--net", "mnist_cnn", "--batch-size", "64", "--batch-size-search", "64,128"], ["exclude each other"]),
+    (["--net", "mnist_cnn", "--device", "tpu"], ["auto", "cpu", "cuda"]),
+    (["--net", "mnist_cnn", "--samples", "600"], ["512 mnist training samples, 600 are needed", "--images 600"]),
+    (["--net", "imdb_rnn", "--samples", "400"], ["holds 100 review files", "200 are needed", "--reviews 400"]),
+]
+MISSING_DATA = [
+    ("mnist_cnn", ["train-images-idx3-ubyte[.gz]", "python -m workloads.datasets.mnist --out"]),
+    ("imdb_rnn", ["aclImdb/train/pos/<id>_<rating>.txt", "python -m workloads.datasets.imdb --out"]),
+]
+
+
+def _assert_exit_2(process, records, expected):
+    assert process.returncode == 2, process.stdout + process.stderr
+    assert records == []
+    for text in expected:
+        assert text in process.stderr
+
+
+@pytest.mark.parametrize("args, expected", BAD_INPUTS, ids=[" ".join(args) for args, _ in BAD_INPUTS])
+def test_bad_input_exits_2_and_says_what_was_expected(data_dir, args, expected):
+    _assert_exit_2(*run_workload(*args, "--data-dir", data_dir), expected)
+
+
+@pytest.mark.parametrize("net, expected", MISSING_DATA)
+def test_missing_dataset_exits_2_naming_files_and_generator(tmp_path, net, expected):
+    _assert_exit_2(*run_workload("--net", net, "--data-dir", tmp_path), expected)
+
+
+@needs_torch
+def test_device_cuda_profiles_the_gpu_or_exits_2_without_one(data_dir):
+    process, records = run_workload(
+        "--net", "mnist_cnn", "--device", "cuda", "--samples", 64, "--profile-batches", 2, "--data-dir", data_dir
+    )
+    if process.returncode == 2:
+        _assert_exit_2(process, records, ["--device cuda", "CUDA is not available"])
+        return
+    # A machine with CUDA: the GPU path and its profile.
+    record = only_record(process, records)
+    assert record["status"] == "ok", record["error"]
+    profile = record["metadata"]["profile"]
+    assert record["labels"]["device"] == "cuda" and profile["batches"] == 2
+    assert profile["kernel_launches"] > 0 and profile["top_kernels"] and profile["h2d_copy_count"] > 0
+    assert profile["flops"] > 0 and profile["roofline"]["arithmetic_intensity_flop_per_byte"] > 0

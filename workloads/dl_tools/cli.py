@@ -1,0 +1,182 @@
+"""Command line, timed epochs and result record of dl_tools (Xu, Shi, Chu 2017).
+
+Seconds per batch are reported for the first epoch and for the later ones separately: the first
+includes the warm-up (page cache, tf.function tracing, allocator and oneDNN primitive creation).
+Each timed batch covers the host-side gather and conversion of the batch and the training step.
+"""
+
+import argparse
+import importlib
+import math
+import os
+import sys
+import time
+import traceback
+from typing import NamedTuple
+
+from ..cnn_train.cli import _json_object, _positive_int
+from ..common import (
+    emit_record,
+    format_cpuset,
+    metric,
+    probe_environment,
+    process_elapsed,
+    set_thread_env,
+    step_time_metrics,
+)
+from .settings import FRAMEWORK_BACKENDS, NETS
+
+WORKLOAD = "dl_tools"
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m workloads.dl_tools",
+        description="Train one of Xu et al.'s four networks on its real-format dataset for a few epochs and "
+        "print one PLATBENCH_RESULT line with seconds per batch, first epoch and later epochs apart.",
+    )
+    add = parser.add_argument
+    add("--net", choices=NETS, required=True)
+    add("--framework", choices=FRAMEWORK_BACKENDS, default="tensorflow")
+    defaults = ", ".join(f"{name} {spec.default_batch_size} of {spec.study_batch_sizes}" for name, spec in NETS.items())
+    add("--batch-size", type=_positive_int, help=f"samples per batch (default: the study's middle size: {defaults})")
+    add("--epochs", type=_positive_int, default=2, help="epochs over the training set (the first is reported apart)")
+    add("--max-batches-per-epoch", type=_positive_int, help="cap on the batches of each epoch, for scaled-down runs")
+    add("--data-dir", required=True, help="folder holding the net's dataset (MNIST idx, CIFAR-10 binary, PTB text)")
+    add("--threads", type=_positive_int, help="compute threads (default: every CPU this process may use)")
+    add("--seed", type=int, default=0)
+    add("--labels-json", type=_json_object, default={}, help="extra labels for the record, as a JSON object")
+    return parser
+
+
+def parse_args(argv=None, parser=None):
+    """Parsed and validated arguments, defaults filled in; exits 2 on bad input. The data is checked later."""
+    parser = parser or build_parser()
+    args = parser.parse_args(argv)
+    if args.batch_size is None:
+        args.batch_size = NETS[args.net].default_batch_size
+    allowed_cpus = os.sched_getaffinity(0)
+    if args.threads is None:
+        args.threads = len(allowed_cpus)
+    if args.threads > len(allowed_cpus):
+        parser.error(
+            f"--threads must be at most {len(allowed_cpus)}, the CPUs this process may use "
+            f"({format_cpuset(allowed_cpus)}), got {args.threads}"
+        )
+    own_labels = _own_labels(args)
+    clashes = sorted(key for key, value in args.labels_json.items() if own_labels.get(key, value) != value)
+    if clashes:
+        parser.error(f"--labels-json must not contradict the run's own labels: {', '.join(clashes)}")
+    return args
+
+
+def _own_labels(args):
+    return {
+        "workload": WORKLOAD,
+        "framework": args.framework,
+        "net": args.net,
+        "batch_size": args.batch_size,
+        "data": NETS[args.net].dataset,
+        "threads": args.threads,
+        "epochs": args.epochs,
+        "max_batches_per_epoch": args.max_batches_per_epoch,
+    }
+
+
+class EpochRun(NamedTuple):
+    startup: float  # seconds from launch to the first batch
+    losses: list  # per epoch, every batch's loss
+    batch_times: list  # per epoch, seconds per batch
+
+
+def run_epochs(step, data, batch_size, epochs, batches_per_epoch, orders):
+    """Trains `epochs` times over the batches of each order in `orders` (a permutation of the samples per epoch);
+    `step()` must return its loss only once it has finished."""
+    startup = process_elapsed()
+    losses, batch_times = [], []
+    for epoch, order in zip(range(epochs), orders):
+        losses.append([])
+        batch_times.append([])
+        for index in range(batches_per_epoch):
+            started = time.perf_counter()
+            loss = step(*data.batch(order[index * batch_size : (index + 1) * batch_size]))
+            duration = time.perf_counter() - started
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"loss is {loss} at batch {index} of epoch {epoch + 1}")
+            losses[-1].append(loss)
+            batch_times[-1].append(duration)
+    return EpochRun(startup, losses, batch_times)
+
+
+def _renamed(metrics, prefix):
+    return [{**entry, "metric": entry["metric"].replace("step_time", prefix, 1)} for entry in metrics]
+
+
+def _metrics(run, batch_size, unit, data_load):
+    first = run.batch_times[0]
+    later = [duration for epoch in run.batch_times[1:] for duration in epoch]
+    timed = later or first  # throughput excludes the warm-up epoch when there is a later one
+    return [
+        metric("throughput", batch_size * len(timed) / sum(timed), f"{unit}/sec"),
+        metric("data_load", data_load, "s"),
+        metric("startup", run.startup, "s"),
+        metric("epoch1_time", sum(first), "s"),
+        *_renamed(step_time_metrics(first), "batch_time_epoch1"),
+        *(_renamed(step_time_metrics(later), "batch_time_later") if later else []),
+        metric("loss_first", run.losses[0][0], "loss"),
+        metric("loss_last", run.losses[-1][-1], "loss"),
+    ]
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parse_args(argv, parser)
+    spec = NETS[args.net]
+    labels = {**args.labels_json, **_own_labels(args)}
+    metadata = {
+        **probe_environment(),
+        "data_dir": os.path.abspath(args.data_dir),
+        "study_batch_sizes": list(spec.study_batch_sizes),
+        "optimizer": {
+            "name": "sgd",
+            "learning_rate": spec.learning_rate,
+            "momentum": spec.momentum,
+            "global_clipnorm": spec.clip_norm,
+        },
+        "seed": args.seed,
+    }
+    set_thread_env(args.threads)
+    from ..datasets.base import DatasetError  # stdlib only
+
+    try:
+        # numpy (and so the data) only after the thread variables: its BLAS reads them when it loads.
+        from .data import epoch_orders, load
+
+        started = time.perf_counter()
+        try:
+            data = load(args.net, args.data_dir, args.batch_size)
+        except DatasetError as error:
+            parser.error(f"--data-dir: {error}")
+        data_load = time.perf_counter() - started
+        batches_per_epoch = min(data.samples // args.batch_size, args.max_batches_per_epoch or math.inf)
+        metadata.update(dataset=data.info, batches_per_epoch=batches_per_epoch)
+        backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
+        step, backend_metadata = backend.build_trainer(args, spec, data.num_outputs)
+        orders = epoch_orders(data.samples, args.seed)
+        run = run_epochs(step, data, args.batch_size, args.epochs, batches_per_epoch, orders)
+        metadata.update(
+            backend_metadata(),
+            batch_times=[[round(t, 6) for t in epoch] for epoch in run.batch_times],
+            epoch_times=[round(sum(epoch), 6) for epoch in run.batch_times],
+            epoch_loss_mean=[sum(epoch) / len(epoch) for epoch in run.losses],
+        )
+        # `elapsed` is taken last so that it covers launch to exit.
+        metrics = _metrics(run, args.batch_size, spec.sample_unit, data_load) + [
+            metric("elapsed", process_elapsed(), "s")
+        ]
+        emit_record(WORKLOAD, labels, metrics, metadata)
+        return 0
+    except Exception as error:  # noqa: BLE001 - a failed run must still leave its record
+        traceback.print_exc(file=sys.stderr)
+        emit_record(WORKLOAD, labels, [], metadata, status="failed", error=f"{type(error).__name__}: {error}")
+        return 1

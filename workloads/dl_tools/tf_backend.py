@@ -1,0 +1,51 @@
+"""TensorFlow/Keras 3 training step, compiled once with tf.function. Import only after `set_thread_env`."""
+
+import os
+
+# Keras 3 must pick TensorFlow; both variables are read at import time.
+os.environ["KERAS_BACKEND"] = "tensorflow"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from ..cnn_train.tf_backend import _onednn_enabled  # noqa: E402
+from .models_tf import build_model, trainable_parameters  # noqa: E402
+
+
+def build_trainer(args, spec, num_outputs):
+    """Returns (step, metadata): step(inputs, targets) trains on one batch and returns its loss."""
+    # Both must be set before TensorFlow runs its first op.
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    keras.utils.set_random_seed(args.seed)
+
+    model = build_model(args.net, num_outputs)
+    optimizer = keras.optimizers.SGD(
+        learning_rate=spec.learning_rate, momentum=spec.momentum, global_clipnorm=spec.clip_norm
+    )
+    optimizer.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function(jit_compile=False)
+    def train_step(inputs, targets):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(targets, model(inputs, training=True))
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        return loss
+
+    def step(inputs, targets):
+        # Host arrays become tensors here, inside the timed batch; .numpy() waits for the step to finish.
+        return float(train_step(tf.convert_to_tensor(inputs), tf.convert_to_tensor(targets)).numpy())
+
+    def metadata():
+        return {
+            "framework_version": tf.__version__,
+            "keras_version": keras.__version__,
+            "model_params": trainable_parameters(model),
+            "onednn": {"enabled": _onednn_enabled()},
+            "tf_function_traces": train_step.experimental_get_tracing_count(),
+        }
+
+    return step, metadata

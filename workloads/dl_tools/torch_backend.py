@@ -1,0 +1,46 @@
+"""PyTorch training step (eager). Import only after `set_thread_env`."""
+
+import random
+
+import torch
+
+from ..cnn_train.torch_backend import _onednn_info
+from .models_torch import build_model, trainable_parameters
+
+
+def build_trainer(args, spec, num_outputs):
+    """Returns (step, metadata): step(inputs, targets) trains on one batch and returns its loss."""
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+
+    model = build_model(args.net, num_outputs).train()
+    images = args.net in ("alexnet", "resnet50")
+    if images:
+        model = model.to(memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate, momentum=spec.momentum)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(inputs, targets):
+        inputs, targets = torch.from_numpy(inputs), torch.from_numpy(targets)
+        if images:  # NHWC memory seen as NCHW: exactly the channels_last layout, no copy
+            inputs = inputs.permute(0, 3, 1, 2)
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(inputs)
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        loss.backward()
+        if spec.clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), spec.clip_norm)
+        optimizer.step()
+        # .item() returns only once the step is done.
+        return loss.item()
+
+    def metadata():
+        return {
+            "framework_version": torch.__version__,
+            "model_params": trainable_parameters(model),
+            "onednn": _onednn_info(),
+        }
+
+    return step, metadata

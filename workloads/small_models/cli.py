@@ -1,0 +1,222 @@
+"""Command line, timed epoch(s) and result record of small_models (Chopra, Ranjan, Sinha 2022).
+
+The study times whole runs (real, user and system time, as `time` reports them) of one epoch after
+choosing the fastest batch size; on a GPU it adds a profile (memsets, copies, kernels, FLOPs, roofline).
+"""
+
+import argparse
+import importlib
+import os
+import sys
+import time
+import traceback
+
+from ..cnn_train.cli import _json_object, _non_negative_int, _positive_int
+from ..common import (
+    emit_record,
+    format_cpuset,
+    metric,
+    probe_environment,
+    process_elapsed,
+    set_thread_env,
+    step_time_metrics,
+)
+from .settings import DEFAULT_BATCH_SIZE, DEVICES, NETS, PROFILE_BATCHES, PROFILE_TOP_KERNELS, SEARCH_BATCHES
+
+WORKLOAD = "small_models"
+
+
+def _batch_size_list(text):
+    sizes = []
+    for part in text.split(","):
+        try:
+            size = int(part)
+        except ValueError:
+            size = 0
+        if size <= 0:
+            raise argparse.ArgumentTypeError(f"expected comma-separated positive integers such as 64,128, got {text!r}")
+        if size not in sizes:
+            sizes.append(size)
+    return sizes
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m workloads.small_models",
+        description="Train one of Chopra et al.'s small PyTorch jobs (by default one epoch) and print one "
+        "PLATBENCH_RESULT line with real, user and system time.",
+    )
+    add = parser.add_argument
+    add("--net", choices=NETS, required=True)
+    add("--data-dir", required=True, help="folder holding MNIST idx files (mnist_cnn) or aclImdb (imdb_rnn)")
+    add("--epochs", type=_positive_int, default=1)
+    add("--batch-size", type=_positive_int, help=f"samples per batch (default {DEFAULT_BATCH_SIZE})")
+    add(
+        "--batch-size-search",
+        type=_batch_size_list,
+        metavar="B1,B2,...",
+        help="time a short trial of each batch size and train with the fastest (the study: 64,128)",
+    )
+    add(
+        "--search-batches",
+        type=_positive_int,
+        default=SEARCH_BATCHES,
+        help=f"timed batches per trial of --batch-size-search, after one untimed (default {SEARCH_BATCHES})",
+    )
+    samples = ", ".join(f"{name} {spec.samples}" for name, spec in NETS.items())
+    add("--samples", type=_positive_int, help=f"training samples, the first ones of the set (default: {samples})")
+    add("--device", choices=DEVICES, default="auto", help="auto: cuda when available, else cpu")
+    add(
+        "--profile-batches",
+        type=_non_negative_int,
+        default=PROFILE_BATCHES,
+        help=f"extra batches profiled after the timed epochs, CUDA only; 0: none (default {PROFILE_BATCHES})",
+    )
+    add("--threads", type=_positive_int, help="compute threads (default: every CPU this process may use)")
+    add("--seed", type=int, default=0)
+    add("--labels-json", type=_json_object, default={}, help="extra labels for the record, as a JSON object")
+    return parser
+
+
+def parse_args(argv=None, parser=None):
+    """Parsed and validated arguments, defaults filled in; exits 2 on bad input. The data is checked later."""
+    parser = parser or build_parser()
+    args = parser.parse_args(argv)
+    if args.batch_size is not None and args.batch_size_search:
+        parser.error("--batch-size and --batch-size-search exclude each other: give one")
+    if args.samples is None:
+        args.samples = NETS[args.net].samples
+    if not args.batch_size_search and args.batch_size is None:
+        args.batch_size = DEFAULT_BATCH_SIZE
+    for size in args.batch_size_search or [args.batch_size]:
+        if size > args.samples:
+            parser.error(f"batch size {size} is larger than the {args.samples} training samples (--samples)")
+    allowed_cpus = os.sched_getaffinity(0)
+    if args.threads is None:
+        args.threads = len(allowed_cpus)
+    if args.threads > len(allowed_cpus):
+        parser.error(
+            f"--threads must be at most {len(allowed_cpus)}, the CPUs this process may use "
+            f"({format_cpuset(allowed_cpus)}), got {args.threads}"
+        )
+    own_labels = {key: value for key, value in _own_labels(args).items() if value is not None}
+    clashes = sorted(key for key, value in args.labels_json.items() if own_labels.get(key, value) != value)
+    if clashes:
+        parser.error(f"--labels-json must not contradict the run's own labels: {', '.join(clashes)}")
+    return args
+
+
+def _own_labels(args, device=None):
+    """The run's labels; batch_size (when searched) and device (when auto) are known only once resolved."""
+    return {
+        "workload": WORKLOAD,
+        "framework": "torch",
+        "net": args.net,
+        "batch_size": args.batch_size,
+        "batch_size_search": ",".join(map(str, args.batch_size_search)) if args.batch_size_search else None,
+        "data": NETS[args.net].dataset,
+        "samples": args.samples,
+        "epochs": args.epochs,
+        "threads": args.threads,
+        "device": device or (None if args.device == "auto" else args.device),
+    }
+
+
+def _metrics(run, samples, unit, data_load, search_time):
+    user, system = (sum(times) for times in zip(*run.epoch_cpu))
+    return [
+        metric("epoch_time", sum(run.epoch_times) / len(run.epoch_times), "s"),
+        metric("throughput", samples * len(run.epoch_times) / sum(run.epoch_times), f"{unit}/sec"),
+        metric("epoch_user_time", user, "s"),
+        metric("epoch_system_time", system, "s"),
+        metric("data_load", data_load, "s"),
+        *([metric("search_time", search_time, "s")] if search_time is not None else []),
+        *step_time_metrics(run.batch_times),
+        metric("loss_first", run.losses[0], "loss"),
+        metric("loss_last", run.losses[-1], "loss"),
+    ]
+
+
+def _process_metrics(train):
+    """Taken last: the whole process from launch to exit, as `time` would report it."""
+    elapsed = process_elapsed()
+    user, system = train.cpu_times()
+    return [metric("elapsed", elapsed, "s"), metric("user_time", user, "s"), metric("system_time", system, "s")]
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parse_args(argv, parser)
+    spec = NETS[args.net]
+    labels = {**args.labels_json, **_own_labels(args)}
+    metadata = {**probe_environment(), "data_dir": os.path.abspath(args.data_dir), "seed": args.seed}
+    set_thread_env(args.threads)
+    from ..datasets.base import DatasetError  # stdlib only
+
+    try:
+        # torch and numpy only after the thread variables: their math libraries read them when they load.
+        train = importlib.import_module(".train", __package__)
+        from .data import load
+
+        train.setup(args.threads, args.seed)
+        try:
+            device = train.resolve_device(args.device)
+        except train.DeviceUnavailable as error:
+            parser.error(f"--device {args.device}: {error}; use --device cpu or auto")
+        labels.update(device=device.type)
+        started = time.perf_counter()
+        try:
+            data = load(spec.dataset, args.data_dir, args.samples)
+        except DatasetError as error:
+            parser.error(f"--data-dir: {error}")
+        data_load = time.perf_counter() - started
+        metadata["dataset"] = data.info
+
+        def make_job(batch_size):
+            return train.Job(args.net, data, device, batch_size, args.seed)
+
+        search_time = None
+        if args.batch_size_search:
+            started = time.perf_counter()
+            args.batch_size, trials = train.search_batch_size(make_job, args.batch_size_search, args.search_batches)
+            search_time = time.perf_counter() - started
+            labels.update(batch_size=args.batch_size)
+            metadata["batch_size_search"] = {
+                "candidates": args.batch_size_search,
+                "trials": trials,
+                "chosen": args.batch_size,
+            }
+        job = make_job(args.batch_size)
+        run = train.run_epochs(job, args.epochs)
+        metadata.update(
+            framework_version=train.torch.__version__,
+            model_params=job.parameters(),
+            optimizer=type(job.optimizer).__name__,
+            batches_per_epoch=len(job.loader),
+            epoch_times=run.epoch_times,
+            batch_times=[round(t, 6) for t in run.batch_times],
+            **_profile(train, job, device, args.profile_batches),
+        )
+        metrics = _metrics(run, data.samples, spec.sample_unit, data_load, search_time) + _process_metrics(train)
+        emit_record(WORKLOAD, labels, metrics, metadata)
+        return 0
+    except Exception as error:  # noqa: BLE001 - a failed run must still leave its record
+        traceback.print_exc(file=sys.stderr)
+        emit_record(WORKLOAD, labels, [], metadata, status="failed", error=f"{type(error).__name__}: {error}")
+        return 1
+
+
+def _profile(train, job, device, batches):
+    """{"profile": summary} on CUDA; {"profile": None, "profile_reason": why} elsewhere."""
+    from . import profiling
+
+    reason = profiling.skipped_reason(device) if batches else "--profile-batches 0"
+    if reason is not None:
+        return {"profile": None, "profile_reason": reason}
+    # CUDA only from here: the GPU path, not exercised on CPU-only machines.
+    batch_stream = job.endless_batches()
+
+    def train_batch():
+        return job.train_batch(*next(batch_stream))[1]
+
+    return {"profile": profiling.profile_batches(train_batch, batches, PROFILE_TOP_KERNELS, device)}
