@@ -9,6 +9,7 @@ class ModelDefaults(NamedTuple):
     min_image_size: int  # the smallest input the architecture can shrink down to 1x1
 
 
+# Lin et al. 2018: batch per device 32 (InceptionV3), 32 (ResNet-50), 512 (AlexNet); NHWC; SGD.
 MODELS = {
     "tiny": ModelDefaults(batch_size=32, image_size=32, min_image_size=4),
     "alexnet": ModelDefaults(batch_size=512, image_size=227, min_image_size=67),
@@ -16,8 +17,18 @@ MODELS = {
     "inception3": ModelDefaults(batch_size=32, image_size=299, min_image_size=75),
 }
 FRAMEWORK_BACKENDS = {"tensorflow": "tf_backend", "torch": "torch_backend"}
-DATA_SOURCES = ("synthetic",)
+DATA_SOURCES = ("synthetic", "real")
+DATA_FORMATS = ("auto", "jpeg", "tfrecord")
 DTYPES = ("float32",)
 OPTIMIZERS = ("sgd",)
 SGD_LEARNING_RATE = 0.01
 SGD_MOMENTUM = 0.9
+# single: one process on one device. ps: one instance, data-parallel over its devices (one worker
+# process per GPU, or --cpu-workers CPU worker processes) with one parameter-server process.
+# distributed: 1 parameter server + N workers, possibly on several machines.
+MODES = ("single", "ps", "distributed")
+ROLES = ("ps", "worker", "chief")
+DEFAULT_CPU_WORKERS = 2
+DEFAULT_NUM_WORKERS = 2
+DEFAULT_NET_TIMEOUT = 600.0  # seconds any one network wait may take
+DEFAULT_LAUNCH_TIMEOUT = 3600.0  # seconds a local launch may take, all processes together

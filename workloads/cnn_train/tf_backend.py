@@ -1,62 +1,134 @@
 """TensorFlow/Keras 3 training step. Import only after `set_thread_env`."""
 
 import os
+import time
 
 # Keras 3 must pick TensorFlow; both variables are read at import time.
 os.environ["KERAS_BACKEND"] = "tensorflow"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 import keras  # noqa: E402
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from ..common.onednn import tensorflow_onednn  # noqa: E402
 from .data import synthetic_batch  # noqa: E402
 from .models_tf import build_model  # noqa: E402
 from .settings import SGD_LEARNING_RATE, SGD_MOMENTUM  # noqa: E402
 
 
-def _onednn_enabled():
-    """TensorFlow's own verdict (TF_ENABLE_ONEDNN_OPTS and CPU defaults); private API, so guarded."""
-    try:
-        from tensorflow.python.util import _pywrap_util_port
-
-        return bool(_pywrap_util_port.IsMklEnabled())
-    except (ImportError, AttributeError):
-        return None
 
 
-def build_trainer(args):
-    """Returns (step, metadata): step() trains once and returns the loss; metadata() describes the run."""
-    # Both must be set before TensorFlow runs its first op.
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    keras.utils.set_random_seed(args.seed)
+def _as_model_input(images):
+    """uint8 batches from disk become floats in [-1, 1]; synthetic float batches pass unchanged.
 
-    model = build_model(args.model, args.image_size, args.num_classes)
-    optimizer = keras.optimizers.SGD(learning_rate=SGD_LEARNING_RATE, momentum=SGD_MOMENTUM)
-    optimizer.build(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    images_np, labels_np = synthetic_batch(args.batch_size, args.image_size, args.num_classes, args.seed)
-    images, labels = tf.constant(images_np), tf.constant(labels_np)
+    Runs inside the traced step, so on a GPU the (uint8) host-to-device copy and the
+    conversion are part of the timed step.
+    """
+    if images.dtype == tf.uint8:
+        return tf.cast(images, tf.float32) / 127.5 - 1.0
+    return images
 
-    @tf.function(jit_compile=False)
-    def train_step(images, labels):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(labels, model(images, training=True))
-        gradients = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
-        return loss
 
-    def step():
-        # .numpy() waits for the step to finish, so the caller's timer sees real work.
-        return float(train_step(images, labels).numpy())
+class Trainer:
+    """One model replica: next_batch() and step(batch) for the timed loop, gradients/params for a PS.
 
-    def metadata():
-        return {
+    shard_index/shard_count: which part of the dataset this replica reads (workers of a
+    parameter-server run each read their own part).
+    """
+
+    def __init__(self, args, shard_index=0, shard_count=1):
+        # Both must be set before TensorFlow runs its first op.
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        keras.utils.set_random_seed(args.seed)
+        self.args = args
+        self.device = "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
+
+        model = build_model(args.model, args.image_size, args.num_classes)
+        optimizer = keras.optimizers.SGD(learning_rate=SGD_LEARNING_RATE, momentum=SGD_MOMENTUM)
+        optimizer.build(model.trainable_variables)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.model = model
+        trainable = model.trainable_variables
+        sizes = [int(np.prod(variable.shape)) for variable in trainable]
+
+        @tf.function(jit_compile=False)
+        def train_step(images, labels):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(labels, model(_as_model_input(images), training=True))
+            gradients = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+            return loss
+
+        @tf.function(jit_compile=False)
+        def gradient_step(images, labels):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(labels, model(_as_model_input(images), training=True))
+            gradients = tape.gradient(loss, trainable)
+            return loss, tf.concat([tf.reshape(gradient, [-1]) for gradient in gradients], axis=0)
+
+        @tf.function(jit_compile=False)
+        def assign_params(flat):
+            for variable, part in zip(trainable, tf.split(flat, sizes)):
+                variable.assign(tf.reshape(part, variable.shape))
+
+        @tf.function(jit_compile=False)
+        def flat_params():
+            return tf.concat([tf.reshape(variable, [-1]) for variable in trainable], axis=0)
+
+        self._train_step, self._gradient_step = train_step, gradient_step
+        self._assign_params, self._flat_params = assign_params, flat_params
+
+        setup_started = time.perf_counter()
+        self.stats = None
+        if args.data == "real":
+            from .input_tf import build_input
+
+            total_batches = args.warmup_steps + args.steps
+            self.next_batch, self.stats = build_input(args.dataset, args, total_batches, shard_index, shard_count)
+        else:
+            images_np, labels_np = synthetic_batch(
+                args.batch_size, args.image_size, args.num_classes, args.seed + shard_index
+            )
+            # Synthetic data lives where the model runs: no copy is ever timed.
+            with tf.device(self.device):
+                batch = (tf.identity(tf.constant(images_np)), tf.identity(tf.constant(labels_np)))
+            self.next_batch = lambda: batch
+        # Seconds from the start of data setup to a pipeline ready to be asked for its first batch.
+        self.data_setup = time.perf_counter() - setup_started
+
+    def step(self, batch):
+        """Trains once on the batch; .numpy() waits for the step to finish, so the caller's timer sees real work."""
+        return float(self._train_step(*batch).numpy())
+
+    def gradients(self, batch):
+        """(loss, every trainable variable's gradient as one flat float32 numpy vector)."""
+        loss, flat = self._gradient_step(*batch)
+        return float(loss.numpy()), flat.numpy()
+
+    def get_params(self):
+        return self._flat_params().numpy()
+
+    def set_params(self, flat):
+        self._assign_params(tf.constant(flat))
+
+    def metadata(self):
+        traces = (
+            self._train_step.experimental_get_tracing_count() or self._gradient_step.experimental_get_tracing_count()
+        )
+        info = {
             "framework_version": tf.__version__,
             "keras_version": keras.__version__,
-            "model_params": model.count_params(),
-            "onednn": {"enabled": _onednn_enabled()},
-            "tf_function_traces": train_step.experimental_get_tracing_count(),
+            "model_params": self.model.count_params(),
+            "onednn": tensorflow_onednn(),
+            "tf_function_traces": traces,
+            "device": self.device,
         }
+        if self.stats is not None:
+            info["input"] = self.stats.metadata()
+        return info
 
-    return step, metadata
+
+def build_trainer(args, shard_index=0, shard_count=1):
+    return Trainer(args, shard_index, shard_count)

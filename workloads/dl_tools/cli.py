@@ -14,7 +14,7 @@ import time
 import traceback
 from typing import NamedTuple
 
-from ..cnn_train.cli import _json_object, _positive_int
+from ..common.args import json_object, positive_int
 from ..common import (
     emit_record,
     format_cpuset,
@@ -39,13 +39,13 @@ def build_parser():
     add("--net", choices=NETS, required=True)
     add("--framework", choices=FRAMEWORK_BACKENDS, default="tensorflow")
     defaults = ", ".join(f"{name} {spec.default_batch_size} of {spec.study_batch_sizes}" for name, spec in NETS.items())
-    add("--batch-size", type=_positive_int, help=f"samples per batch (default: the study's middle size: {defaults})")
-    add("--epochs", type=_positive_int, default=2, help="epochs over the training set (the first is reported apart)")
-    add("--max-batches-per-epoch", type=_positive_int, help="cap on the batches of each epoch, for scaled-down runs")
+    add("--batch-size", type=positive_int, help=f"samples per batch (default: the study's middle size: {defaults})")
+    add("--epochs", type=positive_int, default=2, help="epochs over the training set (the first is reported apart)")
+    add("--max-batches-per-epoch", type=positive_int, help="cap on the batches of each epoch, for scaled-down runs")
     add("--data-dir", required=True, help="folder holding the net's dataset (MNIST idx, CIFAR-10 binary, PTB text)")
-    add("--threads", type=_positive_int, help="compute threads (default: every CPU this process may use)")
+    add("--threads", type=positive_int, help="compute threads (default: every CPU this process may use)")
     add("--seed", type=int, default=0)
-    add("--labels-json", type=_json_object, default={}, help="extra labels for the record, as a JSON object")
+    add("--labels-json", type=json_object, default={}, help="extra labels for the record, as a JSON object")
     return parser
 
 

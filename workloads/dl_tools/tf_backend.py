@@ -9,7 +9,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from ..cnn_train.tf_backend import _onednn_enabled  # noqa: E402
+from ..common.onednn import tensorflow_onednn  # noqa: E402
 from .models_tf import build_model, trainable_parameters  # noqa: E402
 
 
@@ -44,7 +44,7 @@ def build_trainer(args, spec, num_outputs):
             "framework_version": tf.__version__,
             "keras_version": keras.__version__,
             "model_params": trainable_parameters(model),
-            "onednn": {"enabled": _onednn_enabled()},
+            "onednn": tensorflow_onednn(),
             "tf_function_traces": train_step.experimental_get_tracing_count(),
         }
 

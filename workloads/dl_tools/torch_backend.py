@@ -4,7 +4,7 @@ import random
 
 import torch
 
-from ..cnn_train.torch_backend import _onednn_info
+from ..common.onednn import torch_onednn
 from .models_torch import build_model, trainable_parameters
 
 
@@ -40,7 +40,7 @@ def build_trainer(args, spec, num_outputs):
         return {
             "framework_version": torch.__version__,
             "model_params": trainable_parameters(model),
-            "onednn": _onednn_info(),
+            "onednn": torch_onednn(),
         }
 
     return step, metadata

@@ -11,7 +11,7 @@ import sys
 import time
 import traceback
 
-from ..cnn_train.cli import _json_object, _non_negative_int, _positive_int
+from ..common.args import json_object, non_negative_int, positive_int
 from ..common import (
     emit_record,
     format_cpuset,
@@ -49,8 +49,8 @@ def build_parser():
     add = parser.add_argument
     add("--net", choices=NETS, required=True)
     add("--data-dir", required=True, help="folder holding MNIST idx files (mnist_cnn) or aclImdb (imdb_rnn)")
-    add("--epochs", type=_positive_int, default=1)
-    add("--batch-size", type=_positive_int, help=f"samples per batch (default {DEFAULT_BATCH_SIZE})")
+    add("--epochs", type=positive_int, default=1)
+    add("--batch-size", type=positive_int, help=f"samples per batch (default {DEFAULT_BATCH_SIZE})")
     add(
         "--batch-size-search",
         type=_batch_size_list,
@@ -59,22 +59,22 @@ def build_parser():
     )
     add(
         "--search-batches",
-        type=_positive_int,
+        type=positive_int,
         default=SEARCH_BATCHES,
         help=f"timed batches per trial of --batch-size-search, after one untimed (default {SEARCH_BATCHES})",
     )
     samples = ", ".join(f"{name} {spec.samples}" for name, spec in NETS.items())
-    add("--samples", type=_positive_int, help=f"training samples, the first ones of the set (default: {samples})")
+    add("--samples", type=positive_int, help=f"training samples, the first ones of the set (default: {samples})")
     add("--device", choices=DEVICES, default="auto", help="auto: cuda when available, else cpu")
     add(
         "--profile-batches",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=PROFILE_BATCHES,
         help=f"extra batches profiled after the timed epochs, CUDA only; 0: none (default {PROFILE_BATCHES})",
     )
-    add("--threads", type=_positive_int, help="compute threads (default: every CPU this process may use)")
+    add("--threads", type=positive_int, help="compute threads (default: every CPU this process may use)")
     add("--seed", type=int, default=0)
-    add("--labels-json", type=_json_object, default={}, help="extra labels for the record, as a JSON object")
+    add("--labels-json", type=json_object, default={}, help="extra labels for the record, as a JSON object")
     return parser
 
 
