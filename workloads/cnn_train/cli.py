@@ -94,8 +94,12 @@ def build_parser():
 
     parallel = parser.add_argument_group("devices and parameter server")
     padd = parallel.add_argument
+    # --variable-update is the same switch under tf_cnn_benchmarks' name; experiments use it,
+    # because their own `mode` (single/distributed/shared) names the study's scenario instead.
     padd(
         "--mode",
+        "--variable-update",
+        dest="mode",
         choices=MODES,
         default="single",
         help="single: one process, one device; ps: this instance's devices data-parallel around one "
