@@ -141,3 +141,22 @@ def test_bad_input_stops_before_any_cell_runs(tmp_path, extravars, expected):
     assert runner.rc != 0
     assert re.search(expected, " ".join(failed_messages(runner)), re.S), failed_messages(runner)
     assert not (results / "it-bad").exists()
+
+
+@pytest.mark.parametrize("experiment, overrides, metric", [
+    # A generated dataset, mounted read-only into the container, read by a PyTorch workload.
+    ("chopra2022-mnist-cnn", {"repeats": 1, "dataset": {"args": {"images": 600}}}, "user_time"),
+    # 1 parameter server + 2 workers as processes talking over loopback, on the host and in a container.
+    ("lin2018-distributed", {"repeats": 1, "params": {"model": "tiny", "steps": 6, "warmup_steps": 1,
+                                                      "image_size": 32, "batch_size": 8}}, "worker1_throughput"),
+])
+def test_study_experiments_run_on_both_platforms(lab, tmp_path, experiment, overrides, metric):
+    results = tmp_path / "results"
+    runner = run_playbook("playbooks/experiment.yml", tmp_path, {
+        "experiment": experiment, "campaign": "it-study", "platbench_results_dir": str(results),
+        "experiment_overrides": {**overrides, "platforms": ["bm", "cn"], "scaleup": [2]}})
+    assert runner.rc == 0, failed_messages(runner)
+    samples = read_samples(results / "it-study")
+    assert by_metric(samples, "failed") == []
+    seen = {(s["labels"]["platform"], s["metadata"]["virt"] == "docker") for s in by_metric(samples, metric)}
+    assert seen == {("bm", False), ("cn", True)}
