@@ -751,8 +751,9 @@ def launch_local(args, labels, metadata):
         if failures:
             for child in failures:
                 sys.stderr.write(f"--- {child.name} stderr (last lines) ---\n{_tail(child.stderr_path)}")
-            # The process that failed first is the cause; the others mostly report its consequences.
-            failures.sort(key=lambda child: child.name not in failed_first)
+            # The cause comes first: a process killed by a signal, else the one seen failing first;
+            # the others mostly report its consequences (peers see closed connections).
+            failures.sort(key=lambda child: (not (child.returncode or 0) < 0, child.name not in failed_first))
             reasons = [child.failure() for child in failures if child.name not in stopped]
             if stopped:
                 why = (
