@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -131,10 +133,15 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
     ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "mainframe"]}}, r"mainframe.*bm"),
     ({"experiment": "smoke", "experiment_overrides": {"scaleup": [64]}}, r"scale-up 64.*offers \d+ CPUs"),
     ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "vm"]}}, r"platform vm.*not built"),
+    ({"experiment": "smoke", "experiment_overrides": {"processor": ["gpu"]}}, r"'gpu' scenarios.*no NVIDIA GPU"),
+    ({"experiment": "smoke", "experiment_overrides": {"repeats": 0}}, r"repeats: 0 must be an integer >= 1"),
 ])
 def test_bad_input_stops_before_any_cell_runs(tmp_path, extravars, expected):
     if os.geteuid() != 0:
         pytest.skip("reaching the host's prechecks needs root")
+    if "gpu" in str(extravars) and any(Path(vendor).read_text().strip() == "0x10de"
+                                       for vendor in glob.glob("/sys/bus/pci/devices/*/vendor")):
+        pytest.skip("this host has an NVIDIA GPU, so a GPU scenario is valid here")
     results = tmp_path / "results"
     runner = run_playbook("playbooks/experiment.yml", tmp_path,
                           dict(extravars, campaign="it-bad", platbench_results_dir=str(results)))
