@@ -12,7 +12,7 @@ import time
 import traceback
 from typing import NamedTuple
 
-from ..common.args import json_object, non_negative_int, positive_float, positive_int
+from ..common.args import check_extra_labels, json_object, non_negative_int, positive_float, positive_int, resolve_threads
 from ..common import (
     emit_record,
     format_cpuset,
@@ -263,14 +263,7 @@ def parse_args(argv=None):
         args.image_size = defaults.image_size
     if args.image_size < defaults.min_image_size:
         parser.error(f"--image-size for {args.model} must be at least {defaults.min_image_size}, got {args.image_size}")
-    allowed_cpus = os.sched_getaffinity(0)
-    if args.threads is None:
-        args.threads = len(allowed_cpus)
-    if args.threads > len(allowed_cpus):
-        parser.error(
-            f"--threads must be at most {len(allowed_cpus)}, the CPUs this process may use "
-            f"({format_cpuset(allowed_cpus)}), got {args.threads}"
-        )
+    allowed_cpus = resolve_threads(parser, args)
     _check_parallelism(parser, args, allowed_cpus)
     if args.role == "ps":
         args.dataset, args.data_scan_seconds = None, 0.0  # the parameter server reads no data
@@ -279,9 +272,7 @@ def parse_args(argv=None):
     if args.num_classes is None:
         args.num_classes = DEFAULT_NUM_CLASSES
     own_labels = _own_labels(args, always_mode=True)
-    clashes = sorted(key for key, value in args.labels_json.items() if own_labels.get(key, value) != value)
-    if clashes:
-        parser.error(f"--labels-json must not contradict the run's own labels: {', '.join(clashes)}")
+    check_extra_labels(parser, args.labels_json, own_labels)
     return args
 
 

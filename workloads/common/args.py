@@ -1,8 +1,11 @@
-"""Argument types shared by the workloads' command lines (stdlib only)."""
+"""Argument types and checks shared by the workloads' command lines (stdlib only)."""
 
 import argparse
 import json
 import math
+import os
+
+from .environment import format_cpuset
 
 
 def positive_int(text):
@@ -47,3 +50,30 @@ def json_object(text):
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
     return value
+
+
+def add_run_arguments(add):
+    """--threads, --seed and --labels-json, which every workload takes; ``add`` is add_argument."""
+    add("--threads", type=positive_int, help="compute threads (default: every CPU this process may use)")
+    add("--seed", type=int, default=0)
+    add("--labels-json", type=json_object, default={}, help="extra labels for the record, as a JSON object")
+
+
+def resolve_threads(parser, args):
+    """Default --threads to the CPUs this process may use, and refuse more; returns those CPUs."""
+    allowed_cpus = os.sched_getaffinity(0)
+    if args.threads is None:
+        args.threads = len(allowed_cpus)
+    if args.threads > len(allowed_cpus):
+        parser.error(
+            f"--threads must be at most {len(allowed_cpus)}, the CPUs this process may use "
+            f"({format_cpuset(allowed_cpus)}), got {args.threads}"
+        )
+    return allowed_cpus
+
+
+def check_extra_labels(parser, extra, own_labels):
+    """--labels-json may add labels, never contradict the run's own."""
+    clashes = sorted(key for key, value in extra.items() if own_labels.get(key, value) != value)
+    if clashes:
+        parser.error(f"--labels-json must not contradict the run's own labels: {', '.join(clashes)}")

@@ -14,10 +14,9 @@ import time
 import traceback
 from typing import NamedTuple
 
-from ..common.args import json_object, positive_int
+from ..common.args import add_run_arguments, check_extra_labels, positive_int, resolve_threads
 from ..common import (
     emit_record,
-    format_cpuset,
     metric,
     probe_environment,
     process_elapsed,
@@ -43,9 +42,7 @@ def build_parser():
     add("--epochs", type=positive_int, default=2, help="epochs over the training set (the first is reported apart)")
     add("--max-batches-per-epoch", type=positive_int, help="cap on the batches of each epoch, for scaled-down runs")
     add("--data-dir", required=True, help="folder holding the net's dataset (MNIST idx, CIFAR-10 binary, PTB text)")
-    add("--threads", type=positive_int, help="compute threads (default: every CPU this process may use)")
-    add("--seed", type=int, default=0)
-    add("--labels-json", type=json_object, default={}, help="extra labels for the record, as a JSON object")
+    add_run_arguments(add)
     return parser
 
 
@@ -55,18 +52,9 @@ def parse_args(argv=None, parser=None):
     args = parser.parse_args(argv)
     if args.batch_size is None:
         args.batch_size = NETS[args.net].default_batch_size
-    allowed_cpus = os.sched_getaffinity(0)
-    if args.threads is None:
-        args.threads = len(allowed_cpus)
-    if args.threads > len(allowed_cpus):
-        parser.error(
-            f"--threads must be at most {len(allowed_cpus)}, the CPUs this process may use "
-            f"({format_cpuset(allowed_cpus)}), got {args.threads}"
-        )
+    resolve_threads(parser, args)
     own_labels = _own_labels(args)
-    clashes = sorted(key for key, value in args.labels_json.items() if own_labels.get(key, value) != value)
-    if clashes:
-        parser.error(f"--labels-json must not contradict the run's own labels: {', '.join(clashes)}")
+    check_extra_labels(parser, args.labels_json, own_labels)
     return args
 
 

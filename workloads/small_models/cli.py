@@ -11,10 +11,15 @@ import sys
 import time
 import traceback
 
-from ..common.args import json_object, non_negative_int, positive_int
+from ..common.args import (
+    add_run_arguments,
+    check_extra_labels,
+    non_negative_int,
+    positive_int,
+    resolve_threads,
+)
 from ..common import (
     emit_record,
-    format_cpuset,
     metric,
     probe_environment,
     process_elapsed,
@@ -72,9 +77,7 @@ def build_parser():
         default=PROFILE_BATCHES,
         help=f"extra batches profiled after the timed epochs, CUDA only; 0: none (default {PROFILE_BATCHES})",
     )
-    add("--threads", type=positive_int, help="compute threads (default: every CPU this process may use)")
-    add("--seed", type=int, default=0)
-    add("--labels-json", type=json_object, default={}, help="extra labels for the record, as a JSON object")
+    add_run_arguments(add)
     return parser
 
 
@@ -91,18 +94,9 @@ def parse_args(argv=None, parser=None):
     for size in args.batch_size_search or [args.batch_size]:
         if size > args.samples:
             parser.error(f"batch size {size} is larger than the {args.samples} training samples (--samples)")
-    allowed_cpus = os.sched_getaffinity(0)
-    if args.threads is None:
-        args.threads = len(allowed_cpus)
-    if args.threads > len(allowed_cpus):
-        parser.error(
-            f"--threads must be at most {len(allowed_cpus)}, the CPUs this process may use "
-            f"({format_cpuset(allowed_cpus)}), got {args.threads}"
-        )
+    resolve_threads(parser, args)
     own_labels = {key: value for key, value in _own_labels(args).items() if value is not None}
-    clashes = sorted(key for key, value in args.labels_json.items() if own_labels.get(key, value) != value)
-    if clashes:
-        parser.error(f"--labels-json must not contradict the run's own labels: {', '.join(clashes)}")
+    check_extra_labels(parser, args.labels_json, own_labels)
     return args
 
 
