@@ -1,49 +1,19 @@
 """workloads.cnn_train, run as the hosts run it: `python -m workloads.cnn_train` in a subprocess."""
 
 import importlib.util
-import json
 import math
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from workload_run import FIRST_CPU, FRAMEWORKS, metric_values, only_record, run_module
 
-from workloads.common import RESULT_PREFIX
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-FIRST_CPU = min(os.sched_getaffinity(0))
-FRAMEWORKS = [
-    pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} missing"))
-    for name, module in [("tensorflow", "tensorflow"), ("torch", "torch")]
-]
 TINY_ARGS = "--model tiny --image-size 32 --batch-size 8 --warmup-steps 1 --threads 1".split()
 
 
 def run_workload(*args, one_cpu=False):
-    """(completed process, result records on stdout); one_cpu pins it like `taskset -c N` does."""
-    command = [sys.executable, "-m", "workloads.cnn_train", *args]
-    if one_cpu:
-        command = ["taskset", "-c", str(FIRST_CPU), *command]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    process = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
-    records = [
-        json.loads(line.removeprefix(RESULT_PREFIX))
-        for line in process.stdout.splitlines()
-        if line.startswith(RESULT_PREFIX)
-    ]
-    return process, records
+    return run_module("cnn_train", *args, one_cpu=one_cpu)
 
-
-def only_record(process, records):
-    assert len(records) == 1, process.stdout + process.stderr
-    return records[0]
-
-
-def metric_values(record):
-    return {entry["metric"]: entry["value"] for entry in record["metrics"]}
 
 
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset missing")

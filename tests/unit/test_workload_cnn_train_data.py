@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from workload_run import metric_values
 
 from workloads.common import RESULT_PREFIX
 
@@ -56,9 +57,6 @@ def train(*args):
     assert records[0]["status"] == "ok", records[0]["error"] + process.stderr[-3000:]
     return process, records[0]
 
-
-def metric_values(record):
-    return {entry["metric"]: entry["value"] for entry in record["metrics"]}
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """cnn_train --mode ps|distributed: a parameter server and workers as real processes on 127.0.0.1."""
 
 import importlib.util
-import json
 import os
 import socket
 import subprocess
@@ -10,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from workload_run import metric_values, records_of
 
 from workloads.cnn_train.distributed import AddressError, format_host_list, parse_host_list, partition, visible_gpus
-from workloads.common import RESULT_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CPUS = sorted(os.sched_getaffinity(0))
@@ -33,16 +32,6 @@ def run(*args, timeout=300):
     """(process, records) of one cnn_train command."""
     process = subprocess.run(command(*args), cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
     return process, records_of(process.stdout)
-
-
-def records_of(stdout):
-    return [
-        json.loads(line.removeprefix(RESULT_PREFIX)) for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)
-    ]
-
-
-def metric_values(record):
-    return {entry["metric"]: entry["value"] for entry in record["metrics"]}
 
 
 def gone(pid):

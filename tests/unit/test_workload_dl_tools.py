@@ -1,25 +1,14 @@
 """workloads.dl_tools, run as the hosts run it: `python -m workloads.dl_tools` in a subprocess, on small
 datasets written in the real formats. One TensorFlow process per net (its import alone takes seconds)."""
 
-import importlib.util
-import json
 import math
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from workload_run import FRAMEWORKS, metric_values, only_record, run_module
 
-from workloads.common import RESULT_PREFIX
 from workloads.datasets import cifar10, mnist, ptb
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-FRAMEWORKS = [
-    pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} missing"))
-    for name, module in [("tensorflow", "tensorflow"), ("torch", "torch")]
-]
 MNIST_IMAGES = 768  # 12 batches of 64
 PTB_VOCABULARY = 200
 
@@ -35,31 +24,8 @@ def data_dir(tmp_path_factory):
 
 
 def run_workload(*args):
-    """(completed process, result records on stdout)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    process = subprocess.run(
-        [sys.executable, "-m", "workloads.dl_tools", *map(str, args)],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    records = [
-        json.loads(line.removeprefix(RESULT_PREFIX))
-        for line in process.stdout.splitlines()
-        if line.startswith(RESULT_PREFIX)
-    ]
-    return process, records
+    return run_module("dl_tools", *args)
 
-
-def only_record(process, records):
-    assert len(records) == 1, process.stdout + process.stderr
-    return records[0]
-
-
-def metric_values(record):
-    return {entry["metric"]: entry["value"] for entry in record["metrics"]}
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

@@ -7,14 +7,12 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from workload_run import REPO_ROOT, metric_values, only_record, run_module
 
-from workloads.common import RESULT_PREFIX
 from workloads.datasets import imdb, mnist
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch missing")
 
 
@@ -27,31 +25,8 @@ def data_dir(tmp_path_factory):
 
 
 def run_workload(*args):
-    """(completed process, result records on stdout)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    process = subprocess.run(
-        [sys.executable, "-m", "workloads.small_models", *map(str, args)],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    records = [
-        json.loads(line.removeprefix(RESULT_PREFIX))
-        for line in process.stdout.splitlines()
-        if line.startswith(RESULT_PREFIX)
-    ]
-    return process, records
+    return run_module("small_models", *args)
 
-
-def only_record(process, records):
-    assert len(records) == 1, process.stdout + process.stderr
-    return records[0]
-
-
-def metric_values(record):
-    return {entry["metric"]: entry["value"] for entry in record["metrics"]}
 
 
 @needs_torch

@@ -3,7 +3,6 @@
 import argparse
 import importlib
 import importlib.util
-import json
 import math
 import os
 import signal

@@ -1,0 +1,45 @@
+"""Running a workload as the hosts run it (`python -m workloads.NAME` in a subprocess), for the tests."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workloads.common import RESULT_PREFIX
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FIRST_CPU = min(os.sched_getaffinity(0))
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+FRAMEWORKS = [
+    pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} missing"))
+    for name, module in [("tensorflow", "tensorflow"), ("torch", "torch")]
+]
+
+
+def records_of(stdout):
+    """Every result record a workload printed."""
+    return [
+        json.loads(line.removeprefix(RESULT_PREFIX)) for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)
+    ]
+
+
+def run_module(workload, *args, one_cpu=False, timeout=300):
+    """(completed process, result records on stdout); one_cpu pins it like `taskset -c N` does."""
+    command = [sys.executable, "-m", f"workloads.{workload}", *map(str, args)]
+    if one_cpu:
+        command = ["taskset", "-c", str(FIRST_CPU), *command]
+    process = subprocess.run(command, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+    return process, records_of(process.stdout)
+
+
+def only_record(process, records):
+    assert len(records) == 1, process.stdout + process.stderr
+    return records[0]
+
+
+def metric_values(record):
+    return {entry["metric"]: entry["value"] for entry in record["metrics"]}
