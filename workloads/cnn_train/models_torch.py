@@ -91,21 +91,28 @@ class Bottleneck(nn.Module):
         return self.relu(self.residual(x) + self.shortcut(x))
 
 
-def resnet50(image_size, num_classes):
-    layers = [
-        nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False),
-        nn.BatchNorm2d(64),
-        nn.ReLU(inplace=True),
-        nn.MaxPool2d(3, stride=2, padding=1),
-    ]
+def resnet50_on_stem(stem, num_outputs):
+    """ResNet-50's bottleneck stages (3-4-6-3) and classifier after ``stem``, which must output 64 channels."""
+    layers = list(stem)
     in_channels = 64
     for stage, (width, blocks) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
         for block in range(blocks):
             stride = 2 if stage > 0 and block == 0 else 1
             layers.append(Bottleneck(in_channels, width, stride))
             in_channels = width * Bottleneck.expansion
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(in_channels, num_classes)]
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(in_channels, num_outputs)]
     return nn.Sequential(*layers)
+
+
+def resnet50(image_size, num_classes):
+    """ImageNet ResNet-50: 7x7 stride-2 stem and max pool."""
+    stem = [
+        nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False),
+        nn.BatchNorm2d(64),
+        nn.ReLU(inplace=True),
+        nn.MaxPool2d(3, stride=2, padding=1),
+    ]
+    return resnet50_on_stem(stem, num_classes)
 
 
 def _conv(in_channels, out_channels, kernel, stride=1, padding=0):

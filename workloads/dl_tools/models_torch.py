@@ -2,7 +2,7 @@
 
 from torch import nn
 
-from ..cnn_train.models_torch import Bottleneck
+from ..cnn_train.models_torch import resnet50_on_stem
 from .settings import FCN5_HIDDEN, LSTM_LAYERS, LSTM_UNITS, SIGMOID_GAIN
 
 
@@ -39,15 +39,8 @@ def alexnet(num_outputs):
 
 def resnet50(num_outputs):
     """ResNet-50 (v1.5 bottlenecks, 3-4-6-3) with the CIFAR stem: 3x3 stride-1 convolution, no max pool."""
-    layers = [nn.Conv2d(3, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True)]
-    in_channels = 64
-    for stage, (width, blocks) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
-        for block in range(blocks):
-            stride = 2 if stage > 0 and block == 0 else 1
-            layers.append(Bottleneck(in_channels, width, stride))
-            in_channels = width * Bottleneck.expansion
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(in_channels, num_outputs)]
-    return nn.Sequential(*layers)
+    stem = [nn.Conv2d(3, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True)]
+    return resnet50_on_stem(stem, num_outputs)
 
 
 class LstmLanguageModel(nn.Module):
