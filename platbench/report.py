@@ -22,6 +22,14 @@ SCENARIO_LABELS = ["platform", "scaleup", "cpu_config", "processor"]
 # Labels that identify a run rather than what was run: never a row of their own.
 RUN_LABELS = {"scenario", "cell", "repeat", "campaign"}
 NOT_AVAILABLE = "n/a"
+# metadata.accelerator of the vm and vmcn samples: "kvm" or "tcg" (QEMU's software emulator).
+ACCELERATOR = "accelerator"
+EMULATED = "tcg"
+NO_ACCELERATOR = "-"
+EMULATED_NOTE = ("tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower than "
+                 "hardware; left out of the ratios to bm (--include-emulated shows them).")
+EMULATED_INCLUDED_NOTE = ("tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower "
+                          "than hardware; its ratios to bm are shown because of --include-emulated.")
 
 
 class ReportError(Exception):
@@ -45,7 +53,7 @@ def ratio(value, baseline):
 
 
 def load_samples(results_dir):
-    """The samples of a campaign as a frame: metric, value, unit and one column per label."""
+    """The samples of a campaign as a frame: metric, value, unit, accelerator and one column per label."""
     path = Path(results_dir) / "samples.jsonl"
     if not Path(results_dir).is_dir():
         raise ReportError(f"results directory {results_dir} does not exist")
@@ -59,7 +67,9 @@ def load_samples(results_dir):
     if not samples:
         raise ReportError(f"no samples in {path}")
     return pd.DataFrame([{"metric": sample.get("metric"), "value": sample.get("value"),
-                          "unit": sample.get("unit"), **sample.get("labels", {})} for sample in samples])
+                          "unit": sample.get("unit"),
+                          ACCELERATOR: (sample.get("metadata") or {}).get(ACCELERATOR),
+                          **sample.get("labels", {})} for sample in samples])
 
 
 def varying_labels(frame):
@@ -67,7 +77,7 @@ def varying_labels(frame):
 
     A label that only follows the scenario (threads = scale-up) adds nothing and is left out.
     """
-    fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit"}
+    fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR}
     scenarios = [column for column in SCENARIO_LABELS if column in frame.columns]
     varying = []
     for column in frame.columns:
@@ -95,15 +105,22 @@ def _platform_rank(platform):
     return KNOWN_PLATFORMS.index(platform) if platform in KNOWN_PLATFORMS else len(KNOWN_PLATFORMS)
 
 
-def summarize(frame, metrics):
+def is_emulated(row):
+    return row.get(ACCELERATOR) == EMULATED
+
+
+def summarize(frame, metrics, include_emulated=False):
     """One row per scenario and parameter combination, bm first, with mean, std and ratio to bm.
 
-    Returns (rows, keys, units): rows are dicts, keys the columns that identify a row.
+    An accelerator column follows platform when any sample has one; emulated (tcg) rows get no
+    ratio unless ``include_emulated``. Returns (rows, keys, units): rows are dicts, keys the
+    columns that identify a row.
     """
-    for column in SCENARIO_LABELS + ["cell"]:
+    for column in SCENARIO_LABELS + ["cell", ACCELERATOR]:
         if column not in frame.columns:
             frame = frame.assign(**{column: None})
-    keys = SCENARIO_LABELS + varying_labels(frame)
+    accelerated = [ACCELERATOR] if frame[ACCELERATOR].notna().any() else []
+    keys = SCENARIO_LABELS[:1] + accelerated + SCENARIO_LABELS[1:] + varying_labels(frame)
     units = {metric: frame.loc[frame["metric"] == metric, "unit"].dropna().iloc[0] for metric in metrics}
 
     rows = []
@@ -118,11 +135,12 @@ def summarize(frame, metrics):
         rows.append(row)
 
     def identity(row, platform):
-        return tuple(str(row[key]) for key in keys if key != "platform") + (platform,)
+        # bm has no accelerator: a vm row matches the bm row of the same scenario and parameters.
+        return tuple(str(row[key]) for key in keys if key not in ("platform", ACCELERATOR)) + (platform,)
 
     baselines = {identity(row, row["platform"]): row for row in rows}
     for row in rows:
-        baseline = baselines.get(identity(row, BASELINE), {})
+        baseline = {} if is_emulated(row) and not include_emulated else baselines.get(identity(row, BASELINE), {})
         for metric in metrics:
             row[f"{metric} ratio to {BASELINE}"] = ratio(row[f"{metric} mean"], baseline.get(f"{metric} mean"))
     rows.sort(key=lambda row: (_platform_rank(row["platform"]), str(row["platform"]),
@@ -157,7 +175,8 @@ def display_table(rows, keys, metrics, units):
         header += [f"{metric} ({units[metric]})", f"{metric} / {BASELINE}"]
     lines = []
     for row in rows:
-        line = [NOT_AVAILABLE if pd.isna(row[key]) else str(row[key]) for key in keys]
+        line = [(NO_ACCELERATOR if key == ACCELERATOR else NOT_AVAILABLE) if pd.isna(row[key]) else str(row[key])
+                for key in keys]
         line += [str(row["n"]), str(row["failed"])]
         for metric in metrics:
             spread = row[f"{metric} std"]
@@ -189,7 +208,21 @@ def csv_frame(rows, keys, metrics, units):
     return pd.DataFrame(rows, columns=list(columns)).rename(columns=columns)
 
 
-def write_chart(path, rows, keys, metric, unit):
+def emulated_note(rows, include_emulated=False):
+    """The line explaining tcg rows, None when there are none."""
+    if not any(is_emulated(row) for row in rows):
+        return None
+    return EMULATED_INCLUDED_NOTE if include_emulated else EMULATED_NOTE
+
+
+def chart_rows(rows, metric, include_emulated=False):
+    """The rows write_chart draws: those with a ratio to bm, emulated ones only when asked."""
+    ratio_column = f"{metric} ratio to {BASELINE}"
+    return [row for row in rows
+            if row[ratio_column] is not None and (include_emulated or not is_emulated(row))]
+
+
+def write_chart(path, rows, keys, metric, unit, include_emulated=False):
     """Bars of ``metric`` normalized to bm per scenario, the absolute value above each bar.
 
     Returns a note when no chart could be drawn.
@@ -202,19 +235,22 @@ def write_chart(path, rows, keys, metric, unit):
     from matplotlib import pyplot
 
     ratio_column = f"{metric} ratio to {BASELINE}"
-    plotted = [row for row in rows if row[ratio_column] is not None]
+    plotted = chart_rows(rows, metric, include_emulated)
     if not plotted:
         return f"report.png skipped: no {BASELINE} baseline to normalize {metric} to"
 
     def group_of(row):
-        return "/".join(str(row[key]) for key in keys[1:])
+        return "/".join(str(row[key]) for key in keys[1:] if key != ACCELERATOR)
+
+    def series_of(row):
+        return row["platform"] if pd.isna(row.get(ACCELERATOR)) else f"{row['platform']} ({row[ACCELERATOR]})"
 
     groups = list(dict.fromkeys(map(group_of, plotted)))
-    platforms = list(dict.fromkeys(row["platform"] for row in plotted))
+    platforms = list(dict.fromkeys(map(series_of, plotted)))
     width = 0.8 / len(platforms)
     figure, axes = pyplot.subplots(figsize=(max(6.0, 1.2 * len(groups) * len(platforms)), 4.5))
     for index, platform in enumerate(platforms):
-        bars_rows = [row for row in plotted if row["platform"] == platform]
+        bars_rows = [row for row in plotted if series_of(row) == platform]
         offset = (index - (len(platforms) - 1) / 2) * width
         bars = axes.bar([groups.index(group_of(row)) + offset for row in bars_rows],
                         [row[ratio_column] for row in bars_rows], width, label=platform)
@@ -237,6 +273,8 @@ def add_arguments(parser):
                         help="what to print (report.csv and report.md are always written)")
     parser.add_argument("--metric", action="append", metavar="METRIC",
                         help="metric to report, repeatable (default: throughput and elapsed when present)")
+    parser.add_argument("--include-emulated", action="store_true",
+                        help="give emulated (QEMU TCG) vm/vmcn rows their ratios to bm and chart them too")
     parser.set_defaults(handler=run)
 
 
@@ -248,14 +286,17 @@ def run(args):
     except ReportError as exc:
         print(f"platbench report: {exc}", file=sys.stderr)
         return 2
-    rows, keys, units = summarize(frame, metrics)
+    rows, keys, units = summarize(frame, metrics, include_emulated=args.include_emulated)
     header, lines = display_table(rows, keys, metrics, units)
     table = csv_frame(rows, keys, metrics, units)
+    emulated = emulated_note(rows, args.include_emulated)
+    markdown = render_markdown(header, lines) + (f"\n\n{emulated}" if emulated else "")
 
     table.to_csv(results_dir / "report.csv", index=False)
-    (results_dir / "report.md").write_text(render_markdown(header, lines) + "\n", encoding="utf-8")
+    (results_dir / "report.md").write_text(markdown + "\n", encoding="utf-8")
     written = ["report.csv", "report.md"]
-    note = (write_chart(results_dir / "report.png", rows, keys, metrics[0], units[metrics[0]]) if metrics
+    note = (write_chart(results_dir / "report.png", rows, keys, metrics[0], units[metrics[0]],
+                        include_emulated=args.include_emulated) if metrics
             else "report.png skipped: no successful cell to plot")
     if note is None:
         written.append("report.png")
@@ -263,9 +304,9 @@ def run(args):
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
     elif args.format == "markdown":
-        print(render_markdown(header, lines))
+        print(markdown)
     else:
-        print(render_text(header, lines))
+        print(render_text(header, lines) + (f"\n\n{emulated}" if emulated else ""))
     print(f"platbench report: wrote {', '.join(written)} in {results_dir}", file=sys.stderr)
     if note:
         print(f"note: {note}", file=sys.stderr)

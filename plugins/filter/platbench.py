@@ -14,6 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.module_utils.records import done_cells as _done_cells
 from ansible_collections.platbench.lab.plugins.module_utils.matrix import (
     ExperimentError,
+    emulated_subset as _emulated_subset,
     expand,
     scenario_name,
     validate_experiment,
@@ -30,6 +31,13 @@ def expand_matrix(experiment):
         return expand(validate_experiment(definition, source="expand_matrix input"))
     except ExperimentError as exc:
         raise AnsibleFilterError(str(exc)) from None
+
+
+def emulated_subset(cells, emulated, platforms=None):
+    """The cells to run when ``platforms`` (default: none) have emulated guests."""
+    if not isinstance(cells, list):
+        raise AnsibleFilterError(f"emulated_subset: expected a list of cells, got {type(cells).__name__}")
+    return _emulated_subset(cells, emulated, platforms or ())
 
 
 def _cpu_number(value, what):
@@ -93,4 +101,5 @@ class FilterModule:
             "cpuset_for": cpuset_for,
             "workload_argv": workload_argv,
             "done_cells": done_cells,
+            "emulated_subset": emulated_subset,
         }

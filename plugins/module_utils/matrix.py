@@ -21,10 +21,13 @@ PROCESSORS = ("cpu", "gpu")
 MODES = ("single", "distributed", "shared")
 
 REQUIRED_FIELDS = ("name", "workload", "platforms", "scaleup", "cpu_config", "processor", "repeats")
-OPTIONAL_FIELDS = {"description": "", "mode": "single", "params": {}, "dataset": None}
+OPTIONAL_FIELDS = {"description": "", "mode": "single", "params": {}, "dataset": None, "emulated": None}
+# Platforms whose guests QEMU emulates (TCG) where the host has no usable KVM.
+GUEST_PLATFORMS = ("vm", "vmcn")
+EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params")
 # Labels every cell carries; a workload parameter may not shadow them.
 CELL_LABELS = ("experiment", "platform", "scaleup", "cpu_config", "processor", "mode",
-               "repeat", "scenario", "workload", "cell", "campaign")
+               "repeat", "scenario", "workload", "cell", "campaign", "emulated")
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 _EXPERIMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _SCALARS = (str, int, float, bool)
@@ -135,6 +138,30 @@ def _check_dataset(dataset, params, problems):
         problems.append("dataset: give either 'dataset' (generated data) or params.data_dir (your own data), not both")
 
 
+def _check_emulated(emulated, experiment, problems):
+    """``emulated``: the subset of vm/vmcn cells run where guests are emulated (no KVM), e.g.
+    ``{scaleup: [2], cpu_config: [pin], repeats: 1, params: {steps: 10}}``; absent = all cells."""
+    if emulated is None:
+        return
+    if not isinstance(emulated, dict) or set(emulated) - set(EMULATED_FIELDS):
+        problems.append(f"emulated: must be a mapping with any of {', '.join(EMULATED_FIELDS)}, got {emulated!r}")
+        return
+    for field in ("scaleup", "cpu_config"):
+        if field in emulated:
+            values = _as_list(emulated[field])
+            unknown = [value for value in values if value not in experiment.get(field, [])]
+            if not values or unknown:
+                problems.append(f"emulated.{field}: {emulated[field]!r} must pick from the experiment's "
+                                f"{field} {experiment.get(field)!r}")
+    repeats = emulated.get("repeats", 1)
+    if not (isinstance(repeats, int) and not isinstance(repeats, bool) and repeats >= 1):
+        problems.append(f"emulated.repeats: {repeats!r} must be an integer >= 1")
+    params = emulated.get("params", {})
+    if not isinstance(params, dict) or not all(isinstance(key, str) and _IDENTIFIER.match(key) and _is_scalar(value)
+                                               for key, value in params.items()):
+        problems.append(f"emulated.params: must map lower_snake_case parameter names to scalars, got {params!r}")
+
+
 def validate_experiment(data, source="experiment", expected_name=None):
     """Return ``data`` normalized (scalars of the dimension fields made lists, defaults
     filled in), or raise ExperimentError listing every problem, each naming ``source``.
@@ -182,6 +209,7 @@ def validate_experiment(data, source="experiment", expected_name=None):
         problems.append(f"repeats: {repeats!r} must be an integer >= 1")
     _check_params(experiment["params"], problems)
     _check_dataset(experiment["dataset"], experiment["params"], problems)
+    _check_emulated(experiment["emulated"], experiment, problems)
 
     if problems:
         raise ExperimentError(f"{source}: invalid experiment:\n  - " + "\n  - ".join(problems))
@@ -223,6 +251,31 @@ def expand(experiment):
                 cells.append({"id": cell_id, "scenario": scenario, "labels": labels,
                               "params": dict(cell_params)})
     return cells
+
+
+def emulated_subset(cells, emulated, platforms=GUEST_PLATFORMS):
+    """The cells to run where the guests of ``platforms`` are emulated: their cells cut down
+    to the experiment's ``emulated`` subset, with its parameter overrides in params and labels.
+    Cells of other platforms, and every cell when ``emulated`` is None, pass unchanged."""
+    if not emulated:
+        return list(cells)
+    scaleups = _as_list(emulated.get("scaleup", [])) or None
+    cpu_configs = _as_list(emulated.get("cpu_config", [])) or None
+    repeats = emulated.get("repeats")
+    overrides = emulated.get("params", {})
+    kept = []
+    for cell in cells:
+        labels = cell["labels"]
+        if labels["platform"] not in platforms:
+            kept.append(cell)
+            continue
+        if ((scaleups and labels["scaleup"] not in scaleups)
+                or (cpu_configs and labels["cpu_config"] not in cpu_configs)
+                or (repeats and labels["repeat"] >= repeats)):
+            continue
+        kept.append({**cell, "params": {**cell["params"], **overrides},
+                     "labels": {**labels, **overrides, "emulated": True}})
+    return kept
 
 
 def cores_needed(experiment):

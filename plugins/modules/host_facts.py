@@ -21,6 +21,10 @@ options:
     description: Path of the Docker engine API socket probed for a running engine.
     type: path
     default: /var/run/docker.sock
+  libvirt_socket:
+    description: Path of the libvirt daemon socket probed for a running libvirtd.
+    type: path
+    default: /var/run/libvirt/libvirt-sock
 attributes:
   check_mode:
     support: full
@@ -58,7 +62,11 @@ ansible_facts:
         cpu_flags: [avx512f, amx_tile]
         gpus: []
         gpu_count: 0
-        kvm: {device: true, usable: true, hw_virt: false}
+        kvm: {device: true, usable: true, hw_virt: false, iommu_groups: 0}
+        iommu: {firmware_table: DMAR, enabled: false, groups: 0}
+        qemu_binary: /usr/bin/qemu-system-x86_64
+        vm_accelerator: tcg
+        libvirt_daemon: true
         systemd_pid1: false
         docker_engine: true
         virt: vm
@@ -153,6 +161,40 @@ def kvm_state(flags):
             "iommu_groups": len(glob.glob("/sys/kernel/iommu_groups/*"))}
 
 
+def iommu_state():
+    """Whether the firmware describes an IOMMU (ACPI DMAR on Intel, IVRS on AMD) and the kernel uses it."""
+    table = next((name for name in ("DMAR", "IVRS") if os.path.exists("/sys/firmware/acpi/tables/" + name)), None)
+    groups = len(glob.glob("/sys/kernel/iommu_groups/*"))
+    return {"firmware_table": table, "enabled": groups > 0, "groups": groups}
+
+
+def qemu_binary():
+    for directory in ("/usr/bin", "/usr/libexec", "/usr/local/bin"):
+        for name in ("qemu-system-x86_64", "qemu-kvm"):
+            if os.access(os.path.join(directory, name), os.X_OK):
+                return os.path.join(directory, name)
+    return None
+
+
+def vm_accelerator(kvm, qemu):
+    """kvm where hardware virtualization is really usable, tcg (QEMU's emulator) where only QEMU is."""
+    if kvm["device"] and kvm["usable"] and kvm["hw_virt"]:
+        return "kvm"
+    return "tcg" if qemu else None
+
+
+def unix_socket_accepts(socket_path):
+    if not os.path.exists(socket_path):
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(3)
+            sock.connect(socket_path)
+        return True
+    except OSError:
+        return False
+
+
 def docker_engine_answers(socket_path):
     """True when a Docker engine answers its API ping on the socket."""
     if not os.path.exists(socket_path):
@@ -174,13 +216,17 @@ def virtualization(flags_all):
 
 
 def main():
-    module = AnsibleModule(argument_spec={"docker_socket": {"type": "path", "default": "/var/run/docker.sock"}},
+    module = AnsibleModule(argument_spec={"docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
+                                          "libvirt_socket": {"type": "path",
+                                                             "default": "/var/run/libvirt/libvirt-sock"}},
                            supports_check_mode=True)
     online = parse_cpu_list(read_text("/sys/devices/system/cpu/online", "0"))
     allowed = sorted(os.sched_getaffinity(0))
     model, flags = cpu_info()
     cores, sockets, threads = cpu_topology(online)
     gpus = nvidia_gpus()
+    kvm = kvm_state(flags)
+    qemu = qemu_binary()
     facts = {
         "cpu_model": model,
         "cpus_online": online,
@@ -193,7 +239,11 @@ def main():
         "cpu_flags": flags,
         "gpus": gpus,
         "gpu_count": len(gpus),
-        "kvm": kvm_state(flags),
+        "kvm": kvm,
+        "iommu": iommu_state(),
+        "qemu_binary": qemu,
+        "vm_accelerator": vm_accelerator(kvm, qemu),
+        "libvirt_daemon": unix_socket_accepts(module.params["libvirt_socket"]),
         "systemd_pid1": read_text("/proc/1/comm") == "systemd",
         "docker_engine": docker_engine_answers(module.params["docker_socket"]),
         "virt": virtualization(flags),

@@ -188,6 +188,98 @@ def test_chart_is_skipped_without_any_bm_baseline(tmp_path):
     assert not (tmp_path / "report.png").exists()
 
 
+def on(accelerator, samples):
+    """``samples`` as measured in a guest with ``accelerator`` (kvm or tcg) in their metadata."""
+    return [{**one, "metadata": {**one["metadata"], "accelerator": accelerator}} for one in samples]
+
+
+@pytest.fixture
+def guests(tmp_path):
+    append_samples(tmp_path / "samples.jsonl", [
+        *cell("bm", 0, 40.0, 10.0), *cell("bm", 1, 44.0, 12.0), *cell("cn", 0, 41.0, 11.0),
+        *on("kvm", cell("vm", 0, 38.0, 11.5)), *on("tcg", cell("vmcn", 0, 2.0, 220.0))])
+    return tmp_path
+
+
+def test_accelerator_is_a_key_column_and_kvm_rows_get_their_ratio_to_bm(guests):
+    frame = report.load_samples(guests)
+    assert set(frame["accelerator"].dropna()) == {"kvm", "tcg"}
+    assert frame.loc[frame["platform"] == "bm", "accelerator"].isna().all()
+    rows, keys, units = report.summarize(frame, ["throughput", "elapsed"])
+    assert keys == ["platform", "accelerator", "scaleup", "cpu_config", "processor"]
+    by_platform = {row["platform"]: row for row in rows}
+    assert by_platform["vm"]["throughput ratio to bm"] == pytest.approx(38.0 / 42.0)
+    assert by_platform["vm"]["elapsed ratio to bm"] == pytest.approx(11.5 / 11.0)
+    assert by_platform["vmcn"]["throughput ratio to bm"] is None
+    assert by_platform["vmcn"]["elapsed ratio to bm"] is None
+    header, lines = report.display_table(rows, keys, ["throughput"], units)
+    assert header[:3] == ["platform", "accelerator", "scaleup"]
+    assert [line[:2] + line[-1:] for line in lines] == [
+        ["bm", "-", "1.000"], ["cn", "-", "0.976"], ["vm", "kvm", "0.905"], ["vmcn", "tcg", "n/a"]]
+
+
+def test_tcg_rows_are_left_out_of_the_ratios_with_a_note(guests, capsys):
+    assert report.main([str(guests)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:3] == ["platform", "accelerator", "scaleup"]
+    assert out[5].split()[:2] == ["vmcn", "tcg"] and out[5].split()[-1] == "n/a"
+    assert out[-1] == report.EMULATED_NOTE
+    assert out[-1].startswith("tcg: emulated guest (QEMU TCG, no KVM on this host): functional only")
+    assert "left out of the ratios to bm (--include-emulated shows them)." in out[-1]
+    assert (guests / "report.md").read_text().splitlines()[-1] == report.EMULATED_NOTE
+    with open(guests / "report.csv", newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    assert [(row["platform"], row["accelerator"]) for row in rows] == [
+        ("bm", ""), ("cn", ""), ("vm", "kvm"), ("vmcn", "tcg")]
+    assert rows[3]["throughput ratio to bm"] == ""
+    assert float(rows[2]["throughput ratio to bm"]) == pytest.approx(38.0 / 42.0)
+    assert report.main([str(guests), "--format", "csv"]) == 0
+    assert "emulated" not in capsys.readouterr().out
+
+
+def test_include_emulated_computes_the_tcg_ratio(guests, capsys):
+    frame = report.load_samples(guests)
+    rows, _, _ = report.summarize(frame, ["throughput"], include_emulated=True)
+    assert {row["platform"]: row["throughput ratio to bm"] for row in rows}["vmcn"] == pytest.approx(2.0 / 42.0)
+    assert report.main([str(guests), "--format", "csv", "--include-emulated"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("vmcn,tcg,")
+    with open(guests / "report.csv", newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    assert float(rows[3]["throughput ratio to bm"]) == pytest.approx(2.0 / 42.0)
+    assert report.main([str(guests), "--include-emulated"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[5].split()[-1] == f"{220.0 / 11.0:.3f}"  # elapsed / bm of the tcg row
+    assert out[-1] == report.EMULATED_INCLUDED_NOTE
+
+
+def test_no_accelerator_column_without_guest_samples(campaign, capsys):
+    frame = report.load_samples(campaign)
+    assert frame["accelerator"].isna().all()
+    _, keys, _ = report.summarize(frame, ["throughput"])
+    assert "accelerator" not in keys
+    assert report.main([str(campaign)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "accelerator" not in out[0] and not any("tcg" in line for line in out)
+    assert report.EMULATED_NOTE not in (campaign / "report.md").read_text()
+
+
+def test_chart_skips_tcg_rows_unless_included(guests, tmp_path):
+    frame = report.load_samples(guests)
+    rows, keys, _ = report.summarize(frame, ["throughput"], include_emulated=True)
+    # Even with a ratio, the tcg row is only drawn when asked.
+    assert [row["platform"] for row in report.chart_rows(rows, "throughput")] == ["bm", "cn", "vm"]
+    assert [row["platform"] for row in report.chart_rows(rows, "throughput", include_emulated=True)] == [
+        "bm", "cn", "vm", "vmcn"]
+    pytest.importorskip("matplotlib")
+    only_tcg = [row for row in rows if row["platform"] == "vmcn"]
+    chart = tmp_path / "chart.png"
+    note = report.write_chart(chart, only_tcg, keys, "throughput", "images/sec")
+    assert note == "report.png skipped: no bm baseline to normalize throughput to"
+    assert not chart.exists()
+    assert report.write_chart(chart, only_tcg, keys, "throughput", "images/sec", include_emulated=True) is None
+    assert chart.read_bytes().startswith(b"\x89PNG")
+
+
 @pytest.mark.parametrize("module", [["platbench", "report"], ["platbench.report"]])
 def test_runs_as_a_module(campaign, module):
     done = subprocess.run([sys.executable, "-m", *module, str(campaign), "--format", "csv"], cwd=REPO,
