@@ -7,6 +7,7 @@ from ansible_collections.platbench.lab.plugins.module_utils.matrix import (
     ExperimentError,
     available_experiments,
     cores_needed,
+    emulated_subset,
     expand,
     load_experiment,
     scenario_name,
@@ -212,3 +213,38 @@ def test_dataset_section_is_validated():
             validate_experiment({**base, "dataset": dataset})
     with pytest.raises(ExperimentError, match="not both"):
         validate_experiment({**base, "dataset": {"generator": "mnist"}, "params": {"data_dir": "/data"}})
+
+
+GUESTS = {"platforms": ["bm", "vm", "vmcn"],
+          "emulated": {"scaleup": [2], "cpu_config": "pin", "repeats": 1, "params": {"steps": 10}}}
+
+
+def test_emulated_subset_keeps_other_platforms_and_cuts_guests_to_the_subset(experiments):
+    experiment = load_experiment(experiments, "smoke", overrides=GUESTS)
+    cells = expand(experiment)
+    kept = emulated_subset(cells, experiment["emulated"])
+    guests = [cell for cell in kept if cell["labels"]["platform"] in ("vm", "vmcn")]
+    assert [cell["id"] for cell in guests] == ["vm/2/pin/cpu|r0", "vmcn/2/pin/cpu|r0"]
+    assert all(cell["params"]["steps"] == 10 and cell["labels"]["steps"] == 10 and cell["labels"]["emulated"]
+               for cell in guests)
+    bare = [cell for cell in kept if cell["labels"]["platform"] == "bm"]
+    assert bare == [cell for cell in cells if cell["labels"]["platform"] == "bm"]
+    assert all(cell["params"]["steps"] == 30 and "emulated" not in cell["labels"] for cell in bare)
+
+
+def test_emulated_subset_changes_nothing_without_emulated_platforms_or_field(experiments):
+    experiment = load_experiment(experiments, "smoke", overrides=GUESTS)
+    cells = expand(experiment)
+    assert emulated_subset(cells, experiment["emulated"], platforms=()) == cells
+    assert emulated_subset(cells, None) == cells
+
+
+@pytest.mark.parametrize("emulated, expected", [
+    ({"scaleup": [4]}, "emulated.scaleup: [4] must pick from the experiment's scaleup [1, 2]"),
+    ({"cpu_config": ["pinned"]}, "emulated.cpu_config: ['pinned'] must pick from"),
+    ({"repeats": 0}, "emulated.repeats: 0 must be an integer >= 1"),
+    ({"params": {"steps": [1, 2]}}, "emulated.params: must map lower_snake_case parameter names to scalars"),
+    ({"steps": 10}, "emulated: must be a mapping with any of scaleup, cpu_config, repeats, params"),
+])
+def test_bad_emulated_fields_are_named(experiments, emulated, expected):
+    assert expected in invalid(experiments, {"emulated": emulated})

@@ -7,6 +7,7 @@ import os
 import platform
 import re
 import socket
+import subprocess
 
 CPU_FLAGS_OF_INTEREST = ("avx2", "avx512f", "amx_tile", "amx_bf16", "vmx", "svm", "hypervisor")
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
@@ -217,6 +218,15 @@ def _hypervisor_kind(cpu_flags):
     return "none"
 
 
+def _systemd_detect_virt():
+    """systemd's own verdict (qemu, kvm, docker, none...), where systemd is installed."""
+    try:
+        done = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
 def _container_id():
     match = _CONTAINER_ID.search(_read("/proc/self/cgroup") or "")
     if match:
@@ -259,6 +269,7 @@ def probe_environment():
         # A container inside a VM reports the container; `hypervisor` still names the VM.
         "virt": lambda: container or hypervisor,
         "hypervisor": lambda: hypervisor,
+        "systemd_detect_virt": _systemd_detect_virt,
         "container_id": _container_id,
         "python_version": platform.python_version,
         "pid": os.getpid,
