@@ -7,6 +7,7 @@ import json
 import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ def guest_lab(lab):
         pytest.skip("no QEMU on this host (qemu-system-x86_64): the vm platforms cannot run here")
     if not GUEST_IMAGE.is_file():
         pytest.skip(f"site.yml built no guest image ({GUEST_IMAGE}); see its platform summary")
-    facts = subprocess.run(["ansible", "localhost", "-m", "platbench.lab.host_facts"],
+    facts = subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "platbench.lab.host_facts"],
                            capture_output=True, text=True, check=True, timeout=120)
     accelerator = json.loads(facts.stdout.split("=>", 1)[1])["ansible_facts"]["platbench"]["vm_accelerator"]
     return {"accelerator": accelerator, "image": json.loads(GUEST_IMAGE.read_text())}
