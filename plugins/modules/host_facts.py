@@ -183,30 +183,26 @@ def vm_accelerator(kvm, qemu):
     return "tcg" if qemu else None
 
 
-def unix_socket_accepts(socket_path):
+def unix_socket_answers(socket_path, request=None, expected=None):
+    """True when something accepts connections on the socket and, given a request, its
+    reply contains ``expected``."""
     if not os.path.exists(socket_path):
         return False
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(3)
             sock.connect(socket_path)
-        return True
+            if request is None:
+                return True
+            sock.sendall(request)
+            return expected in sock.recv(256)
     except OSError:
         return False
 
 
 def docker_engine_answers(socket_path):
     """True when a Docker engine answers its API ping on the socket."""
-    if not os.path.exists(socket_path):
-        return False
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(3)
-            sock.connect(socket_path)
-            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
-            return b" 200 " in sock.recv(256)
-    except OSError:
-        return False
+    return unix_socket_answers(socket_path, b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n", b" 200 ")
 
 
 def virtualization(flags_all):
@@ -243,7 +239,7 @@ def main():
         "iommu": iommu_state(),
         "qemu_binary": qemu,
         "vm_accelerator": vm_accelerator(kvm, qemu),
-        "libvirt_daemon": unix_socket_accepts(module.params["libvirt_socket"]),
+        "libvirt_daemon": unix_socket_answers(module.params["libvirt_socket"]),
         "systemd_pid1": read_text("/proc/1/comm") == "systemd",
         "docker_engine": docker_engine_answers(module.params["docker_socket"]),
         "virt": virtualization(flags),
