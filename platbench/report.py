@@ -32,6 +32,12 @@ EMULATED_INCLUDED_NOTE = ("tcg: emulated guest (QEMU TCG, no KVM on this host): 
                           "than hardware; its ratios to bm are shown because of --include-emulated.")
 
 
+NOISE_MARK = "~"
+NOISE_NOTE = (f"{NOISE_MARK}: the difference to bm lies within its 95% confidence interval (Welch's t over the "
+              "repeats): it cannot be told from noise. More repeats or a quieter host may resolve it.")
+CONFIDENCE = 0.95
+
+
 class ReportError(Exception):
     """Nothing to report; the message says why."""
 
@@ -43,6 +49,31 @@ def mean(values):
 def sample_std(values):
     """Standard deviation with ddof=1 (the repeats are a sample); None below two values."""
     return statistics.stdev(values) if len(values) >= 2 else None
+
+
+def coefficient_of_variation(values):
+    """std / mean over the repeats; None below two values or with a zero mean."""
+    spread, center = sample_std(values), mean(values)
+    return None if spread is None or not center else spread / abs(center)
+
+
+def difference_interval(values, baseline_values, confidence=CONFIDENCE):
+    """(low, high): the confidence interval of mean(values) - mean(baseline_values) by Welch's t
+    test (unequal variances); None with fewer than two values on either side or no spread at all."""
+    if len(values) < 2 or len(baseline_values) < 2:
+        return None
+    if sample_std(values) == 0 and sample_std(baseline_values) == 0:
+        return None
+    from scipy import stats
+
+    interval = stats.ttest_ind(values, baseline_values, equal_var=False).confidence_interval(confidence)
+    return float(interval.low), float(interval.high)
+
+
+def within_noise(values, baseline_values):
+    """True when the interval of the difference holds 0, None when it cannot be computed."""
+    interval = difference_interval(values, baseline_values)
+    return None if interval is None else interval[0] <= 0.0 <= interval[1]
 
 
 def ratio(value, baseline):
@@ -123,15 +154,17 @@ def summarize(frame, metrics, include_emulated=False):
     keys = SCENARIO_LABELS[:1] + accelerated + SCENARIO_LABELS[1:] + varying_labels(frame)
     units = {metric: frame.loc[frame["metric"] == metric, "unit"].dropna().iloc[0] for metric in metrics}
 
-    rows = []
+    rows, values_of = [], {}
     for key, group in frame.groupby(keys, dropna=False, sort=False):
         succeeded = group[group["metric"] != FAILED_METRIC]
         row = {**dict(zip(keys, key)), "n": succeeded["cell"].nunique(),
                "failed": int((group["metric"] == FAILED_METRIC).sum())}
         for metric in metrics:
             values = [float(value) for value in succeeded.loc[succeeded["metric"] == metric, "value"]]
+            values_of[id(row), metric] = values
             row[f"{metric} mean"] = mean(values)
             row[f"{metric} std"] = sample_std(values)
+            row[f"{metric} cv"] = coefficient_of_variation(values)
         rows.append(row)
 
     def identity(row, platform):
@@ -143,6 +176,9 @@ def summarize(frame, metrics, include_emulated=False):
         baseline = {} if is_emulated(row) and not include_emulated else baselines.get(identity(row, BASELINE), {})
         for metric in metrics:
             row[f"{metric} ratio to {BASELINE}"] = ratio(row[f"{metric} mean"], baseline.get(f"{metric} mean"))
+            row[f"{metric} within noise"] = (
+                within_noise(values_of[id(row), metric], values_of[id(baseline), metric])
+                if baseline and baseline is not row else None)
     rows.sort(key=lambda row: (_platform_rank(row["platform"]), str(row["platform"]),
                                *(_sortable(row[key]) for key in keys[1:])))
     return rows, keys, units
@@ -172,7 +208,7 @@ def display_table(rows, keys, metrics, units):
     """Header and rows of strings: ``mean ± std`` per metric with its unit, and its ratio to bm."""
     header = [*keys, "n", "failed"]
     for metric in metrics:
-        header += [f"{metric} ({units[metric]})", f"{metric} / {BASELINE}"]
+        header += [f"{metric} ({units[metric]})", "cv", f"{metric} / {BASELINE}"]
     lines = []
     for row in rows:
         line = [(NO_ACCELERATOR if key == ACCELERATOR else NOT_AVAILABLE) if pd.isna(row[key]) else str(row[key])
@@ -182,7 +218,10 @@ def display_table(rows, keys, metrics, units):
             spread = row[f"{metric} std"]
             center = row[f"{metric} mean"]
             line.append(_measure(center) + ("" if spread is None else f" ± {_measure(spread, scale=center)}"))
-            line.append(_number(row[f"{metric} ratio to {BASELINE}"], "3f"))
+            cv = row[f"{metric} cv"]
+            line.append(NOT_AVAILABLE if cv is None else f"{100 * cv:.1f}%")
+            mark = f" {NOISE_MARK}" if row[f"{metric} within noise"] else ""
+            line.append(_number(row[f"{metric} ratio to {BASELINE}"], "3f") + mark)
         lines.append(line)
     return header, lines
 
@@ -204,8 +243,17 @@ def csv_frame(rows, keys, metrics, units):
     for metric in metrics:
         columns[f"{metric} mean"] = f"{metric} mean ({units[metric]})"
         columns[f"{metric} std"] = f"{metric} std ({units[metric]})"
+        columns[f"{metric} cv"] = f"{metric} cv"
         columns[f"{metric} ratio to {BASELINE}"] = f"{metric} ratio to {BASELINE}"
+        columns[f"{metric} within noise"] = f"{metric} within noise of {BASELINE} (95% CI)"
     return pd.DataFrame(rows, columns=list(columns)).rename(columns=columns)
+
+
+def noise_note(rows, metrics):
+    """The line explaining the noise mark, None when no ratio carries it."""
+    if not any(row[f"{metric} within noise"] for row in rows for metric in metrics):
+        return None
+    return NOISE_NOTE
 
 
 def emulated_note(rows, include_emulated=False):
@@ -289,8 +337,9 @@ def run(args):
     rows, keys, units = summarize(frame, metrics, include_emulated=args.include_emulated)
     header, lines = display_table(rows, keys, metrics, units)
     table = csv_frame(rows, keys, metrics, units)
-    emulated = emulated_note(rows, args.include_emulated)
-    markdown = render_markdown(header, lines) + (f"\n\n{emulated}" if emulated else "")
+    notes = "".join(f"\n\n{note}" for note in (noise_note(rows, metrics), emulated_note(rows, args.include_emulated))
+                    if note)
+    markdown = render_markdown(header, lines) + notes
 
     table.to_csv(results_dir / "report.csv", index=False)
     (results_dir / "report.md").write_text(markdown + "\n", encoding="utf-8")
@@ -306,7 +355,7 @@ def run(args):
     elif args.format == "markdown":
         print(markdown)
     else:
-        print(render_text(header, lines) + (f"\n\n{emulated}" if emulated else ""))
+        print(render_text(header, lines) + notes)
     print(f"platbench report: wrote {', '.join(written)} in {results_dir}", file=sys.stderr)
     if note:
         print(f"note: {note}", file=sys.stderr)

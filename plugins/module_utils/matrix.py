@@ -77,7 +77,9 @@ def load_experiment(experiments_dir, name, overrides=None):
             raise ExperimentError(f"{path}: overrides must be a mapping, got {overrides!r}")
         data = deep_merge(data, overrides)
         source = f"{path} (with overrides {overrides!r})"
-    return validate_experiment(data, source, expected_name=name)
+    # Overriding scaleup or cpu_config alone must not break the file's own `emulated` subset.
+    strict_emulated = not overrides or "emulated" in overrides or not {"scaleup", "cpu_config"} & set(overrides)
+    return validate_experiment(data, source, expected_name=name, strict_emulated=strict_emulated)
 
 
 def _as_list(value):
@@ -138,21 +140,33 @@ def _check_dataset(dataset, params, problems):
         problems.append("dataset: give either 'dataset' (generated data) or params.data_dir (your own data), not both")
 
 
-def _check_emulated(emulated, experiment, problems):
+def _check_emulated(emulated, experiment, problems, strict=True):
     """``emulated``: the subset of vm/vmcn cells run where guests are emulated (no KVM), e.g.
-    ``{scaleup: [2], cpu_config: [pin], repeats: 1, params: {steps: 10}}``; absent = all cells."""
+    ``{scaleup: [2], cpu_config: [pin], repeats: 1, params: {steps: 10}}``; absent = all cells.
+
+    ``strict``: its scaleup and cpu_config must pick from the experiment's. Not strict (the
+    experiment's dimensions were overridden, its ``emulated`` field was not): the subset keeps
+    the values the experiment still has, and a dimension left with none is not cut at all.
+    Returns ``emulated`` normalized."""
     if emulated is None:
-        return
+        return None
     if not isinstance(emulated, dict) or set(emulated) - set(EMULATED_FIELDS):
         problems.append(f"emulated: must be a mapping with any of {', '.join(EMULATED_FIELDS)}, got {emulated!r}")
-        return
+        return emulated
+    emulated = dict(emulated)
     for field in ("scaleup", "cpu_config"):
         if field in emulated:
             values = _as_list(emulated[field])
-            unknown = [value for value in values if value not in experiment.get(field, [])]
-            if not values or unknown:
+            offered = experiment.get(field, [])
+            kept = [value for value in values if value in offered]
+            if not strict:
+                if kept:
+                    emulated[field] = kept
+                else:
+                    del emulated[field]
+            elif not values or len(kept) != len(values):
                 problems.append(f"emulated.{field}: {emulated[field]!r} must pick from the experiment's "
-                                f"{field} {experiment.get(field)!r}")
+                                f"{field} {offered!r}")
     repeats = emulated.get("repeats", 1)
     if not (isinstance(repeats, int) and not isinstance(repeats, bool) and repeats >= 1):
         problems.append(f"emulated.repeats: {repeats!r} must be an integer >= 1")
@@ -160,13 +174,15 @@ def _check_emulated(emulated, experiment, problems):
     if not isinstance(params, dict) or not all(isinstance(key, str) and _IDENTIFIER.match(key) and _is_scalar(value)
                                                for key, value in params.items()):
         problems.append(f"emulated.params: must map lower_snake_case parameter names to scalars, got {params!r}")
+    return emulated
 
 
-def validate_experiment(data, source="experiment", expected_name=None):
+def validate_experiment(data, source="experiment", expected_name=None, strict_emulated=True):
     """Return ``data`` normalized (scalars of the dimension fields made lists, defaults
     filled in), or raise ExperimentError listing every problem, each naming ``source``.
 
     ``expected_name`` is the file's name, which the ``name`` field must repeat.
+    ``strict_emulated``: see ``_check_emulated``.
     """
     problems = []
     unknown = sorted(set(data) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS), key=str)
@@ -209,7 +225,7 @@ def validate_experiment(data, source="experiment", expected_name=None):
         problems.append(f"repeats: {repeats!r} must be an integer >= 1")
     _check_params(experiment["params"], problems)
     _check_dataset(experiment["dataset"], experiment["params"], problems)
-    _check_emulated(experiment["emulated"], experiment, problems)
+    experiment["emulated"] = _check_emulated(experiment["emulated"], experiment, problems, strict_emulated)
 
     if problems:
         raise ExperimentError(f"{source}: invalid experiment:\n  - " + "\n  - ".join(problems))

@@ -248,3 +248,20 @@ def test_emulated_subset_changes_nothing_without_emulated_platforms_or_field(exp
 ])
 def test_bad_emulated_fields_are_named(experiments, emulated, expected):
     assert expected in invalid(experiments, {"emulated": emulated})
+
+
+def test_overriding_the_dimensions_keeps_what_is_left_of_the_emulated_subset(experiments):
+    (experiments / "smoke.yml").write_text(SMOKE + "emulated: {scaleup: [2], cpu_config: [pin], repeats: 1}\n")
+    guests = {"platforms": ["bm", "vm"]}
+    # scale-up 2 is gone: the emulated subset no longer cuts scale-up, only cpu_config and repeats.
+    experiment = load_experiment(experiments, "smoke", overrides={**guests, "scaleup": [1]})
+    assert experiment["emulated"] == {"cpu_config": ["pin"], "repeats": 1}
+    ids = [cell["id"] for cell in emulated_subset(expand(experiment), experiment["emulated"])
+           if cell["labels"]["platform"] == "vm"]
+    assert ids == ["vm/1/pin/cpu|r0"]
+    # What is still offered stays cut.
+    experiment = load_experiment(experiments, "smoke", overrides={**guests, "scaleup": [2, 4]})
+    assert experiment["emulated"]["scaleup"] == [2]
+    # An `emulated` field given with the overrides is checked as strictly as the file's own.
+    assert "emulated.scaleup: [2] must pick from" in invalid(
+        experiments, {**guests, "scaleup": [1], "emulated": {"scaleup": [2]}})

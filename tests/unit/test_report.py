@@ -108,11 +108,13 @@ def test_table_shows_units_mean_std_ratio_and_na(campaign):
     by_scenario, rows, keys, units = summary(campaign)
     header, lines = report.display_table(rows, keys, ["throughput", "elapsed"], units)
     assert header == ["platform", "scaleup", "cpu_config", "processor", "n", "failed",
-                      "throughput (images/sec)", "throughput / bm", "elapsed (sec)", "elapsed / bm"]
+                      "throughput (images/sec)", "cv", "throughput / bm", "elapsed (sec)", "cv", "elapsed / bm"]
     # Decimals follow the mean's size, the spread takes the mean's decimals: no exponents.
-    assert lines[0] == ["bm", "2", "pin", "cpu", "3", "0", "42.0 ± 2.0", "1.000", "11.0 ± 1.0", "1.000"]
-    assert lines[1] == ["cn", "2", "pin", "cpu", "2", "1", "40.5 ± 2.1", "0.964", "12.0 ± 1.4", "1.091"]
-    assert lines[2] == ["vm", "4", "pin", "cpu", "1", "0", "21.0", "n/a", "20.0", "n/a"]
+    # cv = std / mean; "~": the gap to bm is inside its 95% confidence interval.
+    assert lines[0] == ["bm", "2", "pin", "cpu", "3", "0", "42.0 ± 2.0", "4.8%", "1.000", "11.0 ± 1.0", "9.1%", "1.000"]
+    assert lines[1] == ["cn", "2", "pin", "cpu", "2", "1", "40.5 ± 2.1", "5.2%", "0.964 ~", "12.0 ± 1.4", "11.8%",
+                        "1.091 ~"]
+    assert lines[2] == ["vm", "4", "pin", "cpu", "1", "0", "21.0", "n/a", "n/a", "20.0", "n/a", "n/a"]
 
 
 def test_cli_prints_the_table_and_writes_csv_and_markdown(campaign, capsys):
@@ -137,7 +139,8 @@ def test_csv_and_markdown_formats_and_metric_choice(campaign, capsys):
     assert report.main([str(campaign), "--format", "csv", "--metric", "elapsed"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == ("platform,scaleup,cpu_config,processor,n,failed,"
-                        "elapsed mean (sec),elapsed std (sec),elapsed ratio to bm")
+                        "elapsed mean (sec),elapsed std (sec),elapsed cv,elapsed ratio to bm,"
+                        "elapsed within noise of bm (95% CI)")
     assert report.main([str(campaign), "--format", "markdown"]) == 0
     assert capsys.readouterr().out.startswith("| platform |")
 
@@ -293,3 +296,29 @@ def test_package_version_is_the_collection_version(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--version"])
     assert capsys.readouterr().out.strip() == f"platbench {galaxy['version']}"
+
+
+def test_coefficient_of_variation_and_the_confidence_interval_of_a_difference():
+    assert report.coefficient_of_variation([40.0, 42.0, 44.0]) == pytest.approx(2.0 / 42.0)
+    assert report.coefficient_of_variation([42.0]) is None
+    # Welch: difference 6, standard error sqrt(4/3 + 4/3), 4 degrees of freedom, t(0.975, 4) = 2.776.
+    low, high = report.difference_interval([46.0, 48.0, 50.0], [40.0, 42.0, 44.0])
+    half = 2.7764451 * math.sqrt(8.0 / 3.0)
+    assert (low, high) == (pytest.approx(6.0 - half), pytest.approx(6.0 + half))
+    assert report.within_noise([46.0, 48.0, 50.0], [40.0, 42.0, 44.0]) is False  # 6 > 4.53
+    assert report.within_noise([44.0, 46.0, 48.0], [40.0, 42.0, 44.0]) is True  # 4 < 4.53
+    assert report.difference_interval([1.0], [1.0, 2.0]) is None
+    assert report.difference_interval([1.0, 1.0], [2.0, 2.0]) is None  # no spread: no interval
+
+
+def test_a_gap_outside_the_noise_is_not_marked(tmp_path):
+    append_samples(tmp_path / "samples.jsonl", [
+        *cell("bm", 0, 100.0, 5.0), *cell("bm", 1, 101.0, 5.1), *cell("bm", 2, 99.0, 4.9),
+        *cell("cn", 0, 90.0, 5.0), *cell("cn", 1, 91.0, 5.2), *cell("cn", 2, 89.0, 4.8)])
+    rows, keys, units = report.summarize(report.load_samples(tmp_path), ["throughput", "elapsed"])
+    cn = rows[1]
+    assert cn["throughput within noise"] is False and cn["elapsed within noise"] is True
+    _, lines = report.display_table(rows, keys, ["throughput", "elapsed"], units)
+    assert lines[1][-4] == "0.900" and lines[1][-1] == "1.000 ~"
+    assert report.noise_note(rows, ["throughput"]) is None
+    assert report.noise_note(rows, ["elapsed"]).startswith("~: the difference to bm lies within its 95%")

@@ -21,6 +21,8 @@ from ..common import (
     set_thread_env,
     step_time_metrics,
 )
+from ..common.flops import TRAINING_PASSES, utilisation_metrics
+from ..common.peak import gemm_peak, measure_gemm
 from .settings import (
     DATA_FORMATS,
     DATA_SOURCES,
@@ -78,6 +80,12 @@ def build_parser():
     add("--dtype", choices=DTYPES, default="float32")
     add("--seed", type=int, default=0)
     add("--labels-json", type=json_object, default={}, help="extra labels for the record, as a JSON object")
+    add(
+        "--peak-gflops",
+        type=float,
+        help="the peak MFU is measured against, in GFLOP/s (default: a GEMM measured on this run's "
+        "CPUs, threads and dtype, cached per scenario; 0: no MFU)",
+    )
 
     data = parser.add_argument_group("real data (--data real)")
     data.add_argument(
@@ -262,6 +270,8 @@ def parse_args(argv=None):
         args.image_size = defaults.image_size
     if args.image_size < defaults.min_image_size:
         parser.error(f"--image-size for {args.model} must be at least {defaults.min_image_size}, got {args.image_size}")
+    if args.peak_gflops is not None and not args.peak_gflops >= 0:
+        parser.error(f"--peak-gflops must be a number of GFLOP/s >= 0 (0: no MFU), got {args.peak_gflops}")
     allowed_cpus = resolve_threads(parser, args)
     _check_parallelism(parser, args, allowed_cpus)
     if args.role == "ps":
@@ -370,6 +380,22 @@ def step_metrics(run, batch_size, data_setup):
     ]
 
 
+def utilisation(args, trainer, throughput, metadata):
+    """FLOP metrics of a training run at ``throughput`` images/sec; the peak's provenance goes
+    into ``metadata``."""
+    if args.peak_gflops is None:
+        build, max_size = trainer.gemm()
+        peak, provenance = gemm_peak(lambda: measure_gemm(build, max_size), args.framework,
+                                     metadata.get("framework_version"), args.dtype, args.threads, metadata)
+        metadata.update(provenance)
+    elif args.peak_gflops > 0:
+        peak = args.peak_gflops * 1e9
+        metadata["peak_source"] = "--peak-gflops"
+    else:
+        peak = None
+    return utilisation_metrics(throughput, trainer.forward_flops(), TRAINING_PASSES, peak, metric)
+
+
 def _hide_unused_gpus(args):
     """Before any framework import: in single mode CUDA_VISIBLE_DEVICES names exactly the GPU used.
 
@@ -406,9 +432,11 @@ def train(args, labels, metadata):
             losses=[round(loss, 6) for loss in run.losses],
             data_scan_seconds=round(args.data_scan_seconds, 6),
         )
-        # `elapsed` is taken last so that it covers launch to exit.
         metrics = step_metrics(run, args.batch_size, args.data_scan_seconds + trainer.data_setup)
-        emit_record(WORKLOAD, labels, metrics + [metric("elapsed", process_elapsed(), "s")], metadata)
+        # `elapsed` covers launch to the end of training; measuring the peak comes after it.
+        metrics.append(metric("elapsed", process_elapsed(), "s"))
+        metrics += utilisation(args, trainer, metrics[0]["value"], metadata)
+        emit_record(WORKLOAD, labels, metrics, metadata)
         return 0
     except Exception as error:  # noqa: BLE001 - a failed run must still leave its record
         traceback.print_exc(file=sys.stderr)

@@ -11,12 +11,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from ..common.flops import keras_forward_flops  # noqa: E402
 from ..common.onednn import tensorflow_onednn  # noqa: E402
+from ..common.peak import GEMM_MAX_SIZE, GEMM_MAX_SIZE_GPU, tensorflow_gemm  # noqa: E402
 from .data import synthetic_batch  # noqa: E402
 from .models_tf import build_model  # noqa: E402
 from .settings import SGD_LEARNING_RATE, SGD_MOMENTUM  # noqa: E402
-
-
 
 
 def _as_model_input(images):
@@ -112,6 +112,15 @@ class Trainer:
 
     def set_params(self, flat):
         self._assign_params(tf.constant(flat))
+
+    def forward_flops(self):
+        """Matrix FLOPs of one image's forward pass, counted from the model's layers."""
+        return keras_forward_flops(self.model)
+
+    def gemm(self):
+        """(multiply builder, largest size) for the peak: a GEMM on this trainer's device and threads."""
+        return (lambda size: tensorflow_gemm(size, self.args.dtype, self.device),
+                GEMM_MAX_SIZE_GPU if "GPU" in self.device else GEMM_MAX_SIZE)
 
     def metadata(self):
         traces = (

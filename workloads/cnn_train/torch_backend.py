@@ -5,12 +5,12 @@ import time
 
 import torch
 
+from ..common.flops import torch_forward_flops
 from ..common.onednn import torch_onednn
+from ..common.peak import GEMM_MAX_SIZE, GEMM_MAX_SIZE_GPU, torch_gemm
 from .data import synthetic_batch
 from .models_torch import build_model, parameter_count
 from .settings import SGD_LEARNING_RATE, SGD_MOMENTUM
-
-
 
 
 class Trainer:
@@ -101,6 +101,18 @@ class Trainer:
         with torch.no_grad():
             for parameter, part in zip(self.params, torch.split(flat, self.sizes)):
                 parameter.copy_(part.view(parameter.shape))
+
+    def forward_flops(self):
+        """Matrix FLOPs of one image's forward pass, counted by PyTorch on the model itself."""
+        args = self.args
+        example = torch.zeros(1, 3, args.image_size, args.image_size, device=self.device)
+        return torch_forward_flops(self.model, example.contiguous(memory_format=torch.channels_last))
+
+    def gemm(self):
+        """(multiply builder, largest size) for the peak: a GEMM on this trainer's device and threads."""
+        device = str(self.device)
+        return (lambda size: torch_gemm(size, self.args.dtype, device),
+                GEMM_MAX_SIZE_GPU if self.device.type == "cuda" else GEMM_MAX_SIZE)
 
     def metadata(self):
         info = {

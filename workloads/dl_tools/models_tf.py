@@ -5,6 +5,7 @@ import math
 import keras
 from keras import layers
 
+from ..cnn_train.models_tf import conv_bn, resnet50_on_stem
 from .settings import FCN5_HIDDEN, LSTM_LAYERS, LSTM_UNITS, SIGMOID_GAIN
 
 
@@ -34,32 +35,11 @@ def alexnet(num_outputs):
     )
 
 
-def _conv_bn(x, filters, kernel, stride=1):
-    x = layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False)(x)
-    return layers.BatchNormalization(epsilon=1e-5)(x)
-
-
-def _bottleneck(x, width, stride):
-    """ResNet v1.5 bottleneck: the stride sits on the 3x3 convolution."""
-    out_channels = width * 4
-    shortcut = x
-    if stride != 1 or x.shape[-1] != out_channels:
-        shortcut = _conv_bn(x, out_channels, 1, stride)
-    y = layers.ReLU()(_conv_bn(x, width, 1))
-    y = layers.ReLU()(_conv_bn(y, width, 3, stride))
-    y = _conv_bn(y, out_channels, 1)
-    return layers.ReLU()(layers.Add()([y, shortcut]))
-
-
 def resnet50(num_outputs):
     """ResNet-50 (v1.5 bottlenecks, 3-4-6-3) with the CIFAR stem: 3x3 stride-1 convolution, no max pool."""
     inputs = keras.Input((32, 32, 3))
-    x = layers.ReLU()(_conv_bn(inputs, 64, 3))
-    for stage, (width, blocks) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
-        for block in range(blocks):
-            x = _bottleneck(x, width, 2 if stage > 0 and block == 0 else 1)
-    x = layers.GlobalAveragePooling2D()(x)
-    return keras.Model(inputs, layers.Dense(num_outputs)(x), name="resnet50")
+    x = layers.ReLU()(conv_bn(inputs, 64, 3))
+    return resnet50_on_stem(inputs, x, num_outputs)
 
 
 def lstm(vocabulary_size):

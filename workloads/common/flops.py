@@ -1,0 +1,98 @@
+"""Model FLOPs per sample, counted from the model itself, and model-FLOP utilisation (MFU).
+
+Only the matrix work counts (convolutions, dense/linear layers, recurrent gates): it is what
+the hardware peak measures and more than 99% of a CNN's arithmetic; normalisation, activations
+and pooling are left out, as is usual for MFU. One multiply-add is 2 FLOPs. A training step
+costs 3 forward passes (the backward pass computes gradients for activations and for weights,
+each as much matrix work as the forward pass), an inference step 1.
+
+The framework is imported by the caller; this module only walks what it is handed.
+"""
+
+import math
+
+TRAINING_PASSES = 3
+
+
+def keras_forward_flops(model, sequence_length=None):
+    """FLOPs of one sample through a built Keras 3 model (Sequential or functional), by layer.
+
+    ``sequence_length`` fills an unknown time dimension (token inputs of variable length).
+    """
+    total = 0
+    for layer in _keras_layers(model):
+        total += _keras_layer_flops(layer, sequence_length)
+    return total
+
+
+def _keras_layers(model):
+    for layer in model.layers:
+        if hasattr(layer, "layers") and layer.layers:
+            yield from _keras_layers(layer)
+        else:
+            yield layer
+
+
+def _known(shape, sequence_length):
+    """A symbolic shape without its batch dimension, unknown sizes replaced by ``sequence_length``."""
+    dims = list(shape[1:])
+    if any(dim is None for dim in dims):
+        if sequence_length is None:
+            raise ValueError(f"shape {tuple(shape)} has an unknown dimension: pass sequence_length")
+        dims = [sequence_length if dim is None else dim for dim in dims]
+    return dims
+
+
+def _keras_layer_flops(layer, sequence_length):
+    kind = type(layer).__name__
+    if kind in ("Conv1D", "Conv2D", "Conv3D", "DepthwiseConv2D"):
+        out = _known(layer.output.shape, sequence_length)
+        kernel = layer.kernel.shape  # (*window, in_channels / groups, filters) or depthwise (*window, in, mult)
+        macs_per_output = math.prod(kernel[:-1]) if kind != "DepthwiseConv2D" else math.prod(kernel[:-2])
+        return 2 * math.prod(out) * macs_per_output
+    if kind == "Dense":
+        out = _known(layer.output.shape, sequence_length)
+        return 2 * math.prod(out) * layer.kernel.shape[0]
+    if kind in ("LSTM", "GRU", "SimpleRNN"):
+        steps, features = _known(layer.input.shape, sequence_length)
+        cell = layer.cell
+        gates = {"LSTM": 4, "GRU": 3, "SimpleRNN": 1}[kind]
+        # Each step: input and recurrent kernels for every gate.
+        return 2 * steps * (features + cell.units) * gates * cell.units
+    return 0
+
+
+def torch_forward_flops(model, example):
+    """FLOPs of one forward pass of ``model`` on ``example`` (one sample or a batch), counted by
+    PyTorch's own FlopCounterMode; divide by the batch size for per-sample figures."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            model(example)
+    finally:
+        model.train(was_training)
+    return counter.get_total_flops()
+
+
+def utilisation(throughput, flops_per_sample, peak_flops):
+    """(achieved FLOP/s, MFU) for ``throughput`` samples/sec at ``flops_per_sample``, against
+    ``peak_flops`` FLOP/s; MFU is None without a peak."""
+    achieved = throughput * flops_per_sample
+    return achieved, (achieved / peak_flops if peak_flops else None)
+
+
+def utilisation_metrics(samples_per_sec, forward_flops, passes, peak_flops, metric):
+    """The record's FLOP metrics for a run at ``samples_per_sec``: model FLOPs per sample
+    (``passes`` forward passes of ``forward_flops``), achieved FLOP/s, the peak and MFU, the
+    FLOP figures in GFLOP. ``metric`` builds one entry of the record (workloads.common.metric)."""
+    per_sample = forward_flops * passes
+    achieved, mfu = utilisation(samples_per_sec, per_sample, peak_flops)
+    metrics = [metric("model_flops", per_sample / 1e9, "GFLOP/sample"),
+               metric("achieved_flops", achieved / 1e9, "GFLOP/s")]
+    if mfu is not None:
+        metrics += [metric("peak_flops", peak_flops / 1e9, "GFLOP/s"), metric("mfu", mfu, "ratio")]
+    return metrics

@@ -1,0 +1,137 @@
+"""The machine's matrix-multiply peak as this very process sees it: a square GEMM in the
+workload's own framework, on its own CPUs, threads and dtype. MFU is measured against it.
+
+A measurement takes about a second, so it is cached per host and scenario in a JSON file
+(``PLATBENCH_CACHE_DIR``, default ``~/.cache/platbench``); the key holds everything that
+changes the peak (CPU model, allowed CPUs, CFS quota, threads, dtype, framework and its
+version), so a new scenario measures again. Where the cache is not writable (a container
+started afresh per run), every run measures.
+"""
+
+import hashlib
+import json
+import os
+import statistics
+import tempfile
+import time
+
+GEMM_MAX_SIZE = 2048  # CPUs: 17 GFLOP per fp32 product, within a few % of larger sizes' rate
+GEMM_MAX_SIZE_GPU = 8192
+GEMM_MIN_SIZE = 256
+GEMM_SECONDS = 0.2  # products up to this long: emulated guests get small ones, fast hosts big ones
+GEMM_REPEATS = 7  # timed products; the peak is their median rate
+CACHE_FILE = "gemm_peak.json"
+
+
+def cache_dir():
+    return os.environ.get("PLATBENCH_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "platbench")
+
+
+def cache_key(framework, framework_version, dtype, threads, environment):
+    """What makes a peak reusable: the same framework build, dtype, threads and CPUs."""
+    parts = {
+        "framework": framework,
+        "framework_version": framework_version,
+        "dtype": dtype,
+        "threads": threads,
+        "hostname": environment.get("hostname"),
+        "cpu_model": environment.get("cpu_model"),
+        "cpuset": environment.get("cpuset"),
+        "cpu_quota": environment.get("cgroup_cpu_quota"),
+        "virt": environment.get("virt"),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16], parts
+
+
+def _load(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _store(path, cache):
+    """Atomic replace, so concurrent runs never read half a file; failures are silent (no cache)."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(path), delete=False, encoding="utf-8") as handle:
+            json.dump(cache, handle, indent=1, sort_keys=True)
+        os.replace(handle.name, path)
+        return True
+    except OSError:
+        return False
+
+
+def time_gemm(multiply, size, repeats=GEMM_REPEATS):
+    """FLOP/s of ``multiply()``, which must perform one size x size x size product and
+    return only once it is done: the median of ``repeats`` timed calls after one warm-up."""
+    multiply()
+    rates = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        multiply()
+        rates.append(2.0 * size**3 / (time.perf_counter() - started))
+    return statistics.median(rates)
+
+
+def measure_gemm(build, max_size=GEMM_MAX_SIZE):
+    """(FLOP/s, size): ``build(size)`` gives a multiply for time_gemm. The size doubles from
+    GEMM_MIN_SIZE while the next product would still take under GEMM_SECONDS (8x the work),
+    up to ``max_size``: fast hosts get large products, emulated guests small ones."""
+    size = GEMM_MIN_SIZE
+    while size * 2 <= max_size:
+        multiply = build(size)
+        multiply()
+        started = time.perf_counter()
+        multiply()
+        if (time.perf_counter() - started) * 8 > GEMM_SECONDS:
+            break
+        size *= 2
+    return time_gemm(build(size), size), size
+
+
+def gemm_peak(measure, framework, framework_version, dtype, threads, environment):
+    """(FLOP/s, metadata): the cached peak of this scenario, or else ``measure()``'s
+    (FLOP/s, size), then cached."""
+    key, parts = cache_key(framework, framework_version, dtype, threads, environment)
+    path = os.path.join(cache_dir(), CACHE_FILE)
+    cache = _load(path)
+    entry = cache.get(key)
+    if isinstance(entry, dict) and isinstance(entry.get("flops"), (int, float)) and entry["flops"] > 0:
+        return float(entry["flops"]), {"peak_source": "cache", "peak_gemm_size": entry.get("size"),
+                                       "peak_measured_at": entry.get("measured_at")}
+    flops, size = measure()
+    cache[key] = {"flops": float(flops), "size": size, "measured_at": time.time(), **parts}
+    cached = _store(path, cache)
+    return float(flops), {"peak_source": "measured" if cached else "measured, not cached", "peak_gemm_size": size}
+
+
+def tensorflow_gemm(size, dtype="float32", device="/CPU:0"):
+    """A ``multiply`` for time_gemm: one TensorFlow matmul on ``device``, in the workload's thread pools."""
+    import tensorflow as tf
+
+    with tf.device(device):
+        a = tf.cast(tf.random.uniform([size, size], seed=1), tf.as_dtype(dtype))
+        b = tf.cast(tf.random.uniform([size, size], seed=2), tf.as_dtype(dtype))
+        # One element comes back to Python: waiting for it waits for the product, nothing more is copied.
+        product = tf.function(lambda: tf.matmul(a, b)[:1, :1])
+    return lambda: product().numpy()
+
+
+def torch_gemm(size, dtype="float32", device="cpu"):
+    """A ``multiply`` for time_gemm: one torch.mm on ``device``, in the thread pool set by the workload."""
+    import torch
+
+    generator = torch.Generator().manual_seed(1)
+    a = torch.rand(size, size, generator=generator).to(device=device, dtype=getattr(torch, dtype))
+    b = torch.rand(size, size, generator=generator).to(device=device, dtype=getattr(torch, dtype))
+    out = torch.empty(size, size, dtype=a.dtype, device=device)
+    synchronize = torch.cuda.synchronize if out.is_cuda else (lambda: None)
+
+    def multiply():
+        torch.mm(a, b, out=out)
+        synchronize()
+
+    return multiply
