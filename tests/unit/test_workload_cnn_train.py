@@ -54,12 +54,20 @@ def test_tiny_run_reports_a_complete_record(framework):
     assert metadata["framework_version"]
     if framework == "tensorflow":
         assert metadata["tf_function_traces"] == 1, "the training step must be traced once, not per call"
+    # Model FLOPs: 3 passes x 2 FLOPs x the multiply-adds of conv1, conv2 and the classifier.
+    forward_macs = 32 * 32 * 16 * 27 + 16 * 16 * 32 * 144 + 32 * 1000
+    assert values["model_flops"] == pytest.approx(3 * 2 * forward_macs / 1e9)
+    assert values["achieved_flops"] == pytest.approx(values["throughput"] * values["model_flops"])
+    assert values["peak_flops"] > 0 and metadata["peak_source"] in ("measured", "cache")
+    assert 0 < values["mfu"] <= 1
+    assert values["mfu"] == pytest.approx(values["achieved_flops"] / values["peak_flops"])
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_tiny_model_learns(framework):
-    process, records = run_workload("--framework", framework, *TINY_ARGS, "--steps", "30")
+    process, records = run_workload("--framework", framework, *TINY_ARGS, "--steps", "30", "--peak-gflops", "0")
     values = metric_values(only_record(process, records))
+    assert "mfu" not in values and "peak_flops" not in values and values["achieved_flops"] > 0  # --peak-gflops 0
     # Random labels on one fixed batch: at least the label frequencies must be learned.
     assert values["loss_last"] < values["loss_first"] - 1.0
 
@@ -76,6 +84,7 @@ BAD_INPUTS = [
     (["--dtype", "float16"], ["float32"]),
     (["--model", "inception3", "--image-size", "64"], ["inception3", "at least 75"]),
     (["--labels-json", "[1]"], ["JSON object"]),
+    (["--peak-gflops", "-1"], ["--peak-gflops", "number >= 0"]),
     (["--labels-json", '{"model": "alexnet"}'], ["contradict", "model"]),
 ]
 

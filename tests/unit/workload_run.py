@@ -4,6 +4,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from workloads.common import RESULT_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIRST_CPU = min(os.sched_getaffinity(0))
-ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+# The GEMM peak cache of these runs starts empty and stays out of the user's ~/.cache.
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT),
+       "PLATBENCH_CACHE_DIR": tempfile.mkdtemp(prefix="platbench-test-cache-")}
 FRAMEWORKS = [
     pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} missing"))
     for name, module in [("tensorflow", "tensorflow"), ("torch", "torch")]

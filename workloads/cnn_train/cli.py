@@ -11,18 +11,26 @@ import time
 import traceback
 from typing import NamedTuple
 
-from ..common.args import check_extra_labels, json_object, non_negative_int, positive_float, positive_int, resolve_threads
+from ..common.args import (
+    add_run_arguments,
+    check_extra_labels,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    resolve_threads,
+)
 from ..common import (
     emit_record,
     format_cpuset,
     metric,
+    metric_value,
     probe_environment,
     process_elapsed,
     set_thread_env,
     step_time_metrics,
 )
 from ..common.flops import TRAINING_PASSES, utilisation_metrics
-from ..common.peak import gemm_peak, measure_gemm
+from ..common.peak import run_peak
 from .settings import (
     DATA_FORMATS,
     DATA_SOURCES,
@@ -69,7 +77,6 @@ def build_parser():
     add("--num-classes", type=positive_int, help="default: the class folders found with --data real (JPEG), else 1000")
     add("--warmup-steps", type=non_negative_int, default=10, help="untimed steps before the timed ones")
     add("--steps", type=positive_int, default=100, help="timed steps")
-    add("--threads", type=positive_int, help="compute threads (default: every CPU this process may use)")
     add(
         "--data",
         choices=DATA_SOURCES,
@@ -78,14 +85,7 @@ def build_parser():
     )
     add("--optimizer", choices=OPTIMIZERS, default="sgd", help=f"sgd: lr {SGD_LEARNING_RATE}, momentum {SGD_MOMENTUM}")
     add("--dtype", choices=DTYPES, default="float32")
-    add("--seed", type=int, default=0)
-    add("--labels-json", type=json_object, default={}, help="extra labels for the record, as a JSON object")
-    add(
-        "--peak-gflops",
-        type=float,
-        help="the peak MFU is measured against, in GFLOP/s (default: a GEMM measured on this run's "
-        "CPUs, threads and dtype, cached per scenario; 0: no MFU)",
-    )
+    add_run_arguments(add)
 
     data = parser.add_argument_group("real data (--data real)")
     data.add_argument(
@@ -270,8 +270,6 @@ def parse_args(argv=None):
         args.image_size = defaults.image_size
     if args.image_size < defaults.min_image_size:
         parser.error(f"--image-size for {args.model} must be at least {defaults.min_image_size}, got {args.image_size}")
-    if args.peak_gflops is not None and not args.peak_gflops >= 0:
-        parser.error(f"--peak-gflops must be a number of GFLOP/s >= 0 (0: no MFU), got {args.peak_gflops}")
     allowed_cpus = resolve_threads(parser, args)
     _check_parallelism(parser, args, allowed_cpus)
     if args.role == "ps":
@@ -381,18 +379,9 @@ def step_metrics(run, batch_size, data_setup):
 
 
 def utilisation(args, trainer, throughput, metadata):
-    """FLOP metrics of a training run at ``throughput`` images/sec; the peak's provenance goes
-    into ``metadata``."""
-    if args.peak_gflops is None:
-        build, max_size = trainer.gemm()
-        peak, provenance = gemm_peak(lambda: measure_gemm(build, max_size), args.framework,
-                                     metadata.get("framework_version"), args.dtype, args.threads, metadata)
-        metadata.update(provenance)
-    elif args.peak_gflops > 0:
-        peak = args.peak_gflops * 1e9
-        metadata["peak_source"] = "--peak-gflops"
-    else:
-        peak = None
+    """FLOP metrics of a training run at ``throughput`` images/sec (the peak's provenance goes
+    into ``metadata``)."""
+    peak = run_peak(args.peak_gflops, *trainer.gemm(), args.framework, args.dtype, args.threads, metadata)
     return utilisation_metrics(throughput, trainer.forward_flops(), TRAINING_PASSES, peak, metric)
 
 
@@ -435,7 +424,7 @@ def train(args, labels, metadata):
         metrics = step_metrics(run, args.batch_size, args.data_scan_seconds + trainer.data_setup)
         # `elapsed` covers launch to the end of training; measuring the peak comes after it.
         metrics.append(metric("elapsed", process_elapsed(), "s"))
-        metrics += utilisation(args, trainer, metrics[0]["value"], metadata)
+        metrics += utilisation(args, trainer, metric_value(metrics, "throughput"), metadata)
         emit_record(WORKLOAD, labels, metrics, metadata)
         return 0
     except Exception as error:  # noqa: BLE001 - a failed run must still leave its record

@@ -10,7 +10,7 @@ from .environment import (
     probe_environment,
     set_thread_env,
 )
-from .record import RESULT_PREFIX, emit_record, metric
+from .record import RESULT_PREFIX, emit_record, metric, metric_value
 from .stats import step_time_metrics
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "emit_record",
     "format_cpuset",
     "metric",
+    "metric_value",
     "parse_cpuset",
     "probe_environment",
     "process_elapsed",

@@ -38,6 +38,16 @@ def positive_float(text):
     return value
 
 
+def non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
 def reject_non_finite(constant):
     raise ValueError(f"{constant} is not allowed in a result record")
 
@@ -53,10 +63,16 @@ def json_object(text):
 
 
 def add_run_arguments(add):
-    """--threads, --seed and --labels-json, which every workload takes; ``add`` is add_argument."""
+    """--threads, --seed, --labels-json and --peak-gflops, which every workload takes; ``add`` is add_argument."""
     add("--threads", type=positive_int, help="compute threads (default: every CPU this process may use)")
     add("--seed", type=int, default=0)
     add("--labels-json", type=json_object, default={}, help="extra labels for the record, as a JSON object")
+    add(
+        "--peak-gflops",
+        type=non_negative_float,
+        help="the peak MFU is measured against, in GFLOP/s (default: a GEMM measured after the run on its "
+        "CPUs, threads and dtype, cached per scenario; 0: no MFU)",
+    )
 
 
 def resolve_threads(parser, args):

@@ -62,12 +62,35 @@ def _keras_layer_flops(layer, sequence_length):
     return 0
 
 
+_RNN_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
 def torch_forward_flops(model, example):
     """FLOPs of one forward pass of ``model`` on ``example`` (one sample or a batch), counted by
-    PyTorch's own FlopCounterMode; divide by the batch size for per-sample figures."""
+    PyTorch's own FlopCounterMode; divide by the batch size for per-sample figures.
+
+    FlopCounterMode does not see inside the fused recurrent kernels (aten::lstm and friends),
+    so recurrent layers are counted from their shapes, as keras_forward_flops does."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    recurrent = []
+
+    def count_recurrent(module, inputs, _output):
+        sequence = inputs[0]
+        if isinstance(sequence, torch.nn.utils.rnn.PackedSequence):
+            steps_times_batch = int(sequence.data.shape[0])
+        else:
+            steps_times_batch = int(sequence.shape[0] * sequence.shape[1]) if sequence.dim() == 3 else int(sequence.shape[0])
+        gates = _RNN_GATES[type(module).__name__] * module.hidden_size
+        directions = 2 if module.bidirectional else 1
+        features = module.input_size
+        for _ in range(module.num_layers):
+            recurrent.append(2 * steps_times_batch * directions * (features + module.hidden_size) * gates)
+            features = module.hidden_size * directions
+
+    hooks = [module.register_forward_hook(count_recurrent) for module in model.modules()
+             if type(module).__name__ in _RNN_GATES and isinstance(module, torch.nn.RNNBase)]
     was_training = model.training
     model.eval()
     try:
@@ -75,7 +98,9 @@ def torch_forward_flops(model, example):
             model(example)
     finally:
         model.train(was_training)
-    return counter.get_total_flops()
+        for hook in hooks:
+            hook.remove()
+    return counter.get_total_flops() + sum(recurrent)
 
 
 def utilisation(throughput, flops_per_sample, peak_flops):

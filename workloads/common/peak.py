@@ -108,6 +108,21 @@ def gemm_peak(measure, framework, framework_version, dtype, threads, environment
     return float(flops), {"peak_source": "measured" if cached else "measured, not cached", "peak_gemm_size": size}
 
 
+def run_peak(peak_gflops, build, max_size, framework, dtype, threads, metadata):
+    """The peak FLOP/s a run's MFU divides by: ``peak_gflops`` (the --peak-gflops argument) when
+    given, none when it is 0, else the scenario's cached or measured GEMM (``build``, ``max_size``:
+    see measure_gemm). Where it came from goes into ``metadata``, the run's probed environment."""
+    if peak_gflops is None:
+        peak, provenance = gemm_peak(lambda: measure_gemm(build, max_size), framework,
+                                     metadata.get("framework_version"), dtype, threads, metadata)
+        metadata.update(provenance)
+        return peak
+    if peak_gflops > 0:
+        metadata["peak_source"] = "--peak-gflops"
+        return peak_gflops * 1e9
+    return None
+
+
 def tensorflow_gemm(size, dtype="float32", device="/CPU:0"):
     """A ``multiply`` for time_gemm: one TensorFlow matmul on ``device``, in the workload's thread pools."""
     import tensorflow as tf

@@ -15,6 +15,11 @@ def metric(name, value, unit):
     return {"metric": name, "value": value, "unit": unit}
 
 
+def metric_value(metrics, name):
+    """The value of the entry ``name`` in a list of metric entries."""
+    return next(entry["value"] for entry in metrics if entry["metric"] == name)
+
+
 def _check_metrics(metrics):
     for entry in metrics:
         value = entry["value"]

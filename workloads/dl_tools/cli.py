@@ -15,9 +15,12 @@ import traceback
 from typing import NamedTuple
 
 from ..common.args import add_run_arguments, check_extra_labels, positive_int, resolve_threads
+from ..common.flops import TRAINING_PASSES, utilisation_metrics
+from ..common.peak import run_peak
 from ..common import (
     emit_record,
     metric,
+    metric_value,
     probe_environment,
     process_elapsed,
     set_thread_env,
@@ -149,7 +152,7 @@ def main(argv=None):
         batches_per_epoch = min(data.samples // args.batch_size, args.max_batches_per_epoch or math.inf)
         metadata.update(dataset=data.info, batches_per_epoch=batches_per_epoch)
         backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
-        step, backend_metadata = backend.build_trainer(args, spec, data.num_outputs)
+        step, backend_metadata, costs = backend.build_trainer(args, spec, data.num_outputs)
         orders = epoch_orders(data.samples, args.seed)
         run = run_epochs(step, data, args.batch_size, args.epochs, batches_per_epoch, orders)
         metadata.update(
@@ -158,10 +161,13 @@ def main(argv=None):
             epoch_times=[round(sum(epoch), 6) for epoch in run.batch_times],
             epoch_loss_mean=[sum(epoch) / len(epoch) for epoch in run.losses],
         )
-        # `elapsed` is taken last so that it covers launch to exit.
         metrics = _metrics(run, args.batch_size, spec.sample_unit, data_load) + [
             metric("elapsed", process_elapsed(), "s")
         ]
+        # After `elapsed`: the peak's GEMM is not part of the job. FLOPs are counted on one real sample.
+        forward, (build_gemm, max_size) = costs(data.batch([0])[0])
+        peak = run_peak(args.peak_gflops, build_gemm, max_size, args.framework, "float32", args.threads, metadata)
+        metrics += utilisation_metrics(metric_value(metrics, "throughput"), forward, TRAINING_PASSES, peak, metric)
         emit_record(WORKLOAD, labels, metrics, metadata)
         return 0
     except Exception as error:  # noqa: BLE001 - a failed run must still leave its record

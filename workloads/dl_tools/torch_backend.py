@@ -4,12 +4,15 @@ import random
 
 import torch
 
+from ..common.flops import torch_forward_flops
 from ..common.onednn import torch_onednn
+from ..common.peak import GEMM_MAX_SIZE, torch_gemm
 from .models_torch import build_model, trainable_parameters
 
 
 def build_trainer(args, spec, num_outputs):
-    """Returns (step, metadata): step(inputs, targets) trains on one batch and returns its loss."""
+    """Returns (step, metadata, costs): step(inputs, targets) trains on one batch and returns its
+    loss; costs(inputs) gives the forward FLOPs of one sample like ``inputs`` and the GEMM for the peak."""
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
     random.seed(args.seed)
@@ -22,10 +25,13 @@ def build_trainer(args, spec, num_outputs):
     optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate, momentum=spec.momentum)
     loss_fn = torch.nn.CrossEntropyLoss()
 
+    def as_model_input(inputs):
+        inputs = torch.from_numpy(inputs)
+        # NHWC memory seen as NCHW: exactly the channels_last layout, no copy
+        return inputs.permute(0, 3, 1, 2) if images else inputs
+
     def step(inputs, targets):
-        inputs, targets = torch.from_numpy(inputs), torch.from_numpy(targets)
-        if images:  # NHWC memory seen as NCHW: exactly the channels_last layout, no copy
-            inputs = inputs.permute(0, 3, 1, 2)
+        inputs, targets = as_model_input(inputs), torch.from_numpy(targets)
         optimizer.zero_grad(set_to_none=True)
         logits = model(inputs)
         loss = loss_fn(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -43,4 +49,7 @@ def build_trainer(args, spec, num_outputs):
             "onednn": torch_onednn(),
         }
 
-    return step, metadata
+    def costs(inputs):
+        return torch_forward_flops(model, as_model_input(inputs)), (lambda size: torch_gemm(size), GEMM_MAX_SIZE)
+
+    return step, metadata, costs

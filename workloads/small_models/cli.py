@@ -21,6 +21,7 @@ from ..common.args import (
 from ..common import (
     emit_record,
     metric,
+    metric_value,
     probe_environment,
     process_elapsed,
     set_thread_env,
@@ -192,12 +193,26 @@ def main(argv=None):
             **_profile(train, job, device, args.profile_batches),
         )
         metrics = _metrics(run, data.samples, spec.sample_unit, data_load, search_time) + _process_metrics(train)
+        # After `elapsed`: the peak's GEMM is not part of the job.
+        metrics += _utilisation(args, train, job, data, device, metric_value(metrics, "throughput"), metadata)
         emit_record(WORKLOAD, labels, metrics, metadata)
         return 0
     except Exception as error:  # noqa: BLE001 - a failed run must still leave its record
         traceback.print_exc(file=sys.stderr)
         emit_record(WORKLOAD, labels, [], metadata, status="failed", error=f"{type(error).__name__}: {error}")
         return 1
+
+
+def _utilisation(args, train, job, data, device, throughput, metadata):
+    """FLOP metrics at ``throughput`` samples/sec: the model's FLOPs counted on one real sample."""
+    from ..common.flops import TRAINING_PASSES, torch_forward_flops, utilisation_metrics
+    from ..common.peak import GEMM_MAX_SIZE, GEMM_MAX_SIZE_GPU, run_peak, torch_gemm
+
+    forward = torch_forward_flops(job.model, data.inputs[:1].to(device))
+    max_size = GEMM_MAX_SIZE_GPU if device.type == "cuda" else GEMM_MAX_SIZE
+    peak = run_peak(args.peak_gflops, lambda size: torch_gemm(size, "float32", str(device)), max_size,
+                    "torch", "float32", args.threads, metadata)
+    return utilisation_metrics(throughput, forward, TRAINING_PASSES, peak, metric)
 
 
 def _profile(train, job, device, batches):

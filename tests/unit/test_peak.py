@@ -1,0 +1,101 @@
+"""The GEMM peak: how it is timed, sized and cached per scenario."""
+
+import json
+import os
+
+import pytest
+
+from workloads.common import peak
+
+ENVIRONMENT = {"hostname": "lab1", "cpu_model": "Some CPU", "cpuset": "0-1", "cgroup_cpu_quota": None, "virt": None}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLATBENCH_CACHE_DIR", str(tmp_path))
+    return tmp_path / peak.CACHE_FILE
+
+
+def measured(calls, flops=300e9, size=2048):
+    def measure():
+        calls.append(1)
+        return flops, size
+    return measure
+
+
+def test_a_peak_is_measured_once_per_scenario_then_read_from_the_cache(cache):
+    calls = []
+    first = peak.gemm_peak(measured(calls), "tensorflow", "2.21.0", "float32", 2, ENVIRONMENT)
+    again = peak.gemm_peak(measured(calls, flops=1.0), "tensorflow", "2.21.0", "float32", 2, ENVIRONMENT)
+    assert first == (300e9, {"peak_source": "measured", "peak_gemm_size": 2048})
+    assert again[0] == 300e9 and again[1]["peak_source"] == "cache" and len(calls) == 1
+    entry, = json.loads(cache.read_text()).values()
+    assert entry["threads"] == 2 and entry["cpuset"] == "0-1" and entry["flops"] == 300e9
+
+
+@pytest.mark.parametrize("change", [
+    {"threads": 1}, {"dtype": "bfloat16"}, {"framework": "torch"}, {"framework_version": "2.22.0"},
+    {"environment": {**ENVIRONMENT, "cpuset": "1"}}, {"environment": {**ENVIRONMENT, "cgroup_cpu_quota": 1.0}},
+    {"environment": {**ENVIRONMENT, "hostname": "lab2"}},
+])
+def test_a_new_scenario_measures_again(cache, change):
+    base = {"framework": "tensorflow", "framework_version": "2.21.0", "dtype": "float32", "threads": 2,
+            "environment": ENVIRONMENT}
+    calls = []
+    peak.gemm_peak(measured(calls), **base)
+    flops, provenance = peak.gemm_peak(measured(calls, flops=100e9), **{**base, **change})
+    assert (flops, provenance["peak_source"], len(calls)) == (100e9, "measured", 2)
+    assert len(json.loads(cache.read_text())) == 2
+
+
+def test_an_unwritable_or_broken_cache_still_gives_a_peak(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("PLATBENCH_CACHE_DIR", str(blocker / "cache"))
+    flops, provenance = peak.gemm_peak(measured([]), "torch", "2.13.0", "float32", 1, ENVIRONMENT)
+    assert flops == 300e9 and provenance["peak_source"] == "measured, not cached"
+
+    monkeypatch.setenv("PLATBENCH_CACHE_DIR", str(tmp_path))
+    (tmp_path / peak.CACHE_FILE).write_text("{half a file")
+    calls = []
+    assert peak.gemm_peak(measured(calls), "torch", "2.13.0", "float32", 1, ENVIRONMENT)[0] == 300e9
+    assert calls and json.loads((tmp_path / peak.CACHE_FILE).read_text())  # rewritten whole
+
+
+def fake_multiplier(rate, clock):
+    """build(size) for measure_gemm: each product advances a fake clock by its FLOPs / rate."""
+    def build(size):
+        def multiply():
+            clock[0] += 2.0 * size**3 / rate
+        return multiply
+    return build
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(peak.time, "perf_counter", lambda: now[0])
+    return now
+
+
+def test_time_gemm_is_the_median_rate_of_the_timed_products(clock):
+    assert peak.time_gemm(fake_multiplier(250e9, clock)(512), 512) == pytest.approx(250e9)
+
+
+@pytest.mark.parametrize("rate, max_size, expected_size", [
+    (400e9, peak.GEMM_MAX_SIZE, 2048),  # a fast host: the largest size allowed
+    (400e9, 1024, 1024),
+    (2e9, peak.GEMM_MAX_SIZE, 512),  # an emulated guest: 512^3 takes 0.13 s, 1024^3 would take 1 s
+    (1e8, peak.GEMM_MAX_SIZE, peak.GEMM_MIN_SIZE),
+])
+def test_the_product_grows_only_while_it_stays_short(clock, rate, max_size, expected_size):
+    flops, size = peak.measure_gemm(fake_multiplier(rate, clock), max_size)
+    assert (flops, size) == (pytest.approx(rate), expected_size)
+
+
+def test_run_peak_takes_the_given_peak_or_none(cache):
+    metadata = {}
+    assert peak.run_peak(500.0, None, None, "torch", "float32", 2, metadata) == 500e9
+    assert metadata == {"peak_source": "--peak-gflops"}
+    assert peak.run_peak(0.0, None, None, "torch", "float32", 2, {}) is None
+    assert not os.path.exists(cache)
