@@ -19,27 +19,27 @@ def cache(tmp_path, monkeypatch):
 def measured(calls, flops=300e9, size=2048):
     def measure():
         calls.append(1)
-        return flops, size
+        return flops, size, "matmul"
     return measure
 
 
 def test_a_peak_is_measured_once_per_scenario_then_read_from_the_cache(cache):
     calls = []
-    first = peak.gemm_peak(measured(calls), "tensorflow", "2.21.0", "float32", 2, ENVIRONMENT)
-    again = peak.gemm_peak(measured(calls, flops=1.0), "tensorflow", "2.21.0", "float32", 2, ENVIRONMENT)
-    assert first == (300e9, {"peak_source": "measured", "peak_gemm_size": 2048})
+    first = peak.gemm_peak(measured(calls), "tensorflow", "2.21.0", "float32", "/CPU:0", 2, ENVIRONMENT)
+    again = peak.gemm_peak(measured(calls, flops=1.0), "tensorflow", "2.21.0", "float32", "/CPU:0", 2, ENVIRONMENT)
+    assert first == (300e9, {"peak_source": "measured", "peak_gemm": "matmul", "peak_gemm_size": 2048})
     assert again[0] == 300e9 and again[1]["peak_source"] == "cache" and len(calls) == 1
     entry, = json.loads(cache.read_text()).values()
     assert entry["threads"] == 2 and entry["cpuset"] == "0-1" and entry["flops"] == 300e9
 
 
 @pytest.mark.parametrize("change", [
-    {"threads": 1}, {"dtype": "bfloat16"}, {"framework": "torch"}, {"framework_version": "2.22.0"},
+    {"threads": 1}, {"dtype": "bfloat16"}, {"device": "/GPU:0"}, {"framework": "torch"}, {"framework_version": "2.22.0"},
     {"environment": {**ENVIRONMENT, "cpuset": "1"}}, {"environment": {**ENVIRONMENT, "cgroup_cpu_quota": 1.0}},
     {"environment": {**ENVIRONMENT, "hostname": "lab2"}},
 ])
 def test_a_new_scenario_measures_again(cache, change):
-    base = {"framework": "tensorflow", "framework_version": "2.21.0", "dtype": "float32", "threads": 2,
+    base = {"framework": "tensorflow", "framework_version": "2.21.0", "dtype": "float32", "device": "/CPU:0", "threads": 2,
             "environment": ENVIRONMENT}
     calls = []
     peak.gemm_peak(measured(calls), **base)
@@ -52,13 +52,13 @@ def test_an_unwritable_or_broken_cache_still_gives_a_peak(tmp_path, monkeypatch)
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("PLATBENCH_CACHE_DIR", str(blocker / "cache"))
-    flops, provenance = peak.gemm_peak(measured([]), "torch", "2.13.0", "float32", 1, ENVIRONMENT)
+    flops, provenance = peak.gemm_peak(measured([]), "torch", "2.13.0", "float32", "cpu", 1, ENVIRONMENT)
     assert flops == 300e9 and provenance["peak_source"] == "measured, not cached"
 
     monkeypatch.setenv("PLATBENCH_CACHE_DIR", str(tmp_path))
     (tmp_path / peak.CACHE_FILE).write_text("{half a file")
     calls = []
-    assert peak.gemm_peak(measured(calls), "torch", "2.13.0", "float32", 1, ENVIRONMENT)[0] == 300e9
+    assert peak.gemm_peak(measured(calls), "torch", "2.13.0", "float32", "cpu", 1, ENVIRONMENT)[0] == 300e9
     assert calls and json.loads((tmp_path / peak.CACHE_FILE).read_text())  # rewritten whole
 
 
@@ -83,8 +83,9 @@ def test_time_gemm_is_the_median_rate_of_the_timed_products(clock):
 
 
 @pytest.mark.parametrize("rate, max_size, expected_size", [
-    (400e9, peak.GEMM_MAX_SIZE, 2048),  # a fast host: the largest size allowed
+    (400e9, peak.GEMM_MAX_SIZE, 4096),  # a fast host: the largest size allowed
     (400e9, 1024, 1024),
+    (100e9, peak.GEMM_MAX_SIZE, 2048),  # 2048^3 takes 0.17 s, 4096^3 would take 1.4 s
     (2e9, peak.GEMM_MAX_SIZE, 512),  # an emulated guest: 512^3 takes 0.13 s, 1024^3 would take 1 s
     (1e8, peak.GEMM_MAX_SIZE, peak.GEMM_MIN_SIZE),
 ])
@@ -95,7 +96,16 @@ def test_the_product_grows_only_while_it_stays_short(clock, rate, max_size, expe
 
 def test_run_peak_takes_the_given_peak_or_none(cache):
     metadata = {}
-    assert peak.run_peak(500.0, None, None, "torch", "float32", 2, metadata) == 500e9
+    assert peak.run_peak(500.0, "torch", "float32", "cpu", 2, metadata) == 500e9
     assert metadata == {"peak_source": "--peak-gflops"}
-    assert peak.run_peak(0.0, None, None, "torch", "float32", 2, {}) is None
+    assert peak.run_peak(0.0, "torch", "float32", "cpu", 2, {}) is None
     assert not os.path.exists(cache)
+
+
+def test_the_fastest_way_to_multiply_is_the_peak(clock):
+    gemms = {"slow": (fake_multiplier(100e9, clock), 4096), "fast": (fake_multiplier(400e9, clock), 1024)}
+    assert peak.measure_best(gemms) == (pytest.approx(400e9), 1024, "fast")
+    assert list(peak.framework_gemms("torch", "float32", "cpu")) == ["mm", "conv1x1"]
+    assert list(peak.framework_gemms("torch", "float32", "cuda")) == ["mm"]
+    assert list(peak.framework_gemms("tensorflow", "float32", "/GPU:0")) == ["matmul"]
+    assert peak.framework_gemms("tensorflow", "float32", "/GPU:0")["matmul"][1] == peak.GEMM_MAX_SIZE_GPU

@@ -381,7 +381,7 @@ def step_metrics(run, batch_size, data_setup):
 def utilisation(args, trainer, throughput, metadata):
     """FLOP metrics of a training run at ``throughput`` images/sec (the peak's provenance goes
     into ``metadata``)."""
-    peak = run_peak(args.peak_gflops, *trainer.gemm(), args.framework, args.dtype, args.threads, metadata)
+    peak = run_peak(args.peak_gflops, args.framework, args.dtype, trainer.device, args.threads, metadata)
     return utilisation_metrics(throughput, trainer.forward_flops(), TRAINING_PASSES, peak, metric)
 
 

@@ -7,7 +7,6 @@ import torch
 
 from ..common.flops import torch_forward_flops
 from ..common.onednn import torch_onednn
-from ..common.peak import GEMM_MAX_SIZE, GEMM_MAX_SIZE_GPU, torch_gemm
 from .data import synthetic_batch
 from .models_torch import build_model, parameter_count
 from .settings import SGD_LEARNING_RATE, SGD_MOMENTUM
@@ -107,12 +106,6 @@ class Trainer:
         args = self.args
         example = torch.zeros(1, 3, args.image_size, args.image_size, device=self.device)
         return torch_forward_flops(self.model, example.contiguous(memory_format=torch.channels_last))
-
-    def gemm(self):
-        """(multiply builder, largest size) for the peak: a GEMM on this trainer's device and threads."""
-        device = str(self.device)
-        return (lambda size: torch_gemm(size, self.args.dtype, device),
-                GEMM_MAX_SIZE_GPU if self.device.type == "cuda" else GEMM_MAX_SIZE)
 
     def metadata(self):
         info = {

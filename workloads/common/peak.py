@@ -1,7 +1,7 @@
 """The machine's matrix-multiply peak as this very process sees it: a square GEMM in the
 workload's own framework, on its own CPUs, threads and dtype. MFU is measured against it.
 
-A measurement takes about a second, so it is cached per host and scenario in a JSON file
+A measurement takes a few seconds, so it is cached per host and scenario in a JSON file
 (``PLATBENCH_CACHE_DIR``, default ``~/.cache/platbench``); the key holds everything that
 changes the peak (CPU model, allowed CPUs, CFS quota, threads, dtype, framework and its
 version), so a new scenario measures again. Where the cache is not writable (a container
@@ -15,10 +15,12 @@ import statistics
 import tempfile
 import time
 
-GEMM_MAX_SIZE = 2048  # CPUs: 17 GFLOP per fp32 product, within a few % of larger sizes' rate
+# CPUs: 4096^3 (137 GFLOP in fp32), where the rate of a 2-core AVX-512 host levels off (2048^3
+# gives about 10% less); GPUs need larger products to be busy.
+GEMM_MAX_SIZE = 4096
 GEMM_MAX_SIZE_GPU = 8192
 GEMM_MIN_SIZE = 256
-GEMM_SECONDS = 0.2  # products up to this long: emulated guests get small ones, fast hosts big ones
+GEMM_SECONDS = 0.5  # products up to this long: emulated guests get small ones, fast hosts big ones
 GEMM_REPEATS = 7  # timed products; the peak is their median rate
 CACHE_FILE = "gemm_peak.json"
 
@@ -27,12 +29,13 @@ def cache_dir():
     return os.environ.get("PLATBENCH_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "platbench")
 
 
-def cache_key(framework, framework_version, dtype, threads, environment):
-    """What makes a peak reusable: the same framework build, dtype, threads and CPUs."""
+def cache_key(framework, framework_version, dtype, device, threads, environment):
+    """What makes a peak reusable: the same framework build, dtype, device, threads and CPUs."""
     parts = {
         "framework": framework,
         "framework_version": framework_version,
         "dtype": dtype,
+        "device": device,
         "threads": threads,
         "hostname": environment.get("hostname"),
         "cpu_model": environment.get("cpu_model"),
@@ -92,29 +95,56 @@ def measure_gemm(build, max_size=GEMM_MAX_SIZE):
     return time_gemm(build(size), size), size
 
 
-def gemm_peak(measure, framework, framework_version, dtype, threads, environment):
+def gemm_peak(measure, framework, framework_version, dtype, device, threads, environment):
     """(FLOP/s, metadata): the cached peak of this scenario, or else ``measure()``'s
-    (FLOP/s, size), then cached."""
-    key, parts = cache_key(framework, framework_version, dtype, threads, environment)
+    (FLOP/s, size, kind), then cached."""
+    key, parts = cache_key(framework, framework_version, dtype, device, threads, environment)
     path = os.path.join(cache_dir(), CACHE_FILE)
     cache = _load(path)
     entry = cache.get(key)
     if isinstance(entry, dict) and isinstance(entry.get("flops"), (int, float)) and entry["flops"] > 0:
-        return float(entry["flops"]), {"peak_source": "cache", "peak_gemm_size": entry.get("size"),
-                                       "peak_measured_at": entry.get("measured_at")}
-    flops, size = measure()
-    cache[key] = {"flops": float(flops), "size": size, "measured_at": time.time(), **parts}
+        return float(entry["flops"]), {"peak_source": "cache", "peak_gemm": entry.get("kind"),
+                                       "peak_gemm_size": entry.get("size"), "peak_measured_at": entry.get("measured_at")}
+    flops, size, kind = measure()
+    cache[key] = {"flops": float(flops), "size": size, "kind": kind, "measured_at": time.time(), **parts}
     cached = _store(path, cache)
-    return float(flops), {"peak_source": "measured" if cached else "measured, not cached", "peak_gemm_size": size}
+    return float(flops), {"peak_source": "measured" if cached else "measured, not cached", "peak_gemm": kind,
+                          "peak_gemm_size": size}
 
 
-def run_peak(peak_gflops, build, max_size, framework, dtype, threads, metadata):
+def is_gpu(device):
+    return any(name in str(device).lower() for name in ("gpu", "cuda"))
+
+
+def framework_gemms(framework, dtype, device):
+    """{kind: (build, max_size)}: the ways ``framework`` multiplies matrices on ``device``.
+
+    PyTorch has two on CPUs: torch.mm goes to its BLAS (MKL, which may not use every
+    instruction set of a non-Intel CPU), convolutions go to oneDNN; a 1x1 convolution over a
+    channels-last tensor is the same M x N x K product done by oneDNN. The peak is the faster.
+    """
+    max_size = GEMM_MAX_SIZE_GPU if is_gpu(device) else GEMM_MAX_SIZE
+    if framework == "tensorflow":
+        return {"matmul": (lambda size: tensorflow_gemm(size, dtype, device), max_size)}
+    gemms = {"mm": (lambda size: torch_gemm(size, dtype, device), max_size)}
+    if not is_gpu(device):
+        gemms["conv1x1"] = (lambda size: torch_conv1x1_gemm(size, dtype, device), max_size)
+    return gemms
+
+
+def measure_best(gemms):
+    """(FLOP/s, size, kind) of the fastest of ``gemms`` (see framework_gemms)."""
+    results = [(*measure_gemm(build, max_size), kind) for kind, (build, max_size) in gemms.items()]
+    return max(results, key=lambda result: result[0])
+
+
+def run_peak(peak_gflops, framework, dtype, device, threads, metadata):
     """The peak FLOP/s a run's MFU divides by: ``peak_gflops`` (the --peak-gflops argument) when
-    given, none when it is 0, else the scenario's cached or measured GEMM (``build``, ``max_size``:
-    see measure_gemm). Where it came from goes into ``metadata``, the run's probed environment."""
+    given, none when it is 0, else the cached or measured GEMM peak of ``framework`` on this
+    scenario. Where it came from goes into ``metadata``, the run's probed environment."""
     if peak_gflops is None:
-        peak, provenance = gemm_peak(lambda: measure_gemm(build, max_size), framework,
-                                     metadata.get("framework_version"), dtype, threads, metadata)
+        peak, provenance = gemm_peak(lambda: measure_best(framework_gemms(framework, dtype, device)), framework,
+                                     metadata.get("framework_version"), dtype, str(device), threads, metadata)
         metadata.update(provenance)
         return peak
     if peak_gflops > 0:
@@ -148,5 +178,22 @@ def torch_gemm(size, dtype="float32", device="cpu"):
     def multiply():
         torch.mm(a, b, out=out)
         synchronize()
+
+    return multiply
+
+
+def torch_conv1x1_gemm(size, dtype="float32", device="cpu"):
+    """A ``multiply`` for time_gemm: a size x size x size product as a 1x1 convolution (size
+    positions, size channels in and out), channels-last, as the CNN workloads run convolutions."""
+    import torch
+
+    generator = torch.Generator().manual_seed(1)
+    kind = {"dtype": getattr(torch, dtype), "device": device}
+    x = torch.rand(1, size, size, 1, generator=generator).to(**kind).contiguous(memory_format=torch.channels_last)
+    w = torch.rand(size, size, 1, 1, generator=generator).to(**kind).contiguous(memory_format=torch.channels_last)
+
+    def multiply():
+        with torch.no_grad():
+            torch.nn.functional.conv2d(x, w)
 
     return multiply

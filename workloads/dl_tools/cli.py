@@ -165,8 +165,8 @@ def main(argv=None):
             metric("elapsed", process_elapsed(), "s")
         ]
         # After `elapsed`: the peak's GEMM is not part of the job. FLOPs are counted on one real sample.
-        forward, (build_gemm, max_size) = costs(data.batch([0])[0])
-        peak = run_peak(args.peak_gflops, build_gemm, max_size, args.framework, "float32", args.threads, metadata)
+        forward, device = costs(data.batch([0])[0])
+        peak = run_peak(args.peak_gflops, args.framework, "float32", device, args.threads, metadata)
         metrics += utilisation_metrics(metric_value(metrics, "throughput"), forward, TRAINING_PASSES, peak, metric)
         emit_record(WORKLOAD, labels, metrics, metadata)
         return 0

@@ -11,13 +11,12 @@ import tensorflow as tf  # noqa: E402
 
 from ..common.flops import keras_forward_flops  # noqa: E402
 from ..common.onednn import tensorflow_onednn  # noqa: E402
-from ..common.peak import GEMM_MAX_SIZE, GEMM_MAX_SIZE_GPU, tensorflow_gemm  # noqa: E402
 from .models_tf import build_model, trainable_parameters  # noqa: E402
 
 
 def build_trainer(args, spec, num_outputs):
     """Returns (step, metadata, costs): step(inputs, targets) trains on one batch and returns its
-    loss; costs(inputs) gives the forward FLOPs of one sample like ``inputs`` and the GEMM for the peak."""
+    loss; costs(inputs) gives (forward FLOPs of one sample like ``inputs``, the device it trains on)."""
     # Both must be set before TensorFlow runs its first op.
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -52,10 +51,8 @@ def build_trainer(args, spec, num_outputs):
         }
 
     def costs(inputs):
-        device = "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
         sequence_length = inputs.shape[1] if inputs.ndim == 2 and inputs.dtype.kind in "iu" else None
-        gemm = (lambda size: tensorflow_gemm(size, "float32", device),
-                GEMM_MAX_SIZE_GPU if "GPU" in device else GEMM_MAX_SIZE)
-        return keras_forward_flops(model, sequence_length), gemm
+        device = "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
+        return keras_forward_flops(model, sequence_length), device
 
     return step, metadata, costs

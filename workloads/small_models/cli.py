@@ -206,12 +206,10 @@ def main(argv=None):
 def _utilisation(args, train, job, data, device, throughput, metadata):
     """FLOP metrics at ``throughput`` samples/sec: the model's FLOPs counted on one real sample."""
     from ..common.flops import TRAINING_PASSES, torch_forward_flops, utilisation_metrics
-    from ..common.peak import GEMM_MAX_SIZE, GEMM_MAX_SIZE_GPU, run_peak, torch_gemm
+    from ..common.peak import run_peak
 
     forward = torch_forward_flops(job.model, data.inputs[:1].to(device))
-    max_size = GEMM_MAX_SIZE_GPU if device.type == "cuda" else GEMM_MAX_SIZE
-    peak = run_peak(args.peak_gflops, lambda size: torch_gemm(size, "float32", str(device)), max_size,
-                    "torch", "float32", args.threads, metadata)
+    peak = run_peak(args.peak_gflops, "torch", "float32", str(device), args.threads, metadata)
     return utilisation_metrics(throughput, forward, TRAINING_PASSES, peak, metric)
 
 
