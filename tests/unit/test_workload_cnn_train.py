@@ -3,9 +3,11 @@
 import importlib.util
 import math
 import shutil
+import subprocess
+import sys
 
 import pytest
-from workload_run import FIRST_CPU, FRAMEWORKS, metric_values, only_record, run_module
+from workload_run import ENV, FIRST_CPU, FRAMEWORKS, REPO_ROOT, metric_values, only_record, run_module
 
 
 TINY_ARGS = "--model tiny --image-size 32 --batch-size 8 --warmup-steps 1 --threads 1".split()
@@ -81,7 +83,7 @@ BAD_INPUTS = [
     (["--threads", "0"], ["--threads", "positive integer"]),
     (["--threads", "2"], ["--threads must be at most 1", f"({FIRST_CPU})"]),
     (["--data", "imagenet"], ["synthetic"]),
-    (["--dtype", "float16"], ["float32"]),
+    (["--dtype", "float16"], ["float32", "bfloat16"]),
     (["--model", "inception3", "--image-size", "64"], ["inception3", "at least 75"]),
     (["--labels-json", "[1]"], ["JSON object"]),
     (["--peak-gflops", "-1"], ["--peak-gflops", "number >= 0"]),
@@ -142,3 +144,44 @@ def test_torch_models_have_the_standard_shapes(model, image_size, expected_param
     assert parameter_count(network) == pytest.approx(expected_params, rel=tolerance)
     with torch.no_grad():
         assert network(torch.zeros(1, 3, image_size, image_size)).shape == (1, 1000)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_bfloat16_is_an_explicit_mixed_precision_option(framework):
+    process, records = run_workload("--framework", framework, *TINY_ARGS, "--steps", "20", "--dtype", "bfloat16",
+                                    "--peak-gflops", "100")
+    record = only_record(process, records)
+    assert record["status"] == "ok", record["error"]
+    values = metric_values(record)
+    assert record["labels"]["dtype"] == "bfloat16"
+    # The same model, the same FLOPs; the peak given on the command line.
+    assert values["peak_flops"] == 100.0 and record["metadata"]["peak_source"] == "--peak-gflops"
+    assert values["mfu"] == pytest.approx(values["achieved_flops"] / 100.0)
+    assert values["loss_last"] < values["loss_first"]
+
+
+def test_fused_momentum_updates_equal_keras_sgd():
+    code = """
+import os
+os.environ["KERAS_BACKEND"] = "tensorflow"
+import numpy as np, tensorflow as tf, keras
+from workloads.cnn_train.tf_backend import MomentumSGD
+shapes = [(3, 2), (4,)]
+keras_vars = [keras.Variable(np.full(shape, 1.5, np.float32)) for shape in shapes]
+fused_vars = [keras.Variable(np.full(shape, 1.5, np.float32)) for shape in shapes]
+reference = keras.optimizers.SGD(0.01, momentum=0.9)
+reference.build(keras_vars)
+fused = MomentumSGD(fused_vars, 0.01, 0.9)
+rng = np.random.default_rng(0)
+for _ in range(5):
+    gradients = [tf.constant(rng.normal(size=shape).astype(np.float32)) for shape in shapes]
+    reference.apply_gradients(zip(gradients, keras_vars))
+    fused.apply(gradients)
+print(max(float(np.abs(a.numpy() - b.numpy()).max()) for a, b in zip(keras_vars, fused_vars)),
+      float(np.abs(keras_vars[0].numpy() - 1.5).max()))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    difference, moved = map(float, done.stdout.split())
+    assert difference == 0.0 and moved > 0.0

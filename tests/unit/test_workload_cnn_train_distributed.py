@@ -151,7 +151,12 @@ def check_cluster_record(record, launcher_pid, workers, batch_size, steps):
     assert values["throughput"] == pytest.approx(sum(figures))
     for worker in per_worker:
         assert worker["throughput"] == pytest.approx(batch_size * steps / sum(worker["step_times"]), rel=1e-3)
+        assert 0 < worker["mfu"] <= 1 and worker["peak_flops"] > 0
         assert worker["ps_client"]["ps"].startswith("127.0.0.1:")
+    # The cluster's MFU: all workers' FLOP/s against the sum of their peaks.
+    assert values["achieved_flops"] == pytest.approx(values["throughput"] * values["model_flops"])
+    assert values["peak_flops"] == pytest.approx(sum(worker["peak_flops"] for worker in per_worker))
+    assert values["mfu"] == pytest.approx(values["achieved_flops"] / values["peak_flops"])
     # 1 PS + N workers: separate processes, none of them the launcher, all gone now.
     processes = record["metadata"]["cluster"]["processes"]
     pids = [info["pid"] for info in processes.values()]

@@ -658,6 +658,14 @@ def _aggregate(args, workers, ps):
         metric("loss_first", values[0]["loss_first"], "loss"),
         metric("loss_last", values[0]["loss_last"], "loss"),
     ]
+    # The cluster's FLOPs: every worker's, against the sum of the peaks of their own CPUs/GPUs.
+    if all("achieved_flops" in v for v in values):
+        metrics += [metric("model_flops", values[0]["model_flops"], "GFLOP/sample"),
+                    metric("achieved_flops", sum(v["achieved_flops"] for v in values), "GFLOP/s")]
+    if all("mfu" in v for v in values):
+        peak = sum(v["peak_flops"] for v in values)
+        metrics += [metric("peak_flops", peak, "GFLOP/s"),
+                    metric("mfu", sum(v["achieved_flops"] for v in values) / peak, "ratio")]
     per_worker = []
     for index, (child, v) in enumerate(zip(workers, values)):
         meta = child.record["metadata"]
@@ -670,6 +678,8 @@ def _aggregate(args, workers, ps):
                 "threads": child.record["labels"].get("threads"),
                 "gpu": child.gpu,
                 "throughput": v["throughput"],
+                "mfu": v.get("mfu"),
+                "peak_flops": v.get("peak_flops"),
                 "data_load": v["data_load"],
                 "data_first_batch": v["data_first_batch"],
                 "elapsed": v["elapsed"],

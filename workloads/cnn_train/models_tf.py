@@ -22,11 +22,12 @@ class FusedBatchNormalization(layers.BatchNormalization):
 
     def call(self, inputs, training=None, mask=None):
         if (mask is not None or self.renorm or len(inputs.shape) != 4
-                or self.axis not in (-1, 3) or inputs.dtype != tf.float32):
+                or self.axis not in (-1, 3) or inputs.dtype not in (tf.float32, tf.bfloat16)):
             return super().call(inputs, training=training, mask=mask)
         channels = inputs.shape[-1]
-        scale = self.gamma if self.scale else tf.ones([channels], inputs.dtype)
-        offset = self.beta if self.center else tf.zeros([channels], inputs.dtype)
+        # Statistics, scale and offset stay float32 under mixed precision, as the kernels want.
+        scale = tf.convert_to_tensor(self.gamma) if self.scale else tf.ones([channels], tf.float32)
+        offset = tf.convert_to_tensor(self.beta) if self.center else tf.zeros([channels], tf.float32)
         if training and self.trainable:
             # exponential_avg_factor makes the kernel return the updated moving statistics.
             outputs, moving_mean, moving_variance = tf.compat.v1.nn.fused_batch_norm(

@@ -19,7 +19,9 @@ MODELS = {
 FRAMEWORK_BACKENDS = {"tensorflow": "tf_backend", "torch": "torch_backend"}
 DATA_SOURCES = ("synthetic", "real")
 DATA_FORMATS = ("auto", "jpeg", "tfrecord")
-DTYPES = ("float32",)
+# float32 is the studies' arithmetic; bfloat16 (mixed precision: bf16 compute, fp32 weights and
+# loss) only when asked for, e.g. to see what AMX or tensor cores give.
+DTYPES = ("float32", "bfloat16")
 OPTIMIZERS = ("sgd",)
 SGD_LEARNING_RATE = 0.01
 SGD_MOMENTUM = 0.9

@@ -58,6 +58,8 @@ class Trainer:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
         keras.utils.set_random_seed(args.seed)
+        # bfloat16: layers compute in bf16, weights, optimizer and loss stay float32.
+        keras.mixed_precision.set_global_policy("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
         self.args = args
         self.device = "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
 

@@ -73,7 +73,10 @@ class Trainer:
     def _loss(self, batch):
         images, labels = self._inputs(batch)
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.model(images), labels)
+        # bfloat16: autocast runs matrix work in bf16; weights, gradients and the loss stay float32.
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.args.dtype == "bfloat16"):
+            logits = self.model(images)
+        loss = self.loss_fn(logits.float(), labels)
         loss.backward()
         return loss
 
