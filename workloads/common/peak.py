@@ -1,11 +1,11 @@
 """The machine's matrix-multiply peak as this very process sees it: a square GEMM in the
 workload's own framework, on its own CPUs, threads and dtype. MFU is measured against it.
 
-A measurement takes a few seconds, so it is cached per host and scenario in a JSON file
-(``PLATBENCH_CACHE_DIR``, default ``~/.cache/platbench``); the key holds everything that
-changes the peak (CPU model, allowed CPUs, CFS quota, threads, dtype, framework and its
-version), so a new scenario measures again. Where the cache is not writable (a container
-started afresh per run), every run measures.
+A measurement takes a few seconds, so it is cached per scenario in a JSON file on the host
+(``PLATBENCH_CACHE_DIR``, default ``~/.cache/platbench``; keep it on a local disk, not a home
+shared between hosts); the key holds everything that changes the peak (CPU model, allowed CPUs,
+CFS quota, virtualization, threads, device, dtype, framework and its version), so a new
+scenario measures again. Where the cache is not writable, every run measures.
 """
 
 import hashlib
@@ -37,7 +37,6 @@ def cache_key(framework, framework_version, dtype, device, threads, environment)
         "dtype": dtype,
         "device": device,
         "threads": threads,
-        "hostname": environment.get("hostname"),
         "cpu_model": environment.get("cpu_model"),
         "cpuset": environment.get("cpuset"),
         "cpu_quota": environment.get("cgroup_cpu_quota"),
