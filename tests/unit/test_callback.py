@@ -97,7 +97,7 @@ def test_two_cells_are_appended_in_order_and_run_json_follows(callback, tmp_path
     assert run["experiment"] == {"name": "smoke", "repeats": 1}  # the definition, not the expanded cells
     assert run["finished"] is None
     assert run["hosts"] == {"lab1": {"host": "lab1", "kernel": "6.8.0", "cpu_model": "Xeon", "ansible_version": "2.19"}}
-    assert run["platbench_version"] == "0.2.0"
+    assert run["platbench_version"] == "0.3.0"
     assert run["ansible_version"] and run["python_version"] and run["controller"]
 
     callback.v2_runner_on_ok(task_result(cell_result(results_dir, "cn/2/pin/cpu|r0"), host="lab2"))
