@@ -119,3 +119,15 @@ def test_keras_functional_and_sequential_models_are_walked_layer_by_layer():
     x = keras.layers.Dense(8)(x)  # 48 x 8 MACs
     model = keras.Model(inputs, inner(x))  # 8 x 4 MACs
     assert keras_forward_flops(model) == 2 * (36 * 3 * 18 + 16 * 3 * 9 + 48 * 8 + 8 * 4)
+
+
+def test_a_failing_count_or_peak_keeps_the_run_and_says_why():
+    from workloads.common.flops import utilisation_or_note
+
+    def broken():
+        raise RuntimeError("no GEMM here")
+
+    metadata = {}
+    assert utilisation_or_note(broken, metadata) == []
+    assert metadata == {"utilisation_error": "RuntimeError: no GEMM here"}
+    assert utilisation_or_note(lambda: ["metrics"], metadata) == ["metrics"]

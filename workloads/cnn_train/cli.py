@@ -29,7 +29,7 @@ from ..common import (
     set_thread_env,
     step_time_metrics,
 )
-from ..common.flops import TRAINING_PASSES, utilisation_metrics
+from ..common.flops import TRAINING_PASSES, utilisation_metrics, utilisation_or_note
 from ..common.peak import run_peak
 from .settings import (
     DATA_FORMATS,
@@ -424,7 +424,8 @@ def train(args, labels, metadata):
         metrics = step_metrics(run, args.batch_size, args.data_scan_seconds + trainer.data_setup)
         # `elapsed` covers launch to the end of training; measuring the peak comes after it.
         metrics.append(metric("elapsed", process_elapsed(), "s"))
-        metrics += utilisation(args, trainer, metric_value(metrics, "throughput"), metadata)
+        metrics += utilisation_or_note(
+            lambda: utilisation(args, trainer, metric_value(metrics, "throughput"), metadata), metadata)
         emit_record(WORKLOAD, labels, metrics, metadata)
         return 0
     except Exception as error:  # noqa: BLE001 - a failed run must still leave its record

@@ -121,3 +121,13 @@ def utilisation_metrics(samples_per_sec, forward_flops, passes, peak_flops, metr
     if mfu is not None:
         metrics += [metric("peak_flops", peak_flops / 1e9, "GFLOP/s"), metric("mfu", mfu, "ratio")]
     return metrics
+
+
+def utilisation_or_note(compute, metadata):
+    """``compute()``'s FLOP metrics; when counting or the peak fails, none, and the reason in
+    ``metadata["utilisation_error"]``: the training run measured before stays valid."""
+    try:
+        return compute()
+    except Exception as error:  # noqa: BLE001 - any failure here must not discard the run's record
+        metadata["utilisation_error"] = f"{type(error).__name__}: {error}"
+        return []

@@ -27,6 +27,7 @@ from ..common import (
     set_thread_env,
     step_time_metrics,
 )
+from ..common.flops import utilisation_or_note
 from .settings import DEFAULT_BATCH_SIZE, DEVICES, NETS, PROFILE_BATCHES, PROFILE_TOP_KERNELS, SEARCH_BATCHES
 
 WORKLOAD = "small_models"
@@ -194,7 +195,9 @@ def main(argv=None):
         )
         metrics = _metrics(run, data.samples, spec.sample_unit, data_load, search_time) + _process_metrics(train)
         # After `elapsed`: the peak's GEMM is not part of the job.
-        metrics += _utilisation(args, train, job, data, device, metric_value(metrics, "throughput"), metadata)
+        throughput = metric_value(metrics, "throughput")
+        metrics += utilisation_or_note(
+            lambda: _utilisation(args, train, job, data, device, throughput, metadata), metadata)
         emit_record(WORKLOAD, labels, metrics, metadata)
         return 0
     except Exception as error:  # noqa: BLE001 - a failed run must still leave its record
