@@ -18,6 +18,7 @@ import sys
 import platbench  # noqa: F401  (puts the platbench.lab collection on the import path)
 from _runs import REPO_ROOT, run_workload
 
+from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv
 from ansible_collections.platbench.lab.plugins.module_utils.matrix import load_experiment
 
 
@@ -36,9 +37,7 @@ def main(argv=None):
     params = {key: value for key, value in experiment["params"].items() if not isinstance(value, list)}
     cpus = sorted(os.sched_getaffinity(0))[-args.scaleup:]
     # The GEMM peak is not part of the noise: --peak-gflops 0 skips it.
-    argv = ["-m", f"workloads.{experiment['workload']}", "--threads", str(args.scaleup), "--peak-gflops", "0"]
-    for key, value in params.items():
-        argv += [f"--{key.replace('_', '-')}", str(value)]
+    argv = workload_argv(params, experiment["workload"]) + ["--threads", str(args.scaleup), "--peak-gflops", "0"]
     variants = {f"{params.get('steps')} steps (as the experiment)": argv}
     if args.long_steps:
         variants[f"{args.long_steps} steps"] = argv + ["--steps", str(args.long_steps)]

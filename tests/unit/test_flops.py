@@ -85,14 +85,13 @@ def test_a_batch_counts_its_samples_and_training_mode_is_restored(counts):
 
 
 def test_utilisation_metrics():
-    from workloads.common import metric
     from workloads.common.flops import TRAINING_PASSES, utilisation_metrics
 
     metrics = {entry["metric"]: (entry["value"], entry["unit"])
-               for entry in utilisation_metrics(10.0, 8e9, TRAINING_PASSES, 400e9, metric)}
+               for entry in utilisation_metrics(10.0, 8e9, TRAINING_PASSES, 400e9)}
     assert metrics == {"model_flops": (24.0, "GFLOP/sample"), "achieved_flops": (240.0, "GFLOP/s"),
                        "peak_flops": (400.0, "GFLOP/s"), "mfu": (0.6, "ratio")}
-    without_peak = [entry["metric"] for entry in utilisation_metrics(10.0, 8e9, 3, None, metric)]
+    without_peak = [entry["metric"] for entry in utilisation_metrics(10.0, 8e9, 3, None)]
     assert without_peak == ["model_flops", "achieved_flops"]
 
 
@@ -122,12 +121,15 @@ def test_keras_functional_and_sequential_models_are_walked_layer_by_layer():
 
 
 def test_a_failing_count_or_peak_keeps_the_run_and_says_why():
-    from workloads.common.flops import utilisation_or_note
+    from workloads.common.flops import training_flop_metrics, utilisation_metrics
 
     def broken():
         raise RuntimeError("no GEMM here")
 
     metadata = {}
-    assert utilisation_or_note(broken, metadata) == []
+    assert training_flop_metrics(10.0, broken, None, "torch", "float32", 1, metadata) == []
     assert metadata == {"utilisation_error": "RuntimeError: no GEMM here"}
-    assert utilisation_or_note(lambda: ["metrics"], metadata) == ["metrics"]
+    metadata = {}
+    assert training_flop_metrics(10.0, lambda: (8e9, "cpu"), 400.0, "torch", "float32", 1, metadata) == \
+        utilisation_metrics(10.0, 8e9, 3, 400e9)
+    assert metadata == {"peak_source": "--peak-gflops"}

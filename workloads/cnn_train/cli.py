@@ -29,8 +29,7 @@ from ..common import (
     set_thread_env,
     step_time_metrics,
 )
-from ..common.flops import TRAINING_PASSES, utilisation_metrics, utilisation_or_note
-from ..common.peak import run_peak
+from ..common.flops import training_flop_metrics
 from .settings import (
     DATA_FORMATS,
     DATA_SOURCES,
@@ -378,13 +377,6 @@ def step_metrics(run, batch_size, data_setup):
     ]
 
 
-def utilisation(args, trainer, throughput, metadata):
-    """FLOP metrics of a training run at ``throughput`` images/sec (the peak's provenance goes
-    into ``metadata``)."""
-    peak = run_peak(args.peak_gflops, args.framework, args.dtype, trainer.device, args.threads, metadata)
-    return utilisation_metrics(throughput, trainer.forward_flops(), TRAINING_PASSES, peak, metric)
-
-
 def _hide_unused_gpus(args):
     """Before any framework import: in single mode CUDA_VISIBLE_DEVICES names exactly the GPU used.
 
@@ -424,8 +416,9 @@ def train(args, labels, metadata):
         metrics = step_metrics(run, args.batch_size, args.data_scan_seconds + trainer.data_setup)
         # `elapsed` covers launch to the end of training; measuring the peak comes after it.
         metrics.append(metric("elapsed", process_elapsed(), "s"))
-        metrics += utilisation_or_note(
-            lambda: utilisation(args, trainer, metric_value(metrics, "throughput"), metadata), metadata)
+        metrics += training_flop_metrics(metric_value(metrics, "throughput"),
+                                         lambda: (trainer.forward_flops(), trainer.device),
+                                         args.peak_gflops, args.framework, args.dtype, args.threads, metadata)
         emit_record(WORKLOAD, labels, metrics, metadata)
         return 0
     except Exception as error:  # noqa: BLE001 - a failed run must still leave its record

@@ -6,10 +6,13 @@ and pooling are left out, as is usual for MFU. One multiply-add is 2 FLOPs. A tr
 costs 3 forward passes (the backward pass computes gradients for activations and for weights,
 each as much matrix work as the forward pass), an inference step 1.
 
-The framework is imported by the caller; this module only walks what it is handed.
+Frameworks are imported only inside the functions that walk their models.
 """
 
 import math
+
+from .peak import run_peak
+from .record import metric
 
 TRAINING_PASSES = 3
 
@@ -103,31 +106,30 @@ def torch_forward_flops(model, example):
     return counter.get_total_flops() + sum(recurrent)
 
 
-def utilisation(throughput, flops_per_sample, peak_flops):
-    """(achieved FLOP/s, MFU) for ``throughput`` samples/sec at ``flops_per_sample``, against
-    ``peak_flops`` FLOP/s; MFU is None without a peak."""
-    achieved = throughput * flops_per_sample
-    return achieved, (achieved / peak_flops if peak_flops else None)
-
-
-def utilisation_metrics(samples_per_sec, forward_flops, passes, peak_flops, metric):
+def utilisation_metrics(samples_per_sec, forward_flops, passes, peak_flops):
     """The record's FLOP metrics for a run at ``samples_per_sec``: model FLOPs per sample
-    (``passes`` forward passes of ``forward_flops``), achieved FLOP/s, the peak and MFU, the
-    FLOP figures in GFLOP. ``metric`` builds one entry of the record (workloads.common.metric)."""
+    (``passes`` forward passes of ``forward_flops``), achieved FLOP/s and, given a peak in FLOP/s,
+    the peak and MFU; FLOP figures in GFLOP."""
     per_sample = forward_flops * passes
-    achieved, mfu = utilisation(samples_per_sec, per_sample, peak_flops)
+    achieved = samples_per_sec * per_sample
     metrics = [metric("model_flops", per_sample / 1e9, "GFLOP/sample"),
                metric("achieved_flops", achieved / 1e9, "GFLOP/s")]
-    if mfu is not None:
-        metrics += [metric("peak_flops", peak_flops / 1e9, "GFLOP/s"), metric("mfu", mfu, "ratio")]
+    if peak_flops:
+        metrics += [metric("peak_flops", peak_flops / 1e9, "GFLOP/s"), metric("mfu", achieved / peak_flops, "ratio")]
     return metrics
 
 
-def utilisation_or_note(compute, metadata):
-    """``compute()``'s FLOP metrics; when counting or the peak fails, none, and the reason in
-    ``metadata["utilisation_error"]``: the training run measured before stays valid."""
+def training_flop_metrics(samples_per_sec, count, peak_gflops, framework, dtype, threads, metadata):
+    """The FLOP metrics of a finished training run, taken after its `elapsed`.
+
+    ``count()`` gives (forward FLOPs of one sample, the device it trained on); the peak comes
+    from run_peak (``peak_gflops`` is the --peak-gflops argument), its provenance into
+    ``metadata``. When counting or the peak fails: no FLOP metrics and the reason in
+    ``metadata["utilisation_error"]``, so the training run measured before stays valid."""
     try:
-        return compute()
+        forward, device = count()
+        peak = run_peak(peak_gflops, framework, dtype, device, threads, metadata)
     except Exception as error:  # noqa: BLE001 - any failure here must not discard the run's record
         metadata["utilisation_error"] = f"{type(error).__name__}: {error}"
         return []
+    return utilisation_metrics(samples_per_sec, forward, TRAINING_PASSES, peak)

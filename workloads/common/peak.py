@@ -83,15 +83,16 @@ def measure_gemm(build, max_size=GEMM_MAX_SIZE):
     GEMM_MIN_SIZE while the next product would still take under GEMM_SECONDS (8x the work),
     up to ``max_size``: fast hosts get large products, emulated guests small ones."""
     size = GEMM_MIN_SIZE
+    multiply = build(size)
     while size * 2 <= max_size:
-        multiply = build(size)
         multiply()
         started = time.perf_counter()
         multiply()
         if (time.perf_counter() - started) * 8 > GEMM_SECONDS:
             break
         size *= 2
-    return time_gemm(build(size), size), size
+        multiply = build(size)
+    return time_gemm(multiply, size), size
 
 
 def gemm_peak(measure, framework, framework_version, dtype, device, threads, environment):

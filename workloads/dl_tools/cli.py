@@ -15,8 +15,7 @@ import traceback
 from typing import NamedTuple
 
 from ..common.args import add_run_arguments, check_extra_labels, positive_int, resolve_threads
-from ..common.flops import TRAINING_PASSES, utilisation_metrics, utilisation_or_note
-from ..common.peak import run_peak
+from ..common.flops import training_flop_metrics
 from ..common import (
     emit_record,
     metric,
@@ -119,13 +118,6 @@ def _metrics(run, batch_size, unit, data_load):
     ]
 
 
-def _utilisation(args, costs, data, throughput, metadata):
-    """FLOP metrics at ``throughput`` samples/sec, the FLOPs counted on one real sample."""
-    forward, device = costs(data.batch([0])[0])
-    peak = run_peak(args.peak_gflops, args.framework, "float32", device, args.threads, metadata)
-    return utilisation_metrics(throughput, forward, TRAINING_PASSES, peak, metric)
-
-
 def main(argv=None):
     parser = build_parser()
     args = parse_args(argv, parser)
@@ -172,8 +164,8 @@ def main(argv=None):
             metric("elapsed", process_elapsed(), "s")
         ]
         # After `elapsed`: the peak's GEMM is not part of the job. FLOPs are counted on one real sample.
-        metrics += utilisation_or_note(lambda: _utilisation(args, costs, data, metric_value(metrics, "throughput"),
-                                                            metadata), metadata)
+        metrics += training_flop_metrics(metric_value(metrics, "throughput"), lambda: costs(data.batch([0])[0]),
+                                         args.peak_gflops, args.framework, "float32", args.threads, metadata)
         emit_record(WORKLOAD, labels, metrics, metadata)
         return 0
     except Exception as error:  # noqa: BLE001 - a failed run must still leave its record

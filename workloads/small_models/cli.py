@@ -27,7 +27,7 @@ from ..common import (
     set_thread_env,
     step_time_metrics,
 )
-from ..common.flops import utilisation_or_note
+from ..common.flops import torch_forward_flops, training_flop_metrics
 from .settings import DEFAULT_BATCH_SIZE, DEVICES, NETS, PROFILE_BATCHES, PROFILE_TOP_KERNELS, SEARCH_BATCHES
 
 WORKLOAD = "small_models"
@@ -194,26 +194,17 @@ def main(argv=None):
             **_profile(train, job, device, args.profile_batches),
         )
         metrics = _metrics(run, data.samples, spec.sample_unit, data_load, search_time) + _process_metrics(train)
-        # After `elapsed`: the peak's GEMM is not part of the job.
-        throughput = metric_value(metrics, "throughput")
-        metrics += utilisation_or_note(
-            lambda: _utilisation(args, train, job, data, device, throughput, metadata), metadata)
+        # After `elapsed`: the peak's GEMM is not part of the job. FLOPs are counted on one real sample.
+        metrics += training_flop_metrics(
+            metric_value(metrics, "throughput"),
+            lambda: (torch_forward_flops(job.model, data.inputs[:1].to(device)), str(device)),
+            args.peak_gflops, "torch", "float32", args.threads, metadata)
         emit_record(WORKLOAD, labels, metrics, metadata)
         return 0
     except Exception as error:  # noqa: BLE001 - a failed run must still leave its record
         traceback.print_exc(file=sys.stderr)
         emit_record(WORKLOAD, labels, [], metadata, status="failed", error=f"{type(error).__name__}: {error}")
         return 1
-
-
-def _utilisation(args, train, job, data, device, throughput, metadata):
-    """FLOP metrics at ``throughput`` samples/sec: the model's FLOPs counted on one real sample."""
-    from ..common.flops import TRAINING_PASSES, torch_forward_flops, utilisation_metrics
-    from ..common.peak import run_peak
-
-    forward = torch_forward_flops(job.model, data.inputs[:1].to(device))
-    peak = run_peak(args.peak_gflops, "torch", "float32", str(device), args.threads, metadata)
-    return utilisation_metrics(throughput, forward, TRAINING_PASSES, peak, metric)
 
 
 def _profile(train, job, device, batches):
