@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
-"""Hand one experiment cell's outcome to the results callback, on the controller."""
+"""Decide one experiment cell's outcome on the controller and hand its samples to the results callback."""
 
 from __future__ import annotations
 
@@ -11,9 +11,18 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.release import __version__ as ansible_version
 
-# Output kept in the task result: enough for the callback to find the record line and to
-# show why a cell failed, without holding megabytes of framework logs in memory.
+from ansible_collections.platbench.lab.plugins.module_utils.failures import describe_failure, failure_output
+from ansible_collections.platbench.lab.plugins.module_utils.outcome import (
+    FAILED,
+    cell_labels,
+    cell_outcome,
+    workload_errors,
+)
+
+# Output kept for parsing: enough to find the record line and the tail of a failure, without
+# holding megabytes of framework logs in memory.
 MAX_OUTPUT_CHARS = 200_000
+WARNING_CHARS = 500
 
 
 def _tail(text, limit=MAX_OUTPUT_CHARS):
@@ -21,12 +30,20 @@ def _tail(text, limit=MAX_OUTPUT_CHARS):
     return text[-limit:]
 
 
+def failure_error(failure, output):
+    """The error message of a ``failure: {task, result}`` argument (see failures.describe_failure)."""
+    if not isinstance(failure, dict) or not {"task", "result"} >= set(failure):
+        raise AnsibleActionFail("record_cell: 'failure' must be a mapping with 'task' (ansible_failed_task.name) "
+                                f"and 'result' (ansible_failed_result), got {str(failure)[:200]!r}")
+    return describe_failure(failure.get("task"), failure.get("result") or {}, workload_error=workload_errors(output))
+
+
 class ActionModule(ActionBase):
-    """Package the workload output, cell labels and host environment into one result."""
+    """Parse the workload output, decide ok or failed, and return the cell's finished samples."""
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("cell", "campaign", "output", "error", "runtime"))
+    _VALID_ARGS = frozenset(("cell", "campaign", "output", "error", "failure", "runtime"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -38,24 +55,38 @@ class ActionModule(ActionBase):
                                     % (sorted(unknown), sorted(self._VALID_ARGS)))
         cell, campaign = args.get("cell"), args.get("campaign")
         if not isinstance(cell, dict) or "id" not in cell or "labels" not in cell:
-            raise AnsibleActionFail("record_cell needs 'cell' with 'id' and 'labels' (a cell of the expanded experiment)")
+            raise AnsibleActionFail("record_cell needs 'cell' with 'id' and 'labels' "
+                                    "(a cell of the expanded experiment)")
         if not isinstance(campaign, dict) or not campaign.get("name") or not campaign.get("results_dir"):
             raise AnsibleActionFail("record_cell needs 'campaign' with 'name' and 'results_dir'")
 
-        error = args.get("error") or None
+        failure = args.get("failure")
+        output = args.get("output") or ""
+        if failure and not output.strip():
+            output = failure_output((failure or {}).get("result") if isinstance(failure, dict) else None)
+        output = _tail(output)
+        error = args.get("error") or (failure_error(failure, output) if failure else None)
+        env = self._environment(task_vars)
+        status, error, samples = cell_outcome(cell_labels(cell, campaign["name"]), output, error, env,
+                                              args.get("runtime") or {})
         result.update(
             changed=False,
             platbench_cell={"id": cell["id"], "scenario": cell.get("scenario"), "labels": cell["labels"]},
             platbench_campaign={"name": campaign["name"],
                                 "results_dir": os.path.abspath(os.path.expanduser(campaign["results_dir"])),
                                 "experiment": campaign.get("experiment", {})},
-            platbench_output=_tail(args.get("output")),
-            platbench_error=str(error) if error else None,
-            platbench_env=self._environment(task_vars),
-            platbench_runtime=args.get("runtime") or {},
+            platbench_status=status,
+            platbench_error=error,
+            platbench_samples=samples,
+            platbench_env=env,
         )
-        if error:
-            result["warnings"] = ["cell %s failed and is recorded as failed: %s" % (cell["id"], str(error)[:500])]
+        if status == FAILED:
+            # The task stays ok so that the campaign goes on; the warning and the callback's summary
+            # at the end of the run are where a failed cell shows.
+            # Ansible keeps warnings when no_log censors a result: the error, which may quote secrets, stays out.
+            hidden = self._task.no_log or getattr(self._play_context, "no_log", False)
+            shown = "(error hidden by no_log)" if hidden else error[:WARNING_CHARS]
+            result["warnings"] = [f"cell {cell['id']} failed and is recorded as failed: {shown}"]
         return result
 
     @staticmethod

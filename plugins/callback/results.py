@@ -10,17 +10,18 @@ author: platbench developers
 version_added: "0.1.0"
 short_description: Record platbench experiment cells as samples
 description:
-  - Turns the result of every experiment cell into samples appended to C(RESULTS_DIR/samples.jsonl), one JSON
-    object per line, flushed and synced to disk before the next cell runs, so an interrupted campaign loses
-    nothing and can resume.
-  - A cell task result carries C(platbench_cell), C(platbench_campaign), C(platbench_output) (the workload's
-    output, holding one C(PLATBENCH_RESULT) line), C(platbench_error), C(platbench_env) and C(platbench_runtime).
-    Results without C(platbench_cell) are ignored.
-  - A cell that failed, whose output holds no valid result line, or whose workload reported C(status=failed) is
-    recorded as one sample of metric C(failed) with the error and the tail of the output; the campaign goes on.
+  - Appends the samples of every experiment cell to C(RESULTS_DIR/samples.jsonl), one JSON object per line,
+    flushed and synced to disk before the next cell runs, so an interrupted campaign loses nothing and can resume.
+  - Decides nothing. The C(platbench.lab.record_cell) action parses the workload's output, decides whether the cell
+    is ok or failed and returns the finished samples in C(platbench_samples), with C(platbench_cell),
+    C(platbench_campaign), C(platbench_status), C(platbench_error) and C(platbench_env). Results without
+    C(platbench_cell) are ignored.
   - Writes C(RESULTS_DIR/run.json) (campaign, experiment, controller, versions, environment of each host) on the
     first cell and completes it with the finish time and cell counts when the playbook ends; a resumed campaign
     keeps the file and adds an entry to its C(resumes) list.
+  - At the end of the run, prints per campaign the cells ok and failed, and each failed cell with the first line
+    of its error (after Ansible's recap, where a failed cell's record task counts as ok so that the campaign goes
+    on; its warning shows in the play output).
   - Timing comes from the workloads themselves, never from task durations.
   - Honours C(no_log) - a hidden result is not recorded, and a warning says so.
 requirements:
@@ -38,20 +39,13 @@ import yaml
 from ansible.plugins.callback import CallbackBase
 from ansible.release import __version__ as ansible_version
 
-from ansible_collections.platbench.lab.plugins.module_utils.records import (
-    FAILED_METRIC,
-    RESULT_PREFIX,
-    RecordError,
-    append_samples,
-    failed_sample,
-    parse_result_lines,
-    samples_from_record,
-)
+from ansible_collections.platbench.lab.plugins.module_utils.records import FAILED_METRIC, append_samples
 
 CELL_ACTIONS = "platbench.lab."
 SAMPLES_FILE = "samples.jsonl"
 RUN_FILE = "run.json"
 SUMMARY_METRICS = ("throughput", "elapsed")
+FAILED_SHOWN = 20  # failed cells listed by name at the end of a run; the file has them all
 _COLLECTION_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
@@ -102,36 +96,22 @@ def _open_campaign(campaign):
     return {"doc": doc, "session": session}
 
 
-def _cell_samples(data, labels, env, runtime, task_failed):
-    """The samples of one cell: its metrics, or a single failed sample saying why there are none."""
-    output = data.get("platbench_output") or ""
-
-    def failed(error):
-        return [failed_sample(labels, error, output, env, runtime)]
-
-    error = data.get("platbench_error") or (task_failed and (data.get("msg") or "the cell task failed"))
-    if error:
-        return failed(error)
-    try:
-        records = parse_result_lines(output)
-    except RecordError as exc:
-        return failed(str(exc))
-    if not records:
-        return failed(f"the workload output holds no {RESULT_PREFIX.strip()} line")
-    errors = [record["error"] or "the workload reported status failed"
-              for record in records if record["status"] == "failed"]
-    if errors:
-        return failed("; ".join(errors))
-    return [sample for record in records for sample in samples_from_record(record, labels, env, runtime)]
-
-
 def _summary(samples):
     if samples[0]["metric"] == FAILED_METRIC:
-        error = samples[0]["metadata"]["error"].strip().splitlines() or ["no error message"]
-        return "FAILED: " + error[0][:160]
+        return "FAILED: " + _first_line(samples[0]["metadata"].get("error"))
     # The headline metrics only; the file has them all.
     shown = [s for s in samples if s["metric"] in SUMMARY_METRICS] or samples[:2]
     return ", ".join(f"{sample['metric']}={sample['value']:.4g} {sample['unit']}" for sample in shown)
+
+
+def _first_line(error):
+    lines = str(error or "").strip().splitlines() or ["no error message"]
+    return lines[0][:160]
+
+
+def _valid_samples(samples):
+    return (isinstance(samples, list) and samples
+            and all(isinstance(sample, dict) and "metric" in sample for sample in samples))
 
 
 class CallbackModule(CallbackBase):
@@ -143,26 +123,40 @@ class CallbackModule(CallbackBase):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._campaigns = {}  # results_dir -> {"doc": run.json content, "session": this run's part of it}
+        self._failed = {}  # results_dir -> [(cell id, first line of its error)] of this run
         self._warned_no_log = False
 
     def v2_runner_on_ok(self, result):
-        self._record(result, task_failed=False)
+        self._record(result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
-        self._record(result, task_failed=True)
+        self._record(result)
 
     def v2_runner_item_on_ok(self, result):
-        self._record(result, task_failed=False)
+        self._record(result)
 
     def v2_runner_item_on_failed(self, result):
-        self._record(result, task_failed=True)
+        self._record(result)
 
     def v2_playbook_on_stats(self, stats):
         for results_dir, campaign in self._campaigns.items():
-            campaign["session"]["finished"] = _now()
+            session = campaign["session"]
+            session["finished"] = _now()
             _write_atomically(os.path.join(results_dir, RUN_FILE), campaign["doc"])
+            self._show_summary(campaign["name"], results_dir, session["cells"])
 
-    def _record(self, result, task_failed):
+    def _show_summary(self, name, results_dir, cells):
+        failed = self._failed.get(results_dir, [])
+        self._display.display(f"platbench: campaign {name}: {cells.get('ok', 0)} cells ok, "
+                              f"{cells.get('failed', 0)} failed; samples in {results_dir}/{SAMPLES_FILE}",
+                              color="red" if failed else "green")
+        for cell_id, error in failed[:FAILED_SHOWN]:
+            self._display.display(f"platbench:   FAILED {cell_id}: {error}", color="red")
+        if len(failed) > FAILED_SHOWN:
+            self._display.display(f"platbench:   ... and {len(failed) - FAILED_SHOWN} more failed cells "
+                                  f"(metric 'failed' in {SAMPLES_FILE})", color="red")
+
+    def _record(self, result):
         data = result._result
         if data.get("censored") or data.get("_ansible_no_log"):
             self._warn_hidden(result)
@@ -170,17 +164,22 @@ class CallbackModule(CallbackBase):
         cell = data.get("platbench_cell")
         if not isinstance(cell, dict):
             return
+        samples = data.get("platbench_samples")
+        if not _valid_samples(samples):
+            # Nothing to persist: say so rather than invent a sample the action did not decide.
+            self._display.warning(f"platbench: the result of task '{result._task.get_name()}' for cell "
+                                  f"{cell.get('id')} carries no platbench_samples; that cell was not recorded")
+            return
 
         campaign = data["platbench_campaign"]
-        env = data.get("platbench_env") or {}
-        labels = {**cell.get("labels", {}), "cell": cell["id"], "campaign": campaign["name"]}
-        labels["scenario"] = cell.get("scenario") or labels.get("scenario")
-        session = self._session(campaign, result._host.get_name(), env)
-        samples = _cell_samples(data, labels, env, data.get("platbench_runtime") or {}, task_failed)
+        session = self._session(campaign, result._host.get_name(), data.get("platbench_env") or {})
         append_samples(os.path.join(campaign["results_dir"], SAMPLES_FILE), samples)
 
-        status = "failed" if samples[0]["metric"] == FAILED_METRIC else "ok"
+        status = data.get("platbench_status") or ("failed" if samples[0]["metric"] == FAILED_METRIC else "ok")
         session["cells"][status] = session["cells"].get(status, 0) + 1
+        if status == "failed":
+            self._failed.setdefault(campaign["results_dir"], []).append(
+                (cell["id"], _first_line(data.get("platbench_error") or samples[0]["metadata"].get("error"))))
         self._display.display(f"platbench: {cell['id']} {_summary(samples)}")
 
     def _warn_hidden(self, result):
@@ -200,7 +199,7 @@ class CallbackModule(CallbackBase):
         """This run's entry in the campaign's run.json, which lists the environment of every host seen."""
         results_dir = campaign["results_dir"]
         if results_dir not in self._campaigns:
-            self._campaigns[results_dir] = _open_campaign(campaign)
+            self._campaigns[results_dir] = {**_open_campaign(campaign), "name": campaign["name"]}
         state = self._campaigns[results_dir]
         if host not in state["session"]["hosts"]:
             state["session"]["hosts"][host] = env

@@ -10,12 +10,17 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: record_cell
-short_description: Hand one experiment cell's outcome to the platbench results callback
+short_description: Decide one experiment cell's outcome and hand its samples to the platbench results callback
 description:
-  - Runs on the controller. Packages the workload's output, the cell's labels, the campaign
-    and the host's environment into the task result, where the C(platbench.lab.results)
-    callback turns the C(PLATBENCH_RESULT) line into samples.
-  - Never fails the play for a failed cell; give O(error) and the cell is recorded as failed.
+  - Runs on the controller. Parses the C(PLATBENCH_RESULT) line of the workload's output, validates it, decides
+    whether the cell is ok or failed, and returns the finished samples (cell labels, host environment, runtime and
+    the workload's own metadata layered as in the design) in RV(platbench_samples). The C(platbench.lab.results)
+    callback only appends them to C(samples.jsonl) and keeps C(run.json).
+  - A cell is failed when O(error) or O(failure) is given, when its output holds no valid result line, or when the
+    workload reported C(status=failed); it is then one sample of metric C(failed) with the error and the tail of
+    the output.
+  - Never fails the play for a failed cell, so that the campaign goes on. A failed cell shows as a warning on this
+    task and in the callback's summary at the end of the run.
 version_added: "0.1.0"
 author: platbench developers
 options:
@@ -28,12 +33,27 @@ options:
     type: dict
     required: true
   output:
-    description: What the workload printed (stdout, and stderr after it).
+    description:
+      - What the workload printed (stdout, and stderr after it).
+      - With O(failure) and no O(output), taken from the failed result (C(stdout) or the container's C(Output),
+        then C(stderr)).
     type: str
     default: ""
   error:
-    description: Why the cell failed, when it did.
+    description: Why the cell failed, as a message. Wins over O(failure).
     type: str
+  failure:
+    description:
+      - The failed task of a cell, from a C(rescue), turned into a message that names the cause.
+      - 'C(task): its name (C(ansible_failed_task.name)); C(result): its result (C(ansible_failed_result)).'
+      - 'Causes named: a task timeout (the cell ran past C(platform_run_cell_timeout)); the Docker engine gone
+        mid-cell (C(Error connecting), C(Cannot connect to the Docker daemon)), whichever task saw it, the clean-up
+        included; a process or container ended by a signal (C(rc) below 0, or C(rc)/C(status) 128+N:
+        "killed by SIGKILL, signal 9" and who usually sends it; OOM when Docker reports C(OOMKilled)); a failed
+        record the workload printed before it exited; otherwise the task name, C(msg), C(rc) and the last line of
+        C(stderr).'
+    type: dict
+    version_added: "0.4.0"
   runtime:
     description: What the platform did (launcher, cpuset or quota asked, container and image id, rc).
     type: dict
@@ -46,14 +66,29 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Record the cell
-  platbench.lab.record_cell:
-    cell: "{{ cell }}"
-    campaign: "{{ campaign }}"
-    output: "{{ run.stdout }}"
-    runtime:
-      launcher: taskset
-      cpuset_requested: "0-1"
+- name: Run and record one cell
+  block:
+    - name: Run the workload
+      ansible.builtin.command:
+        argv: "{{ argv }}"
+      register: run
+
+    - name: Record the cell
+      platbench.lab.record_cell:
+        cell: "{{ cell }}"
+        campaign: "{{ campaign }}"
+        output: "{{ run.stdout }}"
+        runtime:
+          launcher: taskset
+          cpuset_requested: "0-1"
+  rescue:
+    - name: Record the failed cell, naming its cause
+      platbench.lab.record_cell:
+        cell: "{{ cell }}"
+        campaign: "{{ campaign }}"
+        failure:
+          task: "{{ ansible_failed_task.name }}"
+          result: "{{ ansible_failed_result }}"
 """
 
 RETURN = r"""
@@ -65,20 +100,25 @@ platbench_campaign:
   description: Campaign name, absolute results directory and experiment definition.
   returned: always
   type: dict
-platbench_output:
-  description: The tail of the workload's output.
+platbench_status:
+  description: C(ok) or C(failed).
   returned: always
   type: str
+  sample: failed
 platbench_error:
   description: Why the cell failed, or null.
   returned: always
   type: str
-platbench_env:
-  description: Host environment (host, kernel, OS, CPU model, versions).
+  sample: "the workload was killed by SIGKILL (signal 9): the kernel's OOM killer, `docker kill` or the cell timeout"
+platbench_samples:
+  description:
+    - The samples to append to C(samples.jsonl), one per metric, or one sample of metric C(failed) with
+      C(metadata.error) and C(metadata.output_tail).
   returned: always
-  type: dict
-platbench_runtime:
-  description: The runtime arguments as given.
+  type: list
+  elements: dict
+platbench_env:
+  description: Host environment (host, kernel, OS, CPU model, versions), kept in C(run.json).
   returned: always
   type: dict
 """

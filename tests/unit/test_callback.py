@@ -10,8 +10,9 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.task import Task
 from ansible.plugins.loader import callback_loader
 
-SECRET = "hunter2-do-not-leak"
+from record_cell_run import make_campaign, make_cell, record_cell, record_line, run_record_cell
 
+SECRET = "hunter2-do-not-leak"
 
 
 class DisplayRecorder:
@@ -39,32 +40,9 @@ def make_task(action="platbench.lab.record_cell", **keywords):
     return Task.load({"name": "Record the cell", action: {}, **keywords}, loader=DataLoader())
 
 
-def record_line(status="ok", error=None, throughput=41.7):
-    record = {"schema": 1, "workload": "cnn_train", "status": status, "error": error, "timestamp": 1764000000.0,
-              "labels": {"workload": "cnn_train", "framework": "tensorflow", "model": "tiny"},
-              "metrics": [{"metric": "throughput", "value": throughput, "unit": "images/sec"},
-                          {"metric": "elapsed", "value": 9.5, "unit": "sec"}] if status == "ok" else [],
-              "metadata": {"cpuset": "2-3", "framework_version": "2.20"}}
-    return "PLATBENCH_RESULT " + json.dumps(record)
-
-
-def cell_result(results_dir, cell_id="cn/2/pin/cpu|r0", output=None, error=None, **extra):
-    scenario = cell_id.split("|")[0]
-    platform, scaleup, cpu_config, processor = scenario.split("/")
-    return {
-        "changed": False,
-        "platbench_cell": {"id": cell_id, "scenario": scenario,
-                           "labels": {"experiment": "smoke", "platform": platform, "scaleup": int(scaleup),
-                                      "cpu_config": cpu_config, "processor": processor, "repeat": 0,
-                                      "model": "tiny"}},
-        "platbench_campaign": {"name": "smoke-20261122", "results_dir": str(results_dir),
-                               "experiment": {"name": "smoke", "repeats": 1, "cells": [{"id": cell_id}]}},
-        "platbench_output": record_line() + "\n" if output is None else output,
-        "platbench_error": error,
-        "platbench_env": {"host": "lab1", "kernel": "6.8.0", "cpu_model": "Xeon", "ansible_version": "2.19"},
-        "platbench_runtime": {"container_id": "abc123", "cpuset_requested": "2-3", "launcher": "docker", "rc": 0},
-        **extra,
-    }
+def cell_result(results_dir, cell_id="cn/2/pin/cpu|r0", **args):
+    """What the record_cell action really returns for a cell (see test_record_cell.py)."""
+    return record_cell(results_dir, cell_id, **args)
 
 
 def task_result(data, host="lab1", task=None):
@@ -82,6 +60,10 @@ def run_json(results_dir):
     return json.loads((Path(results_dir) / "run.json").read_text())
 
 
+ENV = {"host": "lab1", "hostname": "lab1", "kernel": "6.8.0", "os": "Debian 12", "cpu_model": "Xeon", "cpu_count": 8,
+       "threads_per_core": None, "numa_nodes": 1, "gpu_count": None, "host_virt": None, "docker_version": "27.3.1"}
+
+
 def test_loaded_by_fqcn_as_an_aggregate_callback_that_must_be_enabled(callback):
     assert callback.CALLBACK_TYPE == "aggregate"
     assert callback.CALLBACK_NEEDS_ENABLED is True
@@ -90,28 +72,25 @@ def test_loaded_by_fqcn_as_an_aggregate_callback_that_must_be_enabled(callback):
 
 def test_two_cells_are_appended_in_order_and_run_json_follows(callback, tmp_path):
     results_dir = tmp_path / "smoke-20261122"
-    callback.v2_runner_on_ok(task_result(cell_result(results_dir, "bm/2/pin/cpu|r0")))
+    first_cell = cell_result(results_dir, "bm/2/pin/cpu|r0")
+    callback.v2_runner_on_ok(task_result(first_cell))
 
     run = run_json(results_dir)
     assert run["campaign"] == "smoke-20261122"
-    assert run["experiment"] == {"name": "smoke", "repeats": 1}  # the definition, not the expanded cells
+    assert run["experiment"] == {"name": "smoke", "repeats": 1}
     assert run["finished"] is None
-    assert run["hosts"] == {"lab1": {"host": "lab1", "kernel": "6.8.0", "cpu_model": "Xeon", "ansible_version": "2.19"}}
+    [(host, env)] = run["hosts"].items()
+    assert host == "lab1" and {key: env[key] for key in ENV} == ENV and env["ansible_version"]
     assert run["platbench_version"] == "0.3.0"
     assert run["ansible_version"] and run["python_version"] and run["controller"]
 
     callback.v2_runner_on_ok(task_result(cell_result(results_dir, "cn/2/pin/cpu|r0"), host="lab2"))
     written = samples(results_dir)
+    # Exactly what the action decided, in order.
+    assert written[:2] == first_cell["platbench_samples"]
     assert [(s["labels"]["cell"], s["metric"]) for s in written] == [
         ("bm/2/pin/cpu|r0", "throughput"), ("bm/2/pin/cpu|r0", "elapsed"),
         ("cn/2/pin/cpu|r0", "throughput"), ("cn/2/pin/cpu|r0", "elapsed")]
-    first = written[0]
-    assert first["value"] == 41.7 and first["unit"] == "images/sec" and first["timestamp"] == 1764000000.0
-    assert first["labels"]["campaign"] == "smoke-20261122"
-    assert first["labels"]["scenario"] == "bm/2/pin/cpu"
-    assert first["labels"]["framework"] == "tensorflow"
-    assert first["metadata"]["container_id"] == "abc123"
-    assert first["metadata"]["kernel"] == "6.8.0"
     assert set(run_json(results_dir)["hosts"]) == {"lab1", "lab2"}
     assert callback.recorder.lines == [
         "platbench: bm/2/pin/cpu|r0 throughput=41.7 images/sec, elapsed=9.5 sec",
@@ -122,50 +101,51 @@ def test_two_cells_are_appended_in_order_and_run_json_follows(callback, tmp_path
     assert run["finished"] is not None
     assert run["cells"] == {"ok": 2}
     assert not (results_dir / "run.json.tmp").exists()
+    assert callback.recorder.lines[2:] == [
+        f"platbench: campaign smoke-20261122: 2 cells ok, 0 failed; samples in {results_dir}/samples.jsonl"]
 
 
-def test_failed_task_is_one_failed_sample_with_error_and_output_tail(callback, tmp_path):
-    output = "\n".join(f"log line {number}" for number in range(200)) + "\nKilled"
-    data = cell_result(tmp_path, output=output, error="docker run exited with 137", failed=True)
-    callback.v2_runner_on_failed(task_result(data), ignore_errors=True)
+def test_failed_cell_is_persisted_as_handed_and_listed_at_the_end(callback, tmp_path):
+    data = cell_result(tmp_path, "cn/2/pin/cpu|r0", output="Killed", error="docker run exited with 137\nmore")
+    callback.v2_runner_on_ok(task_result(data))
+    callback.v2_runner_on_ok(task_result(cell_result(tmp_path, "bm/2/pin/cpu|r0")))
+    callback.v2_runner_on_ok(task_result(cell_result(tmp_path, "cn/1/pin/cpu|r0", output="no record")))
     callback.v2_playbook_on_stats(stats=None)
 
-    [sample] = samples(tmp_path)
-    assert (sample["metric"], sample["value"], sample["unit"]) == ("failed", 1, "cell")
-    assert sample["labels"]["cell"] == "cn/2/pin/cpu|r0"
-    assert sample["metadata"]["error"] == "docker run exited with 137"
-    assert sample["metadata"]["output_tail"].endswith("log line 199\nKilled")
-    assert "log line 100" not in sample["metadata"]["output_tail"]
-    assert run_json(tmp_path)["cells"] == {"failed": 1}
-    assert callback.recorder.lines == ["platbench: cn/2/pin/cpu|r0 FAILED: docker run exited with 137"]
+    assert samples(tmp_path)[0] == data["platbench_samples"][0]
+    assert run_json(tmp_path)["cells"] == {"failed": 2, "ok": 1}
+    assert callback.recorder.lines[0] == "platbench: cn/2/pin/cpu|r0 FAILED: docker run exited with 137"
+    assert callback.recorder.lines[-3:] == [
+        f"platbench: campaign smoke-20261122: 1 cells ok, 2 failed; samples in {tmp_path}/samples.jsonl",
+        "platbench:   FAILED cn/2/pin/cpu|r0: docker run exited with 137",
+        "platbench:   FAILED cn/1/pin/cpu|r0: the workload output holds no PLATBENCH_RESULT line"]
 
 
-def test_failed_task_without_platbench_error_uses_the_task_message(callback, tmp_path):
-    callback.v2_runner_on_failed(task_result(cell_result(tmp_path, msg="ssh: connection reset", failed=True)))
-    assert samples(tmp_path)[0]["metadata"]["error"] == "ssh: connection reset"
+def test_many_failed_cells_are_summarised_not_all_listed(callback, tmp_path):
+    for number in range(25):
+        callback.v2_runner_on_ok(task_result(cell_result(tmp_path, f"cn/2/pin/cpu|r{number}", error="boom")))
+    callback.v2_playbook_on_stats(stats=None)
+    assert callback.recorder.lines[-1].endswith("... and 5 more failed cells (metric 'failed' in samples.jsonl)")
 
 
-def test_output_without_result_line_is_recorded_as_failed(callback, tmp_path):
-    callback.v2_runner_on_ok(task_result(cell_result(tmp_path, output="Traceback...\nImportError: no tf\n")))
-    [sample] = samples(tmp_path)
-    assert sample["metric"] == "failed"
-    assert "no PLATBENCH_RESULT line" in sample["metadata"]["error"]
-    assert "ImportError: no tf" in sample["metadata"]["output_tail"]
+def test_the_callback_decides_nothing(callback, tmp_path):
+    # Samples it is handed are written as they are: no parsing of output, no status of its own.
+    data = cell_result(tmp_path)
+    data["platbench_samples"][0]["value"] = 1.5
+    data["platbench_output"] = "PLATBENCH_RESULT {oops"
+    callback.v2_runner_on_failed(task_result({**data, "failed": True, "msg": "ignored"}), ignore_errors=True)
+    assert [s["value"] for s in samples(tmp_path)] == [1.5, 9.5]
+    assert callback.recorder.lines == ["platbench: cn/2/pin/cpu|r0 throughput=1.5 images/sec, elapsed=9.5 sec"]
+    callback.v2_playbook_on_stats(stats=None)
+    assert run_json(tmp_path)["cells"] == {"ok": 1}  # the action's status, though the task failed
 
 
-def test_invalid_result_line_is_recorded_as_failed_with_the_reason(callback, tmp_path):
-    callback.v2_runner_on_ok(task_result(cell_result(tmp_path, output="PLATBENCH_RESULT {oops\n")))
-    [sample] = samples(tmp_path)
-    assert sample["metric"] == "failed"
-    assert "{oops" in sample["metadata"]["error"] and "not valid JSON" in sample["metadata"]["error"]
-
-
-def test_record_with_failed_status_is_recorded_as_failed(callback, tmp_path):
-    output = record_line(status="failed", error="CUDA out of memory")
-    callback.v2_runner_on_ok(task_result(cell_result(tmp_path, output=output)))
-    [sample] = samples(tmp_path)
-    assert sample["metric"] == "failed"
-    assert sample["metadata"]["error"] == "CUDA out of memory"
+def test_a_cell_result_without_samples_is_warned_about_not_invented(callback, tmp_path):
+    data = cell_result(tmp_path)
+    del data["platbench_samples"]
+    callback.v2_runner_on_failed(task_result({**data, "failed": True, "msg": "ssh: connection reset"}))
+    assert list(tmp_path.iterdir()) == []
+    assert len(callback.recorder.warnings) == 1 and "carries no platbench_samples" in callback.recorder.warnings[0]
 
 
 def test_loop_items_are_recorded_and_the_loop_summary_is_ignored(callback, tmp_path):
@@ -177,7 +157,7 @@ def test_loop_items_are_recorded_and_the_loop_summary_is_ignored(callback, tmp_p
 
 
 def test_failed_loop_item_is_recorded(callback, tmp_path):
-    callback.v2_runner_item_on_failed(task_result(cell_result(tmp_path, error="timeout", failed=True)))
+    callback.v2_runner_item_on_failed(task_result({**cell_result(tmp_path, error="timeout"), "failed": True}))
     assert samples(tmp_path)[0]["metadata"]["error"] == "timeout"
 
 
@@ -192,14 +172,18 @@ def test_results_of_other_tasks_are_ignored(callback, tmp_path):
 
 def test_no_log_cell_is_not_recorded_and_warned_about_once(callback, tmp_path):
     data = cell_result(tmp_path, output=record_line() + f"\nOS_PASSWORD={SECRET}\n",
-                       _ansible_no_log=True)
-    data["platbench_runtime"]["token"] = SECRET
-    hidden = task_result(data)
+                       runtime={"token": SECRET}, error=f"failed with {SECRET}")
+    assert SECRET in json.dumps(data)
+    # As Ansible runs it: the task's no_log keeps the error out of the warning, which no_log does not censor.
+    data["warnings"] = run_record_cell({"cell": make_cell(), "campaign": make_campaign(tmp_path),
+                                        "output": "", "error": f"failed with {SECRET}"}, no_log=True)["warnings"]
+    assert data["warnings"] == ["cell cn/2/pin/cpu|r0 failed and is recorded as failed: (error hidden by no_log)"]
+    hidden = task_result({**data, "_ansible_no_log": True})
     assert isinstance(hidden, CallbackTaskResult)
     assert "censored" in hidden._result and SECRET not in json.dumps(hidden._result)
 
     callback.v2_runner_on_ok(hidden)
-    callback.v2_runner_on_failed(task_result({**data, "failed": True}))
+    callback.v2_runner_on_failed(task_result({**data, "failed": True, "_ansible_no_log": True}))
     callback.v2_playbook_on_stats(stats=None)
 
     assert len(callback.recorder.warnings) == 1

@@ -1,0 +1,60 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""The outcome of one experiment cell: ok with its samples, or failed with one sample saying why.
+
+Decided once, on the controller, by the ``record_cell`` action; the results callback only
+writes down what it is handed.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.platbench.lab.plugins.module_utils.records import (
+    RESULT_PREFIX,
+    RecordError,
+    failed_sample,
+    parse_result_lines,
+    samples_from_record,
+)
+
+OK, FAILED = "ok", "failed"
+
+
+def cell_labels(cell, campaign_name):
+    """The labels every sample of ``cell`` carries: the matrix's, plus the cell id and the campaign."""
+    labels = {**cell.get("labels", {}), "cell": cell["id"], "campaign": campaign_name}
+    labels["scenario"] = cell.get("scenario") or labels.get("scenario")
+    return labels
+
+
+def workload_errors(output):
+    """The errors of the failed records in ``output``, or None when it holds no valid failed record."""
+    try:
+        records = parse_result_lines(output)
+    except RecordError:
+        return None
+    errors = [record["error"] or "the workload reported status failed"
+              for record in records if record["status"] == FAILED]
+    return "; ".join(errors) if errors else None
+
+
+def cell_outcome(labels, output, error, env, runtime):
+    """``(status, error, samples)`` of one cell.
+
+    ``error``: why the platform says the cell failed (None when its tasks succeeded). Otherwise
+    the cell failed when its output holds no valid result line or a record of status failed.
+    """
+    def failed(why):
+        return FAILED, str(why), [failed_sample(labels, why, output, env, runtime)]
+
+    if error:
+        return failed(error)
+    try:
+        records = parse_result_lines(output)
+    except RecordError as exc:
+        return failed(str(exc))
+    if not records:
+        return failed(f"the workload output holds no {RESULT_PREFIX.strip()} line")
+    errors = workload_errors(output)
+    if errors:
+        return failed(errors)
+    return OK, None, [sample for record in records for sample in samples_from_record(record, labels, env, runtime)]
