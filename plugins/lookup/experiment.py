@@ -13,6 +13,11 @@ description:
     and returns the experiment with the cells to run under the key C(cells).
   - Bad input fails before any host is touched, with a message that names the file, the field, the bad value
     and the allowed values; an unknown name lists the experiments available.
+  - The workload parameters are checked by the workload's own parser, on the controller and without training.
+    Each distinct command line the cells will run (the scale-up as C(--threads), the cell's C(params), a
+    generated dataset's C(--data-dir)) is handed to C(python -m workloads.NAME --check-args ...), in parallel; so are
+    the C(dataset) generator's C(args). Every refused value is reported at once, with the parser's own words for
+    what is allowed. An unknown C(workload) lists the workloads available.
 options:
   _terms:
     description: Names of experiments (file names without C(.yml)).
@@ -67,11 +72,16 @@ import os
 
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
+from ansible.utils.display import Display
 
 from ansible_collections.platbench.lab.plugins.module_utils.matrix import ExperimentError, expand, load_experiment
+from ansible_collections.platbench.lab.plugins.module_utils.params_check import checked_params
 
-# plugins/lookup/experiment.py -> the collection root
-_COLLECTION_EXPERIMENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments")
+# plugins/lookup/experiment.py -> the collection root, which holds the workloads package
+_COLLECTION_ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+_COLLECTION_EXPERIMENTS = os.path.join(_COLLECTION_ROOT, "experiments")
+
+display = Display()
 
 
 class LookupModule(LookupBase):
@@ -86,8 +96,13 @@ class LookupModule(LookupBase):
 
         experiments = []
         for name in terms:
+            source = os.path.join(experiments_dir, f"{name}.yml")
+            if overrides:
+                source += f" (with overrides {overrides!r})"
             try:
                 experiment = load_experiment(experiments_dir, name, overrides)
+                for warning in checked_params(experiment, source, _COLLECTION_ROOT):
+                    display.warning(f"experiment {name}: {warning}")
             except ExperimentError as exc:
                 raise AnsibleLookupError(str(exc)) from None
             experiments.append({**experiment, "cells": expand(experiment)})

@@ -22,7 +22,7 @@ description:
   - Never fails the play for a failed cell, so that the campaign goes on. A failed cell shows as a warning on this
     task and in the callback's summary at the end of the run.
 version_added: "0.1.0"
-author: platbench developers
+author: platbench developers (@platbench)
 options:
   cell:
     description: One cell of the expanded experiment (C(id), C(scenario), C(labels)).
@@ -60,8 +60,10 @@ options:
     default: {}
 attributes:
   check_mode:
+    description: Decides and returns the samples as in a real run; the action itself writes nothing.
     support: full
   diff_mode:
+    description: Nothing on the host changes, so there is no difference to show.
     support: none
 """
 

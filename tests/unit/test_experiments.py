@@ -1,14 +1,21 @@
-"""Every shipped experiment loads, expands, and hands its workload arguments it accepts."""
+"""Every shipped experiment loads, expands, and hands its workload arguments it accepts; bad ones stop the plan."""
 
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from ansible.errors import AnsibleLookupError
+from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import lookup_loader
 
 from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv
 from ansible_collections.platbench.lab.plugins.module_utils.matrix import available_experiments, expand, load_experiment
+from ansible_collections.platbench.lab.plugins.module_utils.params_check import check_experiment_params
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
@@ -34,3 +41,78 @@ def test_experiment_cells_parse_with_their_workload(name):
 def test_dataset_generators_exist(name):
     module = importlib.import_module(f"workloads.datasets.{name}")
     assert hasattr(module, "main")
+
+
+# Plan-time checks through the experiment lookup, with the real workloads and their own parsers.
+
+def _check_args_supported():
+    """The workloads have --check-args (the workload harness is merged): checks beyond argparse's run too."""
+    done = subprocess.run([sys.executable, "-m", "workloads.cnn_train", "--check-args", "--model", "tiny"],
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, check=False)
+    return done.returncode == 0
+
+
+REPO = EXPERIMENTS.parent
+_CHECK_ARGS = _check_args_supported()
+needs_check_args = pytest.mark.skipif(not _CHECK_ARGS, reason="the workloads have no --check-args yet")
+
+
+def plan(name="smoke", overrides=None):
+    lookup = lookup_loader.get("platbench.lab.experiment", loader=DataLoader(), templar=None)
+    return lookup.run([name], variables={}, experiments_dir=str(EXPERIMENTS), overrides=overrides or {})[0]
+
+
+def plan_error(name="smoke", overrides=None):
+    with pytest.raises(AnsibleLookupError) as caught:
+        plan(name, overrides)
+    return str(caught.value)
+
+
+def test_an_unknown_model_stops_the_plan_naming_file_key_value_and_choices():
+    message = plan_error(overrides={"params": {"model": "resnet9000"}})
+    assert message.startswith(f"{EXPERIMENTS / 'smoke.yml'} (with overrides ")
+    assert ("params.model: 'resnet9000' is refused by workloads.cnn_train: argument --model: invalid choice: "
+            "'resnet9000' (choose from 'tiny', 'alexnet', 'resnet50', 'inception3')") in message
+    assert message.count("params.model") == 1  # one line for all 8 cells
+
+
+def test_a_batch_size_of_zero_stops_the_plan():
+    message = plan_error(overrides={"params": {"batch_size": 0}})
+    assert "params.batch_size: 0 is refused by workloads.cnn_train: argument --batch-size: expected a positive " \
+           "integer, got '0'" in message
+
+
+def test_both_problems_at_once():
+    message = plan_error(overrides={"params": {"model": "resnet9000", "batch_size": 0}})
+    assert "params.model: 'resnet9000'" in message and "params.batch_size: 0" in message
+
+
+def test_mode_shared_is_not_implemented():
+    message = plan_error(overrides={"mode": "shared"})
+    assert "mode: 'shared' is not implemented in this release; allowed: single, distributed" in message
+
+
+def test_an_unknown_workload_lists_the_workloads():
+    message = plan_error(overrides={"workload": "resnet_bench"})
+    assert "workload: unknown workload 'resnet_bench'; available: cnn_train, dl_tools, small_models" in message
+
+
+def test_a_good_plan_has_its_cells():
+    experiment = plan(overrides={"repeats": 1})
+    assert experiment["name"] == "smoke" and len(experiment["cells"]) == len(expand(experiment))
+
+
+@pytest.mark.parametrize("name", available_experiments(EXPERIMENTS))
+def test_every_shipped_experiment_passes_the_plan_time_check(name):
+    problems, warnings = check_experiment_params(load_experiment(EXPERIMENTS, name), str(REPO))
+    assert problems == []
+    if _CHECK_ARGS:
+        assert warnings == []
+
+
+
+@needs_check_args
+def test_the_workloads_own_checks_run_at_plan_time():
+    # --data-dir without --data real passes argparse; only cnn_train's own check refuses it.
+    message = plan_error(overrides={"params": {"data_dir": "/srv/imagenet"}})
+    assert "params.data_dir: refused by workloads.cnn_train: --data-dir is read only with --data real" in message
