@@ -147,8 +147,8 @@ class CallbackModule(CallbackBase):
 
     def _show_summary(self, name, results_dir, cells):
         failed = self._failed.get(results_dir, [])
-        self._display.display(f"platbench: campaign {name}: {cells.get('ok', 0)} cells ok, "
-                              f"{cells.get('failed', 0)} failed; samples in {results_dir}/{SAMPLES_FILE}",
+        self._display.display(f"platbench: campaign {name}: cells ok: {cells.get('ok', 0)}, "
+                              f"failed: {cells.get('failed', 0)}; samples in {results_dir}/{SAMPLES_FILE}",
                               color="red" if failed else "green")
         for cell_id, error in failed[:FAILED_SHOWN]:
             self._display.display(f"platbench:   FAILED {cell_id}: {error}", color="red")

@@ -19,7 +19,7 @@ TIMEOUT_SETTING = "platform_run_cell_timeout"
 
 # What usually sends each signal to a benchmark process, so the message says where to look.
 SIGNAL_CAUSES = {
-    signal.SIGKILL: "the kernel's OOM killer, `docker kill` or the cell timeout",
+    signal.SIGKILL: "the kernel's OOM killer, `docker kill` or the cell timeout",  # kill -9 for a bare process
     signal.SIGTERM: "`docker stop`, the engine or the host shutting down, or a `kill` by someone",
     signal.SIGINT: "an interrupt (Ctrl-C)",
     signal.SIGSEGV: "a crash in native code (segmentation fault)",
@@ -92,8 +92,10 @@ def signal_of(code):
         return None
 
 
-def signal_message(code, oom_killed=False):
-    """``killed by SIGKILL (signal 9): <who usually sends it>``, or None when ``code`` is no signal."""
+def signal_message(code, oom_killed=False, container=True):
+    """``killed by SIGKILL (signal 9): <who usually sends it>``, or None when ``code`` is no signal.
+
+    ``container``: the process ran in a container (else `docker kill` cannot have been the sender)."""
     sig = signal_of(code)
     if sig is None:
         return None
@@ -101,6 +103,8 @@ def signal_message(code, oom_killed=False):
         return (f"killed by {sig.name} (signal {sig.value}): the kernel's OOM killer (Docker reports OOMKilled); "
                 "the cell needs more memory than it was given")
     cause = SIGNAL_CAUSES.get(sig)
+    if sig == signal.SIGKILL and not container:
+        cause = "the kernel's OOM killer, a `kill -9` or the cell timeout"
     return f"killed by {sig.name} (signal {sig.value})" + (f": {cause}" if cause else "")
 
 
@@ -138,10 +142,12 @@ def describe_failure(task, result, workload_error=None, timeout_setting=TIMEOUT_
 
     code = exit_code(result)
     state = (result.get("container") or {}).get("State") or {}
-    killed = signal_message(code, oom_killed=bool(state.get("OOMKilled")))
+    in_container = ("container" in result or "status" in result
+                    or any(word in task.lower() for word in ("docker", "container")))
+    killed = signal_message(code, oom_killed=bool(state.get("OOMKilled")), container=in_container)
     if killed:
         detail = _last_line(result.get("stderr_lines") or result.get("stderr") or "")
-        return _clip(f"the workload was {killed} (exit status {code}, at '{task}')"
+        return _clip(f"the workload was {killed} (rc={code}, at '{task}')"
                      + (f"; last stderr line: {detail}" if detail else ""))
 
     if workload_error:

@@ -102,7 +102,7 @@ def test_two_cells_are_appended_in_order_and_run_json_follows(callback, tmp_path
     assert run["cells"] == {"ok": 2}
     assert not (results_dir / "run.json.tmp").exists()
     assert callback.recorder.lines[2:] == [
-        f"platbench: campaign smoke-20261122: 2 cells ok, 0 failed; samples in {results_dir}/samples.jsonl"]
+        f"platbench: campaign smoke-20261122: cells ok: 2, failed: 0; samples in {results_dir}/samples.jsonl"]
 
 
 def test_failed_cell_is_persisted_as_handed_and_listed_at_the_end(callback, tmp_path):
@@ -116,7 +116,7 @@ def test_failed_cell_is_persisted_as_handed_and_listed_at_the_end(callback, tmp_
     assert run_json(tmp_path)["cells"] == {"failed": 2, "ok": 1}
     assert callback.recorder.lines[0] == "platbench: cn/2/pin/cpu|r0 FAILED: docker run exited with 137"
     assert callback.recorder.lines[-3:] == [
-        f"platbench: campaign smoke-20261122: 1 cells ok, 2 failed; samples in {tmp_path}/samples.jsonl",
+        f"platbench: campaign smoke-20261122: cells ok: 1, failed: 2; samples in {tmp_path}/samples.jsonl",
         "platbench:   FAILED cn/2/pin/cpu|r0: docker run exited with 137",
         "platbench:   FAILED cn/1/pin/cpu|r0: the workload output holds no PLATBENCH_RESULT line"]
 

@@ -34,7 +34,7 @@ def test_container_killed_by_sigkill_was_rc_137_and_now_says_killed():
     message = describe_failure(RUN_CONTAINER, docker_exit(137))
     assert message.startswith("the workload was killed by SIGKILL (signal 9): the kernel's OOM killer, "
                               "`docker kill` or the cell timeout")
-    assert "exit status 137" in message and RUN_CONTAINER in message
+    assert f"(rc=137, at '{RUN_CONTAINER}')" in message
 
 
 def test_container_the_oom_killer_stopped_says_so():
@@ -44,7 +44,8 @@ def test_container_the_oom_killer_stopped_says_so():
 
 def test_process_killed_by_a_signal_has_a_negative_rc():
     message = describe_failure(RUN_PROCESS, command_exit(-9, stderr="loading\n"))
-    assert message.startswith("the workload was killed by SIGKILL (signal 9)")
+    assert message.startswith("the workload was killed by SIGKILL (signal 9): the kernel's OOM killer, a `kill -9` "
+                              f"or the cell timeout (rc=-9, at '{RUN_PROCESS}')")
     assert "last stderr line: loading" in message
 
 
@@ -137,3 +138,10 @@ def test_exit_code_and_output_from_each_module_shape():
     assert failure_output(command_exit(1, "out", "err")) == "out\nerr"
     assert failure_output({"module_stdout": "", "module_stderr": "Traceback"}) == "Traceback"
     assert failure_output(None) == ""
+
+
+def test_a_container_in_a_guest_killed_over_ssh_is_still_a_container():
+    # vmcn: `docker run` in the guest, through ansible.builtin.command over SSH: rc 137, no docker result keys.
+    message = describe_failure("Run the workload in the guest's container", command_exit(137))
+    assert "`docker kill`" in message
+    assert "`kill -9`" in describe_failure("Run the workload in the guest", command_exit(137))
