@@ -6,6 +6,7 @@ whether or not the real workloads have ``--check-args`` yet.
 
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -128,7 +129,7 @@ def test_unknown_parameter_and_parser_checks_name_the_key(fake):
     problems, _ = check(fake, experiment(params={"colour": "red", "data_dir": "/data"}))
     assert problems == [
         "params.colour: fakeloads.train has no option --colour; see `python -m fakeloads.train --help`",
-        "params.data_dir: refused by fakeloads.train: --data-dir is read only with --data real",
+        "params.data_dir: '/data' is refused by fakeloads.train: --data-dir is read only with --data real",
     ]
 
 
@@ -136,6 +137,18 @@ def test_the_threads_option_comes_from_the_scaleup(fake):
     problems, _ = check(fake, experiment(params={"threads": 0}))
     assert problems == ["params.threads: 0 is refused by fakeloads.train: argument --threads: expected a positive "
                         "integer, got '0'"]
+
+
+def test_a_check_of_threads_against_the_controllers_cpus_is_left_to_the_host(fake):
+    # Like workloads.common.args.resolve_threads, which --check-args may run on the controller.
+    (Path(fake["root"]) / "fakeloads" / "train" / "__main__.py").write_text(TRAIN.replace(
+        'if args.check_args:', 'if args.threads and args.threads > 2:\n'
+        '    parser.error(f"--threads must be at most 2, the CPUs this process may use, got {args.threads}")\n'
+        'if args.check_args:'))
+    assert check(fake, experiment(scaleup=[64])) == ([], [])
+    assert check(fake, experiment(scaleup=[64], params={"model": "big"}))[0] == [
+        "params.model: 'big' is refused by fakeloads.train: argument --model: invalid choice: 'big' "
+        "(choose from 'tiny', 'resnet50')"]
 
 
 def test_unknown_workload_lists_the_available_ones(fake):
@@ -162,10 +175,17 @@ def test_a_workload_that_cannot_start_is_a_problem_not_a_pass(fake):
 def test_dataset_generator_and_its_args_are_checked(fake):
     params = {"model": "tiny", "data": "real"}
     problems, _ = check(fake, experiment(params=params, dataset={"generator": "gen", "args": {"images": 0}}))
-    assert problems == ["dataset.args.images: refused by fakeloads.datasets.gen: --images must be positive, got 0"]
+    assert problems == ["dataset.args.images: 0 is refused by fakeloads.datasets.gen: --images must be positive, got 0"]
     # The generated data's --data-dir is part of the cells' command line too.
     problems, _ = check(fake, experiment(dataset={"generator": "gen"}))
-    assert problems == ["dataset: refused by fakeloads.train: --data-dir is read only with --data real"]
+    assert problems == ["dataset: 'gen' is refused by fakeloads.train: --data-dir is read only with --data real"]
+    # A workload that looks into its data directory at check time cannot see data the host will generate.
+    scanning = TRAIN.replace('if args.check_args:', 'if args.data_dir and not os.path.isdir(args.data_dir):\n'
+                             '    parser.error(f"--data-dir: {args.data_dir} does not exist")\nif args.check_args:')
+    (Path(fake["root"]) / "fakeloads" / "train" / "__main__.py").write_text(scanning)
+    assert check(fake, experiment(params=params, dataset={"generator": "gen"})) == ([], [])
+    assert check(fake, experiment(params={**params, "data_dir": "/nowhere"}))[0] == [
+        "params.data_dir: '/nowhere' is refused by fakeloads.train: --data-dir: /nowhere does not exist"]
     problems, _ = check(fake, experiment(params=params, dataset={"generator": "nope"}))
     assert problems == ["dataset.generator: unknown generator 'nope'; available: gen"]
 
