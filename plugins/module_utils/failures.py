@@ -157,7 +157,7 @@ def describe_failure(task, result, workload_error=None, timeout_setting=TIMEOUT_
     container_output = _text((result.get("container") or {}).get("Output"))
     if msg and container_output and msg.strip() == container_output.strip():
         msg = f"exited with status {code}; last output line: {_last_line(msg)}"
-    last_stderr = _last_line(result.get("stderr_lines") or result.get("stderr") or "")
+    last_stderr = _last_line(result.get("stderr_lines") or result.get("stderr") or result.get("module_stderr") or "")
     message = f"{task} failed: {msg[:MAX_MESSAGE_CHARS] or 'no message'} (rc={code if code is not None else 'n/a'})"
     return _clip(message + (f" {last_stderr}" if last_stderr else ""))
 

@@ -145,3 +145,12 @@ def test_a_container_in_a_guest_killed_over_ssh_is_still_a_container():
     message = describe_failure("Run the workload in the guest's container", command_exit(137))
     assert "`docker kill`" in message
     assert "`kill -9`" in describe_failure("Run the workload in the guest", command_exit(137))
+
+
+def test_a_module_that_crashed_shows_the_last_line_of_its_traceback():
+    result = {"failed": True, "msg": "MODULE FAILURE: No start of json char found", "rc": 1, "module_stdout": "",
+              "module_stderr": "Traceback (most recent call last):\n  ...\n"
+                               "ModuleNotFoundError: No module named 'requests'\n"}
+    assert describe_failure(RUN_CONTAINER, result) == (
+        f"{RUN_CONTAINER} failed: MODULE FAILURE: No start of json char found (rc=1) "
+        "ModuleNotFoundError: No module named 'requests'")
