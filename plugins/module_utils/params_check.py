@@ -26,7 +26,8 @@ from ansible_collections.platbench.lab.plugins.module_utils.workload_args import
 
 CHECK_FLAG = "--check-args"
 PACKAGE = "workloads"
-# Where platform_run puts a generated dataset is known only on the host; --check-args looks at no files.
+# Where platform_run puts a generated dataset is known only on the host, and the data exists only once
+# generated there: the check gets this path, and a refusal that quotes it is not a parameter problem.
 DATA_DIR_PLACEHOLDER = "/var/lib/platbench/datasets/plan-check"
 CHECK_TIMEOUT = 60
 MAX_JOBS = 8
@@ -45,7 +46,7 @@ def available_workloads(root, package=PACKAGE):
 
 
 def available_generators(root, package=PACKAGE):
-    """The dataset generators under ``root/package/datasets`` (modules with a ``main``), sorted."""
+    """The dataset generators under ``root/package/datasets`` (its modules but ``base``), sorted."""
     directory = os.path.join(root, package, "datasets")
     if not os.path.isdir(directory):
         return []

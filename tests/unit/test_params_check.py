@@ -205,3 +205,17 @@ def test_checked_params_raises_one_error_naming_the_file(fake):
     assert message.startswith("experiments/t.yml: invalid experiment:\n  - params.model: 'resnet9000'")
     assert "\n  - params.batch_size: 0" in message
     assert checked_params(experiment(), "t.yml", fake["root"], package="fakeloads") == []
+
+
+def test_the_shared_argv_rule_builds_what_placement_builds():
+    from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv as filter_argv
+    from ansible_collections.platbench.lab.plugins.module_utils.workload_args import (
+        WorkloadArgsError, key_of, workload_argv)
+
+    params = {"threads": 2, "batch_size": 32, "lr": 0.1, "launch_local": True, "xla": False, "model": "tiny"}
+    assert workload_argv(params, "cnn_train") == filter_argv(params, "cnn_train") == [
+        "-m", "workloads.cnn_train", "--threads", "2", "--batch-size", "32", "--lr", "0.1", "--launch-local",
+        "--model", "tiny"]
+    assert key_of("--batch-size") == "batch_size"
+    with pytest.raises(WorkloadArgsError, match="'model' must be a scalar"):
+        workload_argv({"model": ["a"]}, "cnn_train")
