@@ -23,6 +23,8 @@ test: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	ansible-lint
+	ruff check .
+	ruff format --check .
 
 unit: $(VENV)/.installed
 	pytest -m "not lab" $(PYTEST_ARGS)

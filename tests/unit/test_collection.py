@@ -31,10 +31,25 @@ BIN = Path(sys.executable).parent
 # by antsibull-changelog), shellcheck (no shell scripts among the plugins, and no shellcheck
 # binary on a fresh machine).
 SANITY_TESTS = [
-    "action-plugin-docs", "ansible-doc", "compile", "empty-init", "ignores", "import", "line-endings",
-    "no-assert", "no-get-exception", "no-illegal-filenames", "no-smart-quotes", "replace-urlopen",
-    "runtime-metadata", "shebang", "symlinks", "use-argspec-type-path", "use-compat-six",
-    "validate-modules", "yamllint",
+    "action-plugin-docs",
+    "ansible-doc",
+    "compile",
+    "empty-init",
+    "ignores",
+    "import",
+    "line-endings",
+    "no-assert",
+    "no-get-exception",
+    "no-illegal-filenames",
+    "no-smart-quotes",
+    "replace-urlopen",
+    "runtime-metadata",
+    "shebang",
+    "symlinks",
+    "use-argspec-type-path",
+    "use-compat-six",
+    "validate-modules",
+    "yamllint",
 ]
 
 FQCN = r"[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*"
@@ -45,8 +60,12 @@ JINJA_FQCN = re.compile(r"(?:\|\s*|\bis\s+(?:not\s+)?|\b(?:lookup|query|q)\(\s*[
 
 def consumer_env(consumer: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
-    env.update(ANSIBLE_CONFIG=str(consumer / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               PATH="%s%s%s" % (BIN, os.pathsep, env.get("PATH", "")))
+    env.update(
+        ANSIBLE_CONFIG=str(consumer / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        PATH="%s%s%s" % (BIN, os.pathsep, env.get("PATH", "")),
+    )
     return env
 
 
@@ -65,8 +84,9 @@ def consumer(tmp_path_factory) -> Path:
     assert build.returncode == 0, build.stdout + build.stderr
     tarball = dist / ("%s-%s-%s.tar.gz" % (GALAXY["namespace"], GALAXY["name"], GALAXY["version"]))
     # --offline: the dependencies must be satisfied by the collections the ansible package ships.
-    install = run([BIN / "ansible-galaxy", "collection", "install", "--offline", tarball, "-p", "collections"],
-                  consumer, env)
+    install = run(
+        [BIN / "ansible-galaxy", "collection", "install", "--offline", tarball, "-p", "collections"], consumer, env
+    )
     assert install.returncode == 0, install.stdout + install.stderr
     installed = consumer / "collections/ansible_collections/platbench/lab"
     assert (installed / "MANIFEST.json").exists() and not installed.is_symlink()
@@ -74,8 +94,11 @@ def consumer(tmp_path_factory) -> Path:
 
 
 def test_every_role_documents_its_entry_points_from_the_tarball(consumer):
-    docs = run([BIN / "ansible-doc", "-t", "role", "--json"] + ["%s.%s" % (COLLECTION, role) for role in ROLES],
-               consumer, consumer_env(consumer))
+    docs = run(
+        [BIN / "ansible-doc", "-t", "role", "--json"] + ["%s.%s" % (COLLECTION, role) for role in ROLES],
+        consumer,
+        consumer_env(consumer),
+    )
     assert docs.returncode == 0, docs.stderr
     found = json.loads(docs.stdout)
     for role in ROLES:
@@ -93,10 +116,34 @@ def test_docker_role_check_mode_on_a_python_without_requests(consumer, tmp_path)
     python = bare / "bin/python"
     assert subprocess.run([python, "-c", "import requests"], capture_output=True).returncode != 0
     playbook = consumer / "docker.yml"
-    playbook.write_text(yaml.safe_dump([{"name": "Use the docker role as another repo would", "hosts": "all",
-                                         "roles": ["%s.docker" % COLLECTION]}], sort_keys=False))
-    check = run([BIN / "ansible-playbook", "-i", "localhost,", "-c", "local", "--check", "--diff",
-                 "-e", "ansible_python_interpreter=%s" % python, playbook], consumer, consumer_env(consumer))
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Use the docker role as another repo would",
+                    "hosts": "all",
+                    "roles": ["%s.docker" % COLLECTION],
+                }
+            ],
+            sort_keys=False,
+        )
+    )
+    check = run(
+        [
+            BIN / "ansible-playbook",
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "--check",
+            "--diff",
+            "-e",
+            "ansible_python_interpreter=%s" % python,
+            playbook,
+        ],
+        consumer,
+        consumer_env(consumer),
+    )
     assert check.returncode == 0, check.stdout[-6000:] + check.stderr[-3000:]
     assert "docker : Install the Python packages]" in check.stdout  # requests was missing, and would be installed
 
@@ -122,8 +169,9 @@ def seed_offline_pip_bootstrap() -> None:
 
 
 def test_ansible_test_sanity_on_the_installed_collection(consumer):
-    assert (REPO / "tests/sanity" / ("ignore-%s.txt" % ignore_file_version())).exists(), \
+    assert (REPO / "tests/sanity" / ("ignore-%s.txt" % ignore_file_version())).exists(), (
         "ansible-core changed: copy tests/sanity/ignore-*.txt to ignore-%s.txt" % ignore_file_version()
+    )
     seed_offline_pip_bootstrap()
     root = consumer / "collections/ansible_collections/platbench/lab"
     env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
@@ -166,9 +214,19 @@ def collections_used() -> dict[str, set[str]]:
     def note(fqcn, path):
         used.setdefault(".".join(fqcn.split(".")[:2]), set()).add(str(path.relative_to(REPO)))
 
-    yaml_files = [path for pattern in ("roles/*/tasks/*.yml", "roles/*/handlers/*.yml", "roles/*/defaults/*.yml",
-                                       "roles/*/vars/*.yml", "roles/*/meta/*.yml", "playbooks/*.yml", "site.yml")
-                  for path in REPO.glob(pattern)]
+    yaml_files = [
+        path
+        for pattern in (
+            "roles/*/tasks/*.yml",
+            "roles/*/handlers/*.yml",
+            "roles/*/defaults/*.yml",
+            "roles/*/vars/*.yml",
+            "roles/*/meta/*.yml",
+            "playbooks/*.yml",
+            "site.yml",
+        )
+        for path in REPO.glob(pattern)
+    ]
     for path in yaml_files:
         data = yaml.safe_load(path.read_text())
         plays = data if isinstance(data, list) else []
@@ -211,8 +269,10 @@ def test_galaxy_dependencies_are_exactly_the_collections_used():
 def test_pinned_collections_are_the_dependencies_at_the_versions_ansible_ships():
     import ansible_collections
 
-    pinned = {c["name"]: c["version"] for c in
-              yaml.safe_load((REPO / "collections/requirements.yml").read_text())["collections"]}
+    pinned = {
+        c["name"]: c["version"]
+        for c in yaml.safe_load((REPO / "collections/requirements.yml").read_text())["collections"]
+    }
     dependencies = GALAXY["dependencies"]
     assert set(pinned) == set(dependencies)
     for name, version in pinned.items():
