@@ -11,7 +11,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: lab test lint unit venv clean
+.PHONY: lab test lint sanity unit venv clean
 
 lab: $(VENV)/.installed
 	ansible-playbook site.yml
@@ -25,6 +25,10 @@ lint: $(VENV)/.installed
 	ansible-lint
 	ruff check .
 	ruff format --check .
+
+# ansible-test sanity on the built and installed collection (pip for its venvs: tests/sanity/get_pip.py).
+sanity: $(VENV)/.installed
+	pytest tests/unit/test_collection.py $(PYTEST_ARGS)
 
 unit: $(VENV)/.installed
 	pytest -m "not lab" $(PYTEST_ARGS)
