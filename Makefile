@@ -36,10 +36,13 @@ unit: $(VENV)/.installed
 venv: $(VENV)/.installed
 
 # python3-venv is all the controller needs from the distribution; the playbooks install the rest.
+# ansible-test creates its sanity venvs with it too. python3-apt lets the apt module run in
+# check mode (a real run would install it by itself; tests/unit/test_collection.py runs check mode).
 $(VENV)/.installed: requirements.txt requirements-workload.txt pyproject.toml
-	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
+	@{ $(PYTHON) -c 'import ensurepip, venv' && { ! command -v apt-get || /usr/bin/python3 -c 'import apt'; }; } \
+	  >/dev/null 2>&1 || { \
 	  command -v apt-get >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get update -q \
-	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv python3-pip; }
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv python3-pip python3-apt; }
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet -r requirements.txt
 	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
