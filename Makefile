@@ -11,7 +11,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: lab test lint unit venv clean
+.PHONY: lab test lint sanity unit venv clean
 
 lab: $(VENV)/.installed
 	ansible-playbook site.yml
@@ -23,6 +23,12 @@ test: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	ansible-lint
+	ruff check .
+	ruff format --check .
+
+# ansible-test sanity on the built and installed collection (pip for its venvs: tests/sanity/get_pip.py).
+sanity: $(VENV)/.installed
+	pytest tests/unit/test_collection.py $(PYTEST_ARGS)
 
 unit: $(VENV)/.installed
 	pytest -m "not lab" $(PYTEST_ARGS)
@@ -30,10 +36,13 @@ unit: $(VENV)/.installed
 venv: $(VENV)/.installed
 
 # python3-venv is all the controller needs from the distribution; the playbooks install the rest.
+# ansible-test creates its sanity venvs with it too. python3-apt lets the apt module run in
+# check mode (a real run would install it by itself; tests/unit/test_collection.py runs check mode).
 $(VENV)/.installed: requirements.txt requirements-workload.txt pyproject.toml
-	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
+	@{ $(PYTHON) -c 'import ensurepip, venv' && { ! command -v apt-get || /usr/bin/python3 -c 'import apt'; }; } \
+	  >/dev/null 2>&1 || { \
 	  command -v apt-get >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get update -q \
-	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv python3-pip; }
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv python3-pip python3-apt; }
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet -r requirements.txt
 	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .

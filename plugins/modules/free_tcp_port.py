@@ -16,7 +16,7 @@ description:
     so a forward never waits on a port it cannot have.
   - Only loopback addresses are accepted; platbench never forwards guests to other networks.
 version_added: "0.2.0"
-author: platbench developers
+author: platbench developers (@platbench)
 options:
   address:
     description: Loopback address the port is for.
@@ -28,8 +28,10 @@ options:
     default: 0
 attributes:
   check_mode:
+    description: Checks or chooses a port exactly as in a real run; it binds nothing that outlives the check.
     support: full
   diff_mode:
+    description: Nothing is changed, so there is no difference to show.
     support: none
 """
 

@@ -15,7 +15,7 @@ description:
   - Returns the facts under C(ansible_facts.platbench) so later roles can pin CPUs,
     gate GPU tasks and decide which platforms the host can run.
 version_added: "0.1.0"
-author: platbench developers
+author: platbench developers (@platbench)
 options:
   docker_socket:
     description: Path of the Docker engine API socket probed for a running engine.
@@ -27,8 +27,10 @@ options:
     default: /var/run/libvirt/libvirt-sock
 attributes:
   check_mode:
+    description: Reads the same facts as in a real run; the module never changes the host.
     support: full
   diff_mode:
+    description: Nothing is changed, so there is no difference to show.
     support: none
 """
 

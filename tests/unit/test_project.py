@@ -11,8 +11,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_workload_requirements_are_the_same_everywhere():
     """bm (workload_env), cn (workload_image) and the controller venv must get the same frameworks."""
-    pinned = [line.strip() for line in (REPO / "requirements-workload.txt").read_text().splitlines()
-              if line.strip() and not line.startswith("#")]
+    pinned = [
+        line.strip()
+        for line in (REPO / "requirements-workload.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     inventory = yaml.safe_load((REPO / "inventories/local/group_vars/all.yml").read_text())
     assert sorted(inventory["platbench_workload_requirements"]) == sorted(pinned)
     assert all("==" in spec for spec in pinned)
@@ -26,16 +29,3 @@ def test_every_role_validates_its_inputs_and_documents_itself():
         documented = set(specs["main"]["options"])
         assert set(defaults) <= documented, (role.name, set(defaults) - documented)
         assert (role / "README.md").read_text().startswith("# platbench.lab." + role.name)
-
-
-def test_collection_requirements_pin_what_the_playbooks_use():
-    pinned = {c["name"]: c["version"] for c in
-              yaml.safe_load((REPO / "collections/requirements.yml").read_text())["collections"]}
-    used = set()
-    for path in list(REPO.glob("roles/*/tasks/*.yml")) + list(REPO.glob("playbooks/*.yml")):
-        for word in path.read_text().split():
-            parts = word.rstrip(":").split(".")
-            if len(parts) == 3 and parts[0] in ("community", "ansible", "kubernetes", "openstack") \
-                    and parts[:2] != ["ansible", "builtin"]:
-                used.add(".".join(parts[:2]))
-    assert used and used <= set(pinned), used - set(pinned)
