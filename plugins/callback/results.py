@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: results
 type: aggregate
-author: platbench developers
+author: platbench developers (@platbench)
 version_added: "0.1.0"
 short_description: Record platbench experiment cells as samples
 description:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: experiment
-author: platbench developers
+author: platbench developers (@platbench)
 version_added: "0.1.0"
 short_description: Load, validate and expand a platbench experiment
 description:
