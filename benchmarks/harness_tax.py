@@ -12,17 +12,18 @@ called in-process), and prints both in images/sec and their ratio. Target: cnn_t
 """
 
 import argparse
+import importlib
 import os
 import statistics
 import sys
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Run as `python benchmarks/harness_tax.py`: the workloads package is found from the repo root.
 sys.path.insert(0, REPO_ROOT)
-
-from workloads.cnn_train import cli  # noqa: E402
-from workloads.cnn_train.settings import MODELS  # noqa: E402
-from workloads.common import set_thread_env  # noqa: E402
+cli = importlib.import_module("workloads.cnn_train.cli")
+MODELS = importlib.import_module("workloads.cnn_train.settings").MODELS
+set_thread_env = importlib.import_module("workloads.common").set_thread_env
 
 
 def parse_args(argv=None):
@@ -44,13 +45,12 @@ def parse_args(argv=None):
 
 def main(argv=None):
     bench = parse_args(argv)
-    cnn_args = cli.parse_args(
-        [
-            "--framework", "tensorflow", "--model", bench.model, "--image-size", str(bench.image_size),
-            "--batch-size", str(bench.batch_size), "--threads", str(bench.threads),
-            "--warmup-steps", str(bench.warmup_steps), "--steps", str(bench.steps),
-        ]
-    )  # fmt: skip
+    cnn_argv = {
+        "--framework": "tensorflow", "--model": bench.model, "--image-size": bench.image_size,
+        "--batch-size": bench.batch_size, "--threads": bench.threads,
+        "--warmup-steps": bench.warmup_steps, "--steps": bench.steps,
+    }
+    cnn_args = cli.parse_args([str(item) for pair in cnn_argv.items() for item in pair])
     set_thread_env(bench.threads)
     from workloads.cnn_train import tf_backend  # sets KERAS_BACKEND before keras loads
 

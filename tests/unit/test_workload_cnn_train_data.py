@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from workload_run import metric_values
+from workload_run import metric_values, records_of
 
 from workloads.common import RESULT_PREFIX
 
@@ -48,11 +48,7 @@ def generate(out, *args):
 def train(*args):
     """(process, the one record) of a tiny cnn_train run on one thread."""
     process = run_module("workloads.cnn_train", "--model", "tiny", "--image-size", 32, "--threads", 1, *args)
-    records = [
-        json.loads(line.removeprefix(RESULT_PREFIX))
-        for line in process.stdout.splitlines()
-        if line.startswith(RESULT_PREFIX)
-    ]
+    records = records_of(process.stdout)
     assert len(records) == 1, process.stdout + process.stderr
     assert records[0]["status"] == "ok", records[0]["error"] + process.stderr[-3000:]
     return process, records[0]
