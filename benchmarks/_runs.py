@@ -9,6 +9,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Scripts here run as `python benchmarks/NAME.py`: the workloads package is found from the repo root.
 sys.path.insert(0, REPO_ROOT)
 parse_result_lines = importlib.import_module("workloads.common.record").parse_result_lines
+importlib.import_module("platbench")  # puts the platbench.lab collection on the import path (noise.py reads it)
 
 
 def run_workload(argv, cpus=None, timeout=3600):

@@ -16,12 +16,12 @@ import time
 
 # The record format is the workloads' own (workloads/common/record.py): one definition of the
 # prefix, the schema and the parser, re-exported here for the controller side.
-from ansible_collections.platbench.lab.workloads.common.record import (
-    RESULT_PREFIX as RESULT_PREFIX,
-    SCHEMA_VERSION as SCHEMA_VERSION,
-    RecordError as RecordError,
-    parse_result_lines as parse_result_lines,
-)
+from ansible_collections.platbench.lab.workloads.common import record as _record
+
+RESULT_PREFIX = _record.RESULT_PREFIX
+SCHEMA_VERSION = _record.SCHEMA_VERSION
+RecordError = _record.RecordError
+parse_result_lines = _record.parse_result_lines
 
 FAILED_METRIC = "failed"
 TAIL_LINES = 40

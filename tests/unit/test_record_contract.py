@@ -8,9 +8,9 @@ import math
 import os
 
 import pytest
-
 from ansible_collections.platbench.lab.plugins.module_utils import records as controller
 from ansible_collections.platbench.lab.workloads.common import record as collection_record
+
 from workloads.common import record as producer
 
 NOISE_BEFORE = [
