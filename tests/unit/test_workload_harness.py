@@ -1,5 +1,6 @@
 """workloads.common.harness: one record per run, whatever happens to it."""
 
+import ast
 import math
 import signal
 import subprocess
@@ -127,3 +128,35 @@ def test_a_stop_signal_becomes_a_failed_record_naming_it(stop):
     assert (child.returncode, record["status"]) == (1, "failed")
     assert record["error"] == f"Terminated: stopped by signal {name}"
     assert f"told: Terminated: stopped by signal {name}" in stderr
+
+
+def _imports_and_calls(path):
+    """(modules a file imports, names it calls) from its syntax tree."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    imported, called = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            imported.add("." * node.level + (node.module or ""))
+            imported.update("." * node.level + (node.module + "." if node.module else "") + alias.name
+                            for alias in node.names)
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Call):
+            called.add(getattr(node.func, "id", getattr(node.func, "attr", None)))
+    return imported, called
+
+
+WORKLOAD_FILES = sorted((REPO_ROOT / "workloads").rglob("*.py"))
+
+
+def test_only_the_harness_prints_records():
+    printers = [path.relative_to(REPO_ROOT).as_posix() for path in WORKLOAD_FILES
+                if "emit_record" in _imports_and_calls(path)[1]]
+    assert printers == ["workloads/common/harness.py"]
+
+
+def test_nothing_in_cnn_train_imports_its_command_line_back():
+    importers = [path.relative_to(REPO_ROOT).as_posix() for path in WORKLOAD_FILES
+                 if any(name.split(".")[-1] == "cli" for name in _imports_and_calls(path)[0])]
+    assert importers == ["workloads/cnn_train/__main__.py", "workloads/dl_tools/__main__.py",
+                         "workloads/small_models/__main__.py"]

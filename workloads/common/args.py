@@ -19,7 +19,7 @@ def positive_int(text):
     except ValueError:
         value = 0
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer (1, 2, ...), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
 
 
@@ -29,7 +29,7 @@ def non_negative_int(text):
     except ValueError:
         value = -1
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer (0, 1, ...), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
     return value
 
 
@@ -39,7 +39,7 @@ def positive_float(text):
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
 
@@ -49,7 +49,7 @@ def non_negative_float(text):
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 
