@@ -3,7 +3,7 @@
 In one process, with the same model, batch, thread count and synthetic data, it times
 alternately (a) a minimal hand-written TensorFlow training loop (one tf.function step,
 called back to back, synchronised once at the end) and (b) cnn_train's own trainer and
-timed loop (workloads.cnn_train.tf_backend.Trainer driven by cli.run_steps, imported and
+timed loop (workloads.cnn_train.tf_backend.Trainer driven by training.run_steps, imported and
 called in-process), and prints both in images/sec and their ratio. Target: cnn_train
 >= 0.99 of the hand loop.
 
@@ -12,17 +12,19 @@ called in-process), and prints both in images/sec and their ratio. Target: cnn_t
 """
 
 import argparse
+import importlib
 import os
 import statistics
 import sys
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Run as `python benchmarks/harness_tax.py`: the workloads package is found from the repo root.
 sys.path.insert(0, REPO_ROOT)
-
-from workloads.cnn_train import cli  # noqa: E402
-from workloads.cnn_train.settings import MODELS  # noqa: E402
-from workloads.common import set_thread_env  # noqa: E402
+cli = importlib.import_module("workloads.cnn_train.cli")
+training = importlib.import_module("workloads.cnn_train.training")
+MODELS = importlib.import_module("workloads.cnn_train.settings").MODELS
+set_thread_env = importlib.import_module("workloads.common").set_thread_env
 
 
 def parse_args(argv=None):
@@ -44,13 +46,12 @@ def parse_args(argv=None):
 
 def main(argv=None):
     bench = parse_args(argv)
-    cnn_args = cli.parse_args(
-        [
-            "--framework", "tensorflow", "--model", bench.model, "--image-size", str(bench.image_size),
-            "--batch-size", str(bench.batch_size), "--threads", str(bench.threads),
-            "--warmup-steps", str(bench.warmup_steps), "--steps", str(bench.steps),
-        ]
-    )  # fmt: skip
+    cnn_argv = {
+        "--framework": "tensorflow", "--model": bench.model, "--image-size": bench.image_size,
+        "--batch-size": bench.batch_size, "--threads": bench.threads,
+        "--warmup-steps": bench.warmup_steps, "--steps": bench.steps,
+    }
+    cnn_args = cli.parse_args([str(item) for pair in cnn_argv.items() for item in pair])
     set_thread_env(bench.threads)
     from workloads.cnn_train import tf_backend  # sets KERAS_BACKEND before keras loads
 
@@ -89,7 +90,7 @@ def main(argv=None):
 
     def cnn_train_loop(steps):
         started = time.perf_counter()
-        run = cli.run_steps(trainer.next_batch, trainer.step, 0, steps)
+        run = training.run_steps(trainer.next_batch, trainer.step, 0, steps)
         wall = bench.batch_size * steps / (time.perf_counter() - started)
         recorded = bench.batch_size * len(run.step_times) / sum(run.step_times)  # the record's throughput
         return wall, recorded
@@ -119,7 +120,8 @@ def main(argv=None):
     print(f"(b) cnn_train, its own record : {median(recorded):9.1f} images/sec (median; sum of timed steps)")
     print(f"ratio b/a, medians            : {median(wall) / median(hand):.4f}")
     print(
-        f"ratio b/a, median of pairs    : {pair_ratio:.4f}  target >= 0.99: {'met' if pair_ratio >= 0.99 else 'NOT met'}"
+        f"ratio b/a, median of pairs    : {pair_ratio:.4f}  "
+        f"target >= 0.99: {'met' if pair_ratio >= 0.99 else 'NOT met'}"
     )
     return 0
 

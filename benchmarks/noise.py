@@ -15,9 +15,7 @@ import os
 import statistics
 import sys
 
-import platbench  # noqa: F401  (puts the platbench.lab collection on the import path)
-from _runs import REPO_ROOT, run_workload
-
+from _runs import REPO_ROOT, run_workload  # first: it puts the repository and its collection on the path
 from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv
 from ansible_collections.platbench.lab.plugins.module_utils.matrix import load_experiment
 
@@ -46,7 +44,8 @@ def main(argv=None):
         for name, variant in variants.items():
             values[name].append(run_workload(variant, cpus=cpus)["metrics"]["throughput"])
             print(f"repeat {repeat}, {name}: {values[name][-1]:.1f}", flush=True)
-    print(f"\n{args.experiment} bm/{args.scaleup}/pin/cpu on CPUs {','.join(map(str, cpus))}, {args.repeats} runs each:")
+    cpu_list = ",".join(map(str, cpus))
+    print(f"\n{args.experiment} bm/{args.scaleup}/pin/cpu on CPUs {cpu_list}, {args.repeats} runs each:")
     for name, runs in values.items():
         center, spread = statistics.fmean(runs), statistics.stdev(runs)
         print(f"  {name}: throughput {center:.1f} ± {spread:.1f} images/sec, CV {100 * spread / center:.2f}%")

@@ -71,8 +71,9 @@ def main(argv=None):
 
         batch = BATCH.get(model, 8)
         at_median_step = statistics.median(batch / entry["step_time_p50"] for entry in metrics)
-        mfu_at_median_step = statistics.median(batch / entry["step_time_p50"] * entry["model_flops"] / entry["peak_flops"]
-                                               for entry in metrics)
+        mfu_at_median_step = statistics.median(
+            batch / entry["step_time_p50"] * entry["model_flops"] / entry["peak_flops"] for entry in metrics
+        )
         print(f"{framework:10} {model:10} {batch:5d} {median('throughput'):11.2f} "
               f"{median('model_flops'):12.2f} {median('achieved_flops'):8.1f} {median('mfu'):6.3f} "
               f"{at_median_step:24.2f} {mfu_at_median_step:6.3f}")

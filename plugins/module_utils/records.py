@@ -14,84 +14,18 @@ import math
 import os
 import time
 
-RESULT_PREFIX = "PLATBENCH_RESULT "
-SCHEMA_VERSION = 1
-RECORD_STATUSES = ("ok", "failed")
+# The record format is the workloads' own (workloads/common/record.py): one definition of the
+# prefix, the schema and the parser, re-exported here for the controller side.
+from ansible_collections.platbench.lab.workloads.common import record as _record
+
+RESULT_PREFIX = _record.RESULT_PREFIX
+SCHEMA_VERSION = _record.SCHEMA_VERSION
+RecordError = _record.RecordError
+parse_result_lines = _record.parse_result_lines
+
 FAILED_METRIC = "failed"
 TAIL_LINES = 40
 TAIL_CHARS = 4000
-_QUOTE_CHARS = 200
-
-
-class RecordError(ValueError):
-    """A result line is missing, is not JSON, or does not follow the record schema."""
-
-
-def _quote(line):
-    line = line.strip()
-    return repr(line if len(line) <= _QUOTE_CHARS else line[:_QUOTE_CHARS] + "...")
-
-
-def _is_finite_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _schema_problems(record):
-    if not isinstance(record, dict):
-        return ["a JSON object"]
-    problems = []
-    if record.get("schema") != SCHEMA_VERSION:
-        problems.append(f'"schema": {SCHEMA_VERSION} (got {record.get("schema")!r})')
-    if not isinstance(record.get("workload"), str) or not record.get("workload"):
-        problems.append('"workload": a non-empty string')
-    if record.get("status") not in RECORD_STATUSES:
-        problems.append(f'"status": one of {", ".join(RECORD_STATUSES)} (got {record.get("status")!r})')
-    if not (record.get("error") is None or isinstance(record.get("error"), str)):
-        problems.append('"error": null or a string')
-    if not _is_finite_number(record.get("timestamp")):
-        problems.append('"timestamp": a finite number (seconds since the epoch)')
-    for key in ("labels", "metadata"):
-        if not isinstance(record.get(key), dict):
-            problems.append(f'"{key}": an object')
-    metrics = record.get("metrics")
-    if not isinstance(metrics, list):
-        problems.append('"metrics": a list of {"metric": str, "value": finite number, "unit": str}')
-        return problems
-    if not metrics and record.get("status") == "ok":
-        problems.append('"metrics": at least one metric when "status" is "ok"')
-    for index, metric in enumerate(metrics):
-        if not (isinstance(metric, dict)
-                and isinstance(metric.get("metric"), str) and metric.get("metric")
-                and _is_finite_number(metric.get("value"))
-                and isinstance(metric.get("unit"), str)):
-            problems.append(f'"metrics"[{index}]: {{"metric": str, "value": finite number, "unit": str}} '
-                            f"(got {json.dumps(metric, default=str)[:80]})")
-    return problems
-
-
-def parse_result_lines(text):
-    """Return the validated records of every ``PLATBENCH_RESULT`` line in ``text``.
-
-    Other lines (framework logs, warnings) are ignored. A line counts only when it starts
-    with the prefix once surrounding whitespace (``\\r`` included) is stripped.
-    """
-    records = []
-    for line in (text or "").splitlines():
-        line = line.strip()
-        if not line.startswith(RESULT_PREFIX):
-            continue
-        payload = line[len(RESULT_PREFIX):]
-        try:
-            record = json.loads(payload)
-        except ValueError as exc:
-            raise RecordError(f"result line {_quote(line)} is not valid JSON ({exc}); "
-                              f"expected {RESULT_PREFIX.strip()} followed by one JSON object") from None
-        problems = _schema_problems(record)
-        if problems:
-            raise RecordError(f"result line {_quote(line)} does not follow record schema "
-                              f"{SCHEMA_VERSION}; expected " + "; ".join(problems))
-        records.append(record)
-    return records
 
 
 def _merged(*layers):

@@ -9,7 +9,6 @@ import sys
 import pytest
 from workload_run import ENV, FIRST_CPU, FRAMEWORKS, REPO_ROOT, metric_values, only_record, run_module
 
-
 TINY_ARGS = "--model tiny --image-size 32 --batch-size 8 --warmup-steps 1 --threads 1".split()
 
 

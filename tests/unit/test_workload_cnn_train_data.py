@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from workload_run import metric_values
+from workload_run import metric_values, records_of
 
 from workloads.common import RESULT_PREFIX
 
@@ -48,11 +48,7 @@ def generate(out, *args):
 def train(*args):
     """(process, the one record) of a tiny cnn_train run on one thread."""
     process = run_module("workloads.cnn_train", "--model", "tiny", "--image-size", 32, "--threads", 1, *args)
-    records = [
-        json.loads(line.removeprefix(RESULT_PREFIX))
-        for line in process.stdout.splitlines()
-        if line.startswith(RESULT_PREFIX)
-    ]
+    records = records_of(process.stdout)
     assert len(records) == 1, process.stdout + process.stderr
     assert records[0]["status"] == "ok", records[0]["error"] + process.stderr[-3000:]
     return process, records[0]
@@ -152,10 +148,8 @@ def test_tensorflow_reads_the_jpeg_files_every_epoch_and_learns(jpeg_dataset):
 @needs_torch
 def test_torch_dataloader_reads_the_jpeg_files_every_epoch_and_learns(jpeg_dataset):
     out, _ = jpeg_dataset
-    _, record = train(
-        "--framework", "torch", "--data", "real", "--data-dir", out, "--data-workers", 2,
-        "--batch-size", 16, "--warmup-steps", 4, "--steps", 28,
-    )  # fmt: skip
+    real_data = ["--framework", "torch", "--data", "real", "--data-dir", out, "--data-workers", 2]
+    _, record = train(*real_data, *"--batch-size 16 --warmup-steps 4 --steps 28".split())
     assert record["metadata"]["input"]["data_workers"] == 2
     check_reads(record, out, 32, 16)
     check_learns(record)
@@ -170,10 +164,8 @@ def test_tensorflow_reads_tfrecord_shards(tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == [f"train-0000{i}-of-00003" for i in range(3)]
     # 1 + 11 batches of 8 = 2 epochs of the 48 records. The labels in the shards are 1..4: a
     # reader that forgot the offset would hand the loss an out-of-range class and fail.
-    _, record = train(
-        "--data", "real", "--data-dir", tmp_path, "--num-classes", CLASSES,
-        "--batch-size", 8, "--warmup-steps", 1, "--steps", 11,
-    )  # fmt: skip
+    real_data = ["--data", "real", "--data-dir", tmp_path, "--num-classes", CLASSES]
+    _, record = train(*real_data, *"--batch-size 8 --warmup-steps 1 --steps 11".split())
     info = record["metadata"]["input"]
     assert record["metadata"]["data_format"] == "tfrecord"
     assert (info["files_read"], info["shards"]) == (96, 3)

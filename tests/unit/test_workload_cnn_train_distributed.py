@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from workload_run import metric_values, records_of
 
-from workloads.cnn_train.distributed import AddressError, format_host_list, parse_host_list, partition, visible_gpus
+from workloads.cnn_train.cluster.addresses import AddressError, format_host_list, parse_host_list
+from workloads.cnn_train.devices import partition, visible_gpus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CPUS = sorted(os.sched_getaffinity(0))
@@ -23,6 +24,12 @@ TINY = ["--model", "tiny", "--image-size", "32", "--batch-size", "8", "--net-tim
 
 def command(*args):
     return [sys.executable, "-m", "workloads.cnn_train", *map(str, args)]
+
+
+def popen(*args):
+    return subprocess.Popen(
+        command(*args), cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
@@ -180,14 +187,11 @@ def check_cluster_record(record, launcher_pid, workers, batch_size, steps):
 @needs_tf
 @needs_two_cpus
 def test_distributed_launch_runs_a_ps_and_two_workers_on_loopback(jpeg_dataset):
-    process = subprocess.Popen(
-        command(
-            "--framework", "tensorflow", *TINY, "--warmup-steps", 2, "--steps", 4, "--data", "real",
-            "--data-dir", jpeg_dataset, "--mode", "distributed", "--launch-local", "--num-workers", 2,
-            "--launch-timeout", 240, "--threads", 2, "--labels-json", '{"experiment": "unit", "threads": 2}',
-        ),
-        cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    process = popen(
+        *"--framework tensorflow".split(), *TINY, *"--warmup-steps 2 --steps 4 --data real --data-dir".split(),
+        jpeg_dataset, *"--mode distributed --launch-local --num-workers 2 --launch-timeout 240 --threads 2".split(),
+        "--labels-json", '{"experiment": "unit", "threads": 2}',
+    )
     stdout, stderr = process.communicate(timeout=300)
     records = records_of(stdout)
     assert process.returncode == 0, stderr[-4000:]
@@ -292,9 +296,9 @@ def test_a_cluster_that_disagrees_fails_fast_with_a_record():
 def test_a_worker_without_its_ps_gives_up_after_the_net_timeout():
     started = time.monotonic()
     process, records = run(
-        "--framework", "torch", *TINY[:-2], "--net-timeout", 2, "--steps", 1, "--threads", 1, "--mode", "distributed",
+        *"--framework torch".split(), *TINY[:-2], *"--net-timeout 2 --steps 1 --threads 1 --mode distributed".split(),
         "--role", "chief", "--ps-hosts", f"127.0.0.1:{free_port()}", "--worker-hosts", f"127.0.0.1:{free_port()}",
-    )  # fmt: skip
+    )
     assert process.returncode == 1 and time.monotonic() - started < 60
     (record,) = records
     assert record["status"] == "failed"
@@ -320,10 +324,8 @@ def cmdline(pid):
 @needs_torch
 @needs_two_cpus
 def test_a_worker_dying_stops_the_whole_local_cluster_with_a_record():
-    launcher = subprocess.Popen(
-        command("--framework", "torch", *TINY, "--steps", 1_000_000, "--mode", "distributed", "--launch-local", "--threads", 2),
-        cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    launcher = popen("--framework", "torch", *TINY, *"--steps 1000000 --mode distributed --launch-local".split(),
+                     "--threads", 2)
     started = time.monotonic()
     victim = None
     for _ in range(300):  # the launcher starts its children within seconds

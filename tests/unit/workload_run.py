@@ -1,16 +1,15 @@
 """Running a workload as the hosts run it (`python -m workloads.NAME` in a subprocess), for the tests."""
 
 import importlib.util
-import json
 import os
 import subprocess
-import tempfile
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from workloads.common import RESULT_PREFIX
+from workloads.common.record import parse_result_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIRST_CPU = min(os.sched_getaffinity(0))
@@ -24,10 +23,8 @@ FRAMEWORKS = [
 
 
 def records_of(stdout):
-    """Every result record a workload printed."""
-    return [
-        json.loads(line.removeprefix(RESULT_PREFIX)) for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)
-    ]
+    """Every result record a workload printed, validated against the record schema."""
+    return parse_result_lines(stdout)
 
 
 def run_module(workload, *args, one_cpu=False, timeout=300):

@@ -1,17 +1,12 @@
-"""Command line, timed training loop and result record of cnn_train."""
+"""Command line of cnn_train: arguments, their checks, and which process this one is."""
 
 import argparse
-import importlib
 import importlib.util
-import math
 import os
-import signal
-import sys
 import time
-import traceback
-from typing import NamedTuple
 
 from ..common.args import (
+    add_check_args,
     add_run_arguments,
     check_extra_labels,
     non_negative_int,
@@ -19,17 +14,11 @@ from ..common.args import (
     positive_int,
     resolve_threads,
 )
-from ..common import (
-    emit_record,
-    format_cpuset,
-    metric,
-    metric_value,
-    probe_environment,
-    process_elapsed,
-    set_thread_env,
-    step_time_metrics,
-)
-from ..common.flops import training_flop_metrics
+from ..common.environment import format_cpuset, probe_environment
+from ..common.harness import run_workload
+from .cluster.addresses import AddressError, parse_host_list
+from .devices import visible_gpus
+from .labels import WORKLOAD, own_labels, record_labels
 from .settings import (
     DATA_FORMATS,
     DATA_SOURCES,
@@ -47,13 +36,10 @@ from .settings import (
     SGD_MOMENTUM,
 )
 
-WORKLOAD = "cnn_train"
 DEFAULT_NUM_CLASSES = 1000
 
 
 def _host_list(text):
-    from .distributed import AddressError, parse_host_list
-
     try:
         return parse_host_list(text)
     except AddressError as error:
@@ -85,6 +71,11 @@ def build_parser():
     add("--optimizer", choices=OPTIMIZERS, default="sgd", help=f"sgd: lr {SGD_LEARNING_RATE}, momentum {SGD_MOMENTUM}")
     add("--dtype", choices=DTYPES, default="float32")
     add_run_arguments(add)
+    add_check_args(
+        add,
+        "--threads and worker processes against the CPUs, --num-gpus against the GPUs, Pillow for --framework "
+        "torch --data real, and --data-dir's contents when the directory does not exist where the check runs",
+    )
 
     data = parser.add_argument_group("real data (--data real)")
     data.add_argument(
@@ -146,6 +137,8 @@ def _check_data(parser, args):
     from ..datasets.base import DatasetError
     from ..datasets.imagenet import scan
 
+    if args.check_args and args.data_dir and not os.path.exists(args.data_dir):
+        return  # the runner's directory, not the controller's: read where the job runs
     started = time.perf_counter()
     try:
         args.dataset = scan(args.data_dir, args.data_format)
@@ -157,7 +150,7 @@ def _check_data(parser, args):
             "--data-dir holds TFRecord shards, which only --framework tensorflow reads; "
             "the torch input pipeline reads the JPEG folder layout DIR/train/<class_name>/*.JPEG"
         )
-    if args.framework == "torch" and importlib.util.find_spec("PIL") is None:
+    if args.framework == "torch" and not args.check_args and importlib.util.find_spec("PIL") is None:
         parser.error("--framework torch --data real decodes JPEGs with Pillow, which is not installed")
     if args.dataset.format == "jpeg":
         classes = len(args.dataset.class_names)
@@ -171,8 +164,6 @@ def _check_data(parser, args):
 
 def _check_parallelism(parser, args, allowed_cpus):
     """Validates --mode and its cluster options; fills args.gpus and args.workers for launchers."""
-    from .distributed import visible_gpus
-
     cluster_options = {
         "--role": args.role,
         "--ps-hosts": args.ps_hosts,
@@ -182,7 +173,8 @@ def _check_parallelism(parser, args, allowed_cpus):
         "--num-workers": args.num_workers,
         "--cpu-workers": args.cpu_workers,
     }
-    gpus = visible_gpus()
+    # --check-args runs on the controller: assume the runner has exactly the GPUs asked for.
+    gpus = [str(index) for index in range(args.num_gpus or 0)] if args.check_args else visible_gpus()
     args.gpus_seen = bool(gpus)
     if args.num_gpus is not None and args.num_gpus > len(gpus):
         parser.error(f"--num-gpus {args.num_gpus}: only {len(gpus)} GPU(s) visible here")
@@ -211,7 +203,8 @@ def _check_parallelism(parser, args, allowed_cpus):
         args.gpus = gpus[: len(gpus) if args.num_gpus is None else args.num_gpus]
         if args.gpus and args.cpu_workers is not None:
             parser.error(
-                f"--cpu-workers is for hosts without GPUs ({len(gpus)} visible); add --num-gpus 0 to train on CPU workers"
+                f"--cpu-workers is for hosts without GPUs ({len(gpus)} visible); "
+                "add --num-gpus 0 to train on CPU workers"
             )
         args.workers = len(args.gpus) or args.cpu_workers or DEFAULT_CPU_WORKERS
         what = f"{args.workers} CPU worker processes"
@@ -228,11 +221,12 @@ def _check_parallelism(parser, args, allowed_cpus):
         if args.gpus and len(args.gpus) < args.workers:
             parser.error(f"--num-workers {args.workers} needs a GPU each: {len(args.gpus)} GPU(s) to use here")
         what = f"--num-workers {args.workers} (worker processes)"
-    if not args.gpus and args.workers > len(allowed_cpus):
+    # allowed_cpus is None with --check-args: the runner's CPUs are not known here.
+    if allowed_cpus is not None and not args.gpus and args.workers > len(allowed_cpus):
         parser.error(
             f"{what} need a CPU each: this process may use {len(allowed_cpus)} CPU(s) ({format_cpuset(allowed_cpus)})"
         )
-    if args.threads < args.workers:
+    if args.threads is not None and args.threads < args.workers:
         parser.error(f"--threads {args.threads} is fewer than the {args.workers} worker processes to share them")
 
 
@@ -277,37 +271,8 @@ def parse_args(argv=None):
         _check_data(parser, args)
     if args.num_classes is None:
         args.num_classes = DEFAULT_NUM_CLASSES
-    own_labels = _own_labels(args, always_mode=True)
-    check_extra_labels(parser, args.labels_json, own_labels)
+    check_extra_labels(parser, args.labels_json, own_labels(args, always_mode=True))
     return args
-
-
-def _own_labels(args, always_mode=False):
-    labels = {
-        "workload": WORKLOAD,
-        "framework": args.framework,
-        "model": args.model,
-        "batch_size": args.batch_size,
-        "image_size": args.image_size,
-        "data": args.data,
-        "dtype": args.dtype,
-        "threads": args.threads,
-        "warmup_steps": args.warmup_steps,
-        "steps": args.steps,
-    }
-    # `mode` joins the labels when it is not the default, so single-process records keep their
-    # label set; --labels-json may still carry "mode": "single" (checked against the real mode).
-    if always_mode or args.mode != "single":
-        labels["mode"] = args.mode
-    if args.mode != "single":
-        labels["num_workers"] = args.workers
-    if args.role is not None:
-        labels.update(role=args.role, task_index=args.task_index)
-    return labels
-
-
-def record_labels(args):
-    return {**args.labels_json, **_own_labels(args)}
 
 
 def base_metadata(args):
@@ -326,129 +291,16 @@ def base_metadata(args):
     return metadata
 
 
-class StepRun(NamedTuple):
-    startup: float  # seconds from launch to the first training step
-    losses: list  # every step's loss, warmup included
-    step_times: list  # seconds per timed step: waiting for its batch + training on it
-    data_waits: list  # seconds per timed step spent waiting for its batch
-    first_batch: float  # seconds the very first batch took to arrive once asked for
-
-
-def run_steps(next_batch, step, warmup_steps, steps):
-    """Runs warmup then timed steps.
-
-    next_batch() hands over the next input batch; step(batch) trains on it and must return
-    its loss only once it has finished. A timed step is both: waiting for data is part of
-    the step (an input pipeline slower than the model lowers throughput, as it would in
-    production), and `data_waits` says how much of it was waiting.
-    """
-    startup = process_elapsed()
-    losses, step_times, data_waits = [], [], []
-    first_batch = 0.0
-    clock = time.perf_counter
-    for index in range(warmup_steps + steps):
-        started = clock()
-        batch = next_batch()
-        fetched = clock()
-        loss = step(batch)
-        finished = clock()
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"loss is {loss} at step {index}")
-        losses.append(loss)
-        if index == 0:
-            first_batch = fetched - started
-        if index >= warmup_steps:
-            step_times.append(finished - started)
-            data_waits.append(fetched - started)
-    return StepRun(startup, losses, step_times, data_waits, first_batch)
-
-
-def step_metrics(run, batch_size, data_setup):
-    """Every metric of one training process but `elapsed` (taken last, at exit)."""
-    return [
-        metric("throughput", batch_size * len(run.step_times) / sum(run.step_times), "images/sec"),
-        metric("startup", run.startup, "s"),
-        *step_time_metrics(run.step_times),
-        metric("data_load", sum(run.data_waits), "s"),
-        # Data setup (directory scan, pipeline construction) plus the wait for the first batch.
-        metric("data_first_batch", data_setup + run.first_batch, "s"),
-        metric("loss_first", run.losses[0], "loss"),
-        metric("loss_last", run.losses[-1], "loss"),
-    ]
-
-
-def _hide_unused_gpus(args):
-    """Before any framework import: in single mode CUDA_VISIBLE_DEVICES names exactly the GPU used.
-
-    Cluster members get theirs from the launcher (or from whoever started them).
-    """
-    if args.mode == "single" and args.gpus_seen:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(args.gpus)
-
-
-def train(args, labels, metadata):
-    """One training process: single mode, or a worker/chief of a parameter-server cluster."""
-    client = None
-    try:
-        _hide_unused_gpus(args)
-        set_thread_env(args.threads)
-        backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
-        if args.role is None:
-            trainer = backend.build_trainer(args)
-            step = trainer.step
-        else:
-            from .distributed import PsClient
-
-            trainer = backend.build_trainer(args, shard_index=args.task_index, shard_count=args.workers)
-            client = PsClient(args, trainer)
-            step = client.step
-        run = run_steps(trainer.next_batch, step, args.warmup_steps, args.steps)
-        if client is not None:
-            client.finish()
-            metadata["ps_client"] = client.metadata()
-        metadata.update(
-            trainer.metadata(),
-            step_times=[round(t, 6) for t in run.step_times],
-            data_waits=[round(t, 6) for t in run.data_waits],
-            losses=[round(loss, 6) for loss in run.losses],
-            data_scan_seconds=round(args.data_scan_seconds, 6),
-        )
-        metrics = step_metrics(run, args.batch_size, args.data_scan_seconds + trainer.data_setup)
-        # `elapsed` covers launch to the end of training; measuring the peak comes after it.
-        metrics.append(metric("elapsed", process_elapsed(), "s"))
-        metrics += training_flop_metrics(metric_value(metrics, "throughput"),
-                                         lambda: (trainer.forward_flops(), trainer.device),
-                                         args.peak_gflops, args.framework, args.dtype, args.threads, metadata)
-        emit_record(WORKLOAD, labels, metrics, metadata)
-        return 0
-    except Exception as error:  # noqa: BLE001 - a failed run must still leave its record
-        traceback.print_exc(file=sys.stderr)
-        if client is not None:
-            client.abort(f"{type(error).__name__}: {error}")
-        emit_record(WORKLOAD, labels, [], metadata, status="failed", error=f"{type(error).__name__}: {error}")
-        return 1
-
-
-class Terminated(Exception):
-    """SIGTERM arrived (a launcher or an orchestrator stopping the run): recorded as a failure."""
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated(f"stopped by signal {signal.Signals(signum).name}")
-
-
 def main(argv=None):
     args = parse_args(argv)
-    # A run stopped from outside still leaves its (failed) record, and tells its PS peers.
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    if args.check_args:
+        return 0
     labels = record_labels(args)
     metadata = base_metadata(args)
     if args.mode != "single" and args.role is None:
-        from .distributed import launch_local
-
-        return launch_local(args, labels, metadata)
-    if args.role == "ps":
-        from .distributed import serve_ps
-
-        return serve_ps(args, labels, metadata)
-    return train(args, labels, metadata)
+        from .cluster.launcher import launch_local as body
+    elif args.role == "ps":
+        from .cluster.server import serve_ps as body
+    else:
+        from .training import train as body
+    return run_workload(WORKLOAD, labels, metadata, lambda run: body(args, run))

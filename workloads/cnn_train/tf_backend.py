@@ -1,21 +1,22 @@
 """TensorFlow/Keras 3 training step. Import only after `set_thread_env`."""
 
+import importlib
 import os
 import time
 
-# Keras 3 must pick TensorFlow; both variables are read at import time.
+import numpy as np
+
+from ..common.flops import keras_forward_flops
+from ..common.onednn import tensorflow_onednn
+from .data import synthetic_batch
+from .settings import SGD_LEARNING_RATE, SGD_MOMENTUM
+
+# Keras 3 picks its backend when it is imported: TensorFlow first, then keras and the models built on it.
 os.environ["KERAS_BACKEND"] = "tensorflow"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from ..common.flops import keras_forward_flops  # noqa: E402
-from ..common.onednn import tensorflow_onednn  # noqa: E402
-from .data import synthetic_batch  # noqa: E402
-from .models_tf import build_model  # noqa: E402
-from .settings import SGD_LEARNING_RATE, SGD_MOMENTUM  # noqa: E402
+keras = importlib.import_module("keras")
+tf = importlib.import_module("tensorflow")
+build_model = importlib.import_module(".models_tf", __package__).build_model
 
 
 def _as_model_input(images):

@@ -1,4 +1,9 @@
-"""Argument types and checks shared by the workloads' command lines (stdlib only)."""
+"""Argument types and checks shared by the workloads' command lines (stdlib only).
+
+Every workload and dataset generator takes ``--check-args``: the controller runs
+``python -m workloads.<name> --check-args ARGS...`` at plan time to validate a cell's parameters
+with the workload's own parser, without training and without importing a framework.
+"""
 
 import argparse
 import json
@@ -62,6 +67,18 @@ def json_object(text):
     return value
 
 
+def add_check_args(add, not_checked=None):
+    """--check-args; ``not_checked`` names the checks left out because they depend on the host that runs the job."""
+    add(
+        "--check-args",
+        action="store_true",
+        help="only check the other arguments, with every check of this program that does not depend on the "
+        "host it runs on, then exit: 0 and no output when they are valid, 2 and the reason on stderr when not. "
+        "Runs nothing (no training, no file written) and imports no deep-learning framework."
+        + (f" Not checked here: {not_checked}" if not_checked else ""),
+    )
+
+
 def add_run_arguments(add):
     """--threads, --seed, --labels-json and --peak-gflops, which every workload takes; ``add`` is add_argument."""
     add("--threads", type=positive_int, help="compute threads (default: every CPU this process may use)")
@@ -76,7 +93,12 @@ def add_run_arguments(add):
 
 
 def resolve_threads(parser, args):
-    """Default --threads to the CPUs this process may use, and refuse more; returns those CPUs."""
+    """Default --threads to the CPUs this process may use, and refuse more; returns those CPUs.
+
+    With --check-args the CPUs are the runner's, not known here: --threads stays as given (None
+    when absent) and None is returned."""
+    if args.check_args:
+        return None
     allowed_cpus = os.sched_getaffinity(0)
     if args.threads is None:
         args.threads = len(allowed_cpus)
@@ -90,6 +112,8 @@ def resolve_threads(parser, args):
 
 def check_extra_labels(parser, extra, own_labels):
     """--labels-json may add labels, never contradict the run's own."""
+    if own_labels.get("threads", 0) is None:
+        own_labels = {key: value for key, value in own_labels.items() if key != "threads"}  # --check-args
     clashes = sorted(key for key, value in extra.items() if own_labels.get(key, value) != value)
     if clashes:
         parser.error(f"--labels-json must not contradict the run's own labels: {', '.join(clashes)}")

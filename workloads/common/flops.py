@@ -84,7 +84,8 @@ def torch_forward_flops(model, example):
         if isinstance(sequence, torch.nn.utils.rnn.PackedSequence):
             steps_times_batch = int(sequence.data.shape[0])
         else:
-            steps_times_batch = int(sequence.shape[0] * sequence.shape[1]) if sequence.dim() == 3 else int(sequence.shape[0])
+            steps = sequence.shape[1] if sequence.dim() == 3 else 1
+            steps_times_batch = int(sequence.shape[0] * steps)
         gates = _RNN_GATES[type(module).__name__] * module.hidden_size
         directions = 2 if module.bidirectional else 1
         features = module.input_size

@@ -103,8 +103,9 @@ def gemm_peak(measure, framework, framework_version, dtype, device, threads, env
     cache = _load(path)
     entry = cache.get(key)
     if isinstance(entry, dict) and isinstance(entry.get("flops"), (int, float)) and entry["flops"] > 0:
-        return float(entry["flops"]), {"peak_source": "cache", "peak_gemm": entry.get("kind"),
-                                       "peak_gemm_size": entry.get("size"), "peak_measured_at": entry.get("measured_at")}
+        provenance = {"peak_source": "cache", "peak_gemm": entry.get("kind"), "peak_gemm_size": entry.get("size"),
+                      "peak_measured_at": entry.get("measured_at")}
+        return float(entry["flops"]), provenance
     flops, size, kind = measure()
     cache[key] = {"flops": float(flops), "size": size, "kind": kind, "measured_at": time.time(), **parts}
     cached = _store(path, cache)

@@ -6,7 +6,7 @@ Stdlib only, so that a workload can check a data directory before it imports num
 import argparse
 import os
 
-from ..common.args import positive_int
+from ..common.args import add_check_args, positive_int
 
 
 class DatasetError(Exception):
@@ -32,6 +32,7 @@ def generator_parser(module, description, count_flag, count_default, count_help)
     parser.add_argument("--out", required=True, help="directory to write into (created when missing)")
     parser.add_argument(count_flag, type=positive_int, default=count_default, help=count_help)
     parser.add_argument("--seed", type=int, default=0)
+    add_check_args(parser.add_argument)
     return parser
 
 

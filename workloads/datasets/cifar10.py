@@ -106,6 +106,8 @@ def generate(out_dir, count, seed=0):
 def main(argv=None):
     parser = generator_parser("cifar10", __doc__.split("\n")[0], "--images", 1000, "training images to write")
     args = parser.parse_args(argv)
+    if args.check_args:
+        return 0
     for path in generate(args.out, args.images, args.seed):
         print(path)
     return 0

@@ -306,14 +306,18 @@ def _write_tfrecord_split(directory, prefix, examples, count, shards):
     return total_bytes
 
 
+def check_sizes(images, classes):
+    if images < classes:
+        raise DatasetError(f"--images ({images}) must be at least --classes ({classes}): every class needs an image")
+
+
 def generate(out, images, classes, image_size, data_format="jpeg", val_images=0, shards=2, seed=0):
     """Writes the stand-in dataset; returns a summary dict."""
     import numpy as np
 
     if data_format not in FORMATS:
         raise ValueError(f"data_format must be jpeg or tfrecord, got {data_format!r}")
-    if images < classes:
-        raise DatasetError(f"--images ({images}) must be at least --classes ({classes}): every class needs an image")
+    check_sizes(images, classes)
     if os.path.isdir(out) and os.listdir(out):
         raise DatasetError(f"{out} is not empty; write the dataset into a new or empty directory")
     os.makedirs(out, exist_ok=True)
@@ -364,6 +368,9 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
+        if args.check_args:
+            check_sizes(args.images, args.classes)
+            return 0
         summary = generate(
             args.out, args.images, args.classes, args.image_size, args.format, args.val_images, args.shards, args.seed
         )

@@ -153,6 +153,8 @@ def main(argv=None):
         "imdb", __doc__.split("\n")[0], "--reviews", 1000, "reviews to write, half of them negative"
     )
     args = parser.parse_args(argv)
+    if args.check_args:
+        return 0
     print(generate(args.out, args.reviews, args.seed))
     return 0
 

@@ -146,6 +146,8 @@ def main(argv=None):
     parser = generator_parser("mnist", __doc__.split("\n")[0], "--images", 1024, "training images to write")
     parser.add_argument("--gzip", action="store_true", help="write .gz files, as MNIST is published")
     args = parser.parse_args(argv)
+    if args.check_args:
+        return 0
     for path in generate(args.out, args.images, args.seed, args.gzip):
         print(path)
     return 0

@@ -108,6 +108,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.vocab < 4:
         parser.error(f"--vocab must be at least 4, got {args.vocab}")
+    if args.check_args:
+        return 0
     for path in generate(args.out, args.words, args.vocab, args.seed):
         print(path)
     return 0

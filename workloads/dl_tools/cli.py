@@ -9,22 +9,15 @@ import argparse
 import importlib
 import math
 import os
-import sys
 import time
-import traceback
 from typing import NamedTuple
 
-from ..common.args import add_run_arguments, check_extra_labels, positive_int, resolve_threads
-from ..common.flops import training_flop_metrics
-from ..common import (
-    emit_record,
-    metric,
-    metric_value,
-    probe_environment,
-    process_elapsed,
-    set_thread_env,
-    step_time_metrics,
-)
+from ..common.args import add_check_args, add_run_arguments, check_extra_labels, positive_int, resolve_threads
+from ..common.clock import process_elapsed
+from ..common.environment import probe_environment, set_thread_env
+from ..common.harness import FlopCount, Outcome, run_workload
+from ..common.record import metric
+from ..common.stats import step_time_metrics
 from .settings import FRAMEWORK_BACKENDS, NETS
 
 WORKLOAD = "dl_tools"
@@ -45,6 +38,7 @@ def build_parser():
     add("--max-batches-per-epoch", type=positive_int, help="cap on the batches of each epoch, for scaled-down runs")
     add("--data-dir", required=True, help="folder holding the net's dataset (MNIST idx, CIFAR-10 binary, PTB text)")
     add_run_arguments(add)
+    add_check_args(add, "--threads against the CPUs, and --data-dir, which is read where the job runs")
     return parser
 
 
@@ -121,6 +115,8 @@ def _metrics(run, batch_size, unit, data_load):
 def main(argv=None):
     parser = build_parser()
     args = parse_args(argv, parser)
+    if args.check_args:
+        return 0
     spec = NETS[args.net]
     labels = {**args.labels_json, **_own_labels(args)}
     metadata = {
@@ -136,39 +132,34 @@ def main(argv=None):
         "seed": args.seed,
     }
     set_thread_env(args.threads)
+    return run_workload(WORKLOAD, labels, metadata, lambda run: _train(parser, args, spec, run))
+
+
+def _train(parser, args, spec, run):
+    """The harness body: load the net's data, train, return the metrics and how to count FLOPs."""
     from ..datasets.base import DatasetError  # stdlib only
 
-    try:
-        # numpy (and so the data) only after the thread variables: its BLAS reads them when it loads.
-        from .data import epoch_orders, load
+    # numpy (and so the data) only after the thread variables: its BLAS reads them when it loads.
+    from .data import epoch_orders, load
 
-        started = time.perf_counter()
-        try:
-            data = load(args.net, args.data_dir, args.batch_size)
-        except DatasetError as error:
-            parser.error(f"--data-dir: {error}")
-        data_load = time.perf_counter() - started
-        batches_per_epoch = min(data.samples // args.batch_size, args.max_batches_per_epoch or math.inf)
-        metadata.update(dataset=data.info, batches_per_epoch=batches_per_epoch)
-        backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
-        step, backend_metadata, costs = backend.build_trainer(args, spec, data.num_outputs)
-        orders = epoch_orders(data.samples, args.seed)
-        run = run_epochs(step, data, args.batch_size, args.epochs, batches_per_epoch, orders)
-        metadata.update(
-            backend_metadata(),
-            batch_times=[[round(t, 6) for t in epoch] for epoch in run.batch_times],
-            epoch_times=[round(sum(epoch), 6) for epoch in run.batch_times],
-            epoch_loss_mean=[sum(epoch) / len(epoch) for epoch in run.losses],
-        )
-        metrics = _metrics(run, args.batch_size, spec.sample_unit, data_load) + [
-            metric("elapsed", process_elapsed(), "s")
-        ]
-        # After `elapsed`: the peak's GEMM is not part of the job. FLOPs are counted on one real sample.
-        metrics += training_flop_metrics(metric_value(metrics, "throughput"), lambda: costs(data.batch([0])[0]),
-                                         args.peak_gflops, args.framework, "float32", args.threads, metadata)
-        emit_record(WORKLOAD, labels, metrics, metadata)
-        return 0
-    except Exception as error:  # noqa: BLE001 - a failed run must still leave its record
-        traceback.print_exc(file=sys.stderr)
-        emit_record(WORKLOAD, labels, [], metadata, status="failed", error=f"{type(error).__name__}: {error}")
-        return 1
+    started = time.perf_counter()
+    try:
+        data = load(args.net, args.data_dir, args.batch_size)
+    except DatasetError as error:
+        parser.error(f"--data-dir: {error}")
+    data_load = time.perf_counter() - started
+    batches_per_epoch = min(data.samples // args.batch_size, args.max_batches_per_epoch or math.inf)
+    run.metadata.update(dataset=data.info, batches_per_epoch=batches_per_epoch)
+    backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
+    step, backend_metadata, costs = backend.build_trainer(args, spec, data.num_outputs)
+    orders = epoch_orders(data.samples, args.seed)
+    epochs = run_epochs(step, data, args.batch_size, args.epochs, batches_per_epoch, orders)
+    run.metadata.update(
+        backend_metadata(),
+        batch_times=[[round(t, 6) for t in epoch] for epoch in epochs.batch_times],
+        epoch_times=[round(sum(epoch), 6) for epoch in epochs.batch_times],
+        epoch_loss_mean=[sum(epoch) / len(epoch) for epoch in epochs.losses],
+    )
+    # FLOPs are counted on one real sample.
+    flops = FlopCount(lambda: costs(data.batch([0])[0]), args.peak_gflops, args.framework, "float32", args.threads)
+    return Outcome(_metrics(epochs, args.batch_size, spec.sample_unit, data_load), flops)

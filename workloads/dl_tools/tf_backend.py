@@ -1,17 +1,18 @@
 """TensorFlow/Keras 3 training step, compiled once with tf.function. Import only after `set_thread_env`."""
 
+import importlib
 import os
 
-# Keras 3 must pick TensorFlow; both variables are read at import time.
+from ..common.flops import keras_forward_flops
+from ..common.onednn import tensorflow_onednn
+
+# Keras 3 picks its backend when it is imported: TensorFlow first, then keras and the models built on it.
 os.environ["KERAS_BACKEND"] = "tensorflow"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from ..common.flops import keras_forward_flops  # noqa: E402
-from ..common.onednn import tensorflow_onednn  # noqa: E402
-from .models_tf import build_model, trainable_parameters  # noqa: E402
+keras = importlib.import_module("keras")
+tf = importlib.import_module("tensorflow")
+_models = importlib.import_module(".models_tf", __package__)
+build_model, trainable_parameters = _models.build_model, _models.trainable_parameters
 
 
 def build_trainer(args, spec, num_outputs):

@@ -7,27 +7,21 @@ choosing the fastest batch size; on a GPU it adds a profile (memsets, copies, ke
 import argparse
 import importlib
 import os
-import sys
 import time
-import traceback
 
 from ..common.args import (
+    add_check_args,
     add_run_arguments,
     check_extra_labels,
     non_negative_int,
     positive_int,
     resolve_threads,
 )
-from ..common import (
-    emit_record,
-    metric,
-    metric_value,
-    probe_environment,
-    process_elapsed,
-    set_thread_env,
-    step_time_metrics,
-)
-from ..common.flops import torch_forward_flops, training_flop_metrics
+from ..common.environment import probe_environment, set_thread_env
+from ..common.flops import torch_forward_flops
+from ..common.harness import FlopCount, Outcome, run_workload
+from ..common.record import metric
+from ..common.stats import step_time_metrics
 from .settings import DEFAULT_BATCH_SIZE, DEVICES, NETS, PROFILE_BATCHES, PROFILE_TOP_KERNELS, SEARCH_BATCHES
 
 WORKLOAD = "small_models"
@@ -80,6 +74,10 @@ def build_parser():
         help=f"extra batches profiled after the timed epochs, CUDA only; 0: none (default {PROFILE_BATCHES})",
     )
     add_run_arguments(add)
+    add_check_args(
+        add,
+        "--threads against the CPUs, --device cuda against the GPUs, and --data-dir, which is read where the job runs",
+    )
     return parser
 
 
@@ -133,78 +131,73 @@ def _metrics(run, samples, unit, data_load, search_time):
     ]
 
 
-def _process_metrics(train):
-    """Taken last: the whole process from launch to exit, as `time` would report it."""
-    elapsed = process_elapsed()
-    user, system = train.cpu_times()
-    return [metric("elapsed", elapsed, "s"), metric("user_time", user, "s"), metric("system_time", system, "s")]
-
-
 def main(argv=None):
     parser = build_parser()
     args = parse_args(argv, parser)
-    spec = NETS[args.net]
+    if args.check_args:
+        return 0
     labels = {**args.labels_json, **_own_labels(args)}
     metadata = {**probe_environment(), "data_dir": os.path.abspath(args.data_dir), "seed": args.seed}
     set_thread_env(args.threads)
+    return run_workload(WORKLOAD, labels, metadata, lambda run: _train(parser, args, run))
+
+
+def _train(parser, args, run):
+    """The harness body: resolve the device, load the data, search the batch size, train one job."""
     from ..datasets.base import DatasetError  # stdlib only
 
+    spec = NETS[args.net]
+    # torch and numpy only after the thread variables: their math libraries read them when they load.
+    train = importlib.import_module(".train", __package__)
+    from .data import load
+
+    train.setup(args.threads, args.seed)
     try:
-        # torch and numpy only after the thread variables: their math libraries read them when they load.
-        train = importlib.import_module(".train", __package__)
-        from .data import load
+        device = train.resolve_device(args.device)
+    except train.DeviceUnavailable as error:
+        parser.error(f"--device {args.device}: {error}; use --device cpu or auto")
+    run.labels.update(device=device.type)
+    started = time.perf_counter()
+    try:
+        data = load(spec.dataset, args.data_dir, args.samples)
+    except DatasetError as error:
+        parser.error(f"--data-dir: {error}")
+    data_load = time.perf_counter() - started
+    run.metadata["dataset"] = data.info
 
-        train.setup(args.threads, args.seed)
-        try:
-            device = train.resolve_device(args.device)
-        except train.DeviceUnavailable as error:
-            parser.error(f"--device {args.device}: {error}; use --device cpu or auto")
-        labels.update(device=device.type)
+    def make_job(batch_size):
+        return train.Job(args.net, data, device, batch_size, args.seed)
+
+    search_time = None
+    if args.batch_size_search:
         started = time.perf_counter()
-        try:
-            data = load(spec.dataset, args.data_dir, args.samples)
-        except DatasetError as error:
-            parser.error(f"--data-dir: {error}")
-        data_load = time.perf_counter() - started
-        metadata["dataset"] = data.info
-
-        def make_job(batch_size):
-            return train.Job(args.net, data, device, batch_size, args.seed)
-
-        search_time = None
-        if args.batch_size_search:
-            started = time.perf_counter()
-            args.batch_size, trials = train.search_batch_size(make_job, args.batch_size_search, args.search_batches)
-            search_time = time.perf_counter() - started
-            labels.update(batch_size=args.batch_size)
-            metadata["batch_size_search"] = {
-                "candidates": args.batch_size_search,
-                "trials": trials,
-                "chosen": args.batch_size,
-            }
-        job = make_job(args.batch_size)
-        run = train.run_epochs(job, args.epochs)
-        metadata.update(
-            framework_version=train.torch.__version__,
-            model_params=job.parameters(),
-            optimizer=type(job.optimizer).__name__,
-            batches_per_epoch=len(job.loader),
-            epoch_times=run.epoch_times,
-            batch_times=[round(t, 6) for t in run.batch_times],
-            **_profile(train, job, device, args.profile_batches),
-        )
-        metrics = _metrics(run, data.samples, spec.sample_unit, data_load, search_time) + _process_metrics(train)
-        # After `elapsed`: the peak's GEMM is not part of the job. FLOPs are counted on one real sample.
-        metrics += training_flop_metrics(
-            metric_value(metrics, "throughput"),
-            lambda: (torch_forward_flops(job.model, data.inputs[:1].to(device)), str(device)),
-            args.peak_gflops, "torch", "float32", args.threads, metadata)
-        emit_record(WORKLOAD, labels, metrics, metadata)
-        return 0
-    except Exception as error:  # noqa: BLE001 - a failed run must still leave its record
-        traceback.print_exc(file=sys.stderr)
-        emit_record(WORKLOAD, labels, [], metadata, status="failed", error=f"{type(error).__name__}: {error}")
-        return 1
+        args.batch_size, trials = train.search_batch_size(make_job, args.batch_size_search, args.search_batches)
+        search_time = time.perf_counter() - started
+        run.labels.update(batch_size=args.batch_size)
+        run.metadata["batch_size_search"] = {
+            "candidates": args.batch_size_search,
+            "trials": trials,
+            "chosen": args.batch_size,
+        }
+    job = make_job(args.batch_size)
+    epochs = train.run_epochs(job, args.epochs)
+    run.metadata.update(
+        framework_version=train.torch.__version__,
+        model_params=job.parameters(),
+        optimizer=type(job.optimizer).__name__,
+        batches_per_epoch=len(job.loader),
+        epoch_times=epochs.epoch_times,
+        batch_times=[round(t, 6) for t in epochs.batch_times],
+        **_profile(train, job, device, args.profile_batches),
+    )
+    # The process's CPU times as `time` reports them, taken last; the harness adds `elapsed` right after.
+    user, system = train.cpu_times()
+    metrics = _metrics(epochs, data.samples, spec.sample_unit, data_load, search_time)
+    metrics += [metric("user_time", user, "s"), metric("system_time", system, "s")]
+    # FLOPs are counted on one real sample.
+    flops = FlopCount(lambda: (torch_forward_flops(job.model, data.inputs[:1].to(device)), str(device)),
+                      args.peak_gflops, "torch", "float32", args.threads)
+    return Outcome(metrics, flops)
 
 
 def _profile(train, job, device, batches):

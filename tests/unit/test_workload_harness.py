@@ -1,0 +1,162 @@
+"""workloads.common.harness: one record per run, whatever happens to it."""
+
+import ast
+import math
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from workload_run import ENV, REPO_ROOT, metric_values, records_of
+
+from workloads.common.harness import FlopCount, Outcome, WorkloadFailed, run_workload
+from workloads.common.record import metric
+
+
+@pytest.fixture(autouse=True)
+def restore_signal_handlers():
+    """run_workload installs its own SIGTERM/SIGINT handlers; pytest's come back after each test."""
+    saved = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for number, handler in saved.items():
+        signal.signal(number, handler)
+
+
+def run(capsys, body, labels=None, metadata=None):
+    """(exit code, the one record, stderr) of run_workload(body)."""
+    code = run_workload("demo", {"model": "tiny"} if labels is None else labels, metadata or {}, body)
+    out, err = capsys.readouterr()
+    (record,) = records_of(out)
+    return code, record, err
+
+
+def test_an_ok_run_gets_elapsed_after_its_own_metrics(capsys):
+    code, record, _ = run(capsys, lambda run: Outcome([metric("throughput", 10.0, "images/sec")]))
+    assert (code, record["status"], record["error"]) == (0, "ok", None)
+    assert [entry["metric"] for entry in record["metrics"]] == ["throughput", "elapsed"]
+    assert record["metrics"][1]["value"] > 0
+
+
+def test_flop_metrics_come_after_elapsed_and_use_the_throughput(capsys):
+    def body(run):
+        return Outcome([metric("throughput", 10.0, "images/sec")], FlopCount(lambda: (2e9, "cpu"), 100.0, "torch",
+                                                                             "float32", 1))
+
+    code, record, _ = run(capsys, body)
+    names = [entry["metric"] for entry in record["metrics"]]
+    assert code == 0 and names == ["throughput", "elapsed", "model_flops", "achieved_flops", "peak_flops", "mfu"]
+    values = metric_values(record)
+    # 3 passes of 2 GFLOP per sample at 10 samples/s, against 100 GFLOP/s.
+    assert (values["model_flops"], values["achieved_flops"], values["peak_flops"]) == (6.0, 60.0, 100.0)
+    assert math.isclose(values["mfu"], 0.6)
+    assert record["metadata"]["peak_source"] == "--peak-gflops"
+
+
+def test_an_exception_becomes_the_failed_record_and_tells_the_hooks(capsys):
+    told = []
+
+    def body(run):
+        run.labels["device"] = "cpu"
+        run.metadata["stage"] = "training"
+        run.on_failure(told.append)
+        raise MemoryError("too big")
+
+    code, record, stderr = run(capsys, body)
+    assert (code, record["status"], record["metrics"]) == (1, "failed", [])
+    assert record["error"] == "MemoryError: too big" and told == ["MemoryError: too big"]
+    assert record["labels"] == {"model": "tiny", "device": "cpu"} and record["metadata"] == {"stage": "training"}
+    assert "Traceback" in stderr and stderr.rstrip().endswith("MemoryError: too big")
+
+
+def test_workload_failed_is_the_error_as_it_is(capsys):
+    def body(run):
+        raise WorkloadFailed("worker1 (exit -9): no output")
+
+    code, record, stderr = run(capsys, body)
+    assert (code, record["error"]) == (1, "worker1 (exit -9): no output")
+    assert "Traceback" not in stderr
+
+
+def test_a_metric_emit_record_refuses_leaves_a_failed_record_instead(capsys):
+    code, record, _ = run(capsys, lambda run: Outcome([metric("throughput", math.nan, "images/sec")]))
+    assert (code, record["status"]) == (1, "failed")
+    assert record["error"] == "ValueError: metric 'throughput' is not finite: nan"
+
+
+def test_unprintable_metadata_and_a_failing_hook_still_leave_the_record(capsys):
+    def body(run):
+        run.metadata["bad"] = math.inf
+        run.on_failure(lambda error: 1 / 0)
+        raise RuntimeError("boom")
+
+    code, record, stderr = run(capsys, body)
+    assert (code, record["error"]) == (1, "RuntimeError: boom")
+    assert record["metadata"] == {"record_error": "ValueError: Out of range float values are not JSON compliant"}
+    assert "clean-up after the failure failed too: ZeroDivisionError" in stderr
+
+
+def test_a_usage_error_inside_the_body_is_not_a_run(capsys):
+    def body(run):
+        raise SystemExit(2)  # what parser.error does
+
+    with pytest.raises(SystemExit):
+        run_workload("demo", {}, {}, body)
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_becomes_a_failed_record_naming_it(stop):
+    program = textwrap.dedent("""
+        import sys, time
+        from workloads.common.harness import run_workload
+
+        def body(run):
+            run.on_failure(lambda error: print("told:", error, file=sys.stderr))
+            print("ready", file=sys.stderr, flush=True)
+            time.sleep(60)
+
+        sys.exit(run_workload("demo", {"model": "tiny"}, {}, body))
+    """)
+    child = subprocess.Popen([sys.executable, "-c", program], cwd=REPO_ROOT, env=ENV, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stderr.readline() == "ready\n"
+    child.send_signal(stop)
+    stdout, stderr = child.communicate(timeout=60)
+    (record,) = records_of(stdout)
+    name = signal.Signals(stop).name
+    assert (child.returncode, record["status"]) == (1, "failed")
+    assert record["error"] == f"Terminated: stopped by signal {name}"
+    assert f"told: Terminated: stopped by signal {name}" in stderr
+
+
+def _imports_and_calls(path):
+    """(modules a file imports, names it calls) from its syntax tree."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    imported, called = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            imported.add("." * node.level + (node.module or ""))
+            imported.update("." * node.level + (node.module + "." if node.module else "") + alias.name
+                            for alias in node.names)
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Call):
+            called.add(getattr(node.func, "id", getattr(node.func, "attr", None)))
+    return imported, called
+
+
+WORKLOAD_FILES = sorted((REPO_ROOT / "workloads").rglob("*.py"))
+
+
+def test_only_the_harness_prints_records():
+    printers = [path.relative_to(REPO_ROOT).as_posix() for path in WORKLOAD_FILES
+                if "emit_record" in _imports_and_calls(path)[1]]
+    assert printers == ["workloads/common/harness.py"]
+
+
+def test_nothing_in_cnn_train_imports_its_command_line_back():
+    importers = [path.relative_to(REPO_ROOT).as_posix() for path in WORKLOAD_FILES
+                 if any(name.split(".")[-1] == "cli" for name in _imports_and_calls(path)[0])]
+    assert importers == ["workloads/cnn_train/__main__.py", "workloads/dl_tools/__main__.py",
+                         "workloads/small_models/__main__.py"]

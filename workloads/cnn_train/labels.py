@@ -1,0 +1,31 @@
+"""The labels of a cnn_train record: what was run, as the process's own arguments say."""
+
+WORKLOAD = "cnn_train"
+
+
+def own_labels(args, always_mode=False):
+    labels = {
+        "workload": WORKLOAD,
+        "framework": args.framework,
+        "model": args.model,
+        "batch_size": args.batch_size,
+        "image_size": args.image_size,
+        "data": args.data,
+        "dtype": args.dtype,
+        "threads": args.threads,
+        "warmup_steps": args.warmup_steps,
+        "steps": args.steps,
+    }
+    # `mode` joins the labels when it is not the default, so single-process records keep their
+    # label set; --labels-json may still carry "mode": "single" (checked against the real mode).
+    if always_mode or args.mode != "single":
+        labels["mode"] = args.mode
+    if args.mode != "single":
+        labels["num_workers"] = args.workers
+    if args.role is not None:
+        labels.update(role=args.role, task_index=args.task_index)
+    return labels
+
+
+def record_labels(args):
+    return {**args.labels_json, **own_labels(args)}

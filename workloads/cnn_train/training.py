@@ -1,0 +1,107 @@
+"""One cnn_train training process: the timed loop and its metrics, single or as a cluster's worker."""
+
+import importlib
+import math
+import os
+import time
+from typing import NamedTuple
+
+from ..common.clock import process_elapsed
+from ..common.environment import set_thread_env
+from ..common.harness import FlopCount, Outcome
+from ..common.record import metric
+from ..common.stats import step_time_metrics
+from .settings import FRAMEWORK_BACKENDS
+
+
+class StepRun(NamedTuple):
+    startup: float  # seconds from launch to the first training step
+    losses: list  # every step's loss, warmup included
+    step_times: list  # seconds per timed step: waiting for its batch + training on it
+    data_waits: list  # seconds per timed step spent waiting for its batch
+    first_batch: float  # seconds the very first batch took to arrive once asked for
+
+
+def run_steps(next_batch, step, warmup_steps, steps):
+    """Runs warmup then timed steps.
+
+    next_batch() hands over the next input batch; step(batch) trains on it and must return
+    its loss only once it has finished. A timed step is both: waiting for data is part of
+    the step (an input pipeline slower than the model lowers throughput, as it would in
+    production), and `data_waits` says how much of it was waiting.
+    """
+    startup = process_elapsed()
+    losses, step_times, data_waits = [], [], []
+    first_batch = 0.0
+    clock = time.perf_counter
+    for index in range(warmup_steps + steps):
+        started = clock()
+        batch = next_batch()
+        fetched = clock()
+        loss = step(batch)
+        finished = clock()
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"loss is {loss} at step {index}")
+        losses.append(loss)
+        if index == 0:
+            first_batch = fetched - started
+        if index >= warmup_steps:
+            step_times.append(finished - started)
+            data_waits.append(fetched - started)
+    return StepRun(startup, losses, step_times, data_waits, first_batch)
+
+
+def step_metrics(run, batch_size, data_setup):
+    """Every metric of one training process but `elapsed` (taken last, at exit)."""
+    return [
+        metric("throughput", batch_size * len(run.step_times) / sum(run.step_times), "images/sec"),
+        metric("startup", run.startup, "s"),
+        *step_time_metrics(run.step_times),
+        metric("data_load", sum(run.data_waits), "s"),
+        # Data setup (directory scan, pipeline construction) plus the wait for the first batch.
+        metric("data_first_batch", data_setup + run.first_batch, "s"),
+        metric("loss_first", run.losses[0], "loss"),
+        metric("loss_last", run.losses[-1], "loss"),
+    ]
+
+
+def _hide_unused_gpus(args):
+    """Before any framework import: in single mode CUDA_VISIBLE_DEVICES names exactly the GPU used.
+
+    Cluster members get theirs from the launcher (or from whoever started them).
+    """
+    if args.mode == "single" and args.gpus_seen:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(args.gpus)
+
+
+def train(args, run):
+    """The harness body of a training process: single mode, or a worker/chief of a parameter-server cluster."""
+    _hide_unused_gpus(args)
+    set_thread_env(args.threads)
+    backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
+    client = None
+    if args.role is None:
+        trainer = backend.build_trainer(args)
+        step = trainer.step
+    else:
+        from .cluster.client import PsClient
+
+        trainer = backend.build_trainer(args, shard_index=args.task_index, shard_count=args.workers)
+        client = PsClient(args, trainer)
+        run.on_failure(client.abort)
+        step = client.step
+    steps = run_steps(trainer.next_batch, step, args.warmup_steps, args.steps)
+    if client is not None:
+        client.finish()
+        run.metadata["ps_client"] = client.metadata()
+    run.metadata.update(
+        trainer.metadata(),
+        step_times=[round(t, 6) for t in steps.step_times],
+        data_waits=[round(t, 6) for t in steps.data_waits],
+        losses=[round(loss, 6) for loss in steps.losses],
+        data_scan_seconds=round(args.data_scan_seconds, 6),
+    )
+    metrics = step_metrics(steps, args.batch_size, args.data_scan_seconds + trainer.data_setup)
+    flops = FlopCount(lambda: (trainer.forward_flops(), trainer.device), args.peak_gflops, args.framework,
+                      args.dtype, args.threads)
+    return Outcome(metrics, flops)

@@ -1,0 +1,144 @@
+"""The run-and-record wrapper every workload uses: one record per run, whatever happens.
+
+A workload parses its arguments, builds its labels and metadata, then hands its own logic to
+``run_workload``::
+
+    def body(run):
+        ...train...
+        run.on_failure(client.abort)          # optional: told why, if the run fails later
+        return Outcome(metrics, flops=FlopCount(count, args.peak_gflops, "torch", "float32", threads))
+
+    return run_workload("my_workload", labels, metadata, body)   # the process's exit code
+
+The harness owns what every workload needs and none should re-implement:
+- SIGTERM and SIGINT become a failed record naming the signal (a launcher or an orchestrator
+  stopping the run still leaves a record);
+- ``elapsed``: seconds from the process's launch to the end of ``body``, appended after the
+  body's own metrics;
+- the FLOP metrics (common/flops.py), counted after ``elapsed``: the peak's GEMM is not part of
+  the job;
+- any exception becomes a failed record whose error is the traceback's last line
+  (``TypeName: message``), the traceback itself going to stderr; ``WorkloadFailed`` carries a
+  ready-made error (no traceback);
+- exactly one ``PLATBENCH_RESULT`` line; the exit code is 0 for an ok record, 1 for a failed one.
+A usage error found by the body (``parser.error``, a SystemExit) is not a run: no record, exit 2.
+
+Stdlib only: frameworks are imported by the body.
+"""
+
+import signal
+import sys
+import traceback
+from typing import Callable, NamedTuple, Optional
+
+from .clock import process_elapsed
+from .flops import training_flop_metrics
+from .record import emit_record, metric, metric_value
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Terminated(Exception):
+    """A stop signal arrived: the run is recorded as failed, with the signal's name."""
+
+
+class WorkloadFailed(Exception):
+    """The body's own verdict that the run failed; its message is the record's error as it is."""
+
+
+class FlopCount(NamedTuple):
+    """How to count the FLOP metrics of a finished training run (see flops.training_flop_metrics)."""
+
+    count: Callable  # () -> (forward FLOPs of one sample, the device it trained on)
+    peak_gflops: Optional[float]  # the --peak-gflops argument
+    framework: str
+    dtype: str
+    threads: int
+
+
+class Outcome(NamedTuple):
+    """What a body returns: its metrics (``elapsed`` excluded) and, for training, how to count FLOPs."""
+
+    metrics: list
+    flops: Optional[FlopCount] = None
+
+
+class WorkloadRun:
+    """What a body may use: the record's labels and metadata (update them in place) and on_failure."""
+
+    def __init__(self, workload, labels, metadata):
+        self.workload, self.labels, self.metadata = workload, labels, metadata
+        self.failure_hooks = []
+
+    def on_failure(self, hook):
+        """``hook(error)`` runs if the run fails after this call, e.g. to tell peers why or stop children."""
+        self.failure_hooks.append(hook)
+
+
+def attempt(call, *args):
+    """(call's result, None), or (None, the exception it raised)."""
+    try:
+        return call(*args), None
+    except Exception as error:  # noqa: BLE001 - the one broad except of the workloads: every run leaves its record
+        return None, error
+
+
+def _raise_terminated(signum, _frame):
+    _ignore_stop_signals()  # one signal is enough to stop; a second must not interrupt the failed record
+    raise Terminated(f"stopped by signal {signal.Signals(signum).name}")
+
+
+def error_line(error):
+    """The last line of the exception's traceback: ``TypeName: message``."""
+    return f"{type(error).__name__}: {error}"
+
+
+def _run_body(run, body):
+    """The body's metrics, then `elapsed`, then the FLOP metrics; signals are ignored from then on."""
+    outcome = body(run)
+    metrics = list(outcome.metrics)
+    metrics.append(metric("elapsed", process_elapsed(), "s"))
+    if outcome.flops is not None:
+        count = outcome.flops
+        metrics += training_flop_metrics(metric_value(metrics, "throughput"), count.count, count.peak_gflops,
+                                         count.framework, count.dtype, count.threads, run.metadata)
+    _ignore_stop_signals()  # still inside the attempt: a signal up to here becomes a failed record
+    return metrics
+
+
+def _ignore_stop_signals():
+    """From the first byte of the record on, a late signal must not cut it or add a second one."""
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, signal.SIG_IGN)
+
+
+def _emit_failed(run, message):
+    _, unprintable = attempt(emit_record, run.workload, run.labels, [], run.metadata, "failed", message)
+    if unprintable is not None:
+        # Metadata that is not JSON (NaN, objects) must not cost the run its record.
+        metadata = {"record_error": error_line(unprintable)}
+        emit_record(run.workload, run.labels, [], metadata, status="failed", error=message)
+
+
+def run_workload(workload, labels, metadata, body):
+    """Runs ``body(run)`` (a WorkloadRun; returns an Outcome) and prints its one record; returns the exit code."""
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, _raise_terminated)
+    run = WorkloadRun(workload, labels, metadata)
+    metrics, error = attempt(_run_body, run, body)
+    if error is None:
+        _, error = attempt(emit_record, workload, labels, metrics, metadata)  # refuses NaN: then a failed record
+        if error is None:
+            return 0
+    _ignore_stop_signals()
+    if isinstance(error, WorkloadFailed):
+        message = str(error)
+    else:
+        traceback.print_exception(error, file=sys.stderr)
+        message = error_line(error)
+    for hook in reversed(run.failure_hooks):
+        _, hook_error = attempt(hook, message)
+        if hook_error is not None:
+            print(f"clean-up after the failure failed too: {error_line(hook_error)}", file=sys.stderr)
+    _emit_failed(run, message)
+    return 1
