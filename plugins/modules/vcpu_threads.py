@@ -14,7 +14,7 @@ description:
   - Finds the QEMU process of a running libvirt domain from the pid file libvirt writes, and reads, for each of
     its vCPU threads (named C(CPU N/KVM) or C(CPU N/TCG) by QEMU), what runs it and the host CPUs it may run on
     (C(Cpus_allowed_list) in C(/proc/PID/task/TID/status)).
-  - This is the host's own view of vCPU pinning (C(<vcpupin>)) and of the accelerator; it changes nothing.
+  - "This is the host's own view of vCPU pinning (C(<vcpupin>)) and of the accelerator. It changes nothing."
 version_added: "0.4.0"
 author: platbench developers
 options:
@@ -62,7 +62,8 @@ vcpu_thread_kind:
   returned: success
   type: str
 vcpu_affinity:
-  description: vCPU number to the host CPUs its thread may run on, for example C({"0": "2", "1": "3"}).
+  description: vCPU number to the host CPUs its thread may run on.
+  sample: {"0": "2", "1": "3"}
   returned: success
   type: dict
 """
