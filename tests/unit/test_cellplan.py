@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.platbench.lab.plugins.filter.platbench import cell_plan as cell_plan_filter
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
@@ -14,6 +18,7 @@ from ansible_collections.platbench.lab.plugins.module_utils.cellplan import (
     instance_name,
 )
 
+REPO = Path(__file__).resolve().parents[2]
 ONE_NODE = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
 # Two nodes, CPUs interleaved between them as many two-socket servers number them.
 TWO_NODES = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": [0, 2, 4, 6], "1": [1, 3, 5, 7]},
@@ -158,3 +163,20 @@ def test_the_filter_names_itself_in_its_errors():
     with pytest.raises(AnsibleFilterError, match="cell_plan: cell .* scale-up 16"):
         cell_plan_filter(make_cell("bm", scaleup=16), ONE_NODE, OPTIONS)
     assert cell_plan_filter(make_cell("bm"), ONE_NODE, {"campaign": "c1"}, host="h")["host"] == "h"
+
+
+SPECS = yaml.safe_load((REPO / "roles/platform_run/meta/argument_specs.yml").read_text())["argument_specs"]
+
+
+@pytest.mark.parametrize("processor", ["cpu", "gpu"])
+@pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
+@pytest.mark.parametrize("platform", BUILT)
+def test_the_plan_is_exactly_what_its_entry_point_declares(platform, cpu_config, processor):
+    """The contract: every plan passes the argument specs of its placement entry point, key for key."""
+    plan = cell_plan(make_cell(platform, cpu_config=cpu_config, processor=processor), GPU_HOST,
+                     {**OPTIONS, "dataset": {"generator": "mnist"}})
+    spec = SPECS[plan["placement"]]["options"]
+    declared = spec["platform_run_cell_plan"]["options"]
+    assert set(plan) == set(declared)
+    result = ArgumentSpecValidator(spec).validate({"platform_run_cell_plan": plan})
+    assert result.error_messages == []
