@@ -34,9 +34,13 @@ options:
     description: The workload image reference, named in the reason when it is not built.
     type: str
     default: platbench/workload:latest
-  image_id:
-    description: The workload image's id in the host's Docker engine; empty when it is not built or no engine runs.
-    type: str
+  images:
+    description:
+      - What C(community.docker.docker_image_info) found for O(image) in the host's engine (its C(images)); empty
+        when the image is not built or no engine runs.
+    type: list
+    elements: dict
+    default: []
   guest_image:
     description: The guest image description written by platbench.lab.guest_image (vm, vmcn).
     type: path
@@ -63,7 +67,7 @@ EXAMPLES = r"""
 - name: Work out which platforms are ready
   platbench.lab.platform_status:
     facts: "{{ ansible_facts.platbench }}"
-    image_id: "{{ (image_info.images | default([{}]) | first).Id | default(omit) }}"
+    images: "{{ image_info.images | default([]) }}"
     platforms: "{{ platbench_platforms }}"
     platforms_source: platbench_platforms (inventory group_vars)
   register: status
@@ -92,6 +96,10 @@ emulated:
   returned: always
   type: list
   elements: str
+image_id:
+  description: The workload image's id in the host's engine, or null.
+  returned: always
+  type: str
 guest_image:
   description: The guest image description, or an empty dict when there is none.
   returned: always
@@ -130,7 +138,7 @@ def main():
             "facts": {"type": "dict", "required": True},
             "prefix": {"type": "path", "default": "/opt/platbench"},
             "image": {"type": "str", "default": "platbench/workload:latest"},
-            "image_id": {"type": "str"},
+            "images": {"type": "list", "elements": "dict", "default": []},
             "guest_image": {"type": "path", "default": "/var/lib/platbench/guest/current.json"},
             "platforms": {"type": "list", "elements": "str", "default": []},
             "platforms_source": {"type": "str", "default": "platforms"},
@@ -142,10 +150,11 @@ def main():
     except platforms.UnknownPlatform as exc:
         module.fail_json(msg=f"{exc}. Fix the list and run again.")
     guest, warning = read_guest_image(params["guest_image"])
+    image_id = next((image.get("Id") for image in params["images"] if image.get("Id")), None)
     status = platform_status(params["facts"], params["prefix"],
                              os.path.exists(os.path.join(params["prefix"], "venv", "bin", "python")),
-                             params["image"], params["image_id"], params["guest_image"], guest)
-    module.exit_json(changed=False, platforms=status, guest_image=guest,
+                             params["image"], image_id, params["guest_image"], guest)
+    module.exit_json(changed=False, platforms=status, guest_image=guest, image_id=image_id,
                      ready=[label for label in platforms.LABELS if status[label]["ready"]],
                      emulated=[label for label in platforms.LABELS if status[label].get("emulated")],
                      summary=summary(status, wanted), warnings=[warning] if warning else [])

@@ -78,10 +78,10 @@ def test_the_module_reads_the_venv_and_guest_image_itself(tmp_path, capsys):
     (tmp_path / "venv" / "bin" / "python").write_text("")
     guest = tmp_path / "current.json"
     guest.write_text(json.dumps(GUEST))
-    result = run_module(capsys, {"facts": KVM_HOST, "prefix": str(tmp_path), "image_id": IMAGE,
+    result = run_module(capsys, {"facts": KVM_HOST, "prefix": str(tmp_path), "images": [{"Id": IMAGE}],
                                  "guest_image": str(guest), "platforms": ["bm", "vmcn", "sg"]})
     assert result["ready"] == ["bm", "cn", "vm", "vmcn"] and result["emulated"] == []
-    assert result["guest_image"] == GUEST and not result["changed"]
+    assert result["guest_image"] == GUEST and result["image_id"] == IMAGE and not result["changed"]
     assert result["summary"][0] == "bm: ready" and result["summary"][2].startswith("sg: skipped: not built")
 
 
