@@ -101,13 +101,14 @@ def choose_cpus(allowed, count, reserved=(), numa_nodes=None):
     when no node is big enough) the highest-numbered CPUs go first, so CPU 0, which takes most
     interrupts and housekeeping, goes last. Returned in ascending order.
     """
-    available = _cpu_numbers(allowed, "the host's allowed CPUs") - _cpu_numbers(reserved, "reserved CPUs")
+    reserved = _cpu_numbers(reserved, "reserved CPUs")
+    available = _cpu_numbers(allowed, "the host's allowed CPUs") - reserved
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise CellPlanError(f"the scale-up must be a positive integer, got {count!r}")
     if count > len(available):
         raise CellPlanError(
             f"scale-up {count} needs {count} CPUs but only {len(available)} are free "
-            f"({sorted(available)}; {len(_cpu_numbers(reserved, 'reserved CPUs'))} reserved by platbench_reserved_cpus)")
+            f"({sorted(available)}; {len(reserved)} reserved by platbench_reserved_cpus)")
     nodes = {str(name): _cpu_numbers(cpus, f"NUMA node {name}") & available
              for name, cpus in (numa_nodes or {}).items()}
     fitting = [(max(cpus), name) for name, cpus in nodes.items() if len(cpus) >= count]
@@ -176,7 +177,8 @@ def cell_plan(cell, facts, options=None):
     except platforms.UnknownPlatform as exc:
         raise CellPlanError(str(exc)) from None
     if not platform.placement:
-        raise CellPlanError(f"cell {cell['id']}: platform {platform.label} is {platforms.not_built_reason(platform.label)}")
+        raise CellPlanError(f"cell {cell['id']}: platform {platform.label} is "
+                            f"{platforms.not_built_reason(platform.label)}")
     threads = labels["scaleup"]
     pinned = labels["cpu_config"] == "pin"
     wants_gpu = labels["processor"] == "gpu"

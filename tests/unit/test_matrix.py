@@ -166,6 +166,7 @@ def test_unknown_platform_names_the_allowed_ones(experiments):
     ({"params": {"model": []}}, "params.model: a list must hold one or more scalars"),
     ({"params": {"model": None}}, "params.model: must be a scalar"),
     ({"params": {"platform": "x"}}, "params: key 'platform' is reserved"),
+    ({"params": {"host": "x"}}, "params: key 'host' is reserved"),
     ({"params": {"Batch-Size": 1}}, "params: key 'Batch-Size' must be lower_snake_case"),
     ({"workload": "cnn-train"}, "workload: 'cnn-train' must be a lower_snake_case module name"),
     ({"name": "other"}, "name: 'other' must match the file name 'smoke'"),

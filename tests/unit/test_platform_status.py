@@ -37,7 +37,8 @@ def test_every_registry_platform_is_reported_and_unbuilt_ones_say_so():
 
 
 @pytest.mark.parametrize("change, platform, reason", [
-    ({"venv": False}, "bm", "no workload environment at /opt/platbench/venv: run site.yml (role platbench.lab.workload_env)"),
+    ({"venv": False}, "bm",
+     "no workload environment at /opt/platbench/venv: run site.yml (role platbench.lab.workload_env)"),
     ({"facts": {**KVM_HOST, "docker_engine": False}}, "cn", "no Docker engine answers on this host"),
     ({"image_id": None}, "cn", "image platbench/workload:latest is not built: run site.yml"),
     ({"facts": {**KVM_HOST, "libvirt_daemon": False}}, "vm", "libvirtd does not answer"),
