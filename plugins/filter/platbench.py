@@ -15,6 +15,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import platforms as 
 from ansible_collections.platbench.lab.plugins.module_utils.cellplan import (
     CellPlanError,
     cell_plan as _cell_plan,
+    choose_cpus,
     dataset_dir as _dataset_dir,
     workload_argv as _workload_argv,
 )
@@ -59,7 +60,8 @@ def _cpu_number(value, what):
 
 
 def cpuset_for(topology_cpus, count, reserved=None):
-    """``count`` CPUs of ``topology_cpus`` not in ``reserved``, highest-numbered first.
+    """``count`` CPUs of ``topology_cpus`` not in ``reserved``, highest-numbered first
+    (the cell plan's choice, without NUMA nodes).
 
     CPU 0 takes most interrupts and housekeeping, so it is handed out last.
     Returned in ascending order, ready for ``join(',')``.
@@ -75,7 +77,7 @@ def cpuset_for(topology_cpus, count, reserved=None):
         raise AnsibleFilterError(
             f"cpuset_for: asked for {count} CPUs but only {len(allowed)} are available "
             f"({len(cpus)} on the host, {len(cpus & excluded)} reserved: {sorted(cpus & excluded)})")
-    return sorted(allowed[:count])
+    return choose_cpus(allowed, count)[0]
 
 
 def workload_argv(params, workload):
