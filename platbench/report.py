@@ -13,14 +13,18 @@ from pathlib import Path
 import pandas as pd
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.module_utils.matrix import KNOWN_PLATFORMS
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.module_utils.records import FAILED_METRIC, read_samples
 
-BASELINE = "bm"
+# The platform every other one is normalized to, and the row order: both from the registry.
+BASELINE = platforms.BASELINE
 DEFAULT_METRICS = ("throughput", "elapsed")
 SCENARIO_LABELS = ["platform", "scaleup", "cpu_config", "processor"]
 # Labels that identify a run rather than what was run: never a row of their own.
 RUN_LABELS = {"scenario", "cell", "repeat", "campaign"}
+# The inventory host that measured a cell: a row of its own (and its own baseline) once a
+# campaign holds samples of more than one host.
+HOST = "host"
 NOT_AVAILABLE = "n/a"
 # metadata.accelerator of the vm and vmcn samples: "kvm" or "tcg" (QEMU's software emulator).
 ACCELERATOR = "accelerator"
@@ -108,7 +112,7 @@ def varying_labels(frame):
 
     A label that only follows the scenario (threads = scale-up) adds nothing and is left out.
     """
-    fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR}
+    fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR, HOST}
     scenarios = [column for column in SCENARIO_LABELS if column in frame.columns]
     varying = []
     for column in frame.columns:
@@ -133,7 +137,14 @@ def choose_metrics(frame, requested=None):
 
 
 def _platform_rank(platform):
-    return KNOWN_PLATFORMS.index(platform) if platform in KNOWN_PLATFORMS else len(KNOWN_PLATFORMS)
+    return platforms.rank(platform)
+
+
+def host_keys(frame):
+    """[host] when the campaign holds samples of several runner hosts, else []."""
+    if HOST not in frame.columns:
+        return []
+    return [HOST] if frame[HOST].dropna().astype(str).nunique() > 1 else []
 
 
 def is_emulated(row):
@@ -151,7 +162,7 @@ def summarize(frame, metrics, include_emulated=False):
         if column not in frame.columns:
             frame = frame.assign(**{column: None})
     accelerated = [ACCELERATOR] if frame[ACCELERATOR].notna().any() else []
-    keys = SCENARIO_LABELS[:1] + accelerated + SCENARIO_LABELS[1:] + varying_labels(frame)
+    keys = SCENARIO_LABELS[:1] + accelerated + SCENARIO_LABELS[1:] + host_keys(frame) + varying_labels(frame)
     units = {metric: frame.loc[frame["metric"] == metric, "unit"].dropna().iloc[0] for metric in metrics}
 
     rows, values_of = [], {}

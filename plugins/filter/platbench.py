@@ -11,13 +11,25 @@ import os
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.platbench.lab.plugins.module_utils.records import done_cells as _done_cells
+from ansible_collections.platbench.lab.plugins.module_utils import platforms as _registry
+from ansible_collections.platbench.lab.plugins.module_utils.cellplan import (
+    CellPlanError,
+    cell_plan as _cell_plan,
+    choose_cpus,
+    dataset_dir as _dataset_dir,
+    workload_argv as _workload_argv,
+)
 from ansible_collections.platbench.lab.plugins.module_utils.matrix import (
     ExperimentError,
     emulated_subset as _emulated_subset,
     expand,
     scenario_name,
     validate_experiment,
+)
+from ansible_collections.platbench.lab.plugins.module_utils.records import done_cells as _done_cells
+from ansible_collections.platbench.lab.plugins.module_utils.runplan import (
+    cells_to_run as _cells_to_run,
+    plan_problems as _plan_problems,
 )
 
 
@@ -48,7 +60,8 @@ def _cpu_number(value, what):
 
 
 def cpuset_for(topology_cpus, count, reserved=None):
-    """``count`` CPUs of ``topology_cpus`` not in ``reserved``, highest-numbered first.
+    """``count`` CPUs of ``topology_cpus`` not in ``reserved``, highest-numbered first
+    (the cell plan's choice, without NUMA nodes).
 
     CPU 0 takes most interrupts and housekeeping, so it is handed out last.
     Returned in ascending order, ready for ``join(',')``.
@@ -64,31 +77,68 @@ def cpuset_for(topology_cpus, count, reserved=None):
         raise AnsibleFilterError(
             f"cpuset_for: asked for {count} CPUs but only {len(allowed)} are available "
             f"({len(cpus)} on the host, {len(cpus & excluded)} reserved: {sorted(cpus & excluded)})")
-    return sorted(allowed[:count])
+    return choose_cpus(allowed, count)[0]
 
 
 def workload_argv(params, workload):
-    """The ``python`` arguments that run ``workloads.<workload>`` with ``params``.
-
-    ``batch_size: 32`` becomes ``--batch-size 32``; a true boolean becomes a bare flag and a
-    false one is left out.
-    """
-    argv = ["-m", f"workloads.{workload}"]
-    for key, value in params.items():
-        flag = "--" + str(key).replace("_", "-")
-        if isinstance(value, bool):
-            if value:
-                argv.append(flag)
-        elif isinstance(value, (str, int, float)):
-            argv.extend([flag, str(value)])
-        else:
-            raise AnsibleFilterError(f"workload_argv: parameter {key!r} must be a scalar, got {value!r}")
-    return argv
+    """The ``python`` arguments that run ``workloads.<workload>`` with ``params``."""
+    if not isinstance(params, dict):
+        raise AnsibleFilterError(f"workload_argv: expected a mapping of parameters, got {type(params).__name__}")
+    try:
+        return _workload_argv(params, workload)
+    except CellPlanError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
-def done_cells(campaign_dir):
-    """Ids of the cells that already have samples in ``campaign_dir`` (empty for a new campaign)."""
-    return sorted(_done_cells(os.path.join(str(campaign_dir), "samples.jsonl")))
+def done_cells(campaign_dir, host=None):
+    """Ids of the cells that already have samples in ``campaign_dir`` (empty for a new campaign);
+    with ``host``, only those that inventory host measured."""
+    return sorted(_done_cells(os.path.join(str(campaign_dir), "samples.jsonl"), host))
+
+
+def platforms(labels=None, source="platforms"):
+    """The registry entries of ``labels`` (every platform for None or 'all'), in registry order."""
+    if labels is None or labels == "all":
+        return [_registry.as_dict(platform) for platform in _registry.PLATFORMS]
+    try:
+        wanted = _registry.check_labels(labels, source)
+    except _registry.UnknownPlatform as exc:
+        raise AnsibleFilterError(f"{exc}. Fix the list and run again.") from None
+    return [_registry.as_dict(_registry.BY_LABEL[label]) for label in wanted]
+
+
+def cell_plan(cell, facts, options=None, **more):
+    """Everything a placement task file needs to run ``cell`` on this host."""
+    try:
+        return _cell_plan(cell, facts, {**(options or {}), **more})
+    except CellPlanError as exc:
+        raise AnsibleFilterError(f"cell_plan: {exc}") from None
+
+
+def dataset_dir(dataset, datasets_dir):
+    """The directory on the host holding an experiment's generated ``dataset``."""
+    if not isinstance(dataset, dict) or "generator" not in dataset:
+        raise AnsibleFilterError(f"dataset_dir: expected an experiment's dataset with a generator, got {dataset!r}")
+    return _dataset_dir(datasets_dir, dataset)
+
+
+def _mapping(value, what, name):
+    if not isinstance(value, dict):
+        raise AnsibleFilterError(f"{name}: {what} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def plan_problems(plan, status, facts, host, reserved_cpus=None, skip_unavailable=False):
+    """What stops ``plan`` on ``host`` before any cell runs, and the platforms skipped."""
+    return _plan_problems(_mapping(plan, "the plan", "plan_problems"), _mapping(status, "status", "plan_problems"),
+                          facts, host, reserved_cpus or (), bool(skip_unavailable))
+
+
+def cells_to_run(plan, status, host, results_dir=None):
+    """The cells ``host`` runs (ready platforms, emulated subset, not yet measured by ``host``)."""
+    done = _done_cells(os.path.join(str(results_dir), "samples.jsonl"), host) if results_dir else ()
+    return _cells_to_run(_mapping(plan, "the plan", "cells_to_run"), _mapping(status, "status", "cells_to_run"),
+                         host, done)
 
 
 class FilterModule:
@@ -102,4 +152,9 @@ class FilterModule:
             "workload_argv": workload_argv,
             "done_cells": done_cells,
             "emulated_subset": emulated_subset,
+            "platforms": platforms,
+            "cell_plan": cell_plan,
+            "dataset_dir": dataset_dir,
+            "plan_problems": plan_problems,
+            "cells_to_run": cells_to_run,
         }

@@ -15,7 +15,8 @@ import re
 
 import yaml
 
-KNOWN_PLATFORMS = ("bm", "cn", "vm", "vmcn", "sg", "k8s", "ironic", "nova", "magnum")
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+
 CPU_CONFIGS = ("pin", "vnl")
 PROCESSORS = ("cpu", "gpu")
 MODES = ("single", "distributed")  # implemented: a cell's platform_run placement knows how to run them
@@ -23,12 +24,11 @@ PLANNED_MODES = ("shared",)  # named by the studies, run by no code yet: rejecte
 
 REQUIRED_FIELDS = ("name", "workload", "platforms", "scaleup", "cpu_config", "processor", "repeats")
 OPTIONAL_FIELDS = {"description": "", "mode": "single", "params": {}, "dataset": None, "emulated": None}
-# Platforms whose guests QEMU emulates (TCG) where the host has no usable KVM.
-GUEST_PLATFORMS = ("vm", "vmcn")
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params")
-# Labels every cell carries; a workload parameter may not shadow them.
+# Labels every cell carries; a workload parameter may not shadow them. `host` (the inventory
+# host that measured the cell) is added when the cell is planned for a host.
 CELL_LABELS = ("experiment", "platform", "scaleup", "cpu_config", "processor", "mode",
-               "repeat", "scenario", "workload", "cell", "campaign", "emulated")
+               "repeat", "scenario", "workload", "cell", "campaign", "emulated", "host")
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 _EXPERIMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _SCALARS = (str, int, float, bool)
@@ -208,7 +208,7 @@ def validate_experiment(data, source="experiment", expected_name=None, strict_em
     if not isinstance(experiment["description"], str):
         problems.append(f"description: must be a string, got {experiment['description']!r}")
     if "platforms" in experiment:
-        _check_choices("platforms", experiment["platforms"], KNOWN_PLATFORMS, problems)
+        _check_choices("platforms", experiment["platforms"], platforms.LABELS, problems)
     for field, allowed in (("cpu_config", CPU_CONFIGS), ("processor", PROCESSORS)):
         if field in experiment:
             _check_choices(field, experiment[field], allowed, problems)
@@ -272,8 +272,8 @@ def expand(experiment):
     return cells
 
 
-def emulated_subset(cells, emulated, platforms=GUEST_PLATFORMS):
-    """The cells to run where the guests of ``platforms`` are emulated: their cells cut down
+def emulated_subset(cells, emulated, guests=platforms.GUESTS):
+    """The cells to run where the guests of ``guests`` (platform labels) are emulated: their cells cut down
     to the experiment's ``emulated`` subset, with its parameter overrides in params and labels.
     Cells of other platforms, and every cell when ``emulated`` is None, pass unchanged."""
     if not emulated:
@@ -285,7 +285,7 @@ def emulated_subset(cells, emulated, platforms=GUEST_PLATFORMS):
     kept = []
     for cell in cells:
         labels = cell["labels"]
-        if labels["platform"] not in platforms:
+        if labels["platform"] not in guests:
             kept.append(cell)
             continue
         if ((scaleups and labels["scaleup"] not in scaleups)

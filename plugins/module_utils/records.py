@@ -127,9 +127,20 @@ def read_samples(path, on_bad_line=None):
     return samples
 
 
-def done_cells(path):
-    """Ids of the cells that already have a successful sample in ``path`` (for resume)."""
+def done_cells(path, host=None):
+    """Ids of the cells that already have a successful sample in ``path`` (for resume).
+
+    ``host``: only the cells measured by that inventory host (its ``host`` label); samples
+    without a ``host`` label (campaigns of one host, before hosts were labelled) count for
+    every host. None: the cells measured by any host.
+    """
     if not os.path.exists(path):
         return set()
-    return {sample.get("labels", {}).get("cell") for sample in read_samples(path)
-            if sample.get("metric") != FAILED_METRIC and sample.get("labels", {}).get("cell")}
+    done = set()
+    for sample in read_samples(path):
+        labels = sample.get("labels") or {}
+        if sample.get("metric") == FAILED_METRIC or not labels.get("cell"):
+            continue
+        if host is None or labels.get("host") in (None, host):
+            done.add(labels["cell"])
+    return done

@@ -10,8 +10,8 @@ import ansible_runner
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_playbook(playbook, tmp_path, extravars=None):
-    """Run a playbook of this repo against the local inventory; return the runner."""
+def run_playbook(playbook, tmp_path, extravars=None, inventory=None):
+    """Run a playbook of this repo against ``inventory`` (default: the local one); return the runner."""
     private = tmp_path / "runner"
     private.mkdir(parents=True, exist_ok=True)
     env = {
@@ -23,7 +23,7 @@ def run_playbook(playbook, tmp_path, extravars=None):
         private_data_dir=str(private),
         project_dir=str(REPO),
         playbook=str(REPO / playbook),
-        inventory=str(REPO / "inventories" / "local"),
+        inventory=str(inventory or REPO / "inventories" / "local"),
         extravars=extravars or {},
         envvars=env,
         quiet=True,

@@ -78,6 +78,20 @@ def test_filters_by_fqcn_in_a_template():
         "-m", "workloads.cnn_train", "--steps", "3"]
 
 
+def test_registry_and_cell_plan_filters_by_fqcn_in_a_template():
+    assert render("{{ 'all' | platbench.lab.platforms | selectattr('placement') | map(attribute='label') | list }}") \
+        == ["bm", "cn", "vm", "vmcn"]
+    assert render("{{ ['vmcn'] | platbench.lab.platforms | map(attribute='cpu_pinning') | first }}") \
+        == "vcpupin + cpuset-cpus"
+    with pytest.raises(Exception, match=r"platbench_platforms: unknown platform\(s\) 'lxc'; known: bm"):
+        render("{{ ['bm', 'lxc'] | platbench.lab.platforms(source='platbench_platforms') }}")
+    cell = {"id": "bm/1/pin/cpu|r0", "scenario": "bm/1/pin/cpu", "params": {"steps": 3},
+            "labels": {"platform": "bm", "scaleup": 1, "cpu_config": "pin", "processor": "cpu", "workload": "w"}}
+    plan = render("{{ cell | platbench.lab.cell_plan(facts, {'host': 'h', 'campaign': 'c'}) }}",
+                  cell=cell, facts={"cpus_allowed": [0, 1, 2]})
+    assert plan["process"]["argv"][:4] == ["taskset", "--cpu-list", "2", "/opt/platbench/venv/bin/python"]
+
+
 def test_experiment_lookup_loads_merges_and_expands(tmp_path):
     (tmp_path / "tiny.yml").write_text(json.dumps(EXPERIMENT))  # JSON is YAML
     lookup = lookup_loader.get("platbench.lab.experiment", loader=DataLoader())
@@ -109,6 +123,15 @@ def test_experiment_lookup_relative_dir_is_taken_from_the_playbook_dir(tmp_path)
     ("filter", "platbench.lab.scenario_name"),
     ("filter", "platbench.lab.cpuset_for"),
     ("filter", "platbench.lab.workload_argv"),
+    ("filter", "platbench.lab.done_cells"),
+    ("filter", "platbench.lab.emulated_subset"),
+    ("filter", "platbench.lab.platforms"),
+    ("filter", "platbench.lab.cell_plan"),
+    ("filter", "platbench.lab.dataset_dir"),
+    ("filter", "platbench.lab.plan_problems"),
+    ("filter", "platbench.lab.cells_to_run"),
+    ("module", "platbench.lab.platform_status"),
+    ("module", "platbench.lab.vcpu_threads"),
 ])
 def test_ansible_doc_renders_the_plugin_documentation(plugin_type, name):
     ansible_doc = Path(sys.executable).parent / "ansible-doc"

@@ -3,7 +3,6 @@ import textwrap
 import pytest
 
 from ansible_collections.platbench.lab.plugins.module_utils.matrix import (
-    KNOWN_PLATFORMS,
     ExperimentError,
     available_experiments,
     cores_needed,
@@ -13,6 +12,7 @@ from ansible_collections.platbench.lab.plugins.module_utils.matrix import (
     scenario_name,
     validate_experiment,
 )
+from ansible_collections.platbench.lab.plugins.module_utils.platforms import LABELS
 
 SMOKE = """\
 name: smoke
@@ -146,7 +146,7 @@ def invalid(experiments, overrides):
 
 def test_unknown_platform_names_the_allowed_ones(experiments):
     message = invalid(experiments, {"platforms": ["bm", "docker"]})
-    assert "platforms: unknown value 'docker'; allowed: " + ", ".join(KNOWN_PLATFORMS) in message
+    assert "platforms: unknown value 'docker'; allowed: " + ", ".join(LABELS) in message
 
 
 @pytest.mark.parametrize("overrides, expected", [
@@ -167,6 +167,7 @@ def test_unknown_platform_names_the_allowed_ones(experiments):
     ({"params": {"model": []}}, "params.model: a list must hold one or more scalars"),
     ({"params": {"model": None}}, "params.model: must be a scalar"),
     ({"params": {"platform": "x"}}, "params: key 'platform' is reserved"),
+    ({"params": {"host": "x"}}, "params: key 'host' is reserved"),
     ({"params": {"Batch-Size": 1}}, "params: key 'Batch-Size' must be lower_snake_case"),
     ({"workload": "cnn-train"}, "workload: 'cnn-train' must be a lower_snake_case module name"),
     ({"name": "other"}, "name: 'other' must match the file name 'smoke'"),
@@ -236,7 +237,7 @@ def test_emulated_subset_keeps_other_platforms_and_cuts_guests_to_the_subset(exp
 def test_emulated_subset_changes_nothing_without_emulated_platforms_or_field(experiments):
     experiment = load_experiment(experiments, "smoke", overrides=GUESTS)
     cells = expand(experiment)
-    assert emulated_subset(cells, experiment["emulated"], platforms=()) == cells
+    assert emulated_subset(cells, experiment["emulated"], guests=()) == cells
     assert emulated_subset(cells, None) == cells
 
 

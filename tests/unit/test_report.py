@@ -322,3 +322,25 @@ def test_a_gap_outside_the_noise_is_not_marked(tmp_path):
     assert lines[1][-4] == "0.900" and lines[1][-1] == "1.000 ~"
     assert report.noise_note(rows, ["throughput"]) is None
     assert report.noise_note(rows, ["elapsed"]).startswith("~: the difference to bm lies within its 95%")
+
+
+def on_host(samples, host):
+    return [{**s, "labels": {**s["labels"], "host": host}} for s in samples]
+
+
+def test_two_runner_hosts_get_rows_of_their_own_each_against_its_own_bm(tmp_path):
+    append_samples(tmp_path / "samples.jsonl", [
+        *on_host([*cell("bm", 0, 40.0, 10.0), *cell("bm", 1, 42.0, 10.0), *cell("cn", 0, 20.0, 10.0)], "runner-a"),
+        *on_host([*cell("bm", 0, 10.0, 10.0), *cell("cn", 0, 5.0, 10.0)], "runner-b")])
+    frame = report.load_samples(tmp_path)
+    rows, keys, _ = report.summarize(frame, ["throughput"])
+    assert keys == ["platform", "scaleup", "cpu_config", "processor", "host"]
+    assert [(row["platform"], row["host"], row["n"], row["throughput ratio to bm"]) for row in rows] == [
+        ("bm", "runner-a", 2, 1.0), ("bm", "runner-b", 1, 1.0),
+        ("cn", "runner-a", 1, pytest.approx(20.0 / 41.0)), ("cn", "runner-b", 1, pytest.approx(0.5))]
+
+
+def test_one_runner_host_adds_no_host_column(tmp_path):
+    append_samples(tmp_path / "samples.jsonl", on_host([*cell("bm", 0, 40.0, 10.0), *cell("cn", 0, 20.0, 10.0)], "a"))
+    _, keys, _ = report.summarize(report.load_samples(tmp_path), ["throughput"])
+    assert keys == ["platform", "scaleup", "cpu_config", "processor"]

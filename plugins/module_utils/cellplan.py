@@ -1,0 +1,258 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""The plan of one cell on one runner host: everything its placement task file needs.
+
+Common keys: cell, scenario, platform, placement, host, campaign, name, threads, pinned, cpus,
+cpuset, numa_node, cpu_quota, gpus, argv, env, data_dir, mounts, timeout, runtime; then per
+platform ``process`` (bm, vm), ``container`` (cn, vmcn) and ``guest`` (vm, vmcn). The placement
+entry points declare exactly these in ``roles/platform_run/meta/argument_specs.yml``.
+
+A placement file (``roles/platform_run/tasks/run_<platform>.yml``) receives the plan as its
+one input, ``platform_run_cell_plan``, and only passes its fields to modules; nothing is
+worked out in Jinja. The plan is computed from the cell, the host's facts
+(``ansible_facts.platbench`` from ``platbench.lab.host_facts``) and the run's options.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+
+# Every thread pool the frameworks start gets the scenario's core count.
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
+FIXED_ENV = {"TF_NUM_INTEROP_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
+# Where the guest image installs the workload environment (platbench.lab.guest_image).
+GUEST_PREFIX = "/opt/platbench"
+NAME_PREFIX = "platbench-"
+NAME_HASH_CHARS = 12
+DATASET_HASH_CHARS = 10
+OPTIONS = {
+    "host": None,               # the inventory host the cell runs on (required)
+    "campaign": None,           # the campaign's name (required)
+    "reserved_cpus": [],        # CPUs never given to a pinned cell
+    "prefix": "/opt/platbench",  # where the bare-metal venv lives on the host
+    "image": "platbench/workload:latest",  # the workload image (cn)
+    "image_id": None,           # its id, as the engine reported it
+    "docker_version": None,     # the host engine's version
+    "peak_cache_dir": "/var/cache/platbench",
+    "datasets_dir": "/var/lib/platbench/datasets",
+    "dataset": None,            # the experiment's `dataset:` (generated data), or None
+    "timeout": 3600,            # seconds before a cell is stopped
+    "guest_image": {},          # the guest image description (vm, vmcn)
+    "vm_memory_mb": 3072,
+    "vm_hugepages": False,
+    "gpus_per_cell": 1,         # GPUs handed to a `gpu` cell
+}
+
+
+class CellPlanError(ValueError):
+    """A cell cannot be placed on this host as asked; the message says why and what to change."""
+
+
+def workload_argv(params, workload):
+    """The ``python`` arguments that run ``workloads.<workload>`` with ``params``.
+
+    ``batch_size: 32`` becomes ``--batch-size 32``; a true boolean becomes a bare flag and a
+    false one is left out.
+    """
+    argv = ["-m", f"workloads.{workload}"]
+    for key, value in params.items():
+        flag = "--" + str(key).replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                argv.append(flag)
+        elif isinstance(value, (str, int, float)):
+            argv.extend([flag, str(value)])
+        else:
+            raise CellPlanError(f"workload_argv: parameter {key!r} must be a scalar, got {value!r}")
+    return argv
+
+
+def _digest(text, chars):
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:chars]
+
+
+def instance_name(campaign, host, cell_id):
+    """The container's and the guest's name: unique per campaign, runner host and cell, and
+    short enough for libvirt and Docker (``platbench-`` and 12 hex digits)."""
+    return NAME_PREFIX + _digest(f"{campaign}|{host}|{cell_id}", NAME_HASH_CHARS)
+
+
+def dataset_dir(datasets_dir, dataset):
+    """Where a generated dataset lives on the host: one directory per generator and arguments."""
+    args = json.dumps(dataset.get("args") or {}, sort_keys=True)
+    return f"{str(datasets_dir).rstrip('/')}/{dataset['generator']}-{_digest(args, DATASET_HASH_CHARS)}"
+
+
+def _cpu_numbers(values, what):
+    try:
+        return {int(value) for value in values}
+    except (TypeError, ValueError):
+        raise CellPlanError(f"{what} must list CPU numbers, got {values!r}") from None
+
+
+def choose_cpus(allowed, count, reserved=(), numa_nodes=None):
+    """``count`` CPUs of ``allowed`` minus ``reserved``, and the NUMA node they lie in (or None).
+
+    Where the host has several NUMA nodes and the count fits in one, the CPUs come from one
+    node: the one holding the highest-numbered free CPU. Within the node (or across the host,
+    when no node is big enough) the highest-numbered CPUs go first, so CPU 0, which takes most
+    interrupts and housekeeping, goes last. Returned in ascending order.
+    """
+    reserved = _cpu_numbers(reserved, "reserved CPUs")
+    available = _cpu_numbers(allowed, "the host's allowed CPUs") - reserved
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise CellPlanError(f"the scale-up must be a positive integer, got {count!r}")
+    if count > len(available):
+        raise CellPlanError(
+            f"scale-up {count} needs {count} CPUs but only {len(available)} are free "
+            f"({sorted(available)}; {len(reserved)} reserved by platbench_reserved_cpus)")
+    nodes = {str(name): _cpu_numbers(cpus, f"NUMA node {name}") & available
+             for name, cpus in (numa_nodes or {}).items()}
+    fitting = [(max(cpus), name) for name, cpus in nodes.items() if len(cpus) >= count]
+    pool = nodes[max(fitting)[1]] if len(nodes) > 1 and fitting else available
+    chosen = sorted(sorted(pool, reverse=True)[:count])
+    node = next((name for name, cpus in sorted(nodes.items()) if set(chosen) <= cpus), None)
+    return chosen, node
+
+
+def choose_gpus(gpu_count, wanted):
+    """The indexes of the GPUs a `gpu` cell gets: the first ``wanted`` of the host's."""
+    if not gpu_count:
+        raise CellPlanError("a 'gpu' cell needs a GPU, and this host has none: use processor [cpu] here")
+    return list(range(min(int(wanted), int(gpu_count))))
+
+
+def _options(options):
+    merged = {**OPTIONS, **{key: value for key, value in (options or {}).items() if value is not None}}
+    unknown = sorted(set(options or {}) - set(OPTIONS))
+    if unknown:
+        raise CellPlanError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}")
+    for required in ("host", "campaign"):
+        if not merged[required]:
+            raise CellPlanError(f"option {required!r} is required")
+    return merged
+
+
+def _env(threads, cache_dir, visible_gpus, extra=None):
+    env = {name: str(threads) for name in THREAD_ENV}
+    env.update(FIXED_ENV)
+    env["PLATBENCH_CACHE_DIR"] = str(cache_dir)
+    # "" hides every GPU from a cpu cell, so a framework never picks one up behind its back.
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in visible_gpus)
+    env.update(extra or {})
+    return env
+
+
+def _container(name, engine_host, image, image_id, argv, env, cpuset, quota, mounts, gpus, cell_id, opts):
+    return {
+        "engine_host": engine_host,
+        "name": name,
+        "image": image,
+        "image_id": image_id,
+        "command": ["python"] + argv,
+        "env": env,
+        "cpuset_cpus": cpuset or None,
+        "cpus": quota,
+        "volumes": [f"{m['source']}:{m['target']}:{m['mode']}" for m in mounts],
+        "network_mode": "none",
+        "device_requests": ([{"driver": "nvidia", "device_ids": [str(index) for index in gpus],
+                              "capabilities": [["gpu"]]}] if gpus else []),
+        "labels": {"org.platbench.cell": cell_id, "org.platbench.campaign": str(opts["campaign"]),
+                   "org.platbench.host": str(opts["host"])},
+    }
+
+
+def cell_plan(cell, facts, options=None):
+    """Everything placing ``cell`` on its platform on this host needs (see the role's README)."""
+    if not isinstance(cell, dict) or not {"id", "labels", "params"} <= set(cell):
+        raise CellPlanError(f"expected a cell of the expanded experiment (id, labels, params), got {cell!r}")
+    opts = _options(options)
+    facts = facts or {}
+    labels = cell["labels"]
+    try:
+        platform = platforms.get(labels.get("platform"), f"cell {cell['id']}")
+    except platforms.UnknownPlatform as exc:
+        raise CellPlanError(str(exc)) from None
+    if not platform.placement:
+        raise CellPlanError(f"cell {cell['id']}: platform {platform.label} is "
+                            f"{platforms.not_built_reason(platform.label)}")
+    threads = labels["scaleup"]
+    pinned = labels["cpu_config"] == "pin"
+    wants_gpu = labels["processor"] == "gpu"
+    where = f"cell {cell['id']} on {opts['host']}"
+    try:
+        cpus, node = (choose_cpus(facts.get("cpus_allowed", []), threads, opts["reserved_cpus"],
+                                  facts.get("numa_nodes")) if pinned else ([], None))
+        gpus = choose_gpus(facts.get("gpu_count", 0), opts["gpus_per_cell"]) if wants_gpu else []
+    except CellPlanError as exc:
+        raise CellPlanError(f"{where}: {exc}") from None
+    cpuset = ",".join(str(cpu) for cpu in cpus)
+    quota = None if pinned else float(threads)
+
+    params = {"threads": threads, **cell["params"]}
+    data_dir = params.get("data_dir")
+    if opts["dataset"]:
+        data_dir = params["data_dir"] = dataset_dir(opts["datasets_dir"], opts["dataset"])
+    argv = workload_argv(params, labels["workload"])
+    cache = opts["peak_cache_dir"]
+    # Data on the host (a generated dataset or the user's own) read-only, the GEMM peak cache read-write.
+    mounts = ([{"source": str(data_dir), "target": str(data_dir), "mode": "ro"}] if data_dir else []) + [
+        {"source": str(cache), "target": str(cache), "mode": "rw"}]
+    name = instance_name(opts["campaign"], opts["host"], cell["id"])
+    # Inside a container or a guest the GPUs handed over are numbered from 0.
+    renumbered = list(range(len(gpus)))
+    gpu_pci = [gpu.get("pci_address") for gpu in facts.get("gpus", [])]
+
+    plan = {
+        "cell": cell["id"], "scenario": cell.get("scenario"), "platform": platform.label,
+        "placement": platform.placement, "host": opts["host"], "campaign": opts["campaign"],
+        "name": name, "threads": threads, "pinned": pinned, "cpus": cpus, "cpuset": cpuset,
+        "numa_node": node, "cpu_quota": quota, "gpus": gpus, "argv": argv, "data_dir": data_dir,
+        "mounts": mounts, "timeout": int(opts["timeout"]),
+        # What the platform was asked to do, recorded with the cell; placement adds what it saw.
+        "runtime": {"cpuset_requested": cpuset or None, "numa_node": node,
+                    "gpus_requested": ",".join(map(str, gpus)) or None},
+    }
+    if platform.label == "bm":
+        plan["env"] = _env(threads, cache, gpus, {"PYTHONPATH": opts["prefix"]})
+        plan["process"] = {"argv": (["taskset", "--cpu-list", cpuset] if pinned else [])
+                           + [f"{opts['prefix']}/venv/bin/python"] + argv,
+                           "chdir": opts["prefix"], "env": plan["env"]}
+        plan["runtime"]["launcher"] = "taskset" if pinned else "process"
+    elif platform.label == "cn":
+        plan["env"] = _env(threads, cache, renumbered)
+        plan["container"] = _container(name, opts["host"], opts["image"], opts["image_id"], argv, plan["env"],
+                                       cpuset, quota, mounts, gpus, cell["id"], opts)
+        plan["container"]["docker_version"] = opts["docker_version"]
+        plan["runtime"].update(launcher="docker", cpu_quota_requested=quota, container_name=name,
+                               image=opts["image"])
+    elif platform.label in ("vm", "vmcn"):
+        guest_image = opts["guest_image"] or {}
+        plan["guest"] = {"name": name, "vcpus": threads, "cpu_pins": cpus,
+                         "emulator_cpus": cpus, "memory_mb": int(opts["vm_memory_mb"]),
+                         "hugepages": bool(opts["vm_hugepages"]), "with_container_disk": platform.container,
+                         "hostdevs": [gpu_pci[index] for index in gpus]}
+        plan["runtime"].update(guest_domain=name, guest_vcpus=threads,
+                               vcpu_pins_requested=cpuset or None, emulator_pins_requested=cpuset or None,
+                               guest_memory_mb=int(opts["vm_memory_mb"]))
+        if platform.container:
+            plan["env"] = _env(threads, cache, renumbered)
+            # The guest's vCPUs are pinned on the host; in the guest the container takes them all.
+            in_guest = ",".join(str(vcpu) for vcpu in range(threads)) if pinned else ""
+            image = guest_image.get("container_image_id")
+            plan["container"] = _container(name, name, image, image, argv, plan["env"], in_guest, quota,
+                                           mounts[-1:], renumbered, cell["id"], opts)
+            plan["container"]["docker_version"] = None
+            plan["runtime"].update(launcher="docker", cpu_quota_requested=quota, container_name=name,
+                                   image=image, in_guest_cpuset=in_guest or None)
+        else:
+            plan["env"] = _env(threads, cache, renumbered, {"PYTHONPATH": GUEST_PREFIX})
+            plan["process"] = {"argv": [f"{GUEST_PREFIX}/venv/bin/python"] + argv, "chdir": GUEST_PREFIX,
+                               "env": plan["env"]}
+            plan["runtime"]["launcher"] = "ssh"
+    else:  # a new platform with a placement file needs its branch here (README, "Adding a platform")
+        raise CellPlanError(f"{where}: platform {platform.label} has a placement file but no cell plan")
+    return plan

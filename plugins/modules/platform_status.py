@@ -1,0 +1,164 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""Say which platforms of the registry this host can run now, and why not."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: platform_status
+short_description: Work out which platbench platforms a host can run now, and why not
+description:
+  - Checks every platform of the platform registry (C(plugins/module_utils/platforms.py)) against the host,
+    requirement by requirement (bare-metal venv, Docker engine, workload image, KVM or QEMU, libvirtd, guest image),
+    and returns for each whether it is ready and, if not, why and what to run.
+  - Reads the bare-metal venv and the guest image description on the host itself; takes the capability facts of
+    M(platbench.lab.host_facts) and the workload image id from the Docker engine as arguments.
+  - Fails, naming the unknown labels and the known ones, when O(platforms) names a platform the registry does not
+    know (for example a typo in the inventory's C(platbench_platforms)).
+  - Changes nothing.
+version_added: "0.4.0"
+author: platbench developers
+options:
+  facts:
+    description: The host's capability facts, C(ansible_facts.platbench) from M(platbench.lab.host_facts).
+    type: dict
+    required: true
+  prefix:
+    description: Where platbench.lab.workload_env installed the bare-metal environment (C(PREFIX/venv/bin/python)).
+    type: path
+    default: /opt/platbench
+  image:
+    description: The workload image reference, named in the reason when it is not built.
+    type: str
+    default: platbench/workload:latest
+  images:
+    description:
+      - What C(community.docker.docker_image_info) found for O(image) in the host's engine (its C(images)); empty
+        when the image is not built or no engine runs.
+    type: list
+    elements: dict
+    default: []
+  guest_image:
+    description: The guest image description written by platbench.lab.guest_image (vm, vmcn).
+    type: path
+    default: /var/lib/platbench/guest/current.json
+  platforms:
+    description:
+      - The platforms the caller asks about, checked against the registry; every platform is always returned.
+      - O(platforms_source) names where the list came from in the error message.
+    type: list
+    elements: str
+    default: []
+  platforms_source:
+    description: Where O(platforms) was set, for the error message.
+    type: str
+    default: platforms
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Work out which platforms are ready
+  platbench.lab.platform_status:
+    facts: "{{ ansible_facts.platbench }}"
+    images: "{{ image_info.images | default([]) }}"
+    platforms: "{{ platbench_platforms }}"
+    platforms_source: platbench_platforms (inventory group_vars)
+  register: status
+
+- name: Show them
+  ansible.builtin.debug:
+    msg: "{{ status.summary }}"
+"""
+
+RETURN = r"""
+platforms:
+  description:
+    - Every platform of the registry, by label, with C(ready), C(reason) (empty when ready) and C(skip) (true when
+      the host cannot run it at all, so experiments skip it); guest platforms also carry C(accelerator) (C(kvm),
+      C(tcg) or null) and C(emulated).
+  returned: always
+  type: dict
+  sample: {"bm": {"ready": true, "reason": "", "skip": false}}
+ready:
+  description: Labels of the ready platforms, in registry order.
+  returned: always
+  type: list
+  elements: str
+emulated:
+  description: Labels of the guest platforms whose guests QEMU emulates here (no usable KVM).
+  returned: always
+  type: list
+  elements: str
+image_id:
+  description: The workload image's id in the host's engine, or null.
+  returned: always
+  type: str
+guest_image:
+  description: The guest image description, or an empty dict when there is none.
+  returned: always
+  type: dict
+summary:
+  description: One line per platform of O(platforms) (every platform when empty), ready or skipped with the reason.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status, summary
+
+
+def read_guest_image(path):
+    """The description as a dict, {} when absent, and a warning when it cannot be read."""
+    if not os.path.exists(path):
+        return {}, None
+    try:
+        with open(path, encoding="utf-8") as stream:
+            description = json.load(stream)
+    except (OSError, ValueError) as exc:
+        return {}, f"guest image description {path} cannot be read ({exc}): run site.yml to rebuild it"
+    return (description, None) if isinstance(description, dict) else ({}, f"{path} holds no JSON object")
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "facts": {"type": "dict", "required": True},
+            "prefix": {"type": "path", "default": "/opt/platbench"},
+            "image": {"type": "str", "default": "platbench/workload:latest"},
+            "images": {"type": "list", "elements": "dict", "default": []},
+            "guest_image": {"type": "path", "default": "/var/lib/platbench/guest/current.json"},
+            "platforms": {"type": "list", "elements": "str", "default": []},
+            "platforms_source": {"type": "str", "default": "platforms"},
+        },
+        supports_check_mode=True)
+    params = module.params
+    try:
+        wanted = platforms.check_labels(params["platforms"], params["platforms_source"]) or list(platforms.LABELS)
+    except platforms.UnknownPlatform as exc:
+        module.fail_json(msg=f"{exc}. Fix the list and run again.")
+    guest, warning = read_guest_image(params["guest_image"])
+    image_id = next((image.get("Id") for image in params["images"] if image.get("Id")), None)
+    status = platform_status(params["facts"], params["prefix"],
+                             os.path.exists(os.path.join(params["prefix"], "venv", "bin", "python")),
+                             params["image"], image_id, params["guest_image"], guest)
+    module.exit_json(changed=False, platforms=status, guest_image=guest, image_id=image_id,
+                     ready=[label for label in platforms.LABELS if status[label]["ready"]],
+                     emulated=[label for label in platforms.LABELS if status[label].get("emulated")],
+                     summary=summary(status, wanted), warnings=[warning] if warning else [])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""The cell plan, for every built platform x CPU configuration, on injected host topologies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.platbench.lab.plugins.filter.platbench import cell_plan as cell_plan_filter
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.module_utils.cellplan import (
+    CellPlanError,
+    cell_plan,
+    choose_cpus,
+    dataset_dir,
+    instance_name,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+ONE_NODE = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
+# Two nodes, CPUs interleaved between them as many two-socket servers number them.
+TWO_NODES = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": [0, 2, 4, 6], "1": [1, 3, 5, 7]},
+             "gpu_count": 0, "gpus": []}
+GPU_HOST = {**ONE_NODE, "gpu_count": 2, "gpus": [{"pci_address": "0000:3b:00.0"}, {"pci_address": "0000:af:00.0"}]}
+OPTIONS = {"host": "runner-a", "campaign": "c1", "guest_image": {"container_image_id": "sha256:" + "ab" * 32},
+           "image_id": "sha256:" + "cd" * 32, "docker_version": "24.0.5"}
+BUILT = [p.label for p in platforms.PLATFORMS if p.placement]
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
+
+
+def make_cell(platform, scaleup=2, cpu_config="pin", processor="cpu", **params):
+    scenario = f"{platform}/{scaleup}/{cpu_config}/{processor}"
+    params = {"framework": "tensorflow", "steps": 3, **params}
+    return {"id": f"{scenario}|r0", "scenario": scenario, "params": params,
+            "labels": {**params, "platform": platform, "scaleup": scaleup, "cpu_config": cpu_config,
+                       "processor": processor, "workload": "cnn_train", "repeat": 0, "host": "runner-a"}}
+
+
+@pytest.mark.parametrize("topology, pinned_cpus, node", [(ONE_NODE, [6, 7], "0"), (TWO_NODES, [5, 7], "1")],
+                         ids=["one-node", "two-nodes"])
+@pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
+@pytest.mark.parametrize("platform", BUILT)
+def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, topology, pinned_cpus, node):
+    plan = cell_plan(make_cell(platform, cpu_config=cpu_config), topology, OPTIONS)
+    pinned = cpu_config == "pin"
+    assert plan["placement"] == f"run_{platform}" and plan["platform"] == platform
+    assert plan["cpus"] == (pinned_cpus if pinned else [])
+    assert plan["cpuset"] == (",".join(map(str, pinned_cpus)) if pinned else "")
+    assert plan["numa_node"] == (node if pinned else None)
+    assert plan["cpu_quota"] == (None if pinned else 2.0)
+    assert plan["argv"][:4] == ["-m", "workloads.cnn_train", "--threads", "2"]
+    assert all(plan["env"][name] == "2" for name in THREAD_VARS)
+    assert plan["env"]["CUDA_VISIBLE_DEVICES"] == ""  # a cpu cell sees no GPU
+    assert plan["runtime"]["cpuset_requested"] == (plan["cpuset"] or None)
+    assert plan["name"] == instance_name("c1", "runner-a", plan["cell"])
+    sections = {key for key in ("process", "container", "guest") if key in plan}
+    expected = {"bm": {"process"}, "cn": {"container"}, "vm": {"guest", "process"}, "vmcn": {"guest", "container"}}
+    assert sections == expected[platform]
+    if platform == "bm":
+        taskset = ["taskset", "--cpu-list", plan["cpuset"]] if pinned else []
+        assert plan["process"]["argv"] == taskset + ["/opt/platbench/venv/bin/python"] + plan["argv"]
+        assert plan["process"]["env"]["PYTHONPATH"] == "/opt/platbench"
+        assert plan["runtime"]["launcher"] == ("taskset" if pinned else "process")
+    if "container" in plan:
+        container = plan["container"]
+        assert container["command"] == ["python"] + plan["argv"] and container["network_mode"] == "none"
+        assert container["cpus"] == (None if pinned else 2.0)
+        assert container["device_requests"] == []
+        assert container["labels"] == {"org.platbench.cell": plan["cell"], "org.platbench.campaign": "c1",
+                                       "org.platbench.host": "runner-a"}
+    if platform == "cn":
+        assert plan["container"]["engine_host"] == "runner-a" and plan["container"]["cpuset_cpus"] == (
+            plan["cpuset"] or None)
+        assert plan["container"]["image"] == "platbench/workload:latest"
+        assert plan["container"]["volumes"] == ["/var/cache/platbench:/var/cache/platbench:rw"]
+    if "guest" in plan:
+        guest = plan["guest"]
+        assert guest["name"] == plan["name"] and guest["vcpus"] == 2
+        assert guest["cpu_pins"] == guest["emulator_cpus"] == plan["cpus"]
+        assert guest["with_container_disk"] == (platform == "vmcn")
+    if platform == "vm":
+        assert plan["process"]["argv"] == ["/opt/platbench/venv/bin/python"] + plan["argv"]
+        assert plan["runtime"]["launcher"] == "ssh"
+    if platform == "vmcn":
+        # The vCPUs are pinned on the host; in the guest the container takes all of them.
+        assert plan["container"]["engine_host"] == plan["guest"]["name"]
+        assert plan["container"]["cpuset_cpus"] == ("0,1" if pinned else None)
+        assert plan["container"]["image"] == OPTIONS["guest_image"]["container_image_id"]
+
+
+def test_the_scale_up_too_big_for_one_node_spreads_highest_first():
+    cpus, node = choose_cpus(range(8), 6, numa_nodes=TWO_NODES["numa_nodes"])
+    assert cpus == [2, 3, 4, 5, 6, 7] and node is None
+
+
+def test_reserved_cpus_and_cpu_zero_go_last():
+    assert choose_cpus(range(4), 2, reserved=[3]) == ([1, 2], None)
+    assert choose_cpus(range(8), 4, reserved=[7], numa_nodes=TWO_NODES["numa_nodes"]) == ([0, 2, 4, 6], "0")
+    # the node whose free CPUs reach highest wins: node 1 lost CPU 7, so node 0 (up to 6) does
+    assert choose_cpus(range(8), 2, reserved=[7], numa_nodes=TWO_NODES["numa_nodes"]) == ([4, 6], "0")
+
+
+def test_two_hosts_on_one_machine_each_get_their_own_cpu():
+    a = cell_plan(make_cell("bm", scaleup=1), {"cpus_allowed": [0, 1]}, {**OPTIONS, "reserved_cpus": [0]})
+    b = cell_plan(make_cell("bm", scaleup=1), {"cpus_allowed": [0, 1]},
+                  {**OPTIONS, "host": "runner-b", "reserved_cpus": [1]})
+    assert (a["cpuset"], b["cpuset"]) == ("1", "0")
+    assert a["name"] != b["name"]
+
+
+@pytest.mark.parametrize("platform, visible, requests", [("bm", "0", []),
+                                                          ("cn", "0", [{"driver": "nvidia", "device_ids": ["0"],
+                                                                        "capabilities": [["gpu"]]}])])
+def test_gpu_cells_get_their_gpus(platform, visible, requests):
+    plan = cell_plan(make_cell(platform, processor="gpu"), GPU_HOST, OPTIONS)
+    assert plan["gpus"] == [0] and plan["env"]["CUDA_VISIBLE_DEVICES"] == visible
+    assert plan["runtime"]["gpus_requested"] == "0"
+    if platform == "cn":
+        assert plan["container"]["device_requests"] == requests
+    two = cell_plan(make_cell(platform, processor="gpu"), GPU_HOST, {**OPTIONS, "gpus_per_cell": 2})
+    assert two["gpus"] == [0, 1] and two["env"]["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_a_gpu_guest_gets_the_gpus_by_pci_address():
+    plan = cell_plan(make_cell("vm", processor="gpu"), GPU_HOST, OPTIONS)
+    assert plan["guest"]["hostdevs"] == ["0000:3b:00.0"] and plan["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_data_is_mounted_read_only_and_passed_to_the_workload():
+    dataset = {"generator": "mnist", "args": {"images": 600}}
+    plan = cell_plan(make_cell("cn"), ONE_NODE, {**OPTIONS, "dataset": dataset, "datasets_dir": "/data"})
+    directory = dataset_dir("/data", dataset)
+    assert directory.startswith("/data/mnist-") and len(directory) == len("/data/mnist-") + 10
+    assert plan["data_dir"] == directory and plan["argv"][-2:] == ["--data-dir", directory]
+    assert plan["container"]["volumes"][0] == f"{directory}:{directory}:ro"
+    own = cell_plan(make_cell("cn", data_dir="/srv/imagenet"), ONE_NODE, OPTIONS)
+    assert own["container"]["volumes"][0] == "/srv/imagenet:/srv/imagenet:ro"
+
+
+def test_names_depend_on_campaign_host_and_cell():
+    names = {instance_name(c, h, i) for c in ("c1", "c2") for h in ("a", "b") for i in ("x", "y")}
+    assert len(names) == 8 and all(len(name) == len("platbench-") + 12 for name in names)
+
+
+@pytest.mark.parametrize("cell, facts, options, message", [
+    (make_cell("bm", scaleup=16), ONE_NODE, OPTIONS, r"cell bm/16/pin/cpu\|r0 on runner-a: scale-up 16 needs 16 CPUs"),
+    (make_cell("cn", processor="gpu"), ONE_NODE, OPTIONS, "a 'gpu' cell needs a GPU"),
+    (make_cell("sg"), ONE_NODE, OPTIONS, "platform sg is not built by this release"),
+    (make_cell("lxc"), ONE_NODE, OPTIONS, "unknown platform 'lxc'; known: bm"),
+    (make_cell("bm"), ONE_NODE, {"campaign": "c"}, "option 'host' is required"),
+    (make_cell("bm"), ONE_NODE, {**OPTIONS, "colour": 1}, "unknown option"),
+])
+def test_cells_that_cannot_be_placed_say_why(cell, facts, options, message):
+    with pytest.raises(CellPlanError, match=message):
+        cell_plan(cell, facts, options)
+
+
+def test_the_filter_names_itself_in_its_errors():
+    from ansible.errors import AnsibleFilterError
+
+    with pytest.raises(AnsibleFilterError, match="cell_plan: cell .* scale-up 16"):
+        cell_plan_filter(make_cell("bm", scaleup=16), ONE_NODE, OPTIONS)
+    assert cell_plan_filter(make_cell("bm"), ONE_NODE, {"campaign": "c1"}, host="h")["host"] == "h"
+
+
+SPECS = yaml.safe_load((REPO / "roles/platform_run/meta/argument_specs.yml").read_text())["argument_specs"]
+
+
+@pytest.mark.parametrize("processor", ["cpu", "gpu"])
+@pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
+@pytest.mark.parametrize("platform", BUILT)
+def test_the_plan_is_exactly_what_its_entry_point_declares(platform, cpu_config, processor):
+    """The contract: every plan passes the argument specs of its placement entry point, key for key."""
+    plan = cell_plan(make_cell(platform, cpu_config=cpu_config, processor=processor), GPU_HOST,
+                     {**OPTIONS, "dataset": {"generator": "mnist"}})
+    spec = SPECS[plan["placement"]]["options"]
+    declared = spec["platform_run_cell_plan"]["options"]
+    assert set(plan) == set(declared)
+    result = ArgumentSpecValidator(spec).validate({"platform_run_cell_plan": plan})
+    assert result.error_messages == []

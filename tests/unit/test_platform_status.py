@@ -1,0 +1,108 @@
+"""platform_status: which platforms a host can run, and why not, on injected facts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status, summary
+from ansible_collections.platbench.lab.plugins.modules import platform_status as module
+
+IMAGE = "sha256:" + "1" * 64
+OLD_IMAGE = "sha256:" + "2" * 64
+KVM_HOST = {"docker_engine": True, "vm_accelerator": "kvm", "libvirt_daemon": True}
+GUEST = {"rootfs_id": "r1", "container_image_id": IMAGE}
+
+
+def status(facts=None, venv=True, image_id=IMAGE, guest=None):
+    return platform_status(KVM_HOST if facts is None else facts, "/opt/platbench", venv, "platbench/workload:latest",
+                           image_id, "/var/lib/platbench/guest/current.json", GUEST if guest is None else guest)
+
+
+def test_a_complete_kvm_host_runs_every_built_platform():
+    result = status()
+    assert [label for label in platforms.LABELS if result[label]["ready"]] == ["bm", "cn", "vm", "vmcn"]
+    assert result["vm"] == {"ready": True, "reason": "", "skip": False, "accelerator": "kvm", "emulated": False}
+    assert "accelerator" not in result["bm"]
+
+
+def test_every_registry_platform_is_reported_and_unbuilt_ones_say_so():
+    result = status()
+    assert list(result) == list(platforms.LABELS)
+    for label in ("sg", "k8s", "ironic", "nova", "magnum"):
+        assert not result[label]["ready"] and "not built by this release" in result[label]["reason"]
+
+
+@pytest.mark.parametrize("change, platform, reason", [
+    ({"venv": False}, "bm",
+     "no workload environment at /opt/platbench/venv: run site.yml (role platbench.lab.workload_env)"),
+    ({"facts": {**KVM_HOST, "docker_engine": False}}, "cn", "no Docker engine answers on this host"),
+    ({"image_id": None}, "cn", "image platbench/workload:latest is not built: run site.yml"),
+    ({"facts": {**KVM_HOST, "libvirt_daemon": False}}, "vm", "libvirtd does not answer"),
+    ({"guest": {}}, "vm", "no guest image at /var/lib/platbench/guest/current.json"),
+    ({"guest": {"rootfs_id": "r1"}}, "vmcn", "the guest image carries no container image"),
+    ({"guest": {**GUEST, "container_image_id": OLD_IMAGE}}, "vmcn",
+     "the guest carries workload image 222222222222, not the current 111111111111: run site.yml"),
+])
+def test_each_missing_piece_names_what_to_run(change, platform, reason):
+    result = status(**change)
+    assert not result[platform]["ready"] and result[platform]["reason"].startswith(reason)
+    assert not result[platform]["skip"]
+
+
+def test_without_kvm_guests_are_emulated_and_without_qemu_skipped():
+    tcg = status(facts={**KVM_HOST, "vm_accelerator": "tcg"})
+    assert tcg["vm"]["ready"] and tcg["vm"]["emulated"] and tcg["vmcn"]["accelerator"] == "tcg"
+    none = status(facts={**KVM_HOST, "vm_accelerator": None})
+    assert none["vm"]["skip"] and none["vmcn"]["skip"] and not none["vm"]["ready"]
+    assert none["vm"]["reason"].startswith("neither KVM nor QEMU on this host")
+
+
+def test_summary_lines():
+    result = status(venv=False)
+    assert summary(result, ["bm", "cn"]) == [
+        "bm: skipped: no workload environment at /opt/platbench/venv: run site.yml (role platbench.lab.workload_env)",
+        "cn: ready"]
+
+
+def run_module(capsys, args):
+    with patch_module_args(args), pytest.raises(SystemExit):
+        module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_module_reads_the_venv_and_guest_image_itself(tmp_path, capsys):
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").write_text("")
+    guest = tmp_path / "current.json"
+    guest.write_text(json.dumps(GUEST))
+    result = run_module(capsys, {"facts": KVM_HOST, "prefix": str(tmp_path), "images": [{"Id": IMAGE}],
+                                 "guest_image": str(guest), "platforms": ["bm", "vmcn", "sg"]})
+    assert result["ready"] == ["bm", "cn", "vm", "vmcn"] and result["emulated"] == []
+    assert result["guest_image"] == GUEST and result["image_id"] == IMAGE and not result["changed"]
+    assert result["summary"][0] == "bm: ready" and result["summary"][2].startswith("sg: skipped: not built")
+
+
+def test_the_module_without_venv_or_guest_image(tmp_path, capsys):
+    result = run_module(capsys, {"facts": {**KVM_HOST, "vm_accelerator": "tcg"}, "prefix": str(tmp_path),
+                                 "guest_image": str(tmp_path / "none.json")})
+    assert result["ready"] == [] and result["emulated"] == ["vm", "vmcn"]
+    assert len(result["summary"]) == len(platforms.LABELS)
+
+
+def test_the_module_rejects_an_unknown_platform_naming_the_setting(tmp_path, capsys):
+    result = run_module(capsys, {"facts": KVM_HOST, "platforms": ["bm", "docker"],
+                                 "platforms_source": "platbench_platforms (the inventory's group_vars/all.yml)"})
+    assert result["failed"]
+    assert result["msg"].startswith("platbench_platforms (the inventory's group_vars/all.yml): unknown platform(s) "
+                                    "'docker'; known: bm, cn, vm, vmcn, sg, k8s")
+
+
+def test_an_unreadable_guest_image_is_a_warning_and_no_guest(tmp_path, capsys):
+    broken = tmp_path / "current.json"
+    broken.write_text("{not json")
+    result = run_module(capsys, {"facts": KVM_HOST, "guest_image": str(broken)})
+    assert not result["platforms"]["vm"]["ready"] and "cannot be read" in result["warnings"][0]
