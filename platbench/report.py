@@ -14,7 +14,7 @@ import pandas as pd
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.module_utils.records import FAILED_METRIC, read_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, read_samples
 
 # The platform every other one is normalized to, and the row order: both from the registry.
 BASELINE = platforms.BASELINE

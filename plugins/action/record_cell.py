@@ -11,8 +11,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.release import __version__ as ansible_version
 
-from ansible_collections.platbench.lab.plugins.module_utils.failures import describe_failure, failure_output
-from ansible_collections.platbench.lab.plugins.module_utils.outcome import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.failures import describe_failure, failure_output
+from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import (
     FAILED,
     cell_labels,
     cell_outcome,

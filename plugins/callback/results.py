@@ -39,7 +39,7 @@ import yaml
 from ansible.plugins.callback import CallbackBase
 from ansible.release import __version__ as ansible_version
 
-from ansible_collections.platbench.lab.plugins.module_utils.records import FAILED_METRIC, append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, append_samples
 
 CELL_ACTIONS = "platbench.lab."
 SAMPLES_FILE = "samples.jsonl"

@@ -12,22 +12,25 @@ import os
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms as _registry
-from ansible_collections.platbench.lab.plugins.module_utils.cellplan import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     CellPlanError,
     cell_plan as _cell_plan,
     choose_cpus,
     dataset_dir as _dataset_dir,
-    workload_argv as _workload_argv,
 )
-from ansible_collections.platbench.lab.plugins.module_utils.matrix import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     ExperimentError,
     emulated_subset as _emulated_subset,
     expand,
     scenario_name,
     validate_experiment,
 )
-from ansible_collections.platbench.lab.plugins.module_utils.records import done_cells as _done_cells
-from ansible_collections.platbench.lab.plugins.module_utils.runplan import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import done_cells as _done_cells
+from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
+    WorkloadArgsError,
+    workload_argv as _workload_argv,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import (
     cells_to_run as _cells_to_run,
     plan_problems as _plan_problems,
 )
@@ -86,7 +89,7 @@ def workload_argv(params, workload):
         raise AnsibleFilterError(f"workload_argv: expected a mapping of parameters, got {type(params).__name__}")
     try:
         return _workload_argv(params, workload)
-    except CellPlanError as exc:
+    except WorkloadArgsError as exc:
         raise AnsibleFilterError(str(exc)) from None
 
 

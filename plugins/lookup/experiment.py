@@ -74,8 +74,8 @@ from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
 
-from ansible_collections.platbench.lab.plugins.module_utils.matrix import ExperimentError, expand, load_experiment
-from ansible_collections.platbench.lab.plugins.module_utils.params_check import checked_params
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import checked_params
 
 # plugins/lookup/experiment.py -> the collection root, which holds the workloads package
 _COLLECTION_ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))

@@ -117,17 +117,24 @@ def test_rerun_resumes_without_measuring_again(smoke):
 
 
 def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
+    # Bad parameters no longer reach a host (the plan checks them), so the cells fail at run time:
+    # no workload starts, imports its framework and trains within 2 seconds.
     results = tmp_path / "results"
     runner = run_playbook("playbooks/experiment.yml", tmp_path, {
         "experiment": "smoke", "campaign": "it-fail", "platbench_results_dir": str(results),
+        "platform_run_cell_timeout": 2,
         "experiment_overrides": {"platforms": ["bm", "cn"], "scaleup": [1], "cpu_config": ["pin"],
-                                 "repeats": 1, "params": {"model": "no-such-model"}}})
+                                 "repeats": 1}})
     assert runner.rc == 0, failed_messages(runner)
     samples = read_samples(results / "it-fail")
     assert [s["labels"]["platform"] for s in samples] == ["bm", "cn"]
     for sample in samples:
         assert sample["metric"] == "failed"
-        assert "no-such-model" in sample["metadata"]["error"] + sample["metadata"]["output_tail"]
+        assert "platform_run_cell_timeout=2" in sample["metadata"]["error"], sample["metadata"]["error"]
+    # The run says which cells failed, after the recap.
+    assert re.search(r"cells ok: 0, failed: 2", output_of(runner)), output_of(runner)[-3000:]
+    assert not subprocess.run(["docker", "ps", "-aq", "--filter", "label=org.platbench.campaign=it-fail"],
+                              capture_output=True, text=True, check=True).stdout.strip()
 
 
 @pytest.mark.parametrize("extravars, expected", [
@@ -141,6 +148,12 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
      r"reads data from files, which vm and vmcn guests\s+cannot reach"),
     ({"experiment": "smoke", "experiment_overrides": {"processor": ["gpu"]}}, r"'gpu' scenarios.*no NVIDIA GPU"),
     ({"experiment": "smoke", "experiment_overrides": {"repeats": 0}}, r"repeats: 0 must be an integer >= 1"),
+    ({"experiment": "smoke", "experiment_overrides": {"params": {"model": "resnet9000"}}},
+     r"smoke.yml.*params.model: 'resnet9000'.*invalid choice.*'tiny'"),
+    ({"experiment": "smoke", "experiment_overrides": {"params": {"batch_size": 0}}},
+     r"params.batch_size: 0 .*positive integer"),
+    ({"experiment": "smoke", "experiment_overrides": {"mode": "shared"}},
+     r"mode: 'shared' is not implemented in this release; allowed: single, distributed"),
 ])
 def test_bad_input_stops_before_any_cell_runs(tmp_path, extravars, expected):
     if os.geteuid() != 0:

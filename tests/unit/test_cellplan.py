@@ -10,7 +10,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.platbench.lab.plugins.filter.platbench import cell_plan as cell_plan_filter
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.module_utils.cellplan import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     CellPlanError,
     cell_plan,
     choose_cpus,

@@ -14,8 +14,8 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
 
 from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv
-from ansible_collections.platbench.lab.plugins.module_utils.matrix import available_experiments, expand, load_experiment
-from ansible_collections.platbench.lab.plugins.module_utils.params_check import check_experiment_params
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import available_experiments, expand, load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import check_experiment_params
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.platbench.lab.plugins.module_utils.failures import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.failures import (
     describe_failure,
     exit_code,
     failure_output,

@@ -2,7 +2,7 @@ import textwrap
 
 import pytest
 
-from ansible_collections.platbench.lab.plugins.module_utils.matrix import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     ExperimentError,
     available_experiments,
     cores_needed,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.platbench.lab.plugins.module_utils.matrix import ExperimentError, validate_experiment
-from ansible_collections.platbench.lab.plugins.module_utils.params_check import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import (
     DATA_DIR_PLACEHOLDER,
     available_generators,
     available_workloads,
@@ -209,7 +209,7 @@ def test_checked_params_raises_one_error_naming_the_file(fake):
 
 def test_the_shared_argv_rule_builds_what_placement_builds():
     from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv as filter_argv
-    from ansible_collections.platbench.lab.plugins.module_utils.workload_args import (
+    from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
         WorkloadArgsError, key_of, workload_argv)
 
     params = {"threads": 2, "batch_size": 32, "lr": 0.1, "launch_local": True, "xla": False, "model": "tiny"}

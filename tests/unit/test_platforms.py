@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.platbench.lab.plugins.module_utils import matrix, platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import matrix, platforms
 from platbench import report
 
 REPO = Path(__file__).resolve().parents[2]

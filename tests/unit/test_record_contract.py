@@ -1,14 +1,14 @@
 """The record contract: what a workload prints is what the controller's parser reads back.
 
 The producer is workloads.common.record as the workloads import it; the consumer is the
-collection's module_utils.records, imported by FQCN as the callback imports it.
+collection's plugin_utils.records, imported by FQCN as the callback imports it.
 """
 
 import math
 import os
 
 import pytest
-from ansible_collections.platbench.lab.plugins.module_utils import records as controller
+from ansible_collections.platbench.lab.plugins.plugin_utils import records as controller
 from ansible_collections.platbench.lab.workloads.common import record as collection_record
 
 from workloads.common import record as producer

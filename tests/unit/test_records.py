@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ansible_collections.platbench.lab.plugins.module_utils.records import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     RESULT_PREFIX,
     RecordError,
     append_samples,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.platbench.lab.plugins.module_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 from platbench import cli, report
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,10 +8,10 @@ import pytest
 
 from ansible_collections.platbench.lab.plugins.filter.platbench import cells_to_run as cells_to_run_filter
 from ansible_collections.platbench.lab.plugins.filter.platbench import done_cells as done_cells_filter
-from ansible_collections.platbench.lab.plugins.module_utils.matrix import expand, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, validate_experiment
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
-from ansible_collections.platbench.lab.plugins.module_utils.records import append_samples, done_cells
-from ansible_collections.platbench.lab.plugins.module_utils.runplan import cells_to_run, plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples, done_cells
+from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
 
 FACTS = {"cpus_allowed": [0, 1], "gpu_count": 0, "docker_engine": True, "vm_accelerator": "tcg",
          "libvirt_daemon": True}

@@ -1,7 +1,7 @@
 """The result record: one `PLATBENCH_RESULT <json>` line on stdout per run.
 
 This module owns the format on both sides: workloads print records with ``emit_record``,
-the controller (plugins/module_utils/records.py, the callback) and the tests read them with
+the controller (plugins/plugin_utils/records.py, the callback) and the tests read them with
 ``parse_result_lines``. Stdlib only and cheap to import: the collection imports it too.
 """
 

@@ -8,7 +8,7 @@ writes down what it is handed.
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.module_utils.records import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     RESULT_PREFIX,
     RecordError,
     failed_sample,

@@ -19,6 +19,7 @@ import hashlib
 import json
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 
 # Every thread pool the frameworks start gets the scenario's core count.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
@@ -49,25 +50,6 @@ OPTIONS = {
 
 class CellPlanError(ValueError):
     """A cell cannot be placed on this host as asked; the message says why and what to change."""
-
-
-def workload_argv(params, workload):
-    """The ``python`` arguments that run ``workloads.<workload>`` with ``params``.
-
-    ``batch_size: 32`` becomes ``--batch-size 32``; a true boolean becomes a bare flag and a
-    false one is left out.
-    """
-    argv = ["-m", f"workloads.{workload}"]
-    for key, value in params.items():
-        flag = "--" + str(key).replace("_", "-")
-        if isinstance(value, bool):
-            if value:
-                argv.append(flag)
-        elif isinstance(value, (str, int, float)):
-            argv.extend([flag, str(value)])
-        else:
-            raise CellPlanError(f"workload_argv: parameter {key!r} must be a scalar, got {value!r}")
-    return argv
 
 
 def _digest(text, chars):
@@ -196,7 +178,10 @@ def cell_plan(cell, facts, options=None):
     data_dir = params.get("data_dir")
     if opts["dataset"]:
         data_dir = params["data_dir"] = dataset_dir(opts["datasets_dir"], opts["dataset"])
-    argv = workload_argv(params, labels["workload"])
+    try:
+        argv = workload_argv(params, labels["workload"])
+    except WorkloadArgsError as exc:
+        raise CellPlanError(str(exc)) from None
     cache = opts["peak_cache_dir"]
     # Data on the host (a generated dataset or the user's own) read-only, the GEMM peak cache read-write.
     mounts = ([{"source": str(data_dir), "target": str(data_dir), "mode": "ro"}] if data_dir else []) + [

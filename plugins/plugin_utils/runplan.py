@@ -9,7 +9,7 @@ filters by ``roles/platform_run/tasks/precheck.yml``.
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.module_utils.matrix import emulated_subset
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
 
 
 def _wanted(plan):

@@ -16,8 +16,8 @@ import re
 import subprocess
 import sys
 
-from ansible_collections.platbench.lab.plugins.module_utils.matrix import ExperimentError, emulated_subset, expand
-from ansible_collections.platbench.lab.plugins.module_utils.workload_args import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, emulated_subset, expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
     WorkloadArgsError,
     flag_of,
     key_of,

@@ -2,7 +2,7 @@
 # Apache License 2.0 (see galaxy.yml)
 """A workload's command line from its parameters, and back: one place for the ``key`` <-> ``--key`` rule.
 
-Shared by placement (the ``workload_argv`` filter) and the plan-time parameter check.
+Shared by the cell plan, the ``workload_argv`` filter and the plan-time parameter check.
 """
 
 from __future__ import annotations
