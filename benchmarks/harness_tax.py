@@ -47,9 +47,13 @@ def parse_args(argv=None):
 def main(argv=None):
     bench = parse_args(argv)
     cnn_argv = {
-        "--framework": "tensorflow", "--model": bench.model, "--image-size": bench.image_size,
-        "--batch-size": bench.batch_size, "--threads": bench.threads,
-        "--warmup-steps": bench.warmup_steps, "--steps": bench.steps,
+        "--framework": "tensorflow",
+        "--model": bench.model,
+        "--image-size": bench.image_size,
+        "--batch-size": bench.batch_size,
+        "--threads": bench.threads,
+        "--warmup-steps": bench.warmup_steps,
+        "--steps": bench.steps,
     }
     cnn_args = cli.parse_args([str(item) for pair in cnn_argv.items() for item in pair])
     set_thread_env(bench.threads)
@@ -78,7 +82,7 @@ def main(argv=None):
         with tf.GradientTape() as tape:
             loss = loss_fn(labels, model(images, training=True))
         gradients = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=False))
         return loss
 
     def hand_loop(steps):
@@ -110,7 +114,7 @@ def main(argv=None):
                 recorded.append(r)
     median = statistics.median
     # Each (a, b) pair ran back to back: the median of the pairs' ratios cancels slow drift.
-    pair_ratio = median(b / a for a, b in zip(hand, wall))
+    pair_ratio = median(b / a for a, b in zip(hand, wall, strict=False))
     print(
         f"model {bench.model} {bench.image_size}px, batch {bench.batch_size}, threads {bench.threads}, "
         f"{bench.steps} steps x {bench.repeats} alternating repeats, TensorFlow {tf.__version__}"

@@ -33,7 +33,7 @@ def main(argv=None):
     args = parse_args(argv)
     experiment = load_experiment(os.path.join(REPO_ROOT, "experiments"), args.experiment)
     params = {key: value for key, value in experiment["params"].items() if not isinstance(value, list)}
-    cpus = sorted(os.sched_getaffinity(0))[-args.scaleup:]
+    cpus = sorted(os.sched_getaffinity(0))[-args.scaleup :]
     # The GEMM peak is not part of the noise: --peak-gflops 0 skips it.
     argv = workload_argv(params, experiment["workload"]) + ["--threads", str(args.scaleup), "--peak-gflops", "0"]
     variants = {f"{params.get('steps')} steps (as the experiment)": argv}

@@ -39,30 +39,57 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    cpus = sorted(os.sched_getaffinity(0))[-args.threads:]
+    cpus = sorted(os.sched_getaffinity(0))[-args.threads :]
     combos = [(framework, model) for model in args.models.split(",") for framework in args.frameworks.split(",")]
     runs = {combo: [] for combo in combos}
     for repeat in range(args.repeats):
         for framework, model in combos:
-            record = run_workload([
-                "-m", "workloads.cnn_train", "--framework", framework, "--model", model,
-                "--batch-size", str(BATCH.get(model, 8)), "--threads", str(args.threads),
-                "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps)], cpus=cpus)
+            record = run_workload(
+                [
+                    "-m",
+                    "workloads.cnn_train",
+                    "--framework",
+                    framework,
+                    "--model",
+                    model,
+                    "--batch-size",
+                    str(BATCH.get(model, 8)),
+                    "--threads",
+                    str(args.threads),
+                    "--steps",
+                    str(args.steps),
+                    "--warmup-steps",
+                    str(args.warmup_steps),
+                ],
+                cpus=cpus,
+            )
             runs[framework, model].append(record)
             metrics = record["metrics"]
-            print(f"repeat {repeat} {framework:10} {model:10} {metrics['throughput']:8.2f} images/sec"
-                  f"  MFU {metrics['mfu']:.3f}", file=sys.stderr, flush=True)
+            print(
+                f"repeat {repeat} {framework:10} {model:10} {metrics['throughput']:8.2f} images/sec"
+                f"  MFU {metrics['mfu']:.3f}",
+                file=sys.stderr,
+                flush=True,
+            )
 
-    print(f"\ncnn_train on CPUs {','.join(map(str, cpus))} ({args.threads} threads), fp32, synthetic data, "
-          f"{args.steps} timed steps, median of {args.repeats} alternating repeats")
+    print(
+        f"\ncnn_train on CPUs {','.join(map(str, cpus))} ({args.threads} threads), fp32, synthetic data, "
+        f"{args.steps} timed steps, median of {args.repeats} alternating repeats"
+    )
     for framework in args.frameworks.split(","):
-        peaks = [record["metrics"]["peak_flops"] for (fw, _), records in runs.items() if fw == framework
-                 for record in records]
+        peaks = [
+            record["metrics"]["peak_flops"]
+            for (fw, _), records in runs.items()
+            if fw == framework
+            for record in records
+        ]
         print(f"GEMM peak ({framework}): {statistics.median(peaks):.1f} GFLOP/s")
     # A shared host slows down for seconds at a time; the median step shows the speed the
     # code reaches when nothing else runs, beside the records' mean over all timed steps.
-    print(f"\n{'framework':10} {'model':10} {'batch':>5} {'images/sec':>11} {'GFLOP/image':>12} "
-          f"{'GFLOP/s':>8} {'MFU':>6} {'median step: images/sec':>24} {'MFU':>6}")
+    print(
+        f"\n{'framework':10} {'model':10} {'batch':>5} {'images/sec':>11} {'GFLOP/image':>12} "
+        f"{'GFLOP/s':>8} {'MFU':>6} {'median step: images/sec':>24} {'MFU':>6}"
+    )
     for (framework, model), records in runs.items():
         metrics = [record["metrics"] for record in records]
 
@@ -74,13 +101,24 @@ def main(argv=None):
         mfu_at_median_step = statistics.median(
             batch / entry["step_time_p50"] * entry["model_flops"] / entry["peak_flops"] for entry in metrics
         )
-        print(f"{framework:10} {model:10} {batch:5d} {median('throughput'):11.2f} "
-              f"{median('model_flops'):12.2f} {median('achieved_flops'):8.1f} {median('mfu'):6.3f} "
-              f"{at_median_step:24.2f} {mfu_at_median_step:6.3f}")
+        print(
+            f"{framework:10} {model:10} {batch:5d} {median('throughput'):11.2f} "
+            f"{median('model_flops'):12.2f} {median('achieved_flops'):8.1f} {median('mfu'):6.3f} "
+            f"{at_median_step:24.2f} {mfu_at_median_step:6.3f}"
+        )
     if not args.no_harness_tax:
         print("\nharness tax (tiny model, 1 thread):", flush=True)
-        subprocess.run([sys.executable, os.path.join(REPO_ROOT, "benchmarks", "harness_tax.py"),
-                        "--repeats", "6", "--steps", "40"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                os.path.join(REPO_ROOT, "benchmarks", "harness_tax.py"),
+                "--repeats",
+                "6",
+                "--steps",
+                "40",
+            ],
+            check=True,
+        )
     return 0
 
 

@@ -30,15 +30,21 @@ NOT_AVAILABLE = "n/a"
 ACCELERATOR = "accelerator"
 EMULATED = "tcg"
 NO_ACCELERATOR = "-"
-EMULATED_NOTE = ("tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower than "
-                 "hardware; left out of the ratios to bm (--include-emulated shows them).")
-EMULATED_INCLUDED_NOTE = ("tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower "
-                          "than hardware; its ratios to bm are shown because of --include-emulated.")
+EMULATED_NOTE = (
+    "tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower than "
+    "hardware; left out of the ratios to bm (--include-emulated shows them)."
+)
+EMULATED_INCLUDED_NOTE = (
+    "tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower "
+    "than hardware; its ratios to bm are shown because of --include-emulated."
+)
 
 
 NOISE_MARK = "~"
-NOISE_NOTE = (f"{NOISE_MARK}: the difference to bm lies within its 95% confidence interval (Welch's t over the "
-              "repeats): it cannot be told from noise. More repeats or a quieter host may resolve it.")
+NOISE_NOTE = (
+    f"{NOISE_MARK}: the difference to bm lies within its 95% confidence interval (Welch's t over the "
+    "repeats): it cannot be told from noise. More repeats or a quieter host may resolve it."
+)
 CONFIDENCE = 0.95
 
 
@@ -97,14 +103,25 @@ def load_samples(results_dir):
     skipped = []
     samples = read_samples(path, on_bad_line=lambda number, line: skipped.append(number))
     if skipped:
-        print(f"note: skipped {len(skipped)} unreadable line(s) of {path} (line {skipped[0]}...), "
-              "probably a write cut short", file=sys.stderr)
+        print(
+            f"note: skipped {len(skipped)} unreadable line(s) of {path} (line {skipped[0]}...), "
+            "probably a write cut short",
+            file=sys.stderr,
+        )
     if not samples:
         raise ReportError(f"no samples in {path}")
-    return pd.DataFrame([{"metric": sample.get("metric"), "value": sample.get("value"),
-                          "unit": sample.get("unit"),
-                          ACCELERATOR: (sample.get("metadata") or {}).get(ACCELERATOR),
-                          **sample.get("labels", {})} for sample in samples])
+    return pd.DataFrame(
+        [
+            {
+                "metric": sample.get("metric"),
+                "value": sample.get("value"),
+                "unit": sample.get("unit"),
+                ACCELERATOR: (sample.get("metadata") or {}).get(ACCELERATOR),
+                **sample.get("labels", {}),
+            }
+            for sample in samples
+        ]
+    )
 
 
 def varying_labels(frame):
@@ -130,8 +147,10 @@ def choose_metrics(frame, requested=None):
     if requested:
         missing = [metric for metric in requested if metric not in present]
         if missing:
-            raise ReportError(f"metric(s) {', '.join(missing)} not in the samples; available: "
-                              + (", ".join(present) or "none (every cell failed)"))
+            raise ReportError(
+                f"metric(s) {', '.join(missing)} not in the samples; available: "
+                + (", ".join(present) or "none (every cell failed)")
+            )
         return list(requested)
     return [metric for metric in DEFAULT_METRICS if metric in present] or present
 
@@ -168,8 +187,11 @@ def summarize(frame, metrics, include_emulated=False):
     rows, values_of = [], {}
     for key, group in frame.groupby(keys, dropna=False, sort=False):
         succeeded = group[group["metric"] != FAILED_METRIC]
-        row = {**dict(zip(keys, key)), "n": succeeded["cell"].nunique(),
-               "failed": int((group["metric"] == FAILED_METRIC).sum())}
+        row = {
+            **dict(zip(keys, key, strict=False)),
+            "n": succeeded["cell"].nunique(),
+            "failed": int((group["metric"] == FAILED_METRIC).sum()),
+        }
         for metric in metrics:
             values = [float(value) for value in succeeded.loc[succeeded["metric"] == metric, "value"]]
             values_of[id(row), metric] = values
@@ -189,9 +211,16 @@ def summarize(frame, metrics, include_emulated=False):
             row[f"{metric} ratio to {BASELINE}"] = ratio(row[f"{metric} mean"], baseline.get(f"{metric} mean"))
             row[f"{metric} within noise"] = (
                 within_noise(values_of[id(row), metric], values_of[id(baseline), metric])
-                if baseline and baseline is not row else None)
-    rows.sort(key=lambda row: (_platform_rank(row["platform"]), str(row["platform"]),
-                               *(_sortable(row[key]) for key in keys[1:])))
+                if baseline and baseline is not row
+                else None
+            )
+    rows.sort(
+        key=lambda row: (
+            _platform_rank(row["platform"]),
+            str(row["platform"]),
+            *(_sortable(row[key]) for key in keys[1:]),
+        )
+    )
     return rows, keys, units
 
 
@@ -222,8 +251,10 @@ def display_table(rows, keys, metrics, units):
         header += [f"{metric} ({units[metric]})", "cv", f"{metric} / {BASELINE}"]
     lines = []
     for row in rows:
-        line = [(NO_ACCELERATOR if key == ACCELERATOR else NOT_AVAILABLE) if pd.isna(row[key]) else str(row[key])
-                for key in keys]
+        line = [
+            (NO_ACCELERATOR if key == ACCELERATOR else NOT_AVAILABLE) if pd.isna(row[key]) else str(row[key])
+            for key in keys
+        ]
         line += [str(row["n"]), str(row["failed"])]
         for metric in metrics:
             spread = row[f"{metric} std"]
@@ -238,14 +269,15 @@ def display_table(rows, keys, metrics, units):
 
 
 def render_text(header, lines):
-    widths = [max(len(cell) for cell in column) for column in zip(header, *lines)]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
-                     for line in [header, ["-" * width for width in widths], *lines])
+    widths = [max(len(cell) for cell in column) for column in zip(header, *lines, strict=False)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)).rstrip()
+        for line in [header, ["-" * width for width in widths], *lines]
+    )
 
 
 def render_markdown(header, lines):
-    return "\n".join("| " + " | ".join(line) + " |"
-                     for line in [header, ["---"] * len(header), *lines])
+    return "\n".join("| " + " | ".join(line) + " |" for line in [header, ["---"] * len(header), *lines])
 
 
 def csv_frame(rows, keys, metrics, units):
@@ -277,8 +309,7 @@ def emulated_note(rows, include_emulated=False):
 def chart_rows(rows, metric, include_emulated=False):
     """The rows write_chart draws: those with a ratio to bm, emulated ones only when asked."""
     ratio_column = f"{metric} ratio to {BASELINE}"
-    return [row for row in rows
-            if row[ratio_column] is not None and (include_emulated or not is_emulated(row))]
+    return [row for row in rows if row[ratio_column] is not None and (include_emulated or not is_emulated(row))]
 
 
 def write_chart(path, rows, keys, metric, unit, include_emulated=False):
@@ -311,8 +342,12 @@ def write_chart(path, rows, keys, metric, unit, include_emulated=False):
     for index, platform in enumerate(platforms):
         bars_rows = [row for row in plotted if series_of(row) == platform]
         offset = (index - (len(platforms) - 1) / 2) * width
-        bars = axes.bar([groups.index(group_of(row)) + offset for row in bars_rows],
-                        [row[ratio_column] for row in bars_rows], width, label=platform)
+        bars = axes.bar(
+            [groups.index(group_of(row)) + offset for row in bars_rows],
+            [row[ratio_column] for row in bars_rows],
+            width,
+            label=platform,
+        )
         axes.bar_label(bars, labels=[f"{row[f'{metric} mean']:.4g}" for row in bars_rows], fontsize=8)
     axes.axhline(1.0, color="grey", linewidth=0.8)
     axes.set_ylim(0, 1.2 * max(row[ratio_column] for row in plotted))
@@ -328,12 +363,23 @@ def write_chart(path, rows, keys, metric, unit, include_emulated=False):
 
 def add_arguments(parser):
     parser.add_argument("results_dir", metavar="RESULTS_DIR", help="a campaign's directory, results/<campaign>")
-    parser.add_argument("--format", choices=("table", "csv", "markdown"), default="table",
-                        help="what to print (report.csv and report.md are always written)")
-    parser.add_argument("--metric", action="append", metavar="METRIC",
-                        help="metric to report, repeatable (default: throughput and elapsed when present)")
-    parser.add_argument("--include-emulated", action="store_true",
-                        help="give emulated (QEMU TCG) vm/vmcn rows their ratios to bm and chart them too")
+    parser.add_argument(
+        "--format",
+        choices=("table", "csv", "markdown"),
+        default="table",
+        help="what to print (report.csv and report.md are always written)",
+    )
+    parser.add_argument(
+        "--metric",
+        action="append",
+        metavar="METRIC",
+        help="metric to report, repeatable (default: throughput and elapsed when present)",
+    )
+    parser.add_argument(
+        "--include-emulated",
+        action="store_true",
+        help="give emulated (QEMU TCG) vm/vmcn rows their ratios to bm and chart them too",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -348,16 +394,26 @@ def run(args):
     rows, keys, units = summarize(frame, metrics, include_emulated=args.include_emulated)
     header, lines = display_table(rows, keys, metrics, units)
     table = csv_frame(rows, keys, metrics, units)
-    notes = "".join(f"\n\n{note}" for note in (noise_note(rows, metrics), emulated_note(rows, args.include_emulated))
-                    if note)
+    notes = "".join(
+        f"\n\n{note}" for note in (noise_note(rows, metrics), emulated_note(rows, args.include_emulated)) if note
+    )
     markdown = render_markdown(header, lines) + notes
 
     table.to_csv(results_dir / "report.csv", index=False)
     (results_dir / "report.md").write_text(markdown + "\n", encoding="utf-8")
     written = ["report.csv", "report.md"]
-    note = (write_chart(results_dir / "report.png", rows, keys, metrics[0], units[metrics[0]],
-                        include_emulated=args.include_emulated) if metrics
-            else "report.png skipped: no successful cell to plot")
+    note = (
+        write_chart(
+            results_dir / "report.png",
+            rows,
+            keys,
+            metrics[0],
+            units[metrics[0]],
+            include_emulated=args.include_emulated,
+        )
+        if metrics
+        else "report.png skipped: no successful cell to plot"
+    )
     if note is None:
         written.append("report.png")
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
 """Decide one experiment cell's outcome on the controller and hand its samples to the results callback."""
@@ -10,7 +9,6 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.release import __version__ as ansible_version
-
 from ansible_collections.platbench.lab.plugins.plugin_utils.failures import describe_failure, failure_output
 from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import (
     FAILED,
@@ -33,8 +31,10 @@ def _tail(text, limit=MAX_OUTPUT_CHARS):
 def failure_error(failure, output):
     """The error message of a ``failure: {task, result}`` argument (see failures.describe_failure)."""
     if not isinstance(failure, dict) or not {"task", "result"} >= set(failure):
-        raise AnsibleActionFail("record_cell: 'failure' must be a mapping with 'task' (ansible_failed_task.name) "
-                                f"and 'result' (ansible_failed_result), got {str(failure)[:200]!r}")
+        raise AnsibleActionFail(
+            "record_cell: 'failure' must be a mapping with 'task' (ansible_failed_task.name) "
+            f"and 'result' (ansible_failed_result), got {str(failure)[:200]!r}"
+        )
     return describe_failure(failure.get("task"), failure.get("result") or {}, workload_error=workload_errors(output))
 
 
@@ -51,12 +51,14 @@ class ActionModule(ActionBase):
         args = self._task.args
         unknown = set(args) - self._VALID_ARGS
         if unknown:
-            raise AnsibleActionFail("record_cell got unknown arguments %s; valid: %s"
-                                    % (sorted(unknown), sorted(self._VALID_ARGS)))
+            raise AnsibleActionFail(
+                "record_cell got unknown arguments %s; valid: %s" % (sorted(unknown), sorted(self._VALID_ARGS))
+            )
         cell, campaign = args.get("cell"), args.get("campaign")
         if not isinstance(cell, dict) or "id" not in cell or "labels" not in cell:
-            raise AnsibleActionFail("record_cell needs 'cell' with 'id' and 'labels' "
-                                    "(a cell of the expanded experiment)")
+            raise AnsibleActionFail(
+                "record_cell needs 'cell' with 'id' and 'labels' (a cell of the expanded experiment)"
+            )
         if not isinstance(campaign, dict) or not campaign.get("name") or not campaign.get("results_dir"):
             raise AnsibleActionFail("record_cell needs 'campaign' with 'name' and 'results_dir'")
 
@@ -67,14 +69,17 @@ class ActionModule(ActionBase):
         output = _tail(output)
         error = args.get("error") or (failure_error(failure, output) if failure else None)
         env = self._environment(task_vars)
-        status, error, samples = cell_outcome(cell_labels(cell, campaign["name"]), output, error, env,
-                                              args.get("runtime") or {})
+        status, error, samples = cell_outcome(
+            cell_labels(cell, campaign["name"]), output, error, env, args.get("runtime") or {}
+        )
         result.update(
             changed=False,
             platbench_cell={"id": cell["id"], "scenario": cell.get("scenario"), "labels": cell["labels"]},
-            platbench_campaign={"name": campaign["name"],
-                                "results_dir": os.path.abspath(os.path.expanduser(campaign["results_dir"])),
-                                "experiment": campaign.get("experiment", {})},
+            platbench_campaign={
+                "name": campaign["name"],
+                "results_dir": os.path.abspath(os.path.expanduser(campaign["results_dir"])),
+                "experiment": campaign.get("experiment", {}),
+            },
             platbench_status=status,
             platbench_error=error,
             platbench_samples=samples,

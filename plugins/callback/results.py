@@ -35,10 +35,8 @@ import platform
 import socket
 
 import yaml
-
 from ansible.plugins.callback import CallbackBase
 from ansible.release import __version__ as ansible_version
-
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, append_samples
 
 CELL_ACTIONS = "platbench.lab."
@@ -80,9 +78,16 @@ def _write_atomically(path, document):
 def _open_campaign(campaign):
     """run.json content for this run: a new campaign, or a resumed one with this run added to ``resumes``."""
     experiment = {key: value for key, value in (campaign.get("experiment") or {}).items() if key != "cells"}
-    session = {"started": _now(), "finished": None, "controller": socket.gethostname(),
-               "ansible_version": ansible_version, "python_version": platform.python_version(),
-               "platbench_version": _collection_version(), "hosts": {}, "cells": {}}
+    session = {
+        "started": _now(),
+        "finished": None,
+        "controller": socket.gethostname(),
+        "ansible_version": ansible_version,
+        "python_version": platform.python_version(),
+        "platbench_version": _collection_version(),
+        "hosts": {},
+        "cells": {},
+    }
     path = os.path.join(campaign["results_dir"], RUN_FILE)
     if not os.path.exists(path):
         os.makedirs(campaign["results_dir"], exist_ok=True)
@@ -110,8 +115,11 @@ def _first_line(error):
 
 
 def _valid_samples(samples):
-    return (isinstance(samples, list) and samples
-            and all(isinstance(sample, dict) and "metric" in sample for sample in samples))
+    return (
+        isinstance(samples, list)
+        and samples
+        and all(isinstance(sample, dict) and "metric" in sample for sample in samples)
+    )
 
 
 class CallbackModule(CallbackBase):
@@ -147,14 +155,19 @@ class CallbackModule(CallbackBase):
 
     def _show_summary(self, name, results_dir, cells):
         failed = self._failed.get(results_dir, [])
-        self._display.display(f"platbench: campaign {name}: cells ok: {cells.get('ok', 0)}, "
-                              f"failed: {cells.get('failed', 0)}; samples in {results_dir}/{SAMPLES_FILE}",
-                              color="red" if failed else "green")
+        self._display.display(
+            f"platbench: campaign {name}: cells ok: {cells.get('ok', 0)}, "
+            f"failed: {cells.get('failed', 0)}; samples in {results_dir}/{SAMPLES_FILE}",
+            color="red" if failed else "green",
+        )
         for cell_id, error in failed[:FAILED_SHOWN]:
             self._display.display(f"platbench:   FAILED {cell_id}: {error}", color="red")
         if len(failed) > FAILED_SHOWN:
-            self._display.display(f"platbench:   ... and {len(failed) - FAILED_SHOWN} more failed cells "
-                                  f"(metric 'failed' in {SAMPLES_FILE})", color="red")
+            self._display.display(
+                f"platbench:   ... and {len(failed) - FAILED_SHOWN} more failed cells "
+                f"(metric 'failed' in {SAMPLES_FILE})",
+                color="red",
+            )
 
     def _record(self, result):
         data = result._result
@@ -167,8 +180,10 @@ class CallbackModule(CallbackBase):
         samples = data.get("platbench_samples")
         if not _valid_samples(samples):
             # Nothing to persist: say so rather than invent a sample the action did not decide.
-            self._display.warning(f"platbench: the result of task '{result._task.get_name()}' for cell "
-                                  f"{cell.get('id')} carries no platbench_samples; that cell was not recorded")
+            self._display.warning(
+                f"platbench: the result of task '{result._task.get_name()}' for cell "
+                f"{cell.get('id')} carries no platbench_samples; that cell was not recorded"
+            )
             return
 
         campaign = data["platbench_campaign"]
@@ -179,7 +194,8 @@ class CallbackModule(CallbackBase):
         session["cells"][status] = session["cells"].get(status, 0) + 1
         if status == "failed":
             self._failed.setdefault(campaign["results_dir"], []).append(
-                (cell["id"], _first_line(data.get("platbench_error") or samples[0]["metadata"].get("error"))))
+                (cell["id"], _first_line(data.get("platbench_error") or samples[0]["metadata"].get("error")))
+            )
         self._display.display(f"platbench: {cell['id']} {_summary(samples)}")
 
     def _warn_hidden(self, result):
@@ -193,7 +209,8 @@ class CallbackModule(CallbackBase):
         self._display.warning(
             f"platbench: the result of task '{result._task.get_name()}' on {result._host.get_name()} is hidden by "
             "no_log; if it ran an experiment cell, that cell was not recorded. Remove no_log from the cell task "
-            "to record it.")
+            "to record it."
+        )
 
     def _session(self, campaign, host, env):
         """This run's entry in the campaign's run.json, which lists the environment of every host seen."""

@@ -10,29 +10,38 @@ from __future__ import annotations
 import os
 
 from ansible.errors import AnsibleFilterError
-
 from ansible_collections.platbench.lab.plugins.module_utils import platforms as _registry
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     CellPlanError,
-    cell_plan as _cell_plan,
     choose_cpus,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
+    cell_plan as _cell_plan,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     dataset_dir as _dataset_dir,
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     ExperimentError,
-    emulated_subset as _emulated_subset,
     expand,
     scenario_name,
     validate_experiment,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import done_cells as _done_cells
-from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
-    WorkloadArgsError,
-    workload_argv as _workload_argv,
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
+    emulated_subset as _emulated_subset,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import done_cells as _done_cells
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import (
     cells_to_run as _cells_to_run,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import (
     plan_problems as _plan_problems,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
+    WorkloadArgsError,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
+    workload_argv as _workload_argv,
 )
 
 
@@ -79,7 +88,8 @@ def cpuset_for(topology_cpus, count, reserved=None):
     if count > len(allowed):
         raise AnsibleFilterError(
             f"cpuset_for: asked for {count} CPUs but only {len(allowed)} are available "
-            f"({len(cpus)} on the host, {len(cpus & excluded)} reserved: {sorted(cpus & excluded)})")
+            f"({len(cpus)} on the host, {len(cpus & excluded)} reserved: {sorted(cpus & excluded)})"
+        )
     return choose_cpus(allowed, count)[0]
 
 
@@ -133,15 +143,22 @@ def _mapping(value, what, name):
 
 def plan_problems(plan, status, facts, host, reserved_cpus=None, skip_unavailable=False):
     """What stops ``plan`` on ``host`` before any cell runs, and the platforms skipped."""
-    return _plan_problems(_mapping(plan, "the plan", "plan_problems"), _mapping(status, "status", "plan_problems"),
-                          facts, host, reserved_cpus or (), bool(skip_unavailable))
+    return _plan_problems(
+        _mapping(plan, "the plan", "plan_problems"),
+        _mapping(status, "status", "plan_problems"),
+        facts,
+        host,
+        reserved_cpus or (),
+        bool(skip_unavailable),
+    )
 
 
 def cells_to_run(plan, status, host, results_dir=None):
     """The cells ``host`` runs (ready platforms, emulated subset, not yet measured by ``host``)."""
     done = _done_cells(os.path.join(str(results_dir), "samples.jsonl"), host) if results_dir else ()
-    return _cells_to_run(_mapping(plan, "the plan", "cells_to_run"), _mapping(status, "status", "cells_to_run"),
-                         host, done)
+    return _cells_to_run(
+        _mapping(plan, "the plan", "cells_to_run"), _mapping(status, "status", "cells_to_run"), host, done
+    )
 
 
 class FilterModule:

@@ -73,7 +73,6 @@ import os
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
-
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, load_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import checked_params
 
@@ -85,7 +84,6 @@ display = Display()
 
 
 class LookupModule(LookupBase):
-
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
         experiments_dir = os.path.expanduser(self.get_option("experiments_dir") or _COLLECTION_EXPERIMENTS)

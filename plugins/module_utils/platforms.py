@@ -22,61 +22,153 @@ from collections import namedtuple
 #   guest_container_image the guest image carries the current workload image
 REQUIREMENTS = ("venv", "engine", "image", "hypervisor", "libvirt", "guest_image", "guest_container_image")
 
-Platform = namedtuple("Platform", (
-    "label",        # the `platform` label of cells and samples
-    "description",  # what it is, one line
-    "roles",        # the roles that build it, in order
-    "placement",    # the platform_run entry point (tasks/<placement>.yml) placing a cell on it; None: not built
-    "unbuilt",      # why it is not built in this release (None when placement is set)
-    "guest",        # runs inside a QEMU/KVM guest (emulated under TCG where the host has no usable KVM)
-    "container",    # the workload runs in a Docker container (the workload image)
-    "cpu_pinning",  # how `pin` gives the scenario its CPUs
-    "cpu_vanilla",  # what `vnl` does
-    "gpu_handover",  # how a `gpu` cell gets its GPUs
-    "baseline",     # the platform every other one is normalized to in the report
-    "requires",     # REQUIREMENTS this host must meet for the platform to be ready
-))
+Platform = namedtuple(
+    "Platform",
+    (
+        "label",  # the `platform` label of cells and samples
+        "description",  # what it is, one line
+        "roles",  # the roles that build it, in order
+        "placement",  # the platform_run entry point (tasks/<placement>.yml) placing a cell on it; None: not built
+        "unbuilt",  # why it is not built in this release (None when placement is set)
+        "guest",  # runs inside a QEMU/KVM guest (emulated under TCG where the host has no usable KVM)
+        "container",  # the workload runs in a Docker container (the workload image)
+        "cpu_pinning",  # how `pin` gives the scenario its CPUs
+        "cpu_vanilla",  # what `vnl` does
+        "gpu_handover",  # how a `gpu` cell gets its GPUs
+        "baseline",  # the platform every other one is normalized to in the report
+        "requires",  # REQUIREMENTS this host must meet for the platform to be ready
+    ),
+)
 
 NOT_BUILT = "not built by this release of platbench"
 
 PLATFORMS = (
-    Platform("bm", "the host itself: a process from the bare-metal venv",
-             ("platbench.lab.host_prep", "platbench.lab.workload_env"), "run_bm", None,
-             guest=False, container=False, cpu_pinning="taskset", cpu_vanilla="none (the host scheduler)",
-             gpu_handover="CUDA_VISIBLE_DEVICES", baseline=True, requires=("venv",)),
-    Platform("cn", "a Docker container on the host",
-             ("platbench.lab.docker", "platbench.lab.workload_image"), "run_cn", None,
-             guest=False, container=True, cpu_pinning="cpuset-cpus", cpu_vanilla="--cpus quota",
-             gpu_handover="device_requests", baseline=False, requires=("engine", "image")),
-    Platform("vm", "a throwaway libvirt guest per cell; the workload runs over SSH",
-             ("platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"), "run_vm", None,
-             guest=True, container=False, cpu_pinning="vcpupin", cpu_vanilla="none (the host scheduler)",
-             gpu_handover="hostdev", baseline=False, requires=("hypervisor", "libvirt", "guest_image")),
-    Platform("vmcn", "the guest's Docker engine running the workload image",
-             ("platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"), "run_vmcn", None,
-             guest=True, container=True, cpu_pinning="vcpupin + cpuset-cpus", cpu_vanilla="--cpus quota in the guest",
-             gpu_handover="hostdev + device_requests", baseline=False,
-             requires=("hypervisor", "libvirt", "guest_image", "guest_container_image")),
-    Platform("sg", "Singularity/Apptainer on the host", ("platbench.lab.apptainer",), None,
-             "no apptainer role yet", guest=False, container=True, cpu_pinning="taskset",
-             cpu_vanilla="none (the host scheduler)", gpu_handover="--nv", baseline=False, requires=()),
-    Platform("k8s", "a Kubernetes pod (a Job)", ("platbench.lab.kubernetes",), None,
-             "no kubernetes role yet", guest=False, container=True,
-             cpu_pinning="static CPU manager, Guaranteed QoS", cpu_vanilla="CPU limit",
-             gpu_handover="nvidia.com/gpu", baseline=False, requires=()),
-    Platform("ironic", "an OpenStack bare-metal node", ("platbench.lab.openstack_deploy",), None,
-             "no OpenStack roles yet", guest=False, container=False, cpu_pinning="taskset",
-             cpu_vanilla="none (the node's scheduler)", gpu_handover="CUDA_VISIBLE_DEVICES", baseline=False,
-             requires=()),
-    Platform("nova", "an OpenStack Nova VM", ("platbench.lab.openstack_deploy", "platbench.lab.openstack_instances"),
-             None, "no OpenStack roles yet", guest=True, container=False,
-             cpu_pinning="flavor hw:cpu_policy=dedicated", cpu_vanilla="shared vCPUs",
-             gpu_handover="PCI alias", baseline=False, requires=()),
-    Platform("magnum", "an OpenStack Magnum Kubernetes cluster",
-             ("platbench.lab.openstack_deploy", "platbench.lab.openstack_instances"), None,
-             "no OpenStack roles yet", guest=True, container=True,
-             cpu_pinning="flavor hw:cpu_policy=dedicated + static CPU manager", cpu_vanilla="CPU limit",
-             gpu_handover="PCI alias + nvidia.com/gpu", baseline=False, requires=()),
+    Platform(
+        "bm",
+        "the host itself: a process from the bare-metal venv",
+        ("platbench.lab.host_prep", "platbench.lab.workload_env"),
+        "run_bm",
+        None,
+        guest=False,
+        container=False,
+        cpu_pinning="taskset",
+        cpu_vanilla="none (the host scheduler)",
+        gpu_handover="CUDA_VISIBLE_DEVICES",
+        baseline=True,
+        requires=("venv",),
+    ),
+    Platform(
+        "cn",
+        "a Docker container on the host",
+        ("platbench.lab.docker", "platbench.lab.workload_image"),
+        "run_cn",
+        None,
+        guest=False,
+        container=True,
+        cpu_pinning="cpuset-cpus",
+        cpu_vanilla="--cpus quota",
+        gpu_handover="device_requests",
+        baseline=False,
+        requires=("engine", "image"),
+    ),
+    Platform(
+        "vm",
+        "a throwaway libvirt guest per cell; the workload runs over SSH",
+        ("platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
+        "run_vm",
+        None,
+        guest=True,
+        container=False,
+        cpu_pinning="vcpupin",
+        cpu_vanilla="none (the host scheduler)",
+        gpu_handover="hostdev",
+        baseline=False,
+        requires=("hypervisor", "libvirt", "guest_image"),
+    ),
+    Platform(
+        "vmcn",
+        "the guest's Docker engine running the workload image",
+        ("platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
+        "run_vmcn",
+        None,
+        guest=True,
+        container=True,
+        cpu_pinning="vcpupin + cpuset-cpus",
+        cpu_vanilla="--cpus quota in the guest",
+        gpu_handover="hostdev + device_requests",
+        baseline=False,
+        requires=("hypervisor", "libvirt", "guest_image", "guest_container_image"),
+    ),
+    Platform(
+        "sg",
+        "Singularity/Apptainer on the host",
+        ("platbench.lab.apptainer",),
+        None,
+        "no apptainer role yet",
+        guest=False,
+        container=True,
+        cpu_pinning="taskset",
+        cpu_vanilla="none (the host scheduler)",
+        gpu_handover="--nv",
+        baseline=False,
+        requires=(),
+    ),
+    Platform(
+        "k8s",
+        "a Kubernetes pod (a Job)",
+        ("platbench.lab.kubernetes",),
+        None,
+        "no kubernetes role yet",
+        guest=False,
+        container=True,
+        cpu_pinning="static CPU manager, Guaranteed QoS",
+        cpu_vanilla="CPU limit",
+        gpu_handover="nvidia.com/gpu",
+        baseline=False,
+        requires=(),
+    ),
+    Platform(
+        "ironic",
+        "an OpenStack bare-metal node",
+        ("platbench.lab.openstack_deploy",),
+        None,
+        "no OpenStack roles yet",
+        guest=False,
+        container=False,
+        cpu_pinning="taskset",
+        cpu_vanilla="none (the node's scheduler)",
+        gpu_handover="CUDA_VISIBLE_DEVICES",
+        baseline=False,
+        requires=(),
+    ),
+    Platform(
+        "nova",
+        "an OpenStack Nova VM",
+        ("platbench.lab.openstack_deploy", "platbench.lab.openstack_instances"),
+        None,
+        "no OpenStack roles yet",
+        guest=True,
+        container=False,
+        cpu_pinning="flavor hw:cpu_policy=dedicated",
+        cpu_vanilla="shared vCPUs",
+        gpu_handover="PCI alias",
+        baseline=False,
+        requires=(),
+    ),
+    Platform(
+        "magnum",
+        "an OpenStack Magnum Kubernetes cluster",
+        ("platbench.lab.openstack_deploy", "platbench.lab.openstack_instances"),
+        None,
+        "no OpenStack roles yet",
+        guest=True,
+        container=True,
+        cpu_pinning="flavor hw:cpu_policy=dedicated + static CPU manager",
+        cpu_vanilla="CPU limit",
+        gpu_handover="PCI alias + nvidia.com/gpu",
+        baseline=False,
+        requires=(),
+    ),
 )
 
 LABELS = tuple(platform.label for platform in PLATFORMS)
@@ -104,8 +196,9 @@ def check_labels(labels, where="platforms"):
         raise UnknownPlatform(f"{where}: must be a list of platform labels ({', '.join(LABELS)}), got {labels!r}")
     unknown = [label for label in labels if label not in BY_LABEL]
     if unknown:
-        raise UnknownPlatform(f"{where}: unknown platform(s) {', '.join(map(repr, unknown))}; "
-                              f"known: {', '.join(LABELS)}")
+        raise UnknownPlatform(
+            f"{where}: unknown platform(s) {', '.join(map(repr, unknown))}; known: {', '.join(LABELS)}"
+        )
     return list(labels)
 
 

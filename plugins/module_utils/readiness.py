@@ -21,8 +21,7 @@ def requirement_problem(requirement, host):
     facts, guest = host["facts"], host["guest_image"]
     if requirement == "venv":
         if not host["venv_present"]:
-            return (f"no workload environment at {host['prefix']}/venv: run site.yml "
-                    "(role platbench.lab.workload_env)")
+            return f"no workload environment at {host['prefix']}/venv: run site.yml (role platbench.lab.workload_env)"
     elif requirement == "engine":
         if not facts.get("docker_engine"):
             return "no Docker engine answers on this host: run site.yml (role platbench.lab.docker) or start dockerd"
@@ -42,8 +41,10 @@ def requirement_problem(requirement, host):
         if "container_image_id" not in (guest or {}):
             return "the guest image carries no container image: run site.yml with the Docker engine up"
         if guest["container_image_id"] != host["image_id"]:
-            return (f"the guest carries workload image {_short(guest['container_image_id'])}, not the current "
-                    f"{_short(host['image_id'])}: run site.yml to refresh it")
+            return (
+                f"the guest carries workload image {_short(guest['container_image_id'])}, not the current "
+                f"{_short(host['image_id'])}: run site.yml to refresh it"
+            )
     else:
         raise ValueError(f"unknown requirement {requirement!r}; known: {', '.join(platforms.REQUIREMENTS)}")
     return None
@@ -54,8 +55,15 @@ def platform_status(facts, prefix, venv_present, image, image_id, guest_image_pa
     run it at all, so an experiment skips it instead of failing), and for the guest platforms
     this host's QEMU runs the
     ``accelerator`` (kvm, tcg or None) and ``emulated`` (guests run under QEMU's emulator)."""
-    host = {"facts": facts or {}, "prefix": prefix, "venv_present": bool(venv_present), "image": image,
-            "image_id": image_id or None, "guest_image_path": guest_image_path, "guest_image": guest_image or {}}
+    host = {
+        "facts": facts or {},
+        "prefix": prefix,
+        "venv_present": bool(venv_present),
+        "image": image,
+        "image_id": image_id or None,
+        "guest_image_path": guest_image_path,
+        "guest_image": guest_image or {},
+    }
     accelerator = host["facts"].get("vm_accelerator") or None
     status = {}
     for platform in platforms.PLATFORMS:
@@ -63,8 +71,11 @@ def platform_status(facts, prefix, venv_present, image, image_id, guest_image_pa
             entry = {"ready": False, "reason": platforms.not_built_reason(platform.label), "skip": False}
         else:
             problems = [problem for problem in (requirement_problem(req, host) for req in platform.requires) if problem]
-            entry = {"ready": not problems, "reason": problems[0] if problems else "",
-                     "skip": "hypervisor" in platform.requires and not accelerator}
+            entry = {
+                "ready": not problems,
+                "reason": problems[0] if problems else "",
+                "skip": "hypervisor" in platform.requires and not accelerator,
+            }
         if "hypervisor" in platform.requires:  # guests this host's QEMU runs
             entry.update(accelerator=accelerator, emulated=accelerator == "tcg")
         status[platform.label] = entry
@@ -73,5 +84,7 @@ def platform_status(facts, prefix, venv_present, image, image_id, guest_image_pa
 
 def summary(status, wanted):
     """One line per wanted platform: ready, or skipped with the reason."""
-    return [f"{label}: ready" if status[label]["ready"] else f"{label}: skipped: {status[label]['reason']}"
-            for label in wanted]
+    return [
+        f"{label}: ready" if status[label]["ready"] else f"{label}: skipped: {status[label]['reason']}"
+        for label in wanted
+    ]

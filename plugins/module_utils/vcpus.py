@@ -48,10 +48,13 @@ def vcpu_threads(pid, proc="/proc"):
             status = _read(os.path.join(task_dir, tid, "status"))
         except OSError:
             continue  # the thread ended while we looked
-        allowed = next((line.split(":", 1)[1].strip() for line in status.splitlines()
-                        if line.startswith("Cpus_allowed_list:")), None)
-        threads.append({"vcpu": match.group(1), "kind": match.group(2), "tid": int(tid) if tid.isdigit() else tid,
-                        "cpus": allowed})
+        allowed = next(
+            (line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list:")),
+            None,
+        )
+        threads.append(
+            {"vcpu": match.group(1), "kind": match.group(2), "tid": int(tid) if tid.isdigit() else tid, "cpus": allowed}
+        )
     return sorted(threads, key=lambda thread: int(thread["vcpu"]))
 
 
@@ -59,5 +62,7 @@ def summarize(threads):
     """What goes into a sample: ``vcpu_thread_kind`` ('KVM', 'TCG', None when no thread was found)
     and ``vcpu_affinity`` (vCPU number -> allowed host CPUs)."""
     kinds = sorted({thread["kind"] for thread in threads})
-    return {"vcpu_thread_kind": ",".join(kinds) or None,
-            "vcpu_affinity": {thread["vcpu"]: thread["cpus"] for thread in threads}}
+    return {
+        "vcpu_thread_kind": ",".join(kinds) or None,
+        "vcpu_affinity": {thread["vcpu"]: thread["cpus"] for thread in threads},
+    }

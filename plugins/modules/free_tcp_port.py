@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
 """Choose a TCP port on a loopback address that nothing listens on."""
@@ -56,9 +55,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
-    module = AnsibleModule(argument_spec={"address": {"type": "str", "default": "127.0.0.1"},
-                                          "port": {"type": "int", "default": 0}},
-                           supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec={"address": {"type": "str", "default": "127.0.0.1"}, "port": {"type": "int", "default": 0}},
+        supports_check_mode=True,
+    )
     address, port = module.params["address"], module.params["port"]
     try:
         loopback = ipaddress.ip_address(address).is_loopback
@@ -72,8 +72,10 @@ def main():
         try:
             sock.bind((address, port))
         except OSError as exc:
-            module.fail_json(msg=f"port {port} on {address} is already in use ({exc.strerror}); "
-                                 "choose another port or 0 to let platbench pick one")
+            module.fail_json(
+                msg=f"port {port} on {address} is already in use ({exc.strerror}); "
+                "choose another port or 0 to let platbench pick one"
+            )
         port = sock.getsockname()[1]
     module.exit_json(changed=False, port=port)
 

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
 """Read what a host can offer to the benchmark lab, straight from /proc and /sys."""
@@ -80,8 +79,7 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-FLAGS_OF_INTEREST = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8",
-                     "vmx", "svm", "hypervisor")
+FLAGS_OF_INTEREST = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "vmx", "svm", "hypervisor")
 NVIDIA_PCI_VENDOR = "0x10de"
 # PCI display controllers (0x03xxxx) and 3D controllers (0x0302xx) are GPUs.
 PCI_DISPLAY_CLASS_PREFIX = "0x03"
@@ -148,19 +146,27 @@ def nvidia_gpus():
         if not read_text(dev + "/class").startswith(PCI_DISPLAY_CLASS_PREFIX):
             continue
         driver = os.path.basename(os.path.realpath(dev + "/driver")) if os.path.exists(dev + "/driver") else None
-        gpus.append({"pci_address": os.path.basename(dev),
-                     "device_id": read_text(dev + "/device"),
-                     "driver": driver,
-                     "iommu_group": os.path.basename(os.path.realpath(dev + "/iommu_group"))
-                     if os.path.exists(dev + "/iommu_group") else None})
+        gpus.append(
+            {
+                "pci_address": os.path.basename(dev),
+                "device_id": read_text(dev + "/device"),
+                "driver": driver,
+                "iommu_group": os.path.basename(os.path.realpath(dev + "/iommu_group"))
+                if os.path.exists(dev + "/iommu_group")
+                else None,
+            }
+        )
     return gpus
 
 
 def kvm_state(flags):
     usable = os.access("/dev/kvm", os.R_OK | os.W_OK)
-    return {"device": os.path.exists("/dev/kvm"), "usable": usable,
-            "hw_virt": "vmx" in flags or "svm" in flags,
-            "iommu_groups": len(glob.glob("/sys/kernel/iommu_groups/*"))}
+    return {
+        "device": os.path.exists("/dev/kvm"),
+        "usable": usable,
+        "hw_virt": "vmx" in flags or "svm" in flags,
+        "iommu_groups": len(glob.glob("/sys/kernel/iommu_groups/*")),
+    }
 
 
 def iommu_state():
@@ -214,10 +220,13 @@ def virtualization(flags_all):
 
 
 def main():
-    module = AnsibleModule(argument_spec={"docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
-                                          "libvirt_socket": {"type": "path",
-                                                             "default": "/var/run/libvirt/libvirt-sock"}},
-                           supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec={
+            "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
+            "libvirt_socket": {"type": "path", "default": "/var/run/libvirt/libvirt-sock"},
+        },
+        supports_check_mode=True,
+    )
     online = parse_cpu_list(read_text("/sys/devices/system/cpu/online", "0"))
     allowed = sorted(os.sched_getaffinity(0))
     model, flags = cpu_info()

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
 """Say which platforms of the registry this host can run now, and why not."""
@@ -115,7 +114,6 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status, summary
 
@@ -143,7 +141,8 @@ def main():
             "platforms": {"type": "list", "elements": "str", "default": []},
             "platforms_source": {"type": "str", "default": "platforms"},
         },
-        supports_check_mode=True)
+        supports_check_mode=True,
+    )
     params = module.params
     try:
         wanted = platforms.check_labels(params["platforms"], params["platforms_source"]) or list(platforms.LABELS)
@@ -151,13 +150,25 @@ def main():
         module.fail_json(msg=f"{exc}. Fix the list and run again.")
     guest, warning = read_guest_image(params["guest_image"])
     image_id = next((image.get("Id") for image in params["images"] if image.get("Id")), None)
-    status = platform_status(params["facts"], params["prefix"],
-                             os.path.exists(os.path.join(params["prefix"], "venv", "bin", "python")),
-                             params["image"], image_id, params["guest_image"], guest)
-    module.exit_json(changed=False, platforms=status, guest_image=guest, image_id=image_id,
-                     ready=[label for label in platforms.LABELS if status[label]["ready"]],
-                     emulated=[label for label in platforms.LABELS if status[label].get("emulated")],
-                     summary=summary(status, wanted), warnings=[warning] if warning else [])
+    status = platform_status(
+        params["facts"],
+        params["prefix"],
+        os.path.exists(os.path.join(params["prefix"], "venv", "bin", "python")),
+        params["image"],
+        image_id,
+        params["guest_image"],
+        guest,
+    )
+    module.exit_json(
+        changed=False,
+        platforms=status,
+        guest_image=guest,
+        image_id=image_id,
+        ready=[label for label in platforms.LABELS if status[label]["ready"]],
+        emulated=[label for label in platforms.LABELS if status[label].get("emulated")],
+        summary=summary(status, wanted),
+        warnings=[warning] if warning else [],
+    )
 
 
 if __name__ == "__main__":

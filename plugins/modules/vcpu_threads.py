@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
 """Read, from /proc on the KVM host, the vCPU threads of a libvirt domain's QEMU process."""
@@ -69,15 +68,18 @@ vcpu_affinity:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.platbench.lab.plugins.module_utils.vcpus import VcpuError, qemu_pid, summarize, vcpu_threads
 
 
 def main():
-    module = AnsibleModule(argument_spec={"domain": {"type": "str", "required": True},
-                                          "pid_file": {"type": "path"},
-                                          "proc": {"type": "path", "default": "/proc"}},
-                           supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec={
+            "domain": {"type": "str", "required": True},
+            "pid_file": {"type": "path"},
+            "proc": {"type": "path", "default": "/proc"},
+        },
+        supports_check_mode=True,
+    )
     pid_file = module.params["pid_file"] or f"/run/libvirt/qemu/{module.params['domain']}.pid"
     try:
         pid = qemu_pid(pid_file)

@@ -30,21 +30,21 @@ NAME_PREFIX = "platbench-"
 NAME_HASH_CHARS = 12
 DATASET_HASH_CHARS = 10
 OPTIONS = {
-    "host": None,               # the inventory host the cell runs on (required)
-    "campaign": None,           # the campaign's name (required)
-    "reserved_cpus": [],        # CPUs never given to a pinned cell
+    "host": None,  # the inventory host the cell runs on (required)
+    "campaign": None,  # the campaign's name (required)
+    "reserved_cpus": [],  # CPUs never given to a pinned cell
     "prefix": "/opt/platbench",  # where the bare-metal venv lives on the host
     "image": "platbench/workload:latest",  # the workload image (cn)
-    "image_id": None,           # its id, as the engine reported it
-    "docker_version": None,     # the host engine's version
+    "image_id": None,  # its id, as the engine reported it
+    "docker_version": None,  # the host engine's version
     "peak_cache_dir": "/var/cache/platbench",
     "datasets_dir": "/var/lib/platbench/datasets",
-    "dataset": None,            # the experiment's `dataset:` (generated data), or None
-    "timeout": 3600,            # seconds before a cell is stopped
-    "guest_image": {},          # the guest image description (vm, vmcn)
+    "dataset": None,  # the experiment's `dataset:` (generated data), or None
+    "timeout": 3600,  # seconds before a cell is stopped
+    "guest_image": {},  # the guest image description (vm, vmcn)
     "vm_memory_mb": 3072,
     "vm_hugepages": False,
-    "gpus_per_cell": 1,         # GPUs handed to a `gpu` cell
+    "gpus_per_cell": 1,  # GPUs handed to a `gpu` cell
 }
 
 
@@ -90,9 +90,11 @@ def choose_cpus(allowed, count, reserved=(), numa_nodes=None):
     if count > len(available):
         raise CellPlanError(
             f"scale-up {count} needs {count} CPUs but only {len(available)} are free "
-            f"({sorted(available)}; {len(reserved)} reserved by platbench_reserved_cpus)")
-    nodes = {str(name): _cpu_numbers(cpus, f"NUMA node {name}") & available
-             for name, cpus in (numa_nodes or {}).items()}
+            f"({sorted(available)}; {len(reserved)} reserved by platbench_reserved_cpus)"
+        )
+    nodes = {
+        str(name): _cpu_numbers(cpus, f"NUMA node {name}") & available for name, cpus in (numa_nodes or {}).items()
+    }
     fitting = [(max(cpus), name) for name, cpus in nodes.items() if len(cpus) >= count]
     pool = nodes[max(fitting)[1]] if len(nodes) > 1 and fitting else available
     chosen = sorted(sorted(pool, reverse=True)[:count])
@@ -140,10 +142,16 @@ def _container(name, engine_host, image, image_id, argv, env, cpuset, quota, mou
         "cpus": quota,
         "volumes": [f"{m['source']}:{m['target']}:{m['mode']}" for m in mounts],
         "network_mode": "none",
-        "device_requests": ([{"driver": "nvidia", "device_ids": [str(index) for index in gpus],
-                              "capabilities": [["gpu"]]}] if gpus else []),
-        "labels": {"org.platbench.cell": cell_id, "org.platbench.campaign": str(opts["campaign"]),
-                   "org.platbench.host": str(opts["host"])},
+        "device_requests": (
+            [{"driver": "nvidia", "device_ids": [str(index) for index in gpus], "capabilities": [["gpu"]]}]
+            if gpus
+            else []
+        ),
+        "labels": {
+            "org.platbench.cell": cell_id,
+            "org.platbench.campaign": str(opts["campaign"]),
+            "org.platbench.host": str(opts["host"]),
+        },
     }
 
 
@@ -159,15 +167,19 @@ def cell_plan(cell, facts, options=None):
     except platforms.UnknownPlatform as exc:
         raise CellPlanError(str(exc)) from None
     if not platform.placement:
-        raise CellPlanError(f"cell {cell['id']}: platform {platform.label} is "
-                            f"{platforms.not_built_reason(platform.label)}")
+        raise CellPlanError(
+            f"cell {cell['id']}: platform {platform.label} is {platforms.not_built_reason(platform.label)}"
+        )
     threads = labels["scaleup"]
     pinned = labels["cpu_config"] == "pin"
     wants_gpu = labels["processor"] == "gpu"
     where = f"cell {cell['id']} on {opts['host']}"
     try:
-        cpus, node = (choose_cpus(facts.get("cpus_allowed", []), threads, opts["reserved_cpus"],
-                                  facts.get("numa_nodes")) if pinned else ([], None))
+        cpus, node = (
+            choose_cpus(facts.get("cpus_allowed", []), threads, opts["reserved_cpus"], facts.get("numa_nodes"))
+            if pinned
+            else ([], None)
+        )
         gpus = choose_gpus(facts.get("gpu_count", 0), opts["gpus_per_cell"]) if wants_gpu else []
     except CellPlanError as exc:
         raise CellPlanError(f"{where}: {exc}") from None
@@ -185,58 +197,109 @@ def cell_plan(cell, facts, options=None):
     cache = opts["peak_cache_dir"]
     # Data on the host (a generated dataset or the user's own) read-only, the GEMM peak cache read-write.
     mounts = ([{"source": str(data_dir), "target": str(data_dir), "mode": "ro"}] if data_dir else []) + [
-        {"source": str(cache), "target": str(cache), "mode": "rw"}]
+        {"source": str(cache), "target": str(cache), "mode": "rw"}
+    ]
     name = instance_name(opts["campaign"], opts["host"], cell["id"])
     # Inside a container or a guest the GPUs handed over are numbered from 0.
     renumbered = list(range(len(gpus)))
     gpu_pci = [gpu.get("pci_address") for gpu in facts.get("gpus", [])]
 
     plan = {
-        "cell": cell["id"], "scenario": cell.get("scenario"), "platform": platform.label,
-        "placement": platform.placement, "host": opts["host"], "campaign": opts["campaign"],
-        "name": name, "threads": threads, "pinned": pinned, "cpus": cpus, "cpuset": cpuset,
-        "numa_node": node, "cpu_quota": quota, "gpus": gpus, "argv": argv, "data_dir": data_dir,
-        "mounts": mounts, "timeout": int(opts["timeout"]),
+        "cell": cell["id"],
+        "scenario": cell.get("scenario"),
+        "platform": platform.label,
+        "placement": platform.placement,
+        "host": opts["host"],
+        "campaign": opts["campaign"],
+        "name": name,
+        "threads": threads,
+        "pinned": pinned,
+        "cpus": cpus,
+        "cpuset": cpuset,
+        "numa_node": node,
+        "cpu_quota": quota,
+        "gpus": gpus,
+        "argv": argv,
+        "data_dir": data_dir,
+        "mounts": mounts,
+        "timeout": int(opts["timeout"]),
         # What the platform was asked to do, recorded with the cell; placement adds what it saw.
-        "runtime": {"cpuset_requested": cpuset or None, "numa_node": node,
-                    "gpus_requested": ",".join(map(str, gpus)) or None},
+        "runtime": {
+            "cpuset_requested": cpuset or None,
+            "numa_node": node,
+            "gpus_requested": ",".join(map(str, gpus)) or None,
+        },
     }
     if platform.label == "bm":
         plan["env"] = _env(threads, cache, gpus, {"PYTHONPATH": opts["prefix"]})
-        plan["process"] = {"argv": (["taskset", "--cpu-list", cpuset] if pinned else [])
-                           + [f"{opts['prefix']}/venv/bin/python"] + argv,
-                           "chdir": opts["prefix"], "env": plan["env"]}
+        plan["process"] = {
+            "argv": (["taskset", "--cpu-list", cpuset] if pinned else [])
+            + [f"{opts['prefix']}/venv/bin/python"]
+            + argv,
+            "chdir": opts["prefix"],
+            "env": plan["env"],
+        }
         plan["runtime"]["launcher"] = "taskset" if pinned else "process"
     elif platform.label == "cn":
         plan["env"] = _env(threads, cache, renumbered)
-        plan["container"] = _container(name, opts["host"], opts["image"], opts["image_id"], argv, plan["env"],
-                                       cpuset, quota, mounts, gpus, cell["id"], opts)
+        plan["container"] = _container(
+            name,
+            opts["host"],
+            opts["image"],
+            opts["image_id"],
+            argv,
+            plan["env"],
+            cpuset,
+            quota,
+            mounts,
+            gpus,
+            cell["id"],
+            opts,
+        )
         plan["container"]["docker_version"] = opts["docker_version"]
-        plan["runtime"].update(launcher="docker", cpu_quota_requested=quota, container_name=name,
-                               image=opts["image"])
+        plan["runtime"].update(launcher="docker", cpu_quota_requested=quota, container_name=name, image=opts["image"])
     elif platform.label in ("vm", "vmcn"):
         guest_image = opts["guest_image"] or {}
-        plan["guest"] = {"name": name, "vcpus": threads, "cpu_pins": cpus,
-                         "emulator_cpus": cpus, "memory_mb": int(opts["vm_memory_mb"]),
-                         "hugepages": bool(opts["vm_hugepages"]), "with_container_disk": platform.container,
-                         "hostdevs": [gpu_pci[index] for index in gpus]}
-        plan["runtime"].update(guest_domain=name, guest_vcpus=threads,
-                               vcpu_pins_requested=cpuset or None, emulator_pins_requested=cpuset or None,
-                               guest_memory_mb=int(opts["vm_memory_mb"]))
+        plan["guest"] = {
+            "name": name,
+            "vcpus": threads,
+            "cpu_pins": cpus,
+            "emulator_cpus": cpus,
+            "memory_mb": int(opts["vm_memory_mb"]),
+            "hugepages": bool(opts["vm_hugepages"]),
+            "with_container_disk": platform.container,
+            "hostdevs": [gpu_pci[index] for index in gpus],
+        }
+        plan["runtime"].update(
+            guest_domain=name,
+            guest_vcpus=threads,
+            vcpu_pins_requested=cpuset or None,
+            emulator_pins_requested=cpuset or None,
+            guest_memory_mb=int(opts["vm_memory_mb"]),
+        )
         if platform.container:
             plan["env"] = _env(threads, cache, renumbered)
             # The guest's vCPUs are pinned on the host; in the guest the container takes them all.
             in_guest = ",".join(str(vcpu) for vcpu in range(threads)) if pinned else ""
             image = guest_image.get("container_image_id")
-            plan["container"] = _container(name, name, image, image, argv, plan["env"], in_guest, quota,
-                                           mounts[-1:], renumbered, cell["id"], opts)
+            plan["container"] = _container(
+                name, name, image, image, argv, plan["env"], in_guest, quota, mounts[-1:], renumbered, cell["id"], opts
+            )
             plan["container"]["docker_version"] = None
-            plan["runtime"].update(launcher="docker", cpu_quota_requested=quota, container_name=name,
-                                   image=image, in_guest_cpuset=in_guest or None)
+            plan["runtime"].update(
+                launcher="docker",
+                cpu_quota_requested=quota,
+                container_name=name,
+                image=image,
+                in_guest_cpuset=in_guest or None,
+            )
         else:
             plan["env"] = _env(threads, cache, renumbered, {"PYTHONPATH": GUEST_PREFIX})
-            plan["process"] = {"argv": [f"{GUEST_PREFIX}/venv/bin/python"] + argv, "chdir": GUEST_PREFIX,
-                               "env": plan["env"]}
+            plan["process"] = {
+                "argv": [f"{GUEST_PREFIX}/venv/bin/python"] + argv,
+                "chdir": GUEST_PREFIX,
+                "env": plan["env"],
+            }
             plan["runtime"]["launcher"] = "ssh"
     else:  # a new platform with a placement file needs its branch here (README, "Adding a platform")
         raise CellPlanError(f"{where}: platform {platform.label} has a placement file but no cell plan")

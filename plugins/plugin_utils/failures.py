@@ -33,7 +33,8 @@ SIGNAL_CAUSES = {
 _ENGINE_GONE = re.compile(
     r"Error connecting: |trying to talk to the Docker daemon|Cannot connect to the Docker daemon"
     r"|Error while fetching server API version|docker\.sock.*(No such file|Connection refused)",
-    re.I)
+    re.I,
+)
 _TIMED_OUT = re.compile(r"Timed out after (\d+) second")
 
 
@@ -67,8 +68,11 @@ def _as_int(value):
 def exit_code(result):
     """The exit status a failed task reports: ``rc`` (command, shell), ``status`` (docker_container
     with ``detach: false``) or the container's ``State.ExitCode``; None when there is none."""
-    for value in (result.get("rc"), result.get("status"),
-                  ((result.get("container") or {}).get("State") or {}).get("ExitCode")):
+    for value in (
+        result.get("rc"),
+        result.get("status"),
+        ((result.get("container") or {}).get("State") or {}).get("ExitCode"),
+    ):
         code = _as_int(value)
         if code is not None:
             return code
@@ -100,8 +104,10 @@ def signal_message(code, oom_killed=False, container=True):
     if sig is None:
         return None
     if oom_killed:
-        return (f"killed by {sig.name} (signal {sig.value}): the kernel's OOM killer (Docker reports OOMKilled); "
-                "the cell needs more memory than it was given")
+        return (
+            f"killed by {sig.name} (signal {sig.value}): the kernel's OOM killer (Docker reports OOMKilled); "
+            "the cell needs more memory than it was given"
+        )
     cause = SIGNAL_CAUSES.get(sig)
     if sig == signal.SIGKILL and not container:
         cause = "the kernel's OOM killer, a `kill -9` or the cell timeout"
@@ -133,22 +139,28 @@ def describe_failure(task, result, workload_error=None, timeout_setting=TIMEOUT_
 
     period = _timeout_period(result)
     if period is not None:
-        return _clip(f"the cell ran past {timeout_setting}={period} s and was stopped (at '{task}'); "
-                     f"raise {timeout_setting} or give the workload fewer steps")
+        return _clip(
+            f"the cell ran past {timeout_setting}={period} s and was stopped (at '{task}'); "
+            f"raise {timeout_setting} or give the workload fewer steps"
+        )
 
     if any(_ENGINE_GONE.search(text) for text in _failure_texts(result)):
-        return _clip(f"the Docker engine stopped answering during the cell (seen at '{seen}'); "
-                     "check `systemctl status docker` and the engine's journal")
+        return _clip(
+            f"the Docker engine stopped answering during the cell (seen at '{seen}'); "
+            "check `systemctl status docker` and the engine's journal"
+        )
 
     code = exit_code(result)
     state = (result.get("container") or {}).get("State") or {}
-    in_container = ("container" in result or "status" in result
-                    or any(word in task.lower() for word in ("docker", "container")))
+    in_container = (
+        "container" in result or "status" in result or any(word in task.lower() for word in ("docker", "container"))
+    )
     killed = signal_message(code, oom_killed=bool(state.get("OOMKilled")), container=in_container)
     if killed:
         detail = _last_line(result.get("stderr_lines") or result.get("stderr") or "")
-        return _clip(f"the workload was {killed} (rc={code}, at '{task}')"
-                     + (f"; last stderr line: {detail}" if detail else ""))
+        return _clip(
+            f"the workload was {killed} (rc={code}, at '{task}')" + (f"; last stderr line: {detail}" if detail else "")
+        )
 
     if workload_error:
         return _clip(f"the workload failed: {workload_error} (at '{task}', rc={code if code is not None else 'n/a'})")
@@ -163,7 +175,7 @@ def describe_failure(task, result, workload_error=None, timeout_setting=TIMEOUT_
 
 
 def _clip(message):
-    return message if len(message) <= MAX_MESSAGE_CHARS + 600 else message[:MAX_MESSAGE_CHARS + 600] + "..."
+    return message if len(message) <= MAX_MESSAGE_CHARS + 600 else message[: MAX_MESSAGE_CHARS + 600] + "..."
 
 
 def failure_output(result):

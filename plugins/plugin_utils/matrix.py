@@ -14,7 +14,6 @@ import os
 import re
 
 import yaml
-
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 
 CPU_CONFIGS = ("pin", "vnl")
@@ -27,8 +26,21 @@ OPTIONAL_FIELDS = {"description": "", "mode": "single", "params": {}, "dataset":
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params")
 # Labels every cell carries; a workload parameter may not shadow them. `host` (the inventory
 # host that measured the cell) is added when the cell is planned for a host.
-CELL_LABELS = ("experiment", "platform", "scaleup", "cpu_config", "processor", "mode",
-               "repeat", "scenario", "workload", "cell", "campaign", "emulated", "host")
+CELL_LABELS = (
+    "experiment",
+    "platform",
+    "scaleup",
+    "cpu_config",
+    "processor",
+    "mode",
+    "repeat",
+    "scenario",
+    "workload",
+    "cell",
+    "campaign",
+    "emulated",
+    "host",
+)
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 _EXPERIMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _SCALARS = (str, int, float, bool)
@@ -42,8 +54,11 @@ def available_experiments(experiments_dir):
     """Names of the experiments in ``experiments_dir`` (``NAME.yml`` files), sorted."""
     if not os.path.isdir(experiments_dir):
         return []
-    return sorted(entry[:-len(".yml")] for entry in os.listdir(experiments_dir)
-                  if entry.endswith(".yml") and not entry.startswith("."))
+    return sorted(
+        entry[: -len(".yml")]
+        for entry in os.listdir(experiments_dir)
+        if entry.endswith(".yml") and not entry.startswith(".")
+    )
 
 
 def deep_merge(base, overrides):
@@ -63,7 +78,8 @@ def load_experiment(experiments_dir, name, overrides=None):
     if name not in available:
         raise ExperimentError(
             f"unknown experiment {name!r} in {experiments_dir}; available: "
-            + (", ".join(available) if available else "none (no NAME.yml files there)"))
+            + (", ".join(available) if available else "none (no NAME.yml files there)")
+        )
     path = os.path.join(experiments_dir, name + ".yml")
     try:
         with open(path, encoding="utf-8") as stream:
@@ -112,13 +128,15 @@ def _check_params(params, problems):
             problems.append(f"params: key {key!r} is reserved for the cell labels {', '.join(CELL_LABELS)}")
         if isinstance(value, list):
             if not value or not all(_is_scalar(item) for item in value):
-                problems.append(f"params.{key}: a list must hold one or more scalars (string, number, "
-                                f"boolean), got {value!r}")
+                problems.append(
+                    f"params.{key}: a list must hold one or more scalars (string, number, boolean), got {value!r}"
+                )
             elif len(set(map(str, value))) != len(value):
                 problems.append(f"params.{key}: {value!r} lists a value twice")
         elif not _is_scalar(value):
-            problems.append(f"params.{key}: must be a scalar (string, number, boolean) or a list of "
-                            f"scalars, got {value!r}")
+            problems.append(
+                f"params.{key}: must be a scalar (string, number, boolean) or a list of scalars, got {value!r}"
+            )
 
 
 def _check_dataset(dataset, params, problems):
@@ -131,11 +149,14 @@ def _check_dataset(dataset, params, problems):
         return
     generator = dataset.get("generator")
     if not (isinstance(generator, str) and _IDENTIFIER.match(generator)):
-        problems.append(f"dataset.generator: {generator!r} must name a module of workloads.datasets "
-                        "(e.g. imagenet, mnist, cifar10, ptb, imdb)")
+        problems.append(
+            f"dataset.generator: {generator!r} must name a module of workloads.datasets "
+            "(e.g. imagenet, mnist, cifar10, ptb, imdb)"
+        )
     args = dataset.get("args", {})
-    if not isinstance(args, dict) or not all(isinstance(k, str) and _IDENTIFIER.match(k) and _is_scalar(v)
-                                             for k, v in args.items()):
+    if not isinstance(args, dict) or not all(
+        isinstance(k, str) and _IDENTIFIER.match(k) and _is_scalar(v) for k, v in args.items()
+    ):
         problems.append(f"dataset.args: must map lower_snake_case names to scalars, got {args!r}")
     if isinstance(params, dict) and "data_dir" in params:
         problems.append("dataset: give either 'dataset' (generated data) or params.data_dir (your own data), not both")
@@ -166,14 +187,16 @@ def _check_emulated(emulated, experiment, problems, strict=True):
                 else:
                     del emulated[field]
             elif not values or len(kept) != len(values):
-                problems.append(f"emulated.{field}: {emulated[field]!r} must pick from the experiment's "
-                                f"{field} {offered!r}")
+                problems.append(
+                    f"emulated.{field}: {emulated[field]!r} must pick from the experiment's {field} {offered!r}"
+                )
     repeats = emulated.get("repeats", 1)
     if not (isinstance(repeats, int) and not isinstance(repeats, bool) and repeats >= 1):
         problems.append(f"emulated.repeats: {repeats!r} must be an integer >= 1")
     params = emulated.get("params", {})
-    if not isinstance(params, dict) or not all(isinstance(key, str) and _IDENTIFIER.match(key) and _is_scalar(value)
-                                               for key, value in params.items()):
+    if not isinstance(params, dict) or not all(
+        isinstance(key, str) and _IDENTIFIER.match(key) and _is_scalar(value) for key, value in params.items()
+    ):
         problems.append(f"emulated.params: must map lower_snake_case parameter names to scalars, got {params!r}")
     return emulated
 
@@ -188,8 +211,10 @@ def validate_experiment(data, source="experiment", expected_name=None, strict_em
     problems = []
     unknown = sorted(set(data) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS), key=str)
     if unknown:
-        problems.append(f"unknown field(s) {', '.join(map(str, unknown))}; allowed: "
-                        f"{', '.join(REQUIRED_FIELDS + tuple(OPTIONAL_FIELDS))}")
+        problems.append(
+            f"unknown field(s) {', '.join(map(str, unknown))}; allowed: "
+            f"{', '.join(REQUIRED_FIELDS + tuple(OPTIONAL_FIELDS))}"
+        )
     missing = [field for field in REQUIRED_FIELDS if field not in data]
     if missing:
         problems.append(f"missing field(s) {', '.join(missing)}")
@@ -198,8 +223,10 @@ def validate_experiment(data, source="experiment", expected_name=None, strict_em
         if field in experiment:
             experiment[field] = _as_list(experiment[field])
 
-    for field, pattern, shape in (("name", _EXPERIMENT_NAME, "lower-case letters, digits, - and _"),
-                                  ("workload", _IDENTIFIER, "a lower_snake_case module name")):
+    for field, pattern, shape in (
+        ("name", _EXPERIMENT_NAME, "lower-case letters, digits, - and _"),
+        ("workload", _IDENTIFIER, "a lower_snake_case module name"),
+    ):
         value = data.get(field)
         if field in data and not (isinstance(value, str) and pattern.match(value)):
             problems.append(f"{field}: {value!r} must be {shape}")
@@ -214,8 +241,9 @@ def validate_experiment(data, source="experiment", expected_name=None, strict_em
             _check_choices(field, experiment[field], allowed, problems)
     if "scaleup" in experiment:
         scaleup = experiment["scaleup"]
-        if not scaleup or not all(isinstance(cores, int) and not isinstance(cores, bool) and cores > 0
-                                  for cores in scaleup):
+        if not scaleup or not all(
+            isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 for cores in scaleup
+        ):
             problems.append(f"scaleup: {scaleup!r} must be one or more positive integers (cores per instance)")
         elif len(set(scaleup)) != len(scaleup):
             problems.append(f"scaleup: {scaleup!r} lists a value twice")
@@ -253,22 +281,27 @@ def expand(experiment):
     cells = []
     for repeat in range(experiment["repeats"]):
         for combination in combinations:
-            cell_params = {**params, **dict(zip(varying, combination))}
-            variant = ",".join(f"{key}={value}" for key, value in zip(varying, combination))
+            cell_params = {**params, **dict(zip(varying, combination, strict=False))}
+            variant = ",".join(f"{key}={value}" for key, value in zip(varying, combination, strict=False))
             for scaleup, cpu_config, processor, platform in itertools.product(
-                    experiment["scaleup"], experiment["cpu_config"], experiment["processor"],
-                    experiment["platforms"]):
+                experiment["scaleup"], experiment["cpu_config"], experiment["processor"], experiment["platforms"]
+            ):
                 scenario = scenario_name(platform, scaleup, cpu_config, processor)
                 cell_id = "|".join(part for part in (scenario, variant, f"r{repeat}") if part)
                 labels = {
                     **cell_params,
-                    "experiment": experiment["name"], "workload": experiment["workload"],
-                    "platform": platform, "scaleup": scaleup, "cpu_config": cpu_config,
-                    "processor": processor, "mode": experiment["mode"], "repeat": repeat,
-                    "scenario": scenario, "cell": cell_id,
+                    "experiment": experiment["name"],
+                    "workload": experiment["workload"],
+                    "platform": platform,
+                    "scaleup": scaleup,
+                    "cpu_config": cpu_config,
+                    "processor": processor,
+                    "mode": experiment["mode"],
+                    "repeat": repeat,
+                    "scenario": scenario,
+                    "cell": cell_id,
                 }
-                cells.append({"id": cell_id, "scenario": scenario, "labels": labels,
-                              "params": dict(cell_params)})
+                cells.append({"id": cell_id, "scenario": scenario, "labels": labels, "params": dict(cell_params)})
     return cells
 
 
@@ -288,12 +321,15 @@ def emulated_subset(cells, emulated, guests=platforms.GUESTS):
         if labels["platform"] not in guests:
             kept.append(cell)
             continue
-        if ((scaleups and labels["scaleup"] not in scaleups)
-                or (cpu_configs and labels["cpu_config"] not in cpu_configs)
-                or (repeats and labels["repeat"] >= repeats)):
+        if (
+            (scaleups and labels["scaleup"] not in scaleups)
+            or (cpu_configs and labels["cpu_config"] not in cpu_configs)
+            or (repeats and labels["repeat"] >= repeats)
+        ):
             continue
-        kept.append({**cell, "params": {**cell["params"], **overrides},
-                     "labels": {**labels, **overrides, "emulated": True}})
+        kept.append(
+            {**cell, "params": {**cell["params"], **overrides}, "labels": {**labels, **overrides, "emulated": True}}
+        )
     return kept
 
 

@@ -32,8 +32,9 @@ def workload_errors(output):
         records = parse_result_lines(output)
     except RecordError:
         return None
-    errors = [record["error"] or "the workload reported status failed"
-              for record in records if record["status"] == FAILED]
+    errors = [
+        record["error"] or "the workload reported status failed" for record in records if record["status"] == FAILED
+    ]
     return "; ".join(errors) if errors else None
 
 
@@ -43,6 +44,7 @@ def cell_outcome(labels, output, error, env, runtime):
     ``error``: why the platform says the cell failed (None when its tasks succeeded). Otherwise
     the cell failed when its output holds no valid result line or a record of status failed.
     """
+
     def failed(why):
         return FAILED, str(why), [failed_sample(labels, why, output, env, runtime)]
 

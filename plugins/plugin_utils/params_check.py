@@ -41,8 +41,9 @@ def available_workloads(root, package=PACKAGE):
     directory = os.path.join(root, package)
     if not os.path.isdir(directory):
         return []
-    return sorted(name for name in os.listdir(directory)
-                  if os.path.isfile(os.path.join(directory, name, "__main__.py")))
+    return sorted(
+        name for name in os.listdir(directory) if os.path.isfile(os.path.join(directory, name, "__main__.py"))
+    )
 
 
 def available_generators(root, package=PACKAGE):
@@ -50,8 +51,11 @@ def available_generators(root, package=PACKAGE):
     directory = os.path.join(root, package, "datasets")
     if not os.path.isdir(directory):
         return []
-    return sorted(name[:-3] for name in os.listdir(directory)
-                  if name.endswith(".py") and not name.startswith("_") and name != "base.py")
+    return sorted(
+        name[:-3]
+        for name in os.listdir(directory)
+        if name.endswith(".py") and not name.startswith("_") and name != "base.py"
+    )
 
 
 def cell_runs(experiment):
@@ -75,7 +79,7 @@ def _last_error(stderr):
     lines = [line for line in (stderr or "").splitlines() if line.strip()]
     for index in range(len(lines) - 1, -1, -1):
         if ": error: " in lines[index]:
-            return " ".join([lines[index].split(": error: ", 1)[1]] + [line.strip() for line in lines[index + 1:]])
+            return " ".join([lines[index].split(": error: ", 1)[1]] + [line.strip() for line in lines[index + 1 :]])
     return lines[-1].strip() if lines else ""
 
 
@@ -101,8 +105,11 @@ def describe_refusal(module, stderr, params, experiment, prefix="params"):
     match = _UNRECOGNIZED.match(error)
     if match:
         keys = [key_of(token) for token in match.group(1).split() if token.startswith("--") and token != CHECK_FLAG]
-        return [f"{_where(key, params, experiment, prefix)[0]}: {module} has no option {flag_of(key)}; "
-                f"see `python -m {module} --help`" for key in keys], keys
+        return [
+            f"{_where(key, params, experiment, prefix)[0]}: {module} has no option {flag_of(key)}; "
+            f"see `python -m {module} --help`"
+            for key in keys
+        ], keys
     # A check of the parser's own (parser.error): name the first option it mentions that the cell sets.
     key = next((key_of(flag) for flag in _FLAG.findall(error) if key_of(flag) in params), None)
     if key is None:
@@ -141,8 +148,16 @@ def _check(module, leading, params, experiment, prefix, run):
 
 def _run(command, root, env, timeout):
     try:
-        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout,
-                              check=False, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            command,
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         return None, f"took more than {timeout} s"
     except OSError as exc:
@@ -150,8 +165,9 @@ def _run(command, root, env, timeout):
     return done.returncode, done.stderr
 
 
-def check_experiment_params(experiment, root, python=sys.executable, env=None, package=PACKAGE, jobs=None,
-                            timeout=CHECK_TIMEOUT):
+def check_experiment_params(
+    experiment, root, python=sys.executable, env=None, package=PACKAGE, jobs=None, timeout=CHECK_TIMEOUT
+):
     """``(problems, warnings)`` of an experiment's workload parameters and dataset arguments.
 
     ``root``: the directory holding ``package`` (the collection root), the checks' cwd and PYTHONPATH.
@@ -180,11 +196,18 @@ def check_experiment_params(experiment, root, python=sys.executable, env=None, p
         generators = available_generators(root, package)
         generator = dataset.get("generator")
         if generator not in generators:
-            problems.append(f"dataset.generator: unknown generator {generator!r}; "
-                            f"available: {', '.join(generators) or 'none'}")
+            problems.append(
+                f"dataset.generator: unknown generator {generator!r}; available: {', '.join(generators) or 'none'}"
+            )
         else:
-            checks.append((f"{package}.datasets.{generator}", ["--out", DATA_DIR_PLACEHOLDER],
-                           dataset.get("args") or {}, "dataset.args"))
+            checks.append(
+                (
+                    f"{package}.datasets.{generator}",
+                    ["--out", DATA_DIR_PLACEHOLDER],
+                    dataset.get("args") or {},
+                    "dataset.args",
+                )
+            )
 
     def run(command):
         return _run([python, *command], root, env, timeout)
@@ -193,12 +216,15 @@ def check_experiment_params(experiment, root, python=sys.executable, env=None, p
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         outcomes = list(pool.map(lambda check: _check(*check[:3], experiment, check[3], run), checks))
     unsupported = []
-    for (name, *_), (found, no_check_flag) in zip(checks, outcomes):
+    for (name, *_), (found, no_check_flag) in zip(checks, outcomes, strict=False):
         problems += found
         if no_check_flag and name not in unsupported:
             unsupported.append(name)
-    warnings = [f"{name} has no {CHECK_FLAG}: its parser's type and choice checks ran at plan time, "
-                "its own further checks did not" for name in unsupported]
+    warnings = [
+        f"{name} has no {CHECK_FLAG}: its parser's type and choice checks ran at plan time, "
+        "its own further checks did not"
+        for name in unsupported
+    ]
     return list(dict.fromkeys(problems)), warnings
 
 

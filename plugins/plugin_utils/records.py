@@ -45,8 +45,14 @@ def samples_from_record(record, cell_labels, env_metadata, runtime_metadata):
     labels = _merged(record["labels"], cell_labels)
     metadata = _merged(env_metadata, runtime_metadata, record["metadata"])
     return [
-        {"metric": metric["metric"], "value": metric["value"], "unit": metric["unit"],
-         "timestamp": record["timestamp"], "labels": dict(labels), "metadata": dict(metadata)}
+        {
+            "metric": metric["metric"],
+            "value": metric["value"],
+            "unit": metric["unit"],
+            "timestamp": record["timestamp"],
+            "labels": dict(labels),
+            "metadata": dict(metadata),
+        }
         for metric in record["metrics"]
     ]
 
@@ -59,10 +65,15 @@ def tail_of(output):
 
 def failed_sample(cell_labels, error, output_tail, env_metadata, runtime_metadata):
     """The single sample that records a failed cell, with its error and output tail."""
-    metadata = _merged(env_metadata, runtime_metadata,
-                       {"error": str(error), "output_tail": tail_of(output_tail)})
-    return {"metric": FAILED_METRIC, "value": 1, "unit": "cell", "timestamp": time.time(),
-            "labels": dict(cell_labels), "metadata": metadata}
+    metadata = _merged(env_metadata, runtime_metadata, {"error": str(error), "output_tail": tail_of(output_tail)})
+    return {
+        "metric": FAILED_METRIC,
+        "value": 1,
+        "unit": "cell",
+        "timestamp": time.time(),
+        "labels": dict(cell_labels),
+        "metadata": metadata,
+    }
 
 
 def _json_safe(value):
@@ -86,8 +97,9 @@ def append_samples(path, samples):
         return
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    data = "".join(json.dumps(_json_safe(sample), allow_nan=False, default=str) + "\n"
-                   for sample in samples).encode("utf-8")
+    data = "".join(json.dumps(_json_safe(sample), allow_nan=False, default=str) + "\n" for sample in samples).encode(
+        "utf-8"
+    )
     created = not os.path.exists(path)
     with open(path, "a+b") as stream:
         if stream.tell() > 0:

@@ -31,8 +31,13 @@ def plan_problems(plan, status, facts, host, reserved_cpus=(), skip_unavailable=
     cells = plan.get("cells") or []
     facts = facts or {}
     if not cells:
-        return {"problems": ["platform_run_plan holds no cells. Run experiments through playbooks/experiment.yml "
-                             "(-e experiment=NAME), which loads and expands experiments/NAME.yml."], "skipped": {}}
+        return {
+            "problems": [
+                "platform_run_plan holds no cells. Run experiments through playbooks/experiment.yml "
+                "(-e experiment=NAME), which loads and expands experiments/NAME.yml."
+            ],
+            "skipped": {},
+        }
     problems, skipped = [], {}
     wanted = _wanted(plan)
     guests = platforms.BUILT_GUESTS
@@ -40,7 +45,8 @@ def plan_problems(plan, status, facts, host, reserved_cpus=(), skip_unavailable=
     if reads_files and set(wanted) & set(guests):
         problems.append(
             f"Experiment '{name}' reads data from files, which {platforms.in_words(guests)} guests cannot reach "
-            f"in this release. Drop {platforms.in_words(guests, '/')} from its platforms or use data: synthetic.")
+            f"in this release. Drop {platforms.in_words(guests, '/')} from its platforms or use data: synthetic."
+        )
     for label in _not_ready(plan, status):
         entry = status.get(label) or {"reason": "platbench.lab.platform_status did not report it"}
         if entry.get("skip") or skip_unavailable:
@@ -48,8 +54,9 @@ def plan_problems(plan, status, facts, host, reserved_cpus=(), skip_unavailable=
             continue
         problems.append(
             f"Experiment '{name}' asks for platform {label}, which {host} cannot run: {entry['reason']}. "
-            f"Drop {label} from the experiment (-e '{{\"experiment_overrides\": {{\"platforms\": [...]}}}}') "
-            "or set platform_run_skip_unavailable=true to skip its cells.")
+            f'Drop {label} from the experiment (-e \'{{"experiment_overrides": {{"platforms": [...]}}}}\') '
+            "or set platform_run_skip_unavailable=true to skip its cells."
+        )
     allowed = [int(cpu) for cpu in facts.get("cpus_allowed", [])]
     reserved = {int(cpu) for cpu in reserved_cpus or ()}
     offered = len(set(allowed) - reserved)
@@ -58,7 +65,8 @@ def plan_problems(plan, status, facts, host, reserved_cpus=(), skip_unavailable=
         problems.append(
             f"Experiment '{name}' asks for scale-up {most}, but {host} offers {offered} CPUs "
             f"({len(allowed)} allowed, {len(reserved)} reserved by platbench_reserved_cpus). "
-            f"Lower 'scaleup' in experiments/{name}.yml or run on a bigger host.")
+            f"Lower 'scaleup' in experiments/{name}.yml or run on a bigger host."
+        )
     gpu_cells = [cell for cell in cells if cell["labels"]["processor"] == "gpu"]
     gpu_reasons = []
     if gpu_cells and not int(facts.get("gpu_count") or 0):
@@ -67,7 +75,8 @@ def plan_problems(plan, status, facts, host, reserved_cpus=(), skip_unavailable=
         gpu_reasons.append(
             f"on {platforms.in_words(guests, '/')} the KVM host and the domain can pass GPUs through "
             "(platbench.lab.kvm_host, vm_hostdevs), but the guest image of this release has no NVIDIA driver, "
-            "so the workload would silently use the CPU: run GPU scenarios on bm/cn, or processor [cpu] in guests")
+            "so the workload would silently use the CPU: run GPU scenarios on bm/cn, or processor [cpu] in guests"
+        )
     if gpu_reasons:
         problems.append(f"Experiment '{name}' has processor 'gpu' scenarios, but " + "; and ".join(gpu_reasons) + ".")
     return {"problems": problems, "skipped": skipped}

@@ -10,7 +10,6 @@ import os
 import shutil
 
 import pytest
-
 from labrun import failed_messages, output_of, run_playbook
 
 

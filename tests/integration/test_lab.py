@@ -11,15 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from labrun import REPO, failed_messages, output_of, read_samples, run_playbook
 
 pytestmark = pytest.mark.lab
 
 # The smoke experiment, cut to one repeat of a few steps: 2 platforms x 2 scale-ups x 2 CPU configs
 # (vm and vmcn have tests of their own in test_vm.py).
-SMOKE_OVERRIDES = {"platforms": ["bm", "cn"], "repeats": 1,
-                   "params": {"warmup_steps": 2, "steps": 8, "batch_size": 16}}
+SMOKE_OVERRIDES = {"platforms": ["bm", "cn"], "repeats": 1, "params": {"warmup_steps": 2, "steps": 8, "batch_size": 16}}
 CAMPAIGN = "it-smoke"
 
 
@@ -42,9 +40,16 @@ def test_site_is_idempotent(lab, tmp_path):
 def smoke(lab, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("smoke")
     results = tmp / "results"
-    runner = run_playbook("playbooks/experiment.yml", tmp, {
-        "experiment": "smoke", "campaign": CAMPAIGN, "platbench_results_dir": str(results),
-        "experiment_overrides": SMOKE_OVERRIDES})
+    runner = run_playbook(
+        "playbooks/experiment.yml",
+        tmp,
+        {
+            "experiment": "smoke",
+            "campaign": CAMPAIGN,
+            "platbench_results_dir": str(results),
+            "experiment_overrides": SMOKE_OVERRIDES,
+        },
+    )
     assert runner.rc == 0, "%s\n%s" % (failed_messages(runner), output_of(runner)[-6000:])
     return {"tmp": tmp, "dir": results / CAMPAIGN, "samples": read_samples(results / CAMPAIGN)}
 
@@ -63,8 +68,20 @@ def test_every_cell_of_both_platforms_is_measured(smoke):
     for sample in by_metric(samples, "throughput") + by_metric(samples, "elapsed"):
         assert sample["value"] > 0
         labels = sample["labels"]
-        for key in ("experiment", "platform", "scaleup", "cpu_config", "processor", "workload",
-                    "framework", "model", "batch_size", "data", "mode", "repeat"):
+        for key in (
+            "experiment",
+            "platform",
+            "scaleup",
+            "cpu_config",
+            "processor",
+            "workload",
+            "framework",
+            "model",
+            "batch_size",
+            "data",
+            "mode",
+            "repeat",
+        ):
             assert key in labels, key
         assert labels["experiment"] == "smoke" and labels["model"] == "tiny" and labels["batch_size"] == 16
         for key in ("host", "kernel", "cpu_model", "cpuset", "virt", "framework_version"):
@@ -99,8 +116,13 @@ def test_container_samples_ran_in_a_pinned_container(smoke):
 def test_run_json_and_report(smoke):
     run = json.loads((smoke["dir"] / "run.json").read_text())
     assert run["campaign"] == CAMPAIGN and run["experiment"]["name"] == "smoke"
-    report = subprocess.run([sys.executable, "-m", "platbench", "report", str(smoke["dir"])],
-                            cwd=REPO, capture_output=True, text=True, check=True).stdout
+    report = subprocess.run(
+        [sys.executable, "-m", "platbench", "report", str(smoke["dir"])],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rows = [line for line in report.splitlines() if re.match(r"\s*(bm|cn)\b", line)]
     assert len(rows) == 8, report
     assert any(line.lstrip().startswith("cn") and re.search(r"\d\.\d+", line) for line in rows)
@@ -108,9 +130,16 @@ def test_run_json_and_report(smoke):
 
 def test_rerun_resumes_without_measuring_again(smoke):
     before = len(smoke["samples"])
-    runner = run_playbook("playbooks/experiment.yml", smoke["tmp"] / "again", {
-        "experiment": "smoke", "campaign": CAMPAIGN, "platbench_results_dir": str(smoke["dir"].parent),
-        "experiment_overrides": SMOKE_OVERRIDES})
+    runner = run_playbook(
+        "playbooks/experiment.yml",
+        smoke["tmp"] / "again",
+        {
+            "experiment": "smoke",
+            "campaign": CAMPAIGN,
+            "platbench_results_dir": str(smoke["dir"].parent),
+            "experiment_overrides": SMOKE_OVERRIDES,
+        },
+    )
     assert runner.rc == 0, failed_messages(runner)
     assert len(read_samples(smoke["dir"])) == before
     assert "0 cells to run, 8 already measured" in output_of(runner)
@@ -120,11 +149,17 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
     # Bad parameters no longer reach a host (the plan checks them), so the cells fail at run time:
     # no workload starts, imports its framework and trains within 2 seconds.
     results = tmp_path / "results"
-    runner = run_playbook("playbooks/experiment.yml", tmp_path, {
-        "experiment": "smoke", "campaign": "it-fail", "platbench_results_dir": str(results),
-        "platform_run_cell_timeout": 2,
-        "experiment_overrides": {"platforms": ["bm", "cn"], "scaleup": [1], "cpu_config": ["pin"],
-                                 "repeats": 1}})
+    runner = run_playbook(
+        "playbooks/experiment.yml",
+        tmp_path,
+        {
+            "experiment": "smoke",
+            "campaign": "it-fail",
+            "platbench_results_dir": str(results),
+            "platform_run_cell_timeout": 2,
+            "experiment_overrides": {"platforms": ["bm", "cn"], "scaleup": [1], "cpu_config": ["pin"], "repeats": 1},
+        },
+    )
     assert runner.rc == 0, failed_messages(runner)
     samples = read_samples(results / "it-fail")
     assert [s["labels"]["platform"] for s in samples] == ["bm", "cn"]
@@ -133,54 +168,89 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
         assert "platform_run_cell_timeout=2" in sample["metadata"]["error"], sample["metadata"]["error"]
     # The run says which cells failed, after the recap.
     assert re.search(r"cells ok: 0, failed: 2", output_of(runner)), output_of(runner)[-3000:]
-    assert not subprocess.run(["docker", "ps", "-aq", "--filter", "label=org.platbench.campaign=it-fail"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+    assert not subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "label=org.platbench.campaign=it-fail"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
-@pytest.mark.parametrize("extravars, expected", [
-    ({"experiment": "no-such-experiment"}, r"smoke"),
-    ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "mainframe"]}}, r"mainframe.*bm"),
-    ({"experiment": "smoke", "experiment_overrides": {"scaleup": [64]}}, r"scale-up 64.*offers \d+ CPUs"),
-    ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "sg"]}}, r"platform sg.*not built"),
-    ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "vm"], "processor": ["gpu"]}},
-     r"'gpu' scenarios.*no NVIDIA GPU.*on vm/vmcn.*no NVIDIA driver"),
-    ({"experiment": "lin2018-real", "experiment_overrides": {"platforms": ["bm", "vm"]}},
-     r"reads data from files, which vm and vmcn guests\s+cannot reach"),
-    ({"experiment": "smoke", "experiment_overrides": {"processor": ["gpu"]}}, r"'gpu' scenarios.*no NVIDIA GPU"),
-    ({"experiment": "smoke", "experiment_overrides": {"repeats": 0}}, r"repeats: 0 must be an integer >= 1"),
-    ({"experiment": "smoke", "experiment_overrides": {"params": {"model": "resnet9000"}}},
-     r"smoke.yml.*params.model: 'resnet9000'.*invalid choice.*'tiny'"),
-    ({"experiment": "smoke", "experiment_overrides": {"params": {"batch_size": 0}}},
-     r"params.batch_size: 0 .*positive integer"),
-    ({"experiment": "smoke", "experiment_overrides": {"mode": "shared"}},
-     r"mode: 'shared' is not implemented in this release; allowed: single, distributed"),
-])
+@pytest.mark.parametrize(
+    "extravars, expected",
+    [
+        ({"experiment": "no-such-experiment"}, r"smoke"),
+        ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "mainframe"]}}, r"mainframe.*bm"),
+        ({"experiment": "smoke", "experiment_overrides": {"scaleup": [64]}}, r"scale-up 64.*offers \d+ CPUs"),
+        ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "sg"]}}, r"platform sg.*not built"),
+        (
+            {"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "vm"], "processor": ["gpu"]}},
+            r"'gpu' scenarios.*no NVIDIA GPU.*on vm/vmcn.*no NVIDIA driver",
+        ),
+        (
+            {"experiment": "lin2018-real", "experiment_overrides": {"platforms": ["bm", "vm"]}},
+            r"reads data from files, which vm and vmcn guests\s+cannot reach",
+        ),
+        ({"experiment": "smoke", "experiment_overrides": {"processor": ["gpu"]}}, r"'gpu' scenarios.*no NVIDIA GPU"),
+        ({"experiment": "smoke", "experiment_overrides": {"repeats": 0}}, r"repeats: 0 must be an integer >= 1"),
+        (
+            {"experiment": "smoke", "experiment_overrides": {"params": {"model": "resnet9000"}}},
+            r"smoke.yml.*params.model: 'resnet9000'.*invalid choice.*'tiny'",
+        ),
+        (
+            {"experiment": "smoke", "experiment_overrides": {"params": {"batch_size": 0}}},
+            r"params.batch_size: 0 .*positive integer",
+        ),
+        (
+            {"experiment": "smoke", "experiment_overrides": {"mode": "shared"}},
+            r"mode: 'shared' is not implemented in this release; allowed: single, distributed",
+        ),
+    ],
+)
 def test_bad_input_stops_before_any_cell_runs(tmp_path, extravars, expected):
     if os.geteuid() != 0:
         pytest.skip("reaching the host's prechecks needs root")
-    if "gpu" in str(extravars) and any(Path(vendor).read_text().strip() == "0x10de"
-                                       for vendor in glob.glob("/sys/bus/pci/devices/*/vendor")):
+    if "gpu" in str(extravars) and any(
+        Path(vendor).read_text().strip() == "0x10de" for vendor in glob.glob("/sys/bus/pci/devices/*/vendor")
+    ):
         pytest.skip("this host has an NVIDIA GPU, so a GPU scenario is valid here")
     results = tmp_path / "results"
-    runner = run_playbook("playbooks/experiment.yml", tmp_path,
-                          dict(extravars, campaign="it-bad", platbench_results_dir=str(results)))
+    runner = run_playbook(
+        "playbooks/experiment.yml", tmp_path, dict(extravars, campaign="it-bad", platbench_results_dir=str(results))
+    )
     assert runner.rc != 0
     assert re.search(expected, " ".join(failed_messages(runner)), re.S), failed_messages(runner)
     assert not (results / "it-bad").exists()
 
 
-@pytest.mark.parametrize("experiment, overrides, metric", [
-    # A generated dataset, mounted read-only into the container, read by a PyTorch workload.
-    ("chopra2022-mnist-cnn", {"repeats": 1, "dataset": {"args": {"images": 600}}}, "user_time"),
-    # 1 parameter server + 2 workers as processes talking over loopback, on the host and in a container.
-    ("lin2018-distributed", {"repeats": 1, "params": {"model": "tiny", "steps": 6, "warmup_steps": 1,
-                                                      "image_size": 32, "batch_size": 8}}, "worker1_throughput"),
-])
+@pytest.mark.parametrize(
+    "experiment, overrides, metric",
+    [
+        # A generated dataset, mounted read-only into the container, read by a PyTorch workload.
+        ("chopra2022-mnist-cnn", {"repeats": 1, "dataset": {"args": {"images": 600}}}, "user_time"),
+        # 1 parameter server + 2 workers as processes talking over loopback, on the host and in a container.
+        (
+            "lin2018-distributed",
+            {
+                "repeats": 1,
+                "params": {"model": "tiny", "steps": 6, "warmup_steps": 1, "image_size": 32, "batch_size": 8},
+            },
+            "worker1_throughput",
+        ),
+    ],
+)
 def test_study_experiments_run_on_both_platforms(lab, tmp_path, experiment, overrides, metric):
     results = tmp_path / "results"
-    runner = run_playbook("playbooks/experiment.yml", tmp_path, {
-        "experiment": experiment, "campaign": "it-study", "platbench_results_dir": str(results),
-        "experiment_overrides": {**overrides, "platforms": ["bm", "cn"], "scaleup": [2]}})
+    runner = run_playbook(
+        "playbooks/experiment.yml",
+        tmp_path,
+        {
+            "experiment": experiment,
+            "campaign": "it-study",
+            "platbench_results_dir": str(results),
+            "experiment_overrides": {**overrides, "platforms": ["bm", "cn"], "scaleup": [2]},
+        },
+    )
     assert runner.rc == 0, failed_messages(runner)
     samples = read_samples(results / "it-study")
     assert by_metric(samples, "failed") == []

@@ -7,23 +7,32 @@ import os
 
 import pytest
 import yaml
-
 from labrun import failed_messages, output_of, read_samples, run_playbook
 
 pytestmark = pytest.mark.lab
 
 CAMPAIGN = "it-runners"
 HOSTS = ("runner-a", "runner-b")
-OVERRIDES = {"platforms": ["bm"], "scaleup": [1], "cpu_config": ["pin", "vnl"], "repeats": 1,
-             "params": {"warmup_steps": 1, "steps": 4, "batch_size": 8}}
+OVERRIDES = {
+    "platforms": ["bm"],
+    "scaleup": [1],
+    "cpu_config": ["pin", "vnl"],
+    "repeats": 1,
+    "params": {"warmup_steps": 1, "steps": 4, "batch_size": 8},
+}
 
 
 def inventory(path, cpus):
     """Both hosts are this machine; each reserves the CPU the other one pins to."""
-    mine = {host: cpu for host, cpu in zip(HOSTS, cpus)}
-    hosts = {host: {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                    "platbench_reserved_cpus": [cpu for other, cpu in mine.items() if other != host]}
-             for host in HOSTS}
+    mine = dict(zip(HOSTS, cpus, strict=False))
+    hosts = {
+        host: {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+            "platbench_reserved_cpus": [cpu for other, cpu in mine.items() if other != host],
+        }
+        for host in HOSTS
+    }
     path.write_text(yaml.safe_dump({"all": {"children": {"platbench_runners": {"hosts": hosts}}}}))
     return path, mine
 
@@ -35,8 +44,12 @@ def two_runners(lab, tmp_path_factory):
         pytest.skip("two runner hosts need two CPUs, one each")
     tmp = tmp_path_factory.mktemp("runners")
     hosts_file, cpu_of = inventory(tmp / "hosts.yml", allowed[-2:][::-1])
-    extravars = {"experiment": "smoke", "campaign": CAMPAIGN, "platbench_results_dir": str(tmp / "results"),
-                 "experiment_overrides": OVERRIDES}
+    extravars = {
+        "experiment": "smoke",
+        "campaign": CAMPAIGN,
+        "platbench_results_dir": str(tmp / "results"),
+        "experiment_overrides": OVERRIDES,
+    }
 
     def run(name):
         runner = run_playbook("playbooks/experiment.yml", tmp / name, extravars, inventory=hosts_file)
@@ -73,8 +86,11 @@ def test_each_host_pins_its_cells_to_its_own_cpu(two_runners):
 
 def test_resume_reruns_only_the_cells_of_the_host_whose_samples_are_gone(two_runners):
     path = two_runners["dir"] / "samples.jsonl"
-    kept = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line)["labels"].get("host") != "runner-b"]
+    kept = [
+        line
+        for line in path.read_text().splitlines()
+        if line.strip() and json.loads(line)["labels"].get("host") != "runner-b"
+    ]
     path.write_text("".join(line + "\n" for line in kept))
     before = by_host(read_samples(two_runners["dir"]))
     assert set(before) == {"runner-a"}

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from labrun import failed_messages, output_of, read_samples, run_playbook
 
 pytestmark = pytest.mark.lab
@@ -20,19 +19,30 @@ GUEST_IMAGE = Path("/var/lib/platbench/guest/current.json")
 VM_STATE = Path("/var/lib/platbench/vms")
 # One pinned 2-vCPU cell per guest platform, a few steps (under TCG the smoke experiment's
 # `emulated` subset applies on top: the same cells, 10 steps).
-OVERRIDES = {"platforms": ["vm", "vmcn"], "scaleup": [2], "cpu_config": ["pin"], "repeats": 1,
-             "params": {"warmup_steps": 1, "steps": 5, "batch_size": 16}}
+OVERRIDES = {
+    "platforms": ["vm", "vmcn"],
+    "scaleup": [2],
+    "cpu_config": ["pin"],
+    "repeats": 1,
+    "params": {"warmup_steps": 1, "steps": 5, "batch_size": 16},
+}
 
 
 def domains():
-    listing = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
-                             capture_output=True, text=True, check=True, timeout=60)
+    listing = subprocess.run(
+        ["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return [name for name in listing.stdout.split() if name.startswith("platbench-")]
 
 
 def guest_processes():
-    found = subprocess.run(["pgrep", "-f", "qemu-system.*guest=platbench-"], capture_output=True, text=True,
-                           check=False)
+    found = subprocess.run(
+        ["pgrep", "-f", "qemu-system.*guest=platbench-"], capture_output=True, text=True, check=False
+    )
     return found.stdout.split()
 
 
@@ -54,8 +64,13 @@ def guest_lab(lab):
         pytest.skip("no QEMU on this host (qemu-system-x86_64): the vm platforms cannot run here")
     if not GUEST_IMAGE.is_file():
         pytest.skip(f"site.yml built no guest image ({GUEST_IMAGE}); see its platform summary")
-    facts = subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "platbench.lab.host_facts"],
-                           capture_output=True, text=True, check=True, timeout=120)
+    facts = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "platbench.lab.host_facts"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     accelerator = json.loads(facts.stdout.split("=>", 1)[1])["ansible_facts"]["platbench"]["vm_accelerator"]
     return {"accelerator": accelerator, "image": json.loads(GUEST_IMAGE.read_text())}
 
@@ -64,9 +79,16 @@ def guest_lab(lab):
 def guest_run(guest_lab, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("guests")
     results = tmp / "results"
-    runner = run_playbook("playbooks/experiment.yml", tmp, {
-        "experiment": "smoke", "campaign": "it-guests", "platbench_results_dir": str(results),
-        "experiment_overrides": OVERRIDES})
+    runner = run_playbook(
+        "playbooks/experiment.yml",
+        tmp,
+        {
+            "experiment": "smoke",
+            "campaign": "it-guests",
+            "platbench_results_dir": str(results),
+            "experiment_overrides": OVERRIDES,
+        },
+    )
     assert runner.rc == 0, "%s\n%s" % (failed_messages(runner), output_of(runner)[-6000:])
     return {**guest_lab, "samples": read_samples(results / "it-guests")}
 
@@ -120,9 +142,17 @@ def test_every_guest_domain_process_and_port_is_gone(guest_run):
 
 def test_a_guest_that_never_answers_is_recorded_failed_with_its_console(guest_lab, tmp_path):
     results = tmp_path / "results"
-    runner = run_playbook("playbooks/experiment.yml", tmp_path, {
-        "experiment": "smoke", "campaign": "it-noboot", "platbench_results_dir": str(results),
-        "vm_boot_timeout": 3, "experiment_overrides": {**OVERRIDES, "platforms": ["vm"]}})
+    runner = run_playbook(
+        "playbooks/experiment.yml",
+        tmp_path,
+        {
+            "experiment": "smoke",
+            "campaign": "it-noboot",
+            "platbench_results_dir": str(results),
+            "vm_boot_timeout": 3,
+            "experiment_overrides": {**OVERRIDES, "platforms": ["vm"]},
+        },
+    )
     assert runner.rc == 0, failed_messages(runner)
     samples = read_samples(results / "it-noboot")
     assert [s["metric"] for s in samples] == ["failed"]
@@ -137,9 +167,17 @@ def test_a_taken_ssh_port_is_named_and_not_waited_for(guest_lab, tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         results = tmp_path / "results"
-        runner = run_playbook("playbooks/experiment.yml", tmp_path, {
-            "experiment": "smoke", "campaign": "it-port", "platbench_results_dir": str(results),
-            "vm_ssh_port": port, "experiment_overrides": {**OVERRIDES, "platforms": ["vm"]}})
+        runner = run_playbook(
+            "playbooks/experiment.yml",
+            tmp_path,
+            {
+                "experiment": "smoke",
+                "campaign": "it-port",
+                "platbench_results_dir": str(results),
+                "vm_ssh_port": port,
+                "experiment_overrides": {**OVERRIDES, "platforms": ["vm"]},
+            },
+        )
     assert runner.rc == 0, failed_messages(runner)
     samples = read_samples(results / "it-port")
     assert [s["metric"] for s in samples] == ["failed"]

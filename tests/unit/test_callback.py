@@ -9,7 +9,6 @@ from ansible.inventory.host import Host
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.task import Task
 from ansible.plugins.loader import callback_loader
-
 from record_cell_run import make_campaign, make_cell, record_cell, record_line, run_record_cell
 
 SECRET = "hunter2-do-not-leak"
@@ -60,8 +59,19 @@ def run_json(results_dir):
     return json.loads((Path(results_dir) / "run.json").read_text())
 
 
-ENV = {"host": "lab1", "hostname": "lab1", "kernel": "6.8.0", "os": "Debian 12", "cpu_model": "Xeon", "cpu_count": 8,
-       "threads_per_core": None, "numa_nodes": 1, "gpu_count": None, "host_virt": None, "docker_version": "27.3.1"}
+ENV = {
+    "host": "lab1",
+    "hostname": "lab1",
+    "kernel": "6.8.0",
+    "os": "Debian 12",
+    "cpu_model": "Xeon",
+    "cpu_count": 8,
+    "threads_per_core": None,
+    "numa_nodes": 1,
+    "gpu_count": None,
+    "host_virt": None,
+    "docker_version": "27.3.1",
+}
 
 
 def test_loaded_by_fqcn_as_an_aggregate_callback_that_must_be_enabled(callback):
@@ -89,12 +99,16 @@ def test_two_cells_are_appended_in_order_and_run_json_follows(callback, tmp_path
     # Exactly what the action decided, in order.
     assert written[:2] == first_cell["platbench_samples"]
     assert [(s["labels"]["cell"], s["metric"]) for s in written] == [
-        ("bm/2/pin/cpu|r0", "throughput"), ("bm/2/pin/cpu|r0", "elapsed"),
-        ("cn/2/pin/cpu|r0", "throughput"), ("cn/2/pin/cpu|r0", "elapsed")]
+        ("bm/2/pin/cpu|r0", "throughput"),
+        ("bm/2/pin/cpu|r0", "elapsed"),
+        ("cn/2/pin/cpu|r0", "throughput"),
+        ("cn/2/pin/cpu|r0", "elapsed"),
+    ]
     assert set(run_json(results_dir)["hosts"]) == {"lab1", "lab2"}
     assert callback.recorder.lines == [
         "platbench: bm/2/pin/cpu|r0 throughput=41.7 images/sec, elapsed=9.5 sec",
-        "platbench: cn/2/pin/cpu|r0 throughput=41.7 images/sec, elapsed=9.5 sec"]
+        "platbench: cn/2/pin/cpu|r0 throughput=41.7 images/sec, elapsed=9.5 sec",
+    ]
 
     callback.v2_playbook_on_stats(stats=None)
     run = run_json(results_dir)
@@ -102,7 +116,8 @@ def test_two_cells_are_appended_in_order_and_run_json_follows(callback, tmp_path
     assert run["cells"] == {"ok": 2}
     assert not (results_dir / "run.json.tmp").exists()
     assert callback.recorder.lines[2:] == [
-        f"platbench: campaign smoke-20261122: cells ok: 2, failed: 0; samples in {results_dir}/samples.jsonl"]
+        f"platbench: campaign smoke-20261122: cells ok: 2, failed: 0; samples in {results_dir}/samples.jsonl"
+    ]
 
 
 def test_failed_cell_is_persisted_as_handed_and_listed_at_the_end(callback, tmp_path):
@@ -118,7 +133,8 @@ def test_failed_cell_is_persisted_as_handed_and_listed_at_the_end(callback, tmp_
     assert callback.recorder.lines[-3:] == [
         f"platbench: campaign smoke-20261122: cells ok: 1, failed: 2; samples in {tmp_path}/samples.jsonl",
         "platbench:   FAILED cn/2/pin/cpu|r0: docker run exited with 137",
-        "platbench:   FAILED cn/1/pin/cpu|r0: the workload output holds no PLATBENCH_RESULT line"]
+        "platbench:   FAILED cn/1/pin/cpu|r0: the workload output holds no PLATBENCH_RESULT line",
+    ]
 
 
 def test_many_failed_cells_are_summarised_not_all_listed(callback, tmp_path):
@@ -162,8 +178,9 @@ def test_failed_loop_item_is_recorded(callback, tmp_path):
 
 
 def test_results_of_other_tasks_are_ignored(callback, tmp_path):
-    callback.v2_runner_on_ok(task_result({"changed": True, "stdout": record_line()},
-                                         task=make_task("ansible.builtin.command")))
+    callback.v2_runner_on_ok(
+        task_result({"changed": True, "stdout": record_line()}, task=make_task("ansible.builtin.command"))
+    )
     callback.v2_runner_on_failed(task_result({"failed": True, "msg": "nope"}))
     callback.v2_playbook_on_stats(stats=None)
     assert list(tmp_path.iterdir()) == []
@@ -171,12 +188,18 @@ def test_results_of_other_tasks_are_ignored(callback, tmp_path):
 
 
 def test_no_log_cell_is_not_recorded_and_warned_about_once(callback, tmp_path):
-    data = cell_result(tmp_path, output=record_line() + f"\nOS_PASSWORD={SECRET}\n",
-                       runtime={"token": SECRET}, error=f"failed with {SECRET}")
+    data = cell_result(
+        tmp_path,
+        output=record_line() + f"\nOS_PASSWORD={SECRET}\n",
+        runtime={"token": SECRET},
+        error=f"failed with {SECRET}",
+    )
     assert SECRET in json.dumps(data)
     # As Ansible runs it: the task's no_log keeps the error out of the warning, which no_log does not censor.
-    data["warnings"] = run_record_cell({"cell": make_cell(), "campaign": make_campaign(tmp_path),
-                                        "output": "", "error": f"failed with {SECRET}"}, no_log=True)["warnings"]
+    data["warnings"] = run_record_cell(
+        {"cell": make_cell(), "campaign": make_campaign(tmp_path), "output": "", "error": f"failed with {SECRET}"},
+        no_log=True,
+    )["warnings"]
     assert data["warnings"] == ["cell cn/2/pin/cpu|r0 failed and is recorded as failed: (error hidden by no_log)"]
     hidden = task_result({**data, "_ansible_no_log": True})
     assert isinstance(hidden, CallbackTaskResult)
@@ -202,15 +225,27 @@ def test_no_log_task_keyword_hides_the_cell_too(callback, tmp_path):
 
 
 def test_no_log_elsewhere_is_not_warned_about(callback, tmp_path):
-    callback.v2_runner_on_ok(task_result({"changed": True, "password": SECRET, "_ansible_no_log": True},
-                                         task=make_task("ansible.builtin.command")))
+    callback.v2_runner_on_ok(
+        task_result(
+            {"changed": True, "password": SECRET, "_ansible_no_log": True}, task=make_task("ansible.builtin.command")
+        )
+    )
     assert callback.recorder.warnings == []
 
 
 def test_resumed_campaign_keeps_run_json_and_adds_a_resume(callback, tmp_path):
-    (tmp_path / "run.json").write_text(json.dumps({
-        "campaign": "smoke-20261122", "experiment": {"name": "smoke", "repeats": 1},
-        "started": "2026-11-22T04:30:00+00:00", "finished": None, "cells": {"ok": 3}, "hosts": {}}))
+    (tmp_path / "run.json").write_text(
+        json.dumps(
+            {
+                "campaign": "smoke-20261122",
+                "experiment": {"name": "smoke", "repeats": 1},
+                "started": "2026-11-22T04:30:00+00:00",
+                "finished": None,
+                "cells": {"ok": 3},
+                "hosts": {},
+            }
+        )
+    )
     (tmp_path / "samples.jsonl").write_text('{"metric": "throughput", "value": 1, "labels": {"cell": "old"}}\n')
 
     callback.v2_runner_on_ok(task_result(cell_result(tmp_path)))

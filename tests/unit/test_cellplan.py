@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-
 from ansible_collections.platbench.lab.plugins.filter.platbench import cell_plan as cell_plan_filter
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
@@ -21,11 +20,20 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
 REPO = Path(__file__).resolve().parents[2]
 ONE_NODE = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
 # Two nodes, CPUs interleaved between them as many two-socket servers number them.
-TWO_NODES = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": [0, 2, 4, 6], "1": [1, 3, 5, 7]},
-             "gpu_count": 0, "gpus": []}
+TWO_NODES = {
+    "cpus_allowed": list(range(8)),
+    "numa_nodes": {"0": [0, 2, 4, 6], "1": [1, 3, 5, 7]},
+    "gpu_count": 0,
+    "gpus": [],
+}
 GPU_HOST = {**ONE_NODE, "gpu_count": 2, "gpus": [{"pci_address": "0000:3b:00.0"}, {"pci_address": "0000:af:00.0"}]}
-OPTIONS = {"host": "runner-a", "campaign": "c1", "guest_image": {"container_image_id": "sha256:" + "ab" * 32},
-           "image_id": "sha256:" + "cd" * 32, "docker_version": "24.0.5"}
+OPTIONS = {
+    "host": "runner-a",
+    "campaign": "c1",
+    "guest_image": {"container_image_id": "sha256:" + "ab" * 32},
+    "image_id": "sha256:" + "cd" * 32,
+    "docker_version": "24.0.5",
+}
 BUILT = [p.label for p in platforms.PLATFORMS if p.placement]
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
 
@@ -33,13 +41,26 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF
 def make_cell(platform, scaleup=2, cpu_config="pin", processor="cpu", **params):
     scenario = f"{platform}/{scaleup}/{cpu_config}/{processor}"
     params = {"framework": "tensorflow", "steps": 3, **params}
-    return {"id": f"{scenario}|r0", "scenario": scenario, "params": params,
-            "labels": {**params, "platform": platform, "scaleup": scaleup, "cpu_config": cpu_config,
-                       "processor": processor, "workload": "cnn_train", "repeat": 0, "host": "runner-a"}}
+    return {
+        "id": f"{scenario}|r0",
+        "scenario": scenario,
+        "params": params,
+        "labels": {
+            **params,
+            "platform": platform,
+            "scaleup": scaleup,
+            "cpu_config": cpu_config,
+            "processor": processor,
+            "workload": "cnn_train",
+            "repeat": 0,
+            "host": "runner-a",
+        },
+    }
 
 
-@pytest.mark.parametrize("topology, pinned_cpus, node", [(ONE_NODE, [6, 7], "0"), (TWO_NODES, [5, 7], "1")],
-                         ids=["one-node", "two-nodes"])
+@pytest.mark.parametrize(
+    "topology, pinned_cpus, node", [(ONE_NODE, [6, 7], "0"), (TWO_NODES, [5, 7], "1")], ids=["one-node", "two-nodes"]
+)
 @pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
 @pytest.mark.parametrize("platform", BUILT)
 def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, topology, pinned_cpus, node):
@@ -68,11 +89,15 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         assert container["command"] == ["python"] + plan["argv"] and container["network_mode"] == "none"
         assert container["cpus"] == (None if pinned else 2.0)
         assert container["device_requests"] == []
-        assert container["labels"] == {"org.platbench.cell": plan["cell"], "org.platbench.campaign": "c1",
-                                       "org.platbench.host": "runner-a"}
+        assert container["labels"] == {
+            "org.platbench.cell": plan["cell"],
+            "org.platbench.campaign": "c1",
+            "org.platbench.host": "runner-a",
+        }
     if platform == "cn":
         assert plan["container"]["engine_host"] == "runner-a" and plan["container"]["cpuset_cpus"] == (
-            plan["cpuset"] or None)
+            plan["cpuset"] or None
+        )
         assert plan["container"]["image"] == "platbench/workload:latest"
         assert plan["container"]["volumes"] == ["/var/cache/platbench:/var/cache/platbench:rw"]
     if "guest" in plan:
@@ -104,15 +129,17 @@ def test_reserved_cpus_and_cpu_zero_go_last():
 
 def test_two_hosts_on_one_machine_each_get_their_own_cpu():
     a = cell_plan(make_cell("bm", scaleup=1), {"cpus_allowed": [0, 1]}, {**OPTIONS, "reserved_cpus": [0]})
-    b = cell_plan(make_cell("bm", scaleup=1), {"cpus_allowed": [0, 1]},
-                  {**OPTIONS, "host": "runner-b", "reserved_cpus": [1]})
+    b = cell_plan(
+        make_cell("bm", scaleup=1), {"cpus_allowed": [0, 1]}, {**OPTIONS, "host": "runner-b", "reserved_cpus": [1]}
+    )
     assert (a["cpuset"], b["cpuset"]) == ("1", "0")
     assert a["name"] != b["name"]
 
 
-@pytest.mark.parametrize("platform, visible, requests", [("bm", "0", []),
-                                                          ("cn", "0", [{"driver": "nvidia", "device_ids": ["0"],
-                                                                        "capabilities": [["gpu"]]}])])
+@pytest.mark.parametrize(
+    "platform, visible, requests",
+    [("bm", "0", []), ("cn", "0", [{"driver": "nvidia", "device_ids": ["0"], "capabilities": [["gpu"]]}])],
+)
 def test_gpu_cells_get_their_gpus(platform, visible, requests):
     plan = cell_plan(make_cell(platform, processor="gpu"), GPU_HOST, OPTIONS)
     assert plan["gpus"] == [0] and plan["env"]["CUDA_VISIBLE_DEVICES"] == visible
@@ -144,14 +171,22 @@ def test_names_depend_on_campaign_host_and_cell():
     assert len(names) == 8 and all(len(name) == len("platbench-") + 12 for name in names)
 
 
-@pytest.mark.parametrize("cell, facts, options, message", [
-    (make_cell("bm", scaleup=16), ONE_NODE, OPTIONS, r"cell bm/16/pin/cpu\|r0 on runner-a: scale-up 16 needs 16 CPUs"),
-    (make_cell("cn", processor="gpu"), ONE_NODE, OPTIONS, "a 'gpu' cell needs a GPU"),
-    (make_cell("sg"), ONE_NODE, OPTIONS, "platform sg is not built by this release"),
-    (make_cell("lxc"), ONE_NODE, OPTIONS, "unknown platform 'lxc'; known: bm"),
-    (make_cell("bm"), ONE_NODE, {"campaign": "c"}, "option 'host' is required"),
-    (make_cell("bm"), ONE_NODE, {**OPTIONS, "colour": 1}, "unknown option"),
-])
+@pytest.mark.parametrize(
+    "cell, facts, options, message",
+    [
+        (
+            make_cell("bm", scaleup=16),
+            ONE_NODE,
+            OPTIONS,
+            r"cell bm/16/pin/cpu\|r0 on runner-a: scale-up 16 needs 16 CPUs",
+        ),
+        (make_cell("cn", processor="gpu"), ONE_NODE, OPTIONS, "a 'gpu' cell needs a GPU"),
+        (make_cell("sg"), ONE_NODE, OPTIONS, "platform sg is not built by this release"),
+        (make_cell("lxc"), ONE_NODE, OPTIONS, "unknown platform 'lxc'; known: bm"),
+        (make_cell("bm"), ONE_NODE, {"campaign": "c"}, "option 'host' is required"),
+        (make_cell("bm"), ONE_NODE, {**OPTIONS, "colour": 1}, "unknown option"),
+    ],
+)
 def test_cells_that_cannot_be_placed_say_why(cell, facts, options, message):
     with pytest.raises(CellPlanError, match=message):
         cell_plan(cell, facts, options)
@@ -173,8 +208,11 @@ SPECS = yaml.safe_load((REPO / "roles/platform_run/meta/argument_specs.yml").rea
 @pytest.mark.parametrize("platform", BUILT)
 def test_the_plan_is_exactly_what_its_entry_point_declares(platform, cpu_config, processor):
     """The contract: every plan passes the argument specs of its placement entry point, key for key."""
-    plan = cell_plan(make_cell(platform, cpu_config=cpu_config, processor=processor), GPU_HOST,
-                     {**OPTIONS, "dataset": {"generator": "mnist"}})
+    plan = cell_plan(
+        make_cell(platform, cpu_config=cpu_config, processor=processor),
+        GPU_HOST,
+        {**OPTIONS, "dataset": {"generator": "mnist"}},
+    )
     spec = SPECS[plan["placement"]]["options"]
     declared = spec["platform_run_cell_plan"]["options"]
     assert set(plan) == set(declared)

@@ -67,7 +67,7 @@ def test_mnist_synthetic_digits_differ_by_class():
     # Pixels of one class's images agree with their own class mean better than with any other's.
     own = [np.abs(images[labels == d] - means[d]).mean() for d in range(10)]
     other = [np.abs(images[labels == d] - means[(d + 1) % 10]).mean() for d in range(10)]
-    assert all(a < b for a, b in zip(own, other))
+    assert all(a < b for a, b in zip(own, other, strict=False))
 
 
 def test_idx_round_trip_of_other_element_types(tmp_path):

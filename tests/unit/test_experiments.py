@@ -12,7 +12,6 @@ import pytest
 from ansible.errors import AnsibleLookupError
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
-
 from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import available_experiments, expand, load_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import check_experiment_params
@@ -36,8 +35,16 @@ def test_experiment_cells_parse_with_their_workload(name):
         parser.parse_args(argv[2:])
 
 
-@pytest.mark.parametrize("name", sorted({(load_experiment(EXPERIMENTS, n)["dataset"] or {}).get("generator")
-                                          for n in available_experiments(EXPERIMENTS)} - {None}))
+@pytest.mark.parametrize(
+    "name",
+    sorted(
+        {
+            (load_experiment(EXPERIMENTS, n)["dataset"] or {}).get("generator")
+            for n in available_experiments(EXPERIMENTS)
+        }
+        - {None}
+    ),
+)
 def test_dataset_generators_exist(name):
     module = importlib.import_module(f"workloads.datasets.{name}")
     assert hasattr(module, "main")
@@ -45,10 +52,16 @@ def test_dataset_generators_exist(name):
 
 # Plan-time checks through the experiment lookup, with the real workloads and their own parsers.
 
+
 def _check_args_supported():
     """The workloads have --check-args (the workload harness is merged): checks beyond argparse's run too."""
-    done = subprocess.run([sys.executable, "-m", "workloads.cnn_train", "--check-args", "--model", "tiny"],
-                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "workloads.cnn_train", "--check-args", "--model", "tiny"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        check=False,
+    )
     return done.returncode == 0
 
 
@@ -71,15 +84,19 @@ def plan_error(name="smoke", overrides=None):
 def test_an_unknown_model_stops_the_plan_naming_file_key_value_and_choices():
     message = plan_error(overrides={"params": {"model": "resnet9000"}})
     assert message.startswith(f"{EXPERIMENTS / 'smoke.yml'} (with overrides ")
-    assert ("params.model: 'resnet9000' is refused by workloads.cnn_train: argument --model: invalid choice: "
-            "'resnet9000' (choose from 'tiny', 'alexnet', 'resnet50', 'inception3')") in message
+    assert (
+        "params.model: 'resnet9000' is refused by workloads.cnn_train: argument --model: invalid choice: "
+        "'resnet9000' (choose from 'tiny', 'alexnet', 'resnet50', 'inception3')"
+    ) in message
     assert message.count("params.model") == 1  # one line for all 8 cells
 
 
 def test_a_batch_size_of_zero_stops_the_plan():
     message = plan_error(overrides={"params": {"batch_size": 0}})
-    assert "params.batch_size: 0 is refused by workloads.cnn_train: argument --batch-size: expected a positive " \
-           "integer, got '0'" in message
+    assert (
+        "params.batch_size: 0 is refused by workloads.cnn_train: argument --batch-size: expected a positive "
+        "integer, got '0'" in message
+    )
 
 
 def test_both_problems_at_once():
@@ -109,10 +126,10 @@ def test_every_shipped_experiment_passes_the_plan_time_check(name):
     assert all("has no --check-args" in warning for warning in warnings)
 
 
-
 @needs_check_args
 def test_the_workloads_own_checks_run_at_plan_time():
     # --data-dir without --data real passes argparse; only cnn_train's own check refuses it.
     message = plan_error(overrides={"params": {"data_dir": "/srv/imagenet"}})
-    assert ("params.data_dir: '/srv/imagenet' is refused by workloads.cnn_train: "
-            "--data-dir is read only with --data real") in message
+    assert (
+        "params.data_dir: '/srv/imagenet' is refused by workloads.cnn_train: --data-dir is read only with --data real"
+    ) in message

@@ -1,7 +1,6 @@
 """A failed cell's error names its cause: failed task results, shaped as the real modules return them."""
 
 import pytest
-
 from ansible_collections.platbench.lab.plugins.plugin_utils.failures import (
     describe_failure,
     exit_code,
@@ -17,23 +16,41 @@ RUN_PROCESS = "Run the workload as a process on the host"
 def docker_exit(status, output="", oom_killed=False):
     """community.docker.docker_container, detach: false, for a container that exited with ``status``:
     msg is the container's output, status its exit code."""
-    return {"changed": True, "failed": True, "msg": output, "status": status,
-            "container": {"Id": "0" * 64, "Output": output, "Image": "sha256:abc",
-                          "State": {"Status": "exited", "ExitCode": status, "OOMKilled": oom_killed}}}
+    return {
+        "changed": True,
+        "failed": True,
+        "msg": output,
+        "status": status,
+        "container": {
+            "Id": "0" * 64,
+            "Output": output,
+            "Image": "sha256:abc",
+            "State": {"Status": "exited", "ExitCode": status, "OOMKilled": oom_killed},
+        },
+    }
 
 
 def command_exit(rc, stdout="", stderr=""):
     """ansible.builtin.command: rc is -N when the process was killed by signal N."""
-    return {"changed": True, "failed": True, "msg": "non-zero return code", "rc": rc, "cmd": ["python", "-m", "x"],
-            "stdout": stdout, "stderr": stderr, "stdout_lines": stdout.splitlines(),
-            "stderr_lines": stderr.splitlines()}
+    return {
+        "changed": True,
+        "failed": True,
+        "msg": "non-zero return code",
+        "rc": rc,
+        "cmd": ["python", "-m", "x"],
+        "stdout": stdout,
+        "stderr": stderr,
+        "stdout_lines": stdout.splitlines(),
+        "stderr_lines": stderr.splitlines(),
+    }
 
 
 def test_container_killed_by_sigkill_was_rc_137_and_now_says_killed():
     # Seen in a real campaign as "Run the workload container to completion failed: (rc=137)".
     message = describe_failure(RUN_CONTAINER, docker_exit(137))
-    assert message.startswith("the workload was killed by SIGKILL (signal 9): the kernel's OOM killer, "
-                              "`docker kill` or the cell timeout")
+    assert message.startswith(
+        "the workload was killed by SIGKILL (signal 9): the kernel's OOM killer, `docker kill` or the cell timeout"
+    )
     assert f"(rc=137, at '{RUN_CONTAINER}')" in message
 
 
@@ -44,19 +61,24 @@ def test_container_the_oom_killer_stopped_says_so():
 
 def test_process_killed_by_a_signal_has_a_negative_rc():
     message = describe_failure(RUN_PROCESS, command_exit(-9, stderr="loading\n"))
-    assert message.startswith("the workload was killed by SIGKILL (signal 9): the kernel's OOM killer, a `kill -9` "
-                              f"or the cell timeout (rc=-9, at '{RUN_PROCESS}')")
+    assert message.startswith(
+        "the workload was killed by SIGKILL (signal 9): the kernel's OOM killer, a `kill -9` "
+        f"or the cell timeout (rc=-9, at '{RUN_PROCESS}')"
+    )
     assert "last stderr line: loading" in message
 
 
-@pytest.mark.parametrize("code, expected", [
-    (143, "killed by SIGTERM (signal 15): `docker stop`"),
-    (-15, "killed by SIGTERM (signal 15)"),
-    (139, "killed by SIGSEGV (signal 11): a crash in native code"),
-    (134, "killed by SIGABRT (signal 6)"),
-    (-7, "killed by SIGBUS (signal 7): a bus error"),
-    (130, "killed by SIGINT (signal 2)"),
-])
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        (143, "killed by SIGTERM (signal 15): `docker stop`"),
+        (-15, "killed by SIGTERM (signal 15)"),
+        (139, "killed by SIGSEGV (signal 11): a crash in native code"),
+        (134, "killed by SIGABRT (signal 6)"),
+        (-7, "killed by SIGBUS (signal 7): a bus error"),
+        (130, "killed by SIGINT (signal 2)"),
+    ],
+)
 def test_signals_are_named_with_who_usually_sends_them(code, expected):
     assert expected in signal_message(code)
 
@@ -68,27 +90,35 @@ def test_ordinary_exit_codes_are_no_signal(code):
 
 def test_docker_engine_stopped_mid_cell_names_the_engine_not_the_clean_up():
     # Seen in a real campaign as "Remove the cell's container failed: Error connecting...": the clean-up.
-    result = {"changed": False, "failed": True,
-              "msg": "Error connecting: Error while fetching server API version: ('Connection aborted.', "
-                     "FileNotFoundError(2, 'No such file or directory'))"}
+    result = {
+        "changed": False,
+        "failed": True,
+        "msg": "Error connecting: Error while fetching server API version: ('Connection aborted.', "
+        "FileNotFoundError(2, 'No such file or directory'))",
+    }
     message = describe_failure(REMOVE_CONTAINER, result)
     assert message.startswith("the Docker engine stopped answering during the cell")
     assert REMOVE_CONTAINER in message and "Error connecting" in message
 
 
 def test_docker_engine_gone_while_waiting_for_the_container():
-    result = {"changed": False, "failed": True,
-              "msg": "An unexpected requests error occurred when trying to talk to the Docker daemon: "
-                     "('Connection aborted.', RemoteDisconnected('Remote end closed connection without response'))",
-              "exception": "Traceback (most recent call last):\n..."}
+    result = {
+        "changed": False,
+        "failed": True,
+        "msg": "An unexpected requests error occurred when trying to talk to the Docker daemon: "
+        "('Connection aborted.', RemoteDisconnected('Remote end closed connection without response'))",
+        "exception": "Traceback (most recent call last):\n...",
+    }
     assert describe_failure(RUN_CONTAINER, result).startswith("the Docker engine stopped answering during the cell")
 
 
 def test_docker_cli_without_engine():
-    result = command_exit(1, stderr="Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
-                                    "Is the docker daemon running?")
+    result = command_exit(
+        1, stderr="Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+    )
     assert describe_failure("Run the workload in the guest's container", result).startswith(
-        "the Docker engine stopped answering")
+        "the Docker engine stopped answering"
+    )
 
 
 def test_a_network_attach_error_is_not_the_engine_gone():
@@ -98,13 +128,17 @@ def test_a_network_attach_error_is_not_the_engine_gone():
 
 def test_task_timeout_names_the_setting():
     # What ansible-core 2.19 returns for a task whose `timeout:` expired.
-    result = {"changed": False, "failed": True, "msg": "Task failed: Timed out after 3600 second(s).",
-              "timedout": {"frame": "Configure `DISPLAY_TRACEBACK` to see a traceback on timeout errors.",
-                           "period": 3600}}
+    result = {
+        "changed": False,
+        "failed": True,
+        "msg": "Task failed: Timed out after 3600 second(s).",
+        "timedout": {"frame": "Configure `DISPLAY_TRACEBACK` to see a traceback on timeout errors.", "period": 3600},
+    }
     message = describe_failure(RUN_PROCESS, result)
     assert message.startswith("the cell ran past platform_run_cell_timeout=3600 s")
     assert describe_failure(RUN_PROCESS, {"msg": "Timed out after 60 second(s)."}).startswith(
-        "the cell ran past platform_run_cell_timeout=60 s")
+        "the cell ran past platform_run_cell_timeout=60 s"
+    )
 
 
 def test_other_failures_keep_task_msg_rc_and_last_stderr_line():
@@ -116,8 +150,10 @@ def test_other_failures_keep_task_msg_rc_and_last_stderr_line():
 def test_a_failed_container_shows_the_last_line_of_its_output_not_all_of_it():
     output = "\n".join(f"log {n}" for n in range(500)) + "\nImportError: no module named tensorflow\n"
     message = describe_failure(RUN_CONTAINER, docker_exit(1, output))
-    assert message == (f"{RUN_CONTAINER} failed: exited with status 1; last output line: "
-                       "ImportError: no module named tensorflow (rc=1)")
+    assert message == (
+        f"{RUN_CONTAINER} failed: exited with status 1; last output line: "
+        "ImportError: no module named tensorflow (rc=1)"
+    )
 
 
 def test_the_workloads_own_error_comes_first_when_it_printed_one():
@@ -148,9 +184,14 @@ def test_a_container_in_a_guest_killed_over_ssh_is_still_a_container():
 
 
 def test_a_module_that_crashed_shows_the_last_line_of_its_traceback():
-    result = {"failed": True, "msg": "MODULE FAILURE: No start of json char found", "rc": 1, "module_stdout": "",
-              "module_stderr": "Traceback (most recent call last):\n  ...\n"
-                               "ModuleNotFoundError: No module named 'requests'\n"}
+    result = {
+        "failed": True,
+        "msg": "MODULE FAILURE: No start of json char found",
+        "rc": 1,
+        "module_stdout": "",
+        "module_stderr": "Traceback (most recent call last):\n  ...\nModuleNotFoundError: No module named 'requests'\n",
+    }
     assert describe_failure(RUN_CONTAINER, result) == (
         f"{RUN_CONTAINER} failed: MODULE FAILURE: No start of json char found (rc=1) "
-        "ModuleNotFoundError: No module named 'requests'")
+        "ModuleNotFoundError: No module named 'requests'"
+    )

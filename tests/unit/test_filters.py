@@ -10,13 +10,19 @@ from ansible.errors import AnsibleFilterError, AnsibleLookupError
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
 from ansible.template import Templar, trust_as_template
-
 from ansible_collections.platbench.lab.plugins.filter.platbench import cpuset_for, expand_matrix, workload_argv
 
 REPO = Path(__file__).resolve().parents[2]
-EXPERIMENT = {"name": "tiny", "workload": "cnn_train", "platforms": ["bm", "cn"], "scaleup": [1],
-              "cpu_config": ["pin"], "processor": ["cpu"], "repeats": 2, "params": {"batch_size": [8, 16]}}
-
+EXPERIMENT = {
+    "name": "tiny",
+    "workload": "cnn_train",
+    "platforms": ["bm", "cn"],
+    "scaleup": [1],
+    "cpu_config": ["pin"],
+    "processor": ["cpu"],
+    "repeats": 2,
+    "params": {"batch_size": [8, 16]},
+}
 
 
 def test_cpuset_for_takes_the_highest_cpus_first():
@@ -49,8 +55,16 @@ def test_cpuset_for_rejects_non_numeric_cpus():
 def test_workload_argv_kebab_cases_keys_and_handles_booleans():
     params = {"framework": "tensorflow", "batch_size": 32, "learning_rate": 0.1, "xla": True, "amp": False}
     assert workload_argv(params, "cnn_train") == [
-        "-m", "workloads.cnn_train", "--framework", "tensorflow", "--batch-size", "32",
-        "--learning-rate", "0.1", "--xla"]
+        "-m",
+        "workloads.cnn_train",
+        "--framework",
+        "tensorflow",
+        "--batch-size",
+        "32",
+        "--learning-rate",
+        "0.1",
+        "--xla",
+    ]
 
 
 def test_workload_argv_rejects_list_values():
@@ -75,28 +89,43 @@ def test_filters_by_fqcn_in_a_template():
     assert render("{{ 'vm' | platbench.lab.scenario_name(2, 'pin', 'gpu') }}") == "vm/2/pin/gpu"
     assert render("{{ experiment | platbench.lab.expand_matrix | length }}", experiment=EXPERIMENT) == 8
     assert render("{{ {'steps': 3} | platbench.lab.workload_argv('cnn_train') }}") == [
-        "-m", "workloads.cnn_train", "--steps", "3"]
+        "-m",
+        "workloads.cnn_train",
+        "--steps",
+        "3",
+    ]
 
 
 def test_registry_and_cell_plan_filters_by_fqcn_in_a_template():
-    assert render("{{ 'all' | platbench.lab.platforms | selectattr('placement') | map(attribute='label') | list }}") \
-        == ["bm", "cn", "vm", "vmcn"]
-    assert render("{{ ['vmcn'] | platbench.lab.platforms | map(attribute='cpu_pinning') | first }}") \
+    assert render(
+        "{{ 'all' | platbench.lab.platforms | selectattr('placement') | map(attribute='label') | list }}"
+    ) == ["bm", "cn", "vm", "vmcn"]
+    assert (
+        render("{{ ['vmcn'] | platbench.lab.platforms | map(attribute='cpu_pinning') | first }}")
         == "vcpupin + cpuset-cpus"
+    )
     with pytest.raises(Exception, match=r"platbench_platforms: unknown platform\(s\) 'lxc'; known: bm"):
         render("{{ ['bm', 'lxc'] | platbench.lab.platforms(source='platbench_platforms') }}")
-    cell = {"id": "bm/1/pin/cpu|r0", "scenario": "bm/1/pin/cpu", "params": {"steps": 3},
-            "labels": {"platform": "bm", "scaleup": 1, "cpu_config": "pin", "processor": "cpu", "workload": "w"}}
-    plan = render("{{ cell | platbench.lab.cell_plan(facts, {'host': 'h', 'campaign': 'c'}) }}",
-                  cell=cell, facts={"cpus_allowed": [0, 1, 2]})
+    cell = {
+        "id": "bm/1/pin/cpu|r0",
+        "scenario": "bm/1/pin/cpu",
+        "params": {"steps": 3},
+        "labels": {"platform": "bm", "scaleup": 1, "cpu_config": "pin", "processor": "cpu", "workload": "w"},
+    }
+    plan = render(
+        "{{ cell | platbench.lab.cell_plan(facts, {'host': 'h', 'campaign': 'c'}) }}",
+        cell=cell,
+        facts={"cpus_allowed": [0, 1, 2]},
+    )
     assert plan["process"]["argv"][:4] == ["taskset", "--cpu-list", "2", "/opt/platbench/venv/bin/python"]
 
 
 def test_experiment_lookup_loads_merges_and_expands(tmp_path):
     (tmp_path / "tiny.yml").write_text(json.dumps(EXPERIMENT))  # JSON is YAML
     lookup = lookup_loader.get("platbench.lab.experiment", loader=DataLoader())
-    [experiment] = lookup.run(["tiny"], variables={}, experiments_dir=str(tmp_path),
-                              overrides={"repeats": 1, "params": {"batch_size": 8}})
+    [experiment] = lookup.run(
+        ["tiny"], variables={}, experiments_dir=str(tmp_path), overrides={"repeats": 1, "params": {"batch_size": 8}}
+    )
     assert experiment["repeats"] == 1
     assert [cell["id"] for cell in experiment["cells"]] == ["bm/1/pin/cpu|r0", "cn/1/pin/cpu|r0"]
 
@@ -116,27 +145,31 @@ def test_experiment_lookup_relative_dir_is_taken_from_the_playbook_dir(tmp_path)
     assert lookup.run(["tiny"], variables={}, experiments_dir="experiments")[0]["name"] == "tiny"
 
 
-@pytest.mark.parametrize("plugin_type, name", [
-    ("callback", "platbench.lab.results"),
-    ("lookup", "platbench.lab.experiment"),
-    ("filter", "platbench.lab.expand_matrix"),
-    ("filter", "platbench.lab.scenario_name"),
-    ("filter", "platbench.lab.cpuset_for"),
-    ("filter", "platbench.lab.workload_argv"),
-    ("filter", "platbench.lab.done_cells"),
-    ("filter", "platbench.lab.emulated_subset"),
-    ("filter", "platbench.lab.platforms"),
-    ("filter", "platbench.lab.cell_plan"),
-    ("filter", "platbench.lab.dataset_dir"),
-    ("filter", "platbench.lab.plan_problems"),
-    ("filter", "platbench.lab.cells_to_run"),
-    ("module", "platbench.lab.platform_status"),
-    ("module", "platbench.lab.vcpu_threads"),
-])
+@pytest.mark.parametrize(
+    "plugin_type, name",
+    [
+        ("callback", "platbench.lab.results"),
+        ("lookup", "platbench.lab.experiment"),
+        ("filter", "platbench.lab.expand_matrix"),
+        ("filter", "platbench.lab.scenario_name"),
+        ("filter", "platbench.lab.cpuset_for"),
+        ("filter", "platbench.lab.workload_argv"),
+        ("filter", "platbench.lab.done_cells"),
+        ("filter", "platbench.lab.emulated_subset"),
+        ("filter", "platbench.lab.platforms"),
+        ("filter", "platbench.lab.cell_plan"),
+        ("filter", "platbench.lab.dataset_dir"),
+        ("filter", "platbench.lab.plan_problems"),
+        ("filter", "platbench.lab.cells_to_run"),
+        ("module", "platbench.lab.platform_status"),
+        ("module", "platbench.lab.vcpu_threads"),
+    ],
+)
 def test_ansible_doc_renders_the_plugin_documentation(plugin_type, name):
     ansible_doc = Path(sys.executable).parent / "ansible-doc"
-    done = subprocess.run([str(ansible_doc), "--json", "-t", plugin_type, name], cwd=REPO,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(ansible_doc), "--json", "-t", plugin_type, name], cwd=REPO, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)[name]
     assert doc["doc"]["short_description"]

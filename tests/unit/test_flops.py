@@ -15,7 +15,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 needs_frameworks = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None or importlib.util.find_spec("tensorflow") is None,
-    reason="needs torch and tensorflow")
+    reason="needs torch and tensorflow",
+)
 
 GMAC = 2e9  # FLOPs in a billion multiply-adds
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -44,26 +45,41 @@ print(json.dumps(counts))
 
 @pytest.fixture(scope="module")
 def counts():
-    done = subprocess.run([sys.executable, "-c", COUNTS], cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", COUNTS],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
 
 
 def alexnet_macs_by_hand():
     """tf_cnn_benchmarks' AlexNet at 227x227: (output positions, MACs per output) per layer."""
-    convs = [(55 * 55 * 64, 11 * 11 * 3), (27 * 27 * 192, 5 * 5 * 64), (13 * 13 * 384, 3 * 3 * 192),
-             (13 * 13 * 384, 3 * 3 * 384), (13 * 13 * 256, 3 * 3 * 384)]
+    convs = [
+        (55 * 55 * 64, 11 * 11 * 3),
+        (27 * 27 * 192, 5 * 5 * 64),
+        (13 * 13 * 384, 3 * 3 * 192),
+        (13 * 13 * 384, 3 * 3 * 384),
+        (13 * 13 * 256, 3 * 3 * 384),
+    ]
     dense = [(4096, 6 * 6 * 256), (4096, 4096), (1000, 4096)]
     return sum(outputs * per_output for outputs, per_output in convs + dense)
 
 
 @needs_frameworks
-@pytest.mark.parametrize("model_name, image_size, published_gmac", [
-    ("resnet50", 224, 4.1),  # ResNet-50 v1.5 (torchvision, MLPerf): 4.09 GMAC
-    ("inception3", 299, 5.7),  # InceptionV3 (torchvision, Keras): 5.71 GMAC
-    ("alexnet", 227, alexnet_macs_by_hand() / 1e9),
-])
+@pytest.mark.parametrize(
+    "model_name, image_size, published_gmac",
+    [
+        ("resnet50", 224, 4.1),  # ResNet-50 v1.5 (torchvision, MLPerf): 4.09 GMAC
+        ("inception3", 299, 5.7),  # InceptionV3 (torchvision, Keras): 5.71 GMAC
+        ("alexnet", 227, alexnet_macs_by_hand() / 1e9),
+    ],
+)
 def test_cnn_forward_flops_match_published_figures_in_both_frameworks(counts, model_name, image_size, published_gmac):
     keras_count, torch_count = counts[model_name]
     assert keras_count == torch_count
@@ -87,10 +103,16 @@ def test_a_batch_counts_its_samples_and_training_mode_is_restored(counts):
 def test_utilisation_metrics():
     from workloads.common.flops import TRAINING_PASSES, utilisation_metrics
 
-    metrics = {entry["metric"]: (entry["value"], entry["unit"])
-               for entry in utilisation_metrics(10.0, 8e9, TRAINING_PASSES, 400e9)}
-    assert metrics == {"model_flops": (24.0, "GFLOP/sample"), "achieved_flops": (240.0, "GFLOP/s"),
-                       "peak_flops": (400.0, "GFLOP/s"), "mfu": (0.6, "ratio")}
+    metrics = {
+        entry["metric"]: (entry["value"], entry["unit"])
+        for entry in utilisation_metrics(10.0, 8e9, TRAINING_PASSES, 400e9)
+    }
+    assert metrics == {
+        "model_flops": (24.0, "GFLOP/sample"),
+        "achieved_flops": (240.0, "GFLOP/s"),
+        "peak_flops": (400.0, "GFLOP/s"),
+        "mfu": (0.6, "ratio"),
+    }
     without_peak = [entry["metric"] for entry in utilisation_metrics(10.0, 8e9, 3, None)]
     assert without_peak == ["model_flops", "achieved_flops"]
 
@@ -130,6 +152,7 @@ def test_a_failing_count_or_peak_keeps_the_run_and_says_why():
     assert training_flop_metrics(10.0, broken, None, "torch", "float32", 1, metadata) == []
     assert metadata == {"utilisation_error": "RuntimeError: no GEMM here"}
     metadata = {}
-    assert training_flop_metrics(10.0, lambda: (8e9, "cpu"), 400.0, "torch", "float32", 1, metadata) == \
-        utilisation_metrics(10.0, 8e9, 3, 400e9)
+    assert training_flop_metrics(
+        10.0, lambda: (8e9, "cpu"), 400.0, "torch", "float32", 1, metadata
+    ) == utilisation_metrics(10.0, 8e9, 3, 400e9)
     assert metadata == {"peak_source": "--peak-gflops"}

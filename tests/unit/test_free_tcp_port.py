@@ -13,9 +13,22 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def free_tcp_port(**args):
-    done = subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-m", "platbench.lab.free_tcp_port",
-                           *(["-a", json.dumps(args)] if args else [])], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible"),
+            "localhost",
+            "-c",
+            "local",
+            "-m",
+            "platbench.lab.free_tcp_port",
+            *(["-a", json.dumps(args)] if args else []),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1"),
+    )
     return done.returncode, json.loads(done.stdout.split("=>", 1)[1])
 
 

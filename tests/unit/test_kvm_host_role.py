@@ -15,24 +15,32 @@ REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "tests/roles/kvm_host/apply.yml"
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
 
-GPUS = [{"pci_address": "0000:3b:00.0", "device_id": "0x20b0", "driver": "nvidia", "iommu_group": None},
-        {"pci_address": "0000:d8:00.0", "device_id": "0x20b0", "driver": "nvidia", "iommu_group": None}]
-VFIO_CONF = ("options vfio-pci ids=10de:20b0\n"
-             "softdep nouveau pre: vfio-pci\nsoftdep nvidia pre: vfio-pci\nsoftdep drm pre: vfio-pci\n")
+GPUS = [
+    {"pci_address": "0000:3b:00.0", "device_id": "0x20b0", "driver": "nvidia", "iommu_group": None},
+    {"pci_address": "0000:d8:00.0", "device_id": "0x20b0", "driver": "nvidia", "iommu_group": None},
+]
+VFIO_CONF = (
+    "options vfio-pci ids=10de:20b0\n"
+    "softdep nouveau pre: vfio-pci\nsoftdep nvidia pre: vfio-pci\nsoftdep drm pre: vfio-pci\n"
+)
 
 
 def host_vars(tmp_path, **extra):
     """A two-GPU Intel host whose firmware has an IOMMU the kernel does not use yet."""
     variables = {
-        "kvm_host_install_packages": False, "kvm_host_start_daemon": False,
+        "kvm_host_install_packages": False,
+        "kvm_host_start_daemon": False,
         "kvm_host_gpus": GPUS,
         "kvm_host_iommu": {"firmware_table": "DMAR", "enabled": False, "groups": 0},
-        "kvm_host_cpu_vendor": "GenuineIntel", "kvm_host_cpus_allowed": [0, 1, 2, 3],
+        "kvm_host_cpu_vendor": "GenuineIntel",
+        "kvm_host_cpus_allowed": [0, 1, 2, 3],
         "kvm_host_grub_dir": str(tmp_path / "grub.d"),
         "kvm_host_modprobe_dir": str(tmp_path / "modprobe.d"),
         "kvm_host_modules_load_dir": str(tmp_path / "modules-load.d"),
-        "kvm_host_sysctl_file": str(tmp_path / "sysctl.conf"), "kvm_host_sysctl_reload": False,
-        "kvm_host_boot_config_command": "", "kvm_host_initramfs_command": "",
+        "kvm_host_sysctl_file": str(tmp_path / "sysctl.conf"),
+        "kvm_host_sysctl_reload": False,
+        "kvm_host_boot_config_command": "",
+        "kvm_host_initramfs_command": "",
     }
     variables.update(extra)
     return variables
@@ -41,8 +49,14 @@ def host_vars(tmp_path, **extra):
 def apply_role(tmp_path, variables, *options):
     vars_file = tmp_path / "vars.json"
     vars_file.write_text(json.dumps(variables))
-    return subprocess.run(["ansible-playbook", "-i", "localhost,", str(PLAYBOOK), "-e", "@%s" % vars_file, *options],
-                          cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["ansible-playbook", "-i", "localhost,", str(PLAYBOOK), "-e", "@%s" % vars_file, *options],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def recap(run):
@@ -69,9 +83,15 @@ def test_check_mode_writes_nothing_and_shows_the_config(tmp_path):
     run = apply_role(tmp_path, host_vars(out, kvm_host_isolated_cpus=[3, 2]), "--check", "--diff")
     assert recap(run)[1] == 0, run.stdout[-4000:]
     assert not out.exists()
-    for line in ("+" + grub_line("intel_iommu=on iommu=pt isolcpus=2,3 nohz_full=2,3 rcu_nocbs=2,3").strip(),
-                 "+options vfio-pci ids=10de:20b0", "+softdep nouveau pre: vfio-pci",
-                 "+blacklist nouveau", "+options nouveau modeset=0", "+vfio_iommu_type1", "REBOOT NEEDED"):
+    for line in (
+        "+" + grub_line("intel_iommu=on iommu=pt isolcpus=2,3 nohz_full=2,3 rcu_nocbs=2,3").strip(),
+        "+options vfio-pci ids=10de:20b0",
+        "+softdep nouveau pre: vfio-pci",
+        "+blacklist nouveau",
+        "+options nouveau modeset=0",
+        "+vfio_iommu_type1",
+        "REBOOT NEEDED",
+    ):
         assert line in run.stdout, line
 
 
@@ -83,8 +103,10 @@ def test_intel_passthrough_config_is_exact_and_idempotent(tmp_path):
     assert recap(first)[0] > 0
     files = {name: without_comments(text) for name, text in written(out).items()}
     assert files == {
-        "grub.d/platbench.cfg": grub_line("intel_iommu=on iommu=pt isolcpus=2,3 nohz_full=2,3 rcu_nocbs=2,3 "
-                                          "default_hugepagesz=2M hugepagesz=2M hugepages=16"),
+        "grub.d/platbench.cfg": grub_line(
+            "intel_iommu=on iommu=pt isolcpus=2,3 nohz_full=2,3 rcu_nocbs=2,3 "
+            "default_hugepagesz=2M hugepagesz=2M hugepages=16"
+        ),
         "modprobe.d/platbench-vfio.conf": VFIO_CONF,
         "modprobe.d/platbench-blacklist-nouveau.conf": "blacklist nouveau\noptions nouveau modeset=0\n",
         "modules-load.d/platbench-vfio.conf": "vfio\nvfio_iommu_type1\nvfio_pci\n",
@@ -99,9 +121,16 @@ def test_intel_passthrough_config_is_exact_and_idempotent(tmp_path):
 def test_amd_host_gets_amd_iommu_and_only_the_listed_gpu_model(tmp_path):
     out = tmp_path / "out"
     gpus = GPUS + [{"pci_address": "0000:af:00.0", "device_id": "0x2330", "driver": None, "iommu_group": "7"}]
-    run = apply_role(tmp_path, host_vars(out, kvm_host_cpu_vendor="AuthenticAMD", kvm_host_gpus=gpus,
-                                         kvm_host_iommu={"firmware_table": "IVRS", "enabled": True, "groups": 40},
-                                         kvm_host_passthrough_gpus=["0000:af:00.0", "0000:3b:00.0"]))
+    run = apply_role(
+        tmp_path,
+        host_vars(
+            out,
+            kvm_host_cpu_vendor="AuthenticAMD",
+            kvm_host_gpus=gpus,
+            kvm_host_iommu={"firmware_table": "IVRS", "enabled": True, "groups": 40},
+            kvm_host_passthrough_gpus=["0000:af:00.0", "0000:3b:00.0"],
+        ),
+    )
     assert recap(run)[1] == 0, run.stdout[-4000:]
     files = written(out)
     assert without_comments(files["grub.d/platbench.cfg"]) == grub_line("amd_iommu=on iommu=pt")
@@ -113,24 +142,43 @@ def test_no_passthrough_keeps_isolated_cpus_and_removes_the_vfio_binding(tmp_pat
     stale = out / "modprobe.d/platbench-vfio.conf"
     stale.parent.mkdir(parents=True)
     stale.write_text(VFIO_CONF)
-    run = apply_role(tmp_path, host_vars(out, kvm_host_gpu_passthrough="never", kvm_host_isolated_cpus=[3],
-                                         kvm_host_fail_when_reboot_needed=True))
+    run = apply_role(
+        tmp_path,
+        host_vars(
+            out, kvm_host_gpu_passthrough="never", kvm_host_isolated_cpus=[3], kvm_host_fail_when_reboot_needed=True
+        ),
+    )
     assert recap(run)[1] == 1
     assert "REBOOT NEEDED" in run.stdout and "isolcpus=3" in run.stdout
-    assert written(out) == {"grub.d/platbench.cfg": "# Managed by platbench.lab.kvm_host: kernel parameters for "
-                            "benchmark guests.\n" + grub_line("isolcpus=3 nohz_full=3 rcu_nocbs=3")}
+    assert written(out) == {
+        "grub.d/platbench.cfg": "# Managed by platbench.lab.kvm_host: kernel parameters for "
+        "benchmark guests.\n" + grub_line("isolcpus=3 nohz_full=3 rcu_nocbs=3")
+    }
 
 
-@pytest.mark.parametrize("extra, expected", [
-    ({"kvm_host_gpu_passthrough": "always", "kvm_host_iommu": {"firmware_table": None, "enabled": False, "groups": 0}},
-     ["IOMMU is off in the BIOS/UEFI", "Intel VT-d", "kvm_host_gpu_passthrough=always"]),
-    ({"kvm_host_passthrough_gpus": ["0000:3b:00.0", "0000:5e:00.0"]},
-     ["0000:5e:00.0, not an NVIDIA GPU", "its NVIDIA GPUs are 0000:3b:00.0, 0000:d8:00.0"]),
-    ({"kvm_host_isolated_cpus": [3, 9]}, ["kvm_host_isolated_cpus lists CPUs 9,", "its CPUs are 0, 1, 2, 3"]),
-    ({"kvm_host_isolated_cpus": [0, 1, 2, 3]}, ["leave at least one to the host"]),
-    ({"kvm_host_hugepages": 10_000_000}, ["kvm_host_hugepages=10000000", "lower kvm_host_hugepages"]),
-    ({"kvm_host_gpu_passthrough": "maybe"}, ["Validation of arguments failed", "kvm_host_gpu_passthrough", "maybe"]),
-])
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        (
+            {
+                "kvm_host_gpu_passthrough": "always",
+                "kvm_host_iommu": {"firmware_table": None, "enabled": False, "groups": 0},
+            },
+            ["IOMMU is off in the BIOS/UEFI", "Intel VT-d", "kvm_host_gpu_passthrough=always"],
+        ),
+        (
+            {"kvm_host_passthrough_gpus": ["0000:3b:00.0", "0000:5e:00.0"]},
+            ["0000:5e:00.0, not an NVIDIA GPU", "its NVIDIA GPUs are 0000:3b:00.0, 0000:d8:00.0"],
+        ),
+        ({"kvm_host_isolated_cpus": [3, 9]}, ["kvm_host_isolated_cpus lists CPUs 9,", "its CPUs are 0, 1, 2, 3"]),
+        ({"kvm_host_isolated_cpus": [0, 1, 2, 3]}, ["leave at least one to the host"]),
+        ({"kvm_host_hugepages": 10_000_000}, ["kvm_host_hugepages=10000000", "lower kvm_host_hugepages"]),
+        (
+            {"kvm_host_gpu_passthrough": "maybe"},
+            ["Validation of arguments failed", "kvm_host_gpu_passthrough", "maybe"],
+        ),
+    ],
+)
 def test_bad_input_fails_before_anything_is_written(tmp_path, extra, expected):
     out = tmp_path / "out"
     run = apply_role(tmp_path, host_vars(out, **extra))

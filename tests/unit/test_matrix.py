@@ -1,7 +1,7 @@
 import textwrap
 
 import pytest
-
+from ansible_collections.platbench.lab.plugins.module_utils.platforms import LABELS
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     ExperimentError,
     available_experiments,
@@ -12,7 +12,6 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     scenario_name,
     validate_experiment,
 )
-from ansible_collections.platbench.lab.plugins.module_utils.platforms import LABELS
 
 SMOKE = """\
 name: smoke
@@ -60,8 +59,12 @@ def test_smoke_expands_to_every_combination(experiments):
 def test_repeats_are_outermost_and_platforms_interleave(experiments):
     cells = expand(load_experiment(experiments, "smoke"))
     assert [cell["labels"]["repeat"] for cell in cells] == [0] * 8 + [1] * 8 + [2] * 8
-    assert [cell["id"] for cell in cells[:4]] == ["bm/1/pin/cpu|r0", "cn/1/pin/cpu|r0",
-                                                  "bm/1/vnl/cpu|r0", "cn/1/vnl/cpu|r0"]
+    assert [cell["id"] for cell in cells[:4]] == [
+        "bm/1/pin/cpu|r0",
+        "cn/1/pin/cpu|r0",
+        "bm/1/vnl/cpu|r0",
+        "cn/1/vnl/cpu|r0",
+    ]
     # every repeat runs the scenarios in the same order
     assert [cell["scenario"] for cell in cells[:8]] == [cell["scenario"] for cell in cells[8:16]]
 
@@ -72,16 +75,34 @@ def test_cell_ids_are_unique_and_cells_carry_labels_and_params(experiments):
     cell = cells[-1]
     assert cell["id"] == "cn/2/vnl/cpu|r2"
     assert cell["scenario"] == "cn/2/vnl/cpu"
-    assert cell["params"] == {"framework": "tensorflow", "model": "tiny", "batch_size": 32, "image_size": 32,
-                              "warmup_steps": 5, "steps": 30}
-    assert cell["labels"] == {**cell["params"], "experiment": "smoke", "workload": "cnn_train",
-                              "platform": "cn", "scaleup": 2, "cpu_config": "vnl", "processor": "cpu",
-                              "mode": "single", "repeat": 2, "scenario": "cn/2/vnl/cpu",
-                              "cell": "cn/2/vnl/cpu|r2"}
+    assert cell["params"] == {
+        "framework": "tensorflow",
+        "model": "tiny",
+        "batch_size": 32,
+        "image_size": 32,
+        "warmup_steps": 5,
+        "steps": 30,
+    }
+    assert cell["labels"] == {
+        **cell["params"],
+        "experiment": "smoke",
+        "workload": "cnn_train",
+        "platform": "cn",
+        "scaleup": 2,
+        "cpu_config": "vnl",
+        "processor": "cpu",
+        "mode": "single",
+        "repeat": 2,
+        "scenario": "cn/2/vnl/cpu",
+        "cell": "cn/2/vnl/cpu|r2",
+    }
 
 
 def test_list_valued_params_are_dimensions(experiments):
-    write(experiments, "models", """\
+    write(
+        experiments,
+        "models",
+        """\
         name: models
         workload: cnn_train
         platforms: bm
@@ -93,7 +114,8 @@ def test_list_valued_params_are_dimensions(experiments):
           framework: tensorflow
           model: [resnet50, alexnet]
           batch_size: [32, 512]
-        """)
+        """,
+    )
     cells = expand(load_experiment(experiments, "models"))
     assert len(cells) == 2 * 2 * 2
     assert cells[0]["id"] == "bm/4/pin/gpu|model=resnet50,batch_size=32|r0"
@@ -104,8 +126,9 @@ def test_list_valued_params_are_dimensions(experiments):
 
 
 def test_overrides_merge_into_params_and_replace_lists(experiments):
-    experiment = load_experiment(experiments, "smoke",
-                                 {"repeats": 1, "params": {"steps": 3}, "platforms": ["cn"], "scaleup": [1]})
+    experiment = load_experiment(
+        experiments, "smoke", {"repeats": 1, "params": {"steps": 3}, "platforms": ["cn"], "scaleup": [1]}
+    )
     assert experiment["params"]["steps"] == 3
     assert experiment["params"]["model"] == "tiny"  # untouched params stay
     assert experiment["platforms"] == ["cn"]
@@ -113,7 +136,10 @@ def test_overrides_merge_into_params_and_replace_lists(experiments):
 
 
 def test_defaults_are_filled_in(experiments):
-    write(experiments, "bare", """\
+    write(
+        experiments,
+        "bare",
+        """\
         name: bare
         workload: cnn_train
         platforms: [bm]
@@ -121,7 +147,8 @@ def test_defaults_are_filled_in(experiments):
         cpu_config: [vnl]
         processor: [cpu]
         repeats: 1
-        """)
+        """,
+    )
     experiment = load_experiment(experiments, "bare")
     assert (experiment["mode"], experiment["description"], experiment["params"]) == ("single", "", {})
 
@@ -149,29 +176,32 @@ def test_unknown_platform_names_the_allowed_ones(experiments):
     assert "platforms: unknown value 'docker'; allowed: " + ", ".join(LABELS) in message
 
 
-@pytest.mark.parametrize("overrides, expected", [
-    ({"scaleup": [0, 2]}, "scaleup: [0, 2] must be one or more positive integers"),
-    ({"scaleup": ["2"]}, "scaleup: ['2'] must be one or more positive integers"),
-    ({"scaleup": []}, "scaleup: [] must be one or more positive integers"),
-    ({"scaleup": [2, 2]}, "scaleup: [2, 2] lists a value twice"),
-    ({"repeats": 0}, "repeats: 0 must be an integer >= 1"),
-    ({"repeats": True}, "repeats: True must be an integer >= 1"),
-    ({"cpu_config": ["pinned"]}, "cpu_config: unknown value 'pinned'; allowed: pin, vnl"),
-    ({"processor": "tpu"}, "processor: unknown value 'tpu'; allowed: cpu, gpu"),
-    ({"mode": "batch"}, "mode: unknown value 'batch'; allowed: single, distributed"),
-    ({"mode": "shared"}, "mode: 'shared' is not implemented in this release; allowed: single, distributed"),
-    ({"platforms": []}, "platforms: must name at least one of bm"),
-    ({"gpus": 2}, "unknown field(s) gpus; allowed: name, workload"),
-    ({"params": {"model": {"name": "x"}}}, "params.model: must be a scalar"),
-    ({"params": {"model": [["a"]]}}, "params.model: a list must hold one or more scalars"),
-    ({"params": {"model": []}}, "params.model: a list must hold one or more scalars"),
-    ({"params": {"model": None}}, "params.model: must be a scalar"),
-    ({"params": {"platform": "x"}}, "params: key 'platform' is reserved"),
-    ({"params": {"host": "x"}}, "params: key 'host' is reserved"),
-    ({"params": {"Batch-Size": 1}}, "params: key 'Batch-Size' must be lower_snake_case"),
-    ({"workload": "cnn-train"}, "workload: 'cnn-train' must be a lower_snake_case module name"),
-    ({"name": "other"}, "name: 'other' must match the file name 'smoke'"),
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        ({"scaleup": [0, 2]}, "scaleup: [0, 2] must be one or more positive integers"),
+        ({"scaleup": ["2"]}, "scaleup: ['2'] must be one or more positive integers"),
+        ({"scaleup": []}, "scaleup: [] must be one or more positive integers"),
+        ({"scaleup": [2, 2]}, "scaleup: [2, 2] lists a value twice"),
+        ({"repeats": 0}, "repeats: 0 must be an integer >= 1"),
+        ({"repeats": True}, "repeats: True must be an integer >= 1"),
+        ({"cpu_config": ["pinned"]}, "cpu_config: unknown value 'pinned'; allowed: pin, vnl"),
+        ({"processor": "tpu"}, "processor: unknown value 'tpu'; allowed: cpu, gpu"),
+        ({"mode": "batch"}, "mode: unknown value 'batch'; allowed: single, distributed"),
+        ({"mode": "shared"}, "mode: 'shared' is not implemented in this release; allowed: single, distributed"),
+        ({"platforms": []}, "platforms: must name at least one of bm"),
+        ({"gpus": 2}, "unknown field(s) gpus; allowed: name, workload"),
+        ({"params": {"model": {"name": "x"}}}, "params.model: must be a scalar"),
+        ({"params": {"model": [["a"]]}}, "params.model: a list must hold one or more scalars"),
+        ({"params": {"model": []}}, "params.model: a list must hold one or more scalars"),
+        ({"params": {"model": None}}, "params.model: must be a scalar"),
+        ({"params": {"platform": "x"}}, "params: key 'platform' is reserved"),
+        ({"params": {"host": "x"}}, "params: key 'host' is reserved"),
+        ({"params": {"Batch-Size": 1}}, "params: key 'Batch-Size' must be lower_snake_case"),
+        ({"workload": "cnn-train"}, "workload: 'cnn-train' must be a lower_snake_case module name"),
+        ({"name": "other"}, "name: 'other' must match the file name 'smoke'"),
+    ],
+)
 def test_bad_fields_are_named_with_value_and_allowed_values(experiments, overrides, expected):
     assert expected in invalid(experiments, overrides)
 
@@ -183,8 +213,11 @@ def test_every_problem_is_reported_at_once(experiments):
 
 def test_missing_fields_are_listed(experiments):
     write(experiments, "partial", "name: partial\nworkload: cnn_train\n")
-    with pytest.raises(ExperimentError, match=r"partial.yml.*\n.*missing field\(s\) platforms, scaleup, "
-                                              r"cpu_config, processor, repeats"):
+    with pytest.raises(
+        ExperimentError,
+        match=r"partial.yml.*\n.*missing field\(s\) platforms, scaleup, "
+        r"cpu_config, processor, repeats",
+    ):
         load_experiment(experiments, "partial")
 
 
@@ -203,22 +236,33 @@ def test_overrides_must_be_a_mapping(experiments):
 
 
 def test_dataset_section_is_validated():
-    base = {"name": "d", "workload": "dl_tools", "platforms": ["bm"], "scaleup": [1], "cpu_config": ["pin"],
-            "processor": ["cpu"], "repeats": 1}
+    base = {
+        "name": "d",
+        "workload": "dl_tools",
+        "platforms": ["bm"],
+        "scaleup": [1],
+        "cpu_config": ["pin"],
+        "processor": ["cpu"],
+        "repeats": 1,
+    }
     good = validate_experiment({**base, "dataset": {"generator": "mnist", "args": {"images": 64}}})
     assert good["dataset"]["generator"] == "mnist"
     assert validate_experiment(base)["dataset"] is None
-    for dataset, message in (({"generator": "../etc"}, "dataset.generator"),
-                             ({"generator": "mnist", "args": {"images": [1, 2]}}, "dataset.args"),
-                             ({"generator": "mnist", "path": "/x"}, "dataset: must be a mapping")):
+    for dataset, message in (
+        ({"generator": "../etc"}, "dataset.generator"),
+        ({"generator": "mnist", "args": {"images": [1, 2]}}, "dataset.args"),
+        ({"generator": "mnist", "path": "/x"}, "dataset: must be a mapping"),
+    ):
         with pytest.raises(ExperimentError, match=message):
             validate_experiment({**base, "dataset": dataset})
     with pytest.raises(ExperimentError, match="not both"):
         validate_experiment({**base, "dataset": {"generator": "mnist"}, "params": {"data_dir": "/data"}})
 
 
-GUESTS = {"platforms": ["bm", "vm", "vmcn"],
-          "emulated": {"scaleup": [2], "cpu_config": "pin", "repeats": 1, "params": {"steps": 10}}}
+GUESTS = {
+    "platforms": ["bm", "vm", "vmcn"],
+    "emulated": {"scaleup": [2], "cpu_config": "pin", "repeats": 1, "params": {"steps": 10}},
+}
 
 
 def test_emulated_subset_keeps_other_platforms_and_cuts_guests_to_the_subset(experiments):
@@ -227,8 +271,10 @@ def test_emulated_subset_keeps_other_platforms_and_cuts_guests_to_the_subset(exp
     kept = emulated_subset(cells, experiment["emulated"])
     guests = [cell for cell in kept if cell["labels"]["platform"] in ("vm", "vmcn")]
     assert [cell["id"] for cell in guests] == ["vm/2/pin/cpu|r0", "vmcn/2/pin/cpu|r0"]
-    assert all(cell["params"]["steps"] == 10 and cell["labels"]["steps"] == 10 and cell["labels"]["emulated"]
-               for cell in guests)
+    assert all(
+        cell["params"]["steps"] == 10 and cell["labels"]["steps"] == 10 and cell["labels"]["emulated"]
+        for cell in guests
+    )
     bare = [cell for cell in kept if cell["labels"]["platform"] == "bm"]
     assert bare == [cell for cell in cells if cell["labels"]["platform"] == "bm"]
     assert all(cell["params"]["steps"] == 30 and "emulated" not in cell["labels"] for cell in bare)
@@ -241,13 +287,16 @@ def test_emulated_subset_changes_nothing_without_emulated_platforms_or_field(exp
     assert emulated_subset(cells, None) == cells
 
 
-@pytest.mark.parametrize("emulated, expected", [
-    ({"scaleup": [4]}, "emulated.scaleup: [4] must pick from the experiment's scaleup [1, 2]"),
-    ({"cpu_config": ["pinned"]}, "emulated.cpu_config: ['pinned'] must pick from"),
-    ({"repeats": 0}, "emulated.repeats: 0 must be an integer >= 1"),
-    ({"params": {"steps": [1, 2]}}, "emulated.params: must map lower_snake_case parameter names to scalars"),
-    ({"steps": 10}, "emulated: must be a mapping with any of scaleup, cpu_config, repeats, params"),
-])
+@pytest.mark.parametrize(
+    "emulated, expected",
+    [
+        ({"scaleup": [4]}, "emulated.scaleup: [4] must pick from the experiment's scaleup [1, 2]"),
+        ({"cpu_config": ["pinned"]}, "emulated.cpu_config: ['pinned'] must pick from"),
+        ({"repeats": 0}, "emulated.repeats: 0 must be an integer >= 1"),
+        ({"params": {"steps": [1, 2]}}, "emulated.params: must map lower_snake_case parameter names to scalars"),
+        ({"steps": 10}, "emulated: must be a mapping with any of scaleup, cpu_config, repeats, params"),
+    ],
+)
 def test_bad_emulated_fields_are_named(experiments, emulated, expected):
     assert expected in invalid(experiments, {"emulated": emulated})
 
@@ -258,12 +307,16 @@ def test_overriding_the_dimensions_keeps_what_is_left_of_the_emulated_subset(exp
     # scale-up 2 is gone: the emulated subset no longer cuts scale-up, only cpu_config and repeats.
     experiment = load_experiment(experiments, "smoke", overrides={**guests, "scaleup": [1]})
     assert experiment["emulated"] == {"cpu_config": ["pin"], "repeats": 1}
-    ids = [cell["id"] for cell in emulated_subset(expand(experiment), experiment["emulated"])
-           if cell["labels"]["platform"] == "vm"]
+    ids = [
+        cell["id"]
+        for cell in emulated_subset(expand(experiment), experiment["emulated"])
+        if cell["labels"]["platform"] == "vm"
+    ]
     assert ids == ["vm/1/pin/cpu|r0"]
     # What is still offered stays cut.
     experiment = load_experiment(experiments, "smoke", overrides={**guests, "scaleup": [2, 4]})
     assert experiment["emulated"]["scaleup"] == [2]
     # An `emulated` field given with the overrides is checked as strictly as the file's own.
     assert "emulated.scaleup: [2] must pick from" in invalid(
-        experiments, {**guests, "scaleup": [1], "emulated": {"scaleup": [2]}})
+        experiments, {**guests, "scaleup": [1], "emulated": {"scaleup": [2]}}
+    )

@@ -20,6 +20,7 @@ def measured(calls, flops=300e9, size=2048):
     def measure():
         calls.append(1)
         return flops, size, "matmul"
+
     return measure
 
 
@@ -29,18 +30,32 @@ def test_a_peak_is_measured_once_per_scenario_then_read_from_the_cache(cache):
     again = peak.gemm_peak(measured(calls, flops=1.0), "tensorflow", "2.21.0", "float32", "/CPU:0", 2, ENVIRONMENT)
     assert first == (300e9, {"peak_source": "measured", "peak_gemm": "matmul", "peak_gemm_size": 2048})
     assert again[0] == 300e9 and again[1]["peak_source"] == "cache" and len(calls) == 1
-    entry, = json.loads(cache.read_text()).values()
+    (entry,) = json.loads(cache.read_text()).values()
     assert entry["threads"] == 2 and entry["cpuset"] == "0-1" and entry["flops"] == 300e9
 
 
-@pytest.mark.parametrize("change", [
-    {"threads": 1}, {"dtype": "bfloat16"}, {"device": "/GPU:0"}, {"framework": "torch"}, {"framework_version": "2.22.0"},
-    {"environment": {**ENVIRONMENT, "cpuset": "1"}}, {"environment": {**ENVIRONMENT, "cgroup_cpu_quota": 1.0}},
-    {"environment": {**ENVIRONMENT, "virt": "docker"}},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"threads": 1},
+        {"dtype": "bfloat16"},
+        {"device": "/GPU:0"},
+        {"framework": "torch"},
+        {"framework_version": "2.22.0"},
+        {"environment": {**ENVIRONMENT, "cpuset": "1"}},
+        {"environment": {**ENVIRONMENT, "cgroup_cpu_quota": 1.0}},
+        {"environment": {**ENVIRONMENT, "virt": "docker"}},
+    ],
+)
 def test_a_new_scenario_measures_again(cache, change):
-    base = {"framework": "tensorflow", "framework_version": "2.21.0", "dtype": "float32", "device": "/CPU:0", "threads": 2,
-            "environment": ENVIRONMENT}
+    base = {
+        "framework": "tensorflow",
+        "framework_version": "2.21.0",
+        "dtype": "float32",
+        "device": "/CPU:0",
+        "threads": 2,
+        "environment": ENVIRONMENT,
+    }
     calls = []
     peak.gemm_peak(measured(calls), **base)
     flops, provenance = peak.gemm_peak(measured(calls, flops=100e9), **{**base, **change})
@@ -64,10 +79,13 @@ def test_an_unwritable_or_broken_cache_still_gives_a_peak(tmp_path, monkeypatch)
 
 def fake_multiplier(rate, clock):
     """build(size) for measure_gemm: each product advances a fake clock by its FLOPs / rate."""
+
     def build(size):
         def multiply():
             clock[0] += 2.0 * size**3 / rate
+
         return multiply
+
     return build
 
 
@@ -82,13 +100,16 @@ def test_time_gemm_is_the_median_rate_of_the_timed_products(clock):
     assert peak.time_gemm(fake_multiplier(250e9, clock)(512), 512) == pytest.approx(250e9)
 
 
-@pytest.mark.parametrize("rate, max_size, expected_size", [
-    (400e9, peak.GEMM_MAX_SIZE, 4096),  # a fast host: the largest size allowed
-    (400e9, 1024, 1024),
-    (100e9, peak.GEMM_MAX_SIZE, 2048),  # 2048^3 takes 0.17 s, 4096^3 would take 1.4 s
-    (2e9, peak.GEMM_MAX_SIZE, 512),  # an emulated guest: 512^3 takes 0.13 s, 1024^3 would take 1 s
-    (1e8, peak.GEMM_MAX_SIZE, peak.GEMM_MIN_SIZE),
-])
+@pytest.mark.parametrize(
+    "rate, max_size, expected_size",
+    [
+        (400e9, peak.GEMM_MAX_SIZE, 4096),  # a fast host: the largest size allowed
+        (400e9, 1024, 1024),
+        (100e9, peak.GEMM_MAX_SIZE, 2048),  # 2048^3 takes 0.17 s, 4096^3 would take 1.4 s
+        (2e9, peak.GEMM_MAX_SIZE, 512),  # an emulated guest: 512^3 takes 0.13 s, 1024^3 would take 1 s
+        (1e8, peak.GEMM_MAX_SIZE, peak.GEMM_MIN_SIZE),
+    ],
+)
 def test_the_product_grows_only_while_it_stays_short(clock, rate, max_size, expected_size):
     flops, size = peak.measure_gemm(fake_multiplier(rate, clock), max_size)
     assert (flops, size) == (pytest.approx(rate), expected_size)

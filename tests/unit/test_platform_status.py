@@ -6,7 +6,6 @@ import json
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status, summary
 from ansible_collections.platbench.lab.plugins.modules import platform_status as module
@@ -18,8 +17,15 @@ GUEST = {"rootfs_id": "r1", "container_image_id": IMAGE}
 
 
 def status(facts=None, venv=True, image_id=IMAGE, guest=None):
-    return platform_status(KVM_HOST if facts is None else facts, "/opt/platbench", venv, "platbench/workload:latest",
-                           image_id, "/var/lib/platbench/guest/current.json", GUEST if guest is None else guest)
+    return platform_status(
+        KVM_HOST if facts is None else facts,
+        "/opt/platbench",
+        venv,
+        "platbench/workload:latest",
+        image_id,
+        "/var/lib/platbench/guest/current.json",
+        GUEST if guest is None else guest,
+    )
 
 
 def test_a_complete_kvm_host_runs_every_built_platform():
@@ -36,17 +42,26 @@ def test_every_registry_platform_is_reported_and_unbuilt_ones_say_so():
         assert not result[label]["ready"] and "not built by this release" in result[label]["reason"]
 
 
-@pytest.mark.parametrize("change, platform, reason", [
-    ({"venv": False}, "bm",
-     "no workload environment at /opt/platbench/venv: run site.yml (role platbench.lab.workload_env)"),
-    ({"facts": {**KVM_HOST, "docker_engine": False}}, "cn", "no Docker engine answers on this host"),
-    ({"image_id": None}, "cn", "image platbench/workload:latest is not built: run site.yml"),
-    ({"facts": {**KVM_HOST, "libvirt_daemon": False}}, "vm", "libvirtd does not answer"),
-    ({"guest": {}}, "vm", "no guest image at /var/lib/platbench/guest/current.json"),
-    ({"guest": {"rootfs_id": "r1"}}, "vmcn", "the guest image carries no container image"),
-    ({"guest": {**GUEST, "container_image_id": OLD_IMAGE}}, "vmcn",
-     "the guest carries workload image 222222222222, not the current 111111111111: run site.yml"),
-])
+@pytest.mark.parametrize(
+    "change, platform, reason",
+    [
+        (
+            {"venv": False},
+            "bm",
+            "no workload environment at /opt/platbench/venv: run site.yml (role platbench.lab.workload_env)",
+        ),
+        ({"facts": {**KVM_HOST, "docker_engine": False}}, "cn", "no Docker engine answers on this host"),
+        ({"image_id": None}, "cn", "image platbench/workload:latest is not built: run site.yml"),
+        ({"facts": {**KVM_HOST, "libvirt_daemon": False}}, "vm", "libvirtd does not answer"),
+        ({"guest": {}}, "vm", "no guest image at /var/lib/platbench/guest/current.json"),
+        ({"guest": {"rootfs_id": "r1"}}, "vmcn", "the guest image carries no container image"),
+        (
+            {"guest": {**GUEST, "container_image_id": OLD_IMAGE}},
+            "vmcn",
+            "the guest carries workload image 222222222222, not the current 111111111111: run site.yml",
+        ),
+    ],
+)
 def test_each_missing_piece_names_what_to_run(change, platform, reason):
     result = status(**change)
     assert not result[platform]["ready"] and result[platform]["reason"].startswith(reason)
@@ -65,7 +80,8 @@ def test_summary_lines():
     result = status(venv=False)
     assert summary(result, ["bm", "cn"]) == [
         "bm: skipped: no workload environment at /opt/platbench/venv: run site.yml (role platbench.lab.workload_env)",
-        "cn: ready"]
+        "cn: ready",
+    ]
 
 
 def run_module(capsys, args):
@@ -79,26 +95,48 @@ def test_the_module_reads_the_venv_and_guest_image_itself(tmp_path, capsys):
     (tmp_path / "venv" / "bin" / "python").write_text("")
     guest = tmp_path / "current.json"
     guest.write_text(json.dumps(GUEST))
-    result = run_module(capsys, {"facts": KVM_HOST, "prefix": str(tmp_path), "images": [{"Id": IMAGE}],
-                                 "guest_image": str(guest), "platforms": ["bm", "vmcn", "sg"]})
+    result = run_module(
+        capsys,
+        {
+            "facts": KVM_HOST,
+            "prefix": str(tmp_path),
+            "images": [{"Id": IMAGE}],
+            "guest_image": str(guest),
+            "platforms": ["bm", "vmcn", "sg"],
+        },
+    )
     assert result["ready"] == ["bm", "cn", "vm", "vmcn"] and result["emulated"] == []
     assert result["guest_image"] == GUEST and result["image_id"] == IMAGE and not result["changed"]
     assert result["summary"][0] == "bm: ready" and result["summary"][2].startswith("sg: skipped: not built")
 
 
 def test_the_module_without_venv_or_guest_image(tmp_path, capsys):
-    result = run_module(capsys, {"facts": {**KVM_HOST, "vm_accelerator": "tcg"}, "prefix": str(tmp_path),
-                                 "guest_image": str(tmp_path / "none.json")})
+    result = run_module(
+        capsys,
+        {
+            "facts": {**KVM_HOST, "vm_accelerator": "tcg"},
+            "prefix": str(tmp_path),
+            "guest_image": str(tmp_path / "none.json"),
+        },
+    )
     assert result["ready"] == [] and result["emulated"] == ["vm", "vmcn"]
     assert len(result["summary"]) == len(platforms.LABELS)
 
 
 def test_the_module_rejects_an_unknown_platform_naming_the_setting(tmp_path, capsys):
-    result = run_module(capsys, {"facts": KVM_HOST, "platforms": ["bm", "docker"],
-                                 "platforms_source": "platbench_platforms (the inventory's group_vars/all.yml)"})
+    result = run_module(
+        capsys,
+        {
+            "facts": KVM_HOST,
+            "platforms": ["bm", "docker"],
+            "platforms_source": "platbench_platforms (the inventory's group_vars/all.yml)",
+        },
+    )
     assert result["failed"]
-    assert result["msg"].startswith("platbench_platforms (the inventory's group_vars/all.yml): unknown platform(s) "
-                                    "'docker'; known: bm, cn, vm, vmcn, sg, k8s")
+    assert result["msg"].startswith(
+        "platbench_platforms (the inventory's group_vars/all.yml): unknown platform(s) "
+        "'docker'; known: bm, cn, vm, vmcn, sg, k8s"
+    )
 
 
 def test_an_unreadable_guest_image_is_a_warning_and_no_guest(tmp_path, capsys):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from ansible_collections.platbench.lab.plugins.plugin_utils import matrix, platforms
+
 from platbench import report
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,12 +105,25 @@ def test_the_literal_list_detector_finds_what_it_is_meant_to():
 
 
 def test_matrix_and_report_read_the_registry():
-    assert matrix.validate_experiment({"name": "x", "workload": "w", "platforms": list(platforms.LABELS),
-                                       "scaleup": [1], "cpu_config": ["pin"], "processor": ["cpu"],
-                                       "repeats": 1})["platforms"] == list(platforms.LABELS)
+    assert matrix.validate_experiment(
+        {
+            "name": "x",
+            "workload": "w",
+            "platforms": list(platforms.LABELS),
+            "scaleup": [1],
+            "cpu_config": ["pin"],
+            "processor": ["cpu"],
+            "repeats": 1,
+        }
+    )["platforms"] == list(platforms.LABELS)
     assert report.BASELINE == platforms.BASELINE
-    assert sorted(["vmcn", "magnum", "bm", "zz", "cn"], key=report._platform_rank) == ["bm", "cn", "vmcn", "magnum",
-                                                                                    "zz"]
+    assert sorted(["vmcn", "magnum", "bm", "zz", "cn"], key=report._platform_rank) == [
+        "bm",
+        "cn",
+        "vmcn",
+        "magnum",
+        "zz",
+    ]
 
 
 def test_the_inventories_name_only_registry_platforms():
@@ -121,8 +134,11 @@ def test_the_inventories_name_only_registry_platforms():
 
 
 def test_unknown_labels_are_named_with_the_known_ones():
-    with pytest.raises(platforms.UnknownPlatform, match=r"platbench_platforms: unknown platform\(s\) 'docker'; "
-                                                        r"known: bm, cn, vm, vmcn, sg"):
+    with pytest.raises(
+        platforms.UnknownPlatform,
+        match=r"platbench_platforms: unknown platform\(s\) 'docker'; "
+        r"known: bm, cn, vm, vmcn, sg",
+    ):
         platforms.check_labels(["bm", "docker"], "platbench_platforms")
     with pytest.raises(platforms.UnknownPlatform, match="must be a list"):
         platforms.check_labels("bm", "platbench_platforms")

@@ -2,7 +2,6 @@
 
 import pytest
 from ansible.errors import AnsibleActionFail
-
 from record_cell_run import RUNTIME, make_campaign, make_cell, record_cell, record_line, run_record_cell
 
 
@@ -11,8 +10,11 @@ def test_ok_cell_returns_one_sample_per_metric_with_layered_labels_and_metadata(
     assert result["changed"] is False and "warnings" not in result and not result.get("failed")
     assert (result["platbench_status"], result["platbench_error"]) == ("ok", None)
     assert result["platbench_cell"]["id"] == "bm/2/pin/cpu|r0"
-    assert result["platbench_campaign"] == {"name": "smoke-20261122", "results_dir": str(tmp_path / "smoke"),
-                                            "experiment": {"name": "smoke", "repeats": 1}}
+    assert result["platbench_campaign"] == {
+        "name": "smoke-20261122",
+        "results_dir": str(tmp_path / "smoke"),
+        "experiment": {"name": "smoke", "repeats": 1},
+    }
     assert result["platbench_env"]["host"] == "lab1" and result["platbench_env"]["os"] == "Debian 12"
     samples = result["platbench_samples"]
     assert [s["metric"] for s in samples] == ["throughput", "elapsed"]
@@ -69,11 +71,20 @@ def test_record_with_failed_status_is_failed(tmp_path):
 
 def test_failure_of_a_killed_container_names_the_signal(tmp_path):
     # What community.docker.docker_container returns for a container killed by SIGKILL (detach: false).
-    failed = {"changed": True, "failed": True, "msg": "", "status": 137,
-              "container": {"Id": "c0ffee", "Output": "step 1\nstep 2\n",
-                            "State": {"ExitCode": 137, "OOMKilled": False, "Status": "exited"}}}
-    result = record_cell(tmp_path, output="", failure={"task": "Run the workload container to completion",
-                                                       "result": failed})
+    failed = {
+        "changed": True,
+        "failed": True,
+        "msg": "",
+        "status": 137,
+        "container": {
+            "Id": "c0ffee",
+            "Output": "step 1\nstep 2\n",
+            "State": {"ExitCode": 137, "OOMKilled": False, "Status": "exited"},
+        },
+    }
+    result = record_cell(
+        tmp_path, output="", failure={"task": "Run the workload container to completion", "result": failed}
+    )
     error = result["platbench_error"]
     assert "killed by SIGKILL (signal 9)" in error and "OOM killer" in error
     assert "Run the workload container to completion" in error
@@ -84,12 +95,20 @@ def test_failure_of_a_killed_container_names_the_signal(tmp_path):
 
 def test_failure_of_a_workload_that_printed_a_failed_record_says_what_it_reported(tmp_path):
     # ansible.builtin.command running a workload that printed its failed record and exited 1.
-    failed = {"failed": True, "msg": "non-zero return code", "rc": 1, "stdout": record_line("failed", "ValueError: x"),
-              "stderr": "Traceback ...\nValueError: x", "stderr_lines": ["Traceback ...", "ValueError: x"]}
-    result = record_cell(tmp_path, output="", failure={"task": "Run the workload as a process on the host",
-                                                       "result": failed})
-    assert result["platbench_error"] == ("the workload failed: ValueError: x "
-                                         "(at 'Run the workload as a process on the host', rc=1)")
+    failed = {
+        "failed": True,
+        "msg": "non-zero return code",
+        "rc": 1,
+        "stdout": record_line("failed", "ValueError: x"),
+        "stderr": "Traceback ...\nValueError: x",
+        "stderr_lines": ["Traceback ...", "ValueError: x"],
+    }
+    result = record_cell(
+        tmp_path, output="", failure={"task": "Run the workload as a process on the host", "result": failed}
+    )
+    assert result["platbench_error"] == (
+        "the workload failed: ValueError: x (at 'Run the workload as a process on the host', rc=1)"
+    )
     assert result["platbench_samples"][0]["metadata"]["output_tail"].endswith("Traceback ...\nValueError: x")
 
 
@@ -103,19 +122,24 @@ def test_bad_failure_argument_says_what_it_needs(tmp_path):
         record_cell(tmp_path, failure="rc=137")
 
 
-@pytest.mark.parametrize("args, expected", [
-    ({"campaign": {"name": "c", "results_dir": "/tmp"}}, "needs 'cell'"),
-    ({"cell": make_cell()}, "needs 'campaign'"),
-    ({"cell": make_cell(), "campaign": {"name": "c"}}, "needs 'campaign'"),
-    ({"cell": make_cell(), "campaign": make_campaign("/tmp"), "colour": "red"}, "colour"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        ({"campaign": {"name": "c", "results_dir": "/tmp"}}, "needs 'cell'"),
+        ({"cell": make_cell()}, "needs 'campaign'"),
+        ({"cell": make_cell(), "campaign": {"name": "c"}}, "needs 'campaign'"),
+        ({"cell": make_cell(), "campaign": make_campaign("/tmp"), "colour": "red"}, "colour"),
+    ],
+)
 def test_bad_arguments_fail_the_task_with_what_is_needed(args, expected):
     with pytest.raises(AnsibleActionFail, match=expected):
         run_record_cell(args)
 
 
 def test_missing_facts_leave_the_environment_empty_not_broken(tmp_path):
-    result = run_record_cell({"cell": make_cell(), "campaign": make_campaign(tmp_path), "output": record_line(),
-                              "runtime": RUNTIME}, task_vars={})
+    result = run_record_cell(
+        {"cell": make_cell(), "campaign": make_campaign(tmp_path), "output": record_line(), "runtime": RUNTIME},
+        task_vars={},
+    )
     assert result["platbench_status"] == "ok"
     assert result["platbench_env"]["host"] is None and result["platbench_env"]["numa_nodes"] is None

@@ -1,7 +1,6 @@
 import json
 
 import pytest
-
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     RESULT_PREFIX,
     RecordError,
@@ -16,11 +15,22 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
 
 def make_record(**changes):
     record = {
-        "schema": 1, "workload": "cnn_train", "status": "ok", "error": None, "timestamp": 1764000000.5,
-        "labels": {"workload": "cnn_train", "framework": "tensorflow", "model": "tiny", "batch_size": 32,
-                   "platform": "guessed-by-workload"},
-        "metrics": [{"metric": "throughput", "value": 41.7, "unit": "images/sec"},
-                    {"metric": "elapsed", "value": 12.25, "unit": "sec"}],
+        "schema": 1,
+        "workload": "cnn_train",
+        "status": "ok",
+        "error": None,
+        "timestamp": 1764000000.5,
+        "labels": {
+            "workload": "cnn_train",
+            "framework": "tensorflow",
+            "model": "tiny",
+            "batch_size": 32,
+            "platform": "guessed-by-workload",
+        },
+        "metrics": [
+            {"metric": "throughput", "value": 41.7, "unit": "images/sec"},
+            {"metric": "elapsed", "value": 12.25, "unit": "sec"},
+        ],
         "metadata": {"hostname": "c0ffee", "cpuset": "0-1", "virt": "docker", "step_times": [0.1, 0.2]},
     }
     record.update(changes)
@@ -31,19 +41,30 @@ def result_line(record):
     return RESULT_PREFIX + json.dumps(record)
 
 
-CELL_LABELS = {"experiment": "smoke", "platform": "cn", "scaleup": 2, "cpu_config": "pin", "processor": "cpu",
-               "repeat": 1, "scenario": "cn/2/pin/cpu", "cell": "cn/2/pin/cpu|r1", "campaign": "smoke-1"}
+CELL_LABELS = {
+    "experiment": "smoke",
+    "platform": "cn",
+    "scaleup": 2,
+    "cpu_config": "pin",
+    "processor": "cpu",
+    "repeat": 1,
+    "scenario": "cn/2/pin/cpu",
+    "cell": "cn/2/pin/cpu|r1",
+    "campaign": "smoke-1",
+}
 ENV = {"host": "lab1", "kernel": "6.8", "cpu_model": "Xeon", "cpuset": "host-wide"}
 RUNTIME = {"container_id": "abc", "cpuset": "2-3", "launcher": "docker"}
 
 
 def test_result_line_found_among_noise_and_carriage_returns():
-    text = "\n".join([
-        "2026-11-22 04:30:00.1 I tensorflow/core: oneDNN custom operations are on.",
-        "WARNING: something noisy",
-        "  " + result_line(make_record()) + "\r",
-        "Epoch done",
-    ])
+    text = "\n".join(
+        [
+            "2026-11-22 04:30:00.1 I tensorflow/core: oneDNN custom operations are on.",
+            "WARNING: something noisy",
+            "  " + result_line(make_record()) + "\r",
+            "Epoch done",
+        ]
+    )
     records = parse_result_lines(text)
     assert len(records) == 1
     assert records[0]["metrics"][0] == {"metric": "throughput", "value": 41.7, "unit": "images/sec"}
@@ -80,18 +101,21 @@ def test_nan_metric_value_is_rejected():
         parse_result_lines(text)
 
 
-@pytest.mark.parametrize("changes, expected", [
-    ({"metrics": None}, '"metrics": a list'),
-    ({"metrics": []}, "at least one metric"),
-    ({"metrics": [{"metric": "throughput", "value": "fast", "unit": "images/sec"}]}, "finite number"),
-    ({"metrics": [{"metric": "throughput", "value": True, "unit": "images/sec"}]}, "finite number"),
-    ({"metrics": [{"metric": "throughput", "value": 1.0}]}, '"unit": str'),
-    ({"schema": 2}, '"schema": 1'),
-    ({"status": "done"}, '"status": one of ok, failed'),
-    ({"labels": []}, '"labels": an object'),
-    ({"metadata": "none"}, '"metadata": an object'),
-    ({"timestamp": None}, '"timestamp": a finite number'),
-])
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"metrics": None}, '"metrics": a list'),
+        ({"metrics": []}, "at least one metric"),
+        ({"metrics": [{"metric": "throughput", "value": "fast", "unit": "images/sec"}]}, "finite number"),
+        ({"metrics": [{"metric": "throughput", "value": True, "unit": "images/sec"}]}, "finite number"),
+        ({"metrics": [{"metric": "throughput", "value": 1.0}]}, '"unit": str'),
+        ({"schema": 2}, '"schema": 1'),
+        ({"status": "done"}, '"status": one of ok, failed'),
+        ({"labels": []}, '"labels": an object'),
+        ({"metadata": "none"}, '"metadata": an object'),
+        ({"timestamp": None}, '"timestamp": a finite number'),
+    ],
+)
 def test_schema_violations_name_the_field(changes, expected):
     with pytest.raises(RecordError) as caught:
         parse_result_lines(result_line(make_record(**changes)))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+
 from platbench import cli, report
 
 REPO = Path(__file__).resolve().parents[2]
@@ -16,25 +16,48 @@ REPO = Path(__file__).resolve().parents[2]
 def sample(platform, metric, value, repeat, scaleup=2, cpu_config="pin", unit=None, **params):
     scenario = f"{platform}/{scaleup}/{cpu_config}/cpu"
     variant = ",".join(f"{key}={value}" for key, value in params.items())
-    labels = {"experiment": "smoke", "workload": "cnn_train", "framework": "tensorflow", "platform": platform,
-              "scaleup": scaleup, "cpu_config": cpu_config, "processor": "cpu", "mode": "single",
-              "repeat": repeat, "scenario": scenario, "campaign": "smoke-1",
-              "cell": "|".join(part for part in (scenario, variant, f"r{repeat}") if part), **params}
+    labels = {
+        "experiment": "smoke",
+        "workload": "cnn_train",
+        "framework": "tensorflow",
+        "platform": platform,
+        "scaleup": scaleup,
+        "cpu_config": cpu_config,
+        "processor": "cpu",
+        "mode": "single",
+        "repeat": repeat,
+        "scenario": scenario,
+        "campaign": "smoke-1",
+        "cell": "|".join(part for part in (scenario, variant, f"r{repeat}") if part),
+        **params,
+    }
     units = {"throughput": "images/sec", "elapsed": "sec", "failed": "cell"}
-    return {"metric": metric, "value": value, "unit": unit or units[metric], "timestamp": 1.0 + repeat,
-            "labels": labels, "metadata": {"error": "boom"} if metric == "failed" else {}}
+    return {
+        "metric": metric,
+        "value": value,
+        "unit": unit or units[metric],
+        "timestamp": 1.0 + repeat,
+        "labels": labels,
+        "metadata": {"error": "boom"} if metric == "failed" else {},
+    }
 
 
 def cell(platform, repeat, throughput, elapsed, **labels):
-    return [sample(platform, "throughput", throughput, repeat, **labels),
-            sample(platform, "elapsed", elapsed, repeat, **labels)]
+    return [
+        sample(platform, "throughput", throughput, repeat, **labels),
+        sample(platform, "elapsed", elapsed, repeat, **labels),
+    ]
 
 
 @pytest.fixture
 def campaign(tmp_path):
     samples = [
-        *cell("cn", 0, 39.0, 11.0), *cell("bm", 0, 40.0, 10.0), *cell("bm", 1, 42.0, 11.0),
-        *cell("bm", 2, 44.0, 12.0), *cell("cn", 1, 42.0, 13.0), sample("cn", "failed", 1, 2),
+        *cell("cn", 0, 39.0, 11.0),
+        *cell("bm", 0, 40.0, 10.0),
+        *cell("bm", 1, 42.0, 11.0),
+        *cell("bm", 2, 44.0, 12.0),
+        *cell("cn", 1, 42.0, 13.0),
+        sample("cn", "failed", 1, 2),
         *cell("vm", 0, 21.0, 20.0, scaleup=4),  # no bm at scale-up 4
         *cell("vmcn", 0, 20.0, 22.0),
     ]
@@ -86,34 +109,82 @@ def test_bm_rows_come_first_then_known_platform_order(campaign):
 
 
 def test_scaleup_sorts_by_number():
-    rows, _, _ = report.summarize(report.pd.DataFrame([
-        {"metric": "throughput", "value": 1.0, "unit": "images/sec", "platform": "bm", "scaleup": scaleup,
-         "cpu_config": "pin", "processor": "cpu", "cell": f"bm/{scaleup}/pin/cpu|r0"} for scaleup in (16, 2, 4)]),
-        ["throughput"])
+    rows, _, _ = report.summarize(
+        report.pd.DataFrame(
+            [
+                {
+                    "metric": "throughput",
+                    "value": 1.0,
+                    "unit": "images/sec",
+                    "platform": "bm",
+                    "scaleup": scaleup,
+                    "cpu_config": "pin",
+                    "processor": "cpu",
+                    "cell": f"bm/{scaleup}/pin/cpu|r0",
+                }
+                for scaleup in (16, 2, 4)
+            ]
+        ),
+        ["throughput"],
+    )
     assert [row["scaleup"] for row in rows] == [2, 4, 16]
 
 
 def test_varying_params_split_rows_and_match_their_own_bm(tmp_path):
-    append_samples(tmp_path / "samples.jsonl", [
-        *cell("bm", 0, 100.0, 5.0, batch_size=32), *cell("bm", 0, 200.0, 4.0, batch_size=512),
-        *cell("cn", 0, 90.0, 5.5, batch_size=32), *cell("cn", 0, 100.0, 8.0, batch_size=512)])
+    append_samples(
+        tmp_path / "samples.jsonl",
+        [
+            *cell("bm", 0, 100.0, 5.0, batch_size=32),
+            *cell("bm", 0, 200.0, 4.0, batch_size=512),
+            *cell("cn", 0, 90.0, 5.5, batch_size=32),
+            *cell("cn", 0, 100.0, 8.0, batch_size=512),
+        ],
+    )
     frame = report.load_samples(tmp_path)
     rows, keys, _ = report.summarize(frame, ["throughput"])
     assert keys == ["platform", "scaleup", "cpu_config", "processor", "batch_size"]
     assert [(row["platform"], row["batch_size"], row["throughput ratio to bm"]) for row in rows] == [
-        ("bm", 32, 1.0), ("bm", 512, 1.0), ("cn", 32, 0.9), ("cn", 512, 0.5)]
+        ("bm", 32, 1.0),
+        ("bm", 512, 1.0),
+        ("cn", 32, 0.9),
+        ("cn", 512, 0.5),
+    ]
 
 
 def test_table_shows_units_mean_std_ratio_and_na(campaign):
     by_scenario, rows, keys, units = summary(campaign)
     header, lines = report.display_table(rows, keys, ["throughput", "elapsed"], units)
-    assert header == ["platform", "scaleup", "cpu_config", "processor", "n", "failed",
-                      "throughput (images/sec)", "cv", "throughput / bm", "elapsed (sec)", "cv", "elapsed / bm"]
+    assert header == [
+        "platform",
+        "scaleup",
+        "cpu_config",
+        "processor",
+        "n",
+        "failed",
+        "throughput (images/sec)",
+        "cv",
+        "throughput / bm",
+        "elapsed (sec)",
+        "cv",
+        "elapsed / bm",
+    ]
     # Decimals follow the mean's size, the spread takes the mean's decimals: no exponents.
     # cv = std / mean; "~": the gap to bm is inside its 95% confidence interval.
     assert lines[0] == ["bm", "2", "pin", "cpu", "3", "0", "42.0 ± 2.0", "4.8%", "1.000", "11.0 ± 1.0", "9.1%", "1.000"]
-    assert lines[1] == ["cn", "2", "pin", "cpu", "2", "1", "40.5 ± 2.1", "5.2%", "0.964 ~", "12.0 ± 1.4", "11.8%",
-                        "1.091 ~"]
+    assert lines[1] == [
+        "cn",
+        "2",
+        "pin",
+        "cpu",
+        "2",
+        "1",
+        "40.5 ± 2.1",
+        "5.2%",
+        "0.964 ~",
+        "12.0 ± 1.4",
+        "11.8%",
+        "1.091 ~",
+    ]
     assert lines[2] == ["vm", "4", "pin", "cpu", "1", "0", "21.0", "n/a", "n/a", "20.0", "n/a", "n/a"]
 
 
@@ -138,9 +209,11 @@ def test_cli_prints_the_table_and_writes_csv_and_markdown(campaign, capsys):
 def test_csv_and_markdown_formats_and_metric_choice(campaign, capsys):
     assert report.main([str(campaign), "--format", "csv", "--metric", "elapsed"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == ("platform,scaleup,cpu_config,processor,n,failed,"
-                        "elapsed mean (sec),elapsed std (sec),elapsed cv,elapsed ratio to bm,"
-                        "elapsed within noise of bm (95% CI)")
+    assert lines[0] == (
+        "platform,scaleup,cpu_config,processor,n,failed,"
+        "elapsed mean (sec),elapsed std (sec),elapsed cv,elapsed ratio to bm,"
+        "elapsed within noise of bm (95% CI)"
+    )
     assert report.main([str(campaign), "--format", "markdown"]) == 0
     assert capsys.readouterr().out.startswith("| platform |")
 
@@ -198,9 +271,16 @@ def on(accelerator, samples):
 
 @pytest.fixture
 def guests(tmp_path):
-    append_samples(tmp_path / "samples.jsonl", [
-        *cell("bm", 0, 40.0, 10.0), *cell("bm", 1, 44.0, 12.0), *cell("cn", 0, 41.0, 11.0),
-        *on("kvm", cell("vm", 0, 38.0, 11.5)), *on("tcg", cell("vmcn", 0, 2.0, 220.0))])
+    append_samples(
+        tmp_path / "samples.jsonl",
+        [
+            *cell("bm", 0, 40.0, 10.0),
+            *cell("bm", 1, 44.0, 12.0),
+            *cell("cn", 0, 41.0, 11.0),
+            *on("kvm", cell("vm", 0, 38.0, 11.5)),
+            *on("tcg", cell("vmcn", 0, 2.0, 220.0)),
+        ],
+    )
     return tmp_path
 
 
@@ -218,7 +298,11 @@ def test_accelerator_is_a_key_column_and_kvm_rows_get_their_ratio_to_bm(guests):
     header, lines = report.display_table(rows, keys, ["throughput"], units)
     assert header[:3] == ["platform", "accelerator", "scaleup"]
     assert [line[:2] + line[-1:] for line in lines] == [
-        ["bm", "-", "1.000"], ["cn", "-", "0.976"], ["vm", "kvm", "0.905"], ["vmcn", "tcg", "n/a"]]
+        ["bm", "-", "1.000"],
+        ["cn", "-", "0.976"],
+        ["vm", "kvm", "0.905"],
+        ["vmcn", "tcg", "n/a"],
+    ]
 
 
 def test_tcg_rows_are_left_out_of_the_ratios_with_a_note(guests, capsys):
@@ -233,7 +317,11 @@ def test_tcg_rows_are_left_out_of_the_ratios_with_a_note(guests, capsys):
     with open(guests / "report.csv", newline="") as stream:
         rows = list(csv.DictReader(stream))
     assert [(row["platform"], row["accelerator"]) for row in rows] == [
-        ("bm", ""), ("cn", ""), ("vm", "kvm"), ("vmcn", "tcg")]
+        ("bm", ""),
+        ("cn", ""),
+        ("vm", "kvm"),
+        ("vmcn", "tcg"),
+    ]
     assert rows[3]["throughput ratio to bm"] == ""
     assert float(rows[2]["throughput ratio to bm"]) == pytest.approx(38.0 / 42.0)
     assert report.main([str(guests), "--format", "csv"]) == 0
@@ -272,7 +360,11 @@ def test_chart_skips_tcg_rows_unless_included(guests, tmp_path):
     # Even with a ratio, the tcg row is only drawn when asked.
     assert [row["platform"] for row in report.chart_rows(rows, "throughput")] == ["bm", "cn", "vm"]
     assert [row["platform"] for row in report.chart_rows(rows, "throughput", include_emulated=True)] == [
-        "bm", "cn", "vm", "vmcn"]
+        "bm",
+        "cn",
+        "vm",
+        "vmcn",
+    ]
     pytest.importorskip("matplotlib")
     only_tcg = [row for row in rows if row["platform"] == "vmcn"]
     chart = tmp_path / "chart.png"
@@ -285,8 +377,13 @@ def test_chart_skips_tcg_rows_unless_included(guests, tmp_path):
 
 @pytest.mark.parametrize("module", [["platbench", "report"], ["platbench.report"]])
 def test_runs_as_a_module(campaign, module):
-    done = subprocess.run([sys.executable, "-m", *module, str(campaign), "--format", "csv"], cwd=REPO,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", *module, str(campaign), "--format", "csv"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("platform,scaleup,cpu_config,processor,n,failed,throughput mean")
 
@@ -312,9 +409,17 @@ def test_coefficient_of_variation_and_the_confidence_interval_of_a_difference():
 
 
 def test_a_gap_outside_the_noise_is_not_marked(tmp_path):
-    append_samples(tmp_path / "samples.jsonl", [
-        *cell("bm", 0, 100.0, 5.0), *cell("bm", 1, 101.0, 5.1), *cell("bm", 2, 99.0, 4.9),
-        *cell("cn", 0, 90.0, 5.0), *cell("cn", 1, 91.0, 5.2), *cell("cn", 2, 89.0, 4.8)])
+    append_samples(
+        tmp_path / "samples.jsonl",
+        [
+            *cell("bm", 0, 100.0, 5.0),
+            *cell("bm", 1, 101.0, 5.1),
+            *cell("bm", 2, 99.0, 4.9),
+            *cell("cn", 0, 90.0, 5.0),
+            *cell("cn", 1, 91.0, 5.2),
+            *cell("cn", 2, 89.0, 4.8),
+        ],
+    )
     rows, keys, units = report.summarize(report.load_samples(tmp_path), ["throughput", "elapsed"])
     cn = rows[1]
     assert cn["throughput within noise"] is False and cn["elapsed within noise"] is True
@@ -329,15 +434,22 @@ def on_host(samples, host):
 
 
 def test_two_runner_hosts_get_rows_of_their_own_each_against_its_own_bm(tmp_path):
-    append_samples(tmp_path / "samples.jsonl", [
-        *on_host([*cell("bm", 0, 40.0, 10.0), *cell("bm", 1, 42.0, 10.0), *cell("cn", 0, 20.0, 10.0)], "runner-a"),
-        *on_host([*cell("bm", 0, 10.0, 10.0), *cell("cn", 0, 5.0, 10.0)], "runner-b")])
+    append_samples(
+        tmp_path / "samples.jsonl",
+        [
+            *on_host([*cell("bm", 0, 40.0, 10.0), *cell("bm", 1, 42.0, 10.0), *cell("cn", 0, 20.0, 10.0)], "runner-a"),
+            *on_host([*cell("bm", 0, 10.0, 10.0), *cell("cn", 0, 5.0, 10.0)], "runner-b"),
+        ],
+    )
     frame = report.load_samples(tmp_path)
     rows, keys, _ = report.summarize(frame, ["throughput"])
     assert keys == ["platform", "scaleup", "cpu_config", "processor", "host"]
     assert [(row["platform"], row["host"], row["n"], row["throughput ratio to bm"]) for row in rows] == [
-        ("bm", "runner-a", 2, 1.0), ("bm", "runner-b", 1, 1.0),
-        ("cn", "runner-a", 1, pytest.approx(20.0 / 41.0)), ("cn", "runner-b", 1, pytest.approx(0.5))]
+        ("bm", "runner-a", 2, 1.0),
+        ("bm", "runner-b", 1, 1.0),
+        ("cn", "runner-a", 1, pytest.approx(20.0 / 41.0)),
+        ("cn", "runner-b", 1, pytest.approx(0.5)),
+    ]
 
 
 def test_one_runner_host_adds_no_host_column(tmp_path):

@@ -5,24 +5,30 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from ansible_collections.platbench.lab.plugins.filter.platbench import cells_to_run as cells_to_run_filter
 from ansible_collections.platbench.lab.plugins.filter.platbench import done_cells as done_cells_filter
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, validate_experiment
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples, done_cells
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
 
-FACTS = {"cpus_allowed": [0, 1], "gpu_count": 0, "docker_engine": True, "vm_accelerator": "tcg",
-         "libvirt_daemon": True}
+FACTS = {"cpus_allowed": [0, 1], "gpu_count": 0, "docker_engine": True, "vm_accelerator": "tcg", "libvirt_daemon": True}
 GUEST = {"container_image_id": "sha256:1"}
 READY = platform_status(FACTS, "/opt/platbench", True, "img", "sha256:1", "/g.json", GUEST)
 
 
 def experiment(**fields):
-    base = {"name": "smoke", "workload": "cnn_train", "platforms": ["bm", "cn", "vm"], "scaleup": [1, 2],
-            "cpu_config": ["pin", "vnl"], "processor": ["cpu"], "repeats": 2, "params": {"steps": 30},
-            "emulated": {"scaleup": [2], "cpu_config": ["pin"], "repeats": 1, "params": {"steps": 10}}}
+    base = {
+        "name": "smoke",
+        "workload": "cnn_train",
+        "platforms": ["bm", "cn", "vm"],
+        "scaleup": [1, 2],
+        "cpu_config": ["pin", "vnl"],
+        "processor": ["cpu"],
+        "repeats": 2,
+        "params": {"steps": 30},
+        "emulated": {"scaleup": [2], "cpu_config": ["pin"], "repeats": 1, "params": {"steps": 10}},
+    }
     plan = validate_experiment({**base, **fields})
     return {**plan, "cells": expand(plan)}
 
@@ -52,17 +58,26 @@ def sample(cell, host, metric="throughput"):
 
 def test_resume_skips_only_the_cells_this_host_measured(tmp_path):
     campaign = tmp_path / "c1"
-    append_samples(str(campaign / "samples.jsonl"), [
-        sample("bm/1/pin/cpu|r0", "runner-a"), sample("cn/1/pin/cpu|r0", "runner-a"),
-        sample("bm/1/vnl/cpu|r0", "runner-b"), sample("cn/1/vnl/cpu|r0", "runner-b", metric="failed")])
+    append_samples(
+        str(campaign / "samples.jsonl"),
+        [
+            sample("bm/1/pin/cpu|r0", "runner-a"),
+            sample("cn/1/pin/cpu|r0", "runner-a"),
+            sample("bm/1/vnl/cpu|r0", "runner-b"),
+            sample("cn/1/vnl/cpu|r0", "runner-b", metric="failed"),
+        ],
+    )
     path = str(campaign / "samples.jsonl")
     assert done_cells(path, "runner-a") == {"bm/1/pin/cpu|r0", "cn/1/pin/cpu|r0"}
     assert done_cells(path, "runner-b") == {"bm/1/vnl/cpu|r0"}  # a failed cell is run again
     assert done_cells(path) == {"bm/1/pin/cpu|r0", "cn/1/pin/cpu|r0", "bm/1/vnl/cpu|r0"}
     assert done_cells_filter(campaign, "runner-b") == ["bm/1/vnl/cpu|r0"]
     plan = experiment(platforms=["bm", "cn"], repeats=1, emulated=None)
-    for host, measured in (("runner-a", {"bm/1/pin/cpu|r0", "cn/1/pin/cpu|r0"}), ("runner-b", {"bm/1/vnl/cpu|r0"}),
-                           ("runner-c", set())):
+    for host, measured in (
+        ("runner-a", {"bm/1/pin/cpu|r0", "cn/1/pin/cpu|r0"}),
+        ("runner-b", {"bm/1/vnl/cpu|r0"}),
+        ("runner-c", set()),
+    ):
         chosen = cells_to_run_filter(plan, READY, host, str(campaign))
         assert {cell["id"] for cell in chosen["cells"]} == {cell["id"] for cell in plan["cells"]} - measured
         assert chosen["done"] == len(measured)
@@ -90,7 +105,9 @@ def test_an_unbuilt_platform_and_a_missing_piece_fail_with_their_reason():
     assert "platform sg, which runner-a cannot run: not built by this release" in found[1]
     assert "platform_run_skip_unavailable=true" in found[1]
     assert problems(experiment(platforms=["bm", "sg"]), status, skip_unavailable=True) == {
-        "problems": [], "skipped": {"sg": status["sg"]["reason"]}}
+        "problems": [],
+        "skipped": {"sg": status["sg"]["reason"]},
+    }
 
 
 def test_guests_without_qemu_are_skipped_not_failed():
@@ -101,8 +118,10 @@ def test_guests_without_qemu_are_skipped_not_failed():
 
 def test_too_big_a_scale_up_names_what_the_host_offers():
     [found] = problems(experiment(scaleup=[2, 4], emulated=None), reserved_cpus=[0])["problems"]
-    assert found == ("Experiment 'smoke' asks for scale-up 4, but runner-a offers 1 CPUs (2 allowed, 1 reserved by "
-                     "platbench_reserved_cpus). Lower 'scaleup' in experiments/smoke.yml or run on a bigger host.")
+    assert found == (
+        "Experiment 'smoke' asks for scale-up 4, but runner-a offers 1 CPUs (2 allowed, 1 reserved by "
+        "platbench_reserved_cpus). Lower 'scaleup' in experiments/smoke.yml or run on a bigger host."
+    )
 
 
 def test_gpu_scenarios_list_every_reason_at_once():
@@ -112,7 +131,9 @@ def test_gpu_scenarios_list_every_reason_at_once():
     [only_guests] = problems(experiment(processor=["gpu"]), facts={**FACTS, "gpu_count": 1})["problems"]
     assert "no NVIDIA GPU" not in only_guests and "on vm/vmcn" in only_guests
     assert problems(experiment(processor=["gpu"], platforms=["bm"]), facts={**FACTS, "gpu_count": 1}) == {
-        "problems": [], "skipped": {}}
+        "problems": [],
+        "skipped": {},
+    }
 
 
 def test_files_are_refused_for_guests():

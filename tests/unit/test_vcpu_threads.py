@@ -6,7 +6,6 @@ import json
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.platbench.lab.plugins.module_utils.vcpus import VcpuError, qemu_pid, summarize, vcpu_threads
 from ansible_collections.platbench.lab.plugins.modules import vcpu_threads as module
 
@@ -19,29 +18,44 @@ def fake_proc(root, threads):
         task = root / str(PID) / "task" / str(tid)
         task.mkdir(parents=True)
         (task / "comm").write_text(comm + "\n")
-        (task / "status").write_text(f"Name:\t{comm}\nState:\tS (sleeping)\nCpus_allowed:\tff\n"
-                                     f"Cpus_allowed_list:\t{allowed}\nvoluntary_ctxt_switches:\t5\n")
+        (task / "status").write_text(
+            f"Name:\t{comm}\nState:\tS (sleeping)\nCpus_allowed:\tff\n"
+            f"Cpus_allowed_list:\t{allowed}\nvoluntary_ctxt_switches:\t5\n"
+        )
     return root
 
 
 @pytest.fixture
 def proc(tmp_path):
-    return fake_proc(tmp_path / "proc", {
-        PID: ("qemu-system-x86", "0-7"), 4243: ("qemu-system-x86", "0-7"), 4250: ("CPU 1/KVM", "7"),
-        4249: ("CPU 0/KVM", "6"), 4251: ("IO mon_iothread", "0-7"), 4260: ("CPU 10/KVM", "5")})
+    return fake_proc(
+        tmp_path / "proc",
+        {
+            PID: ("qemu-system-x86", "0-7"),
+            4243: ("qemu-system-x86", "0-7"),
+            4250: ("CPU 1/KVM", "7"),
+            4249: ("CPU 0/KVM", "6"),
+            4251: ("IO mon_iothread", "0-7"),
+            4260: ("CPU 10/KVM", "5"),
+        },
+    )
 
 
 def test_only_vcpu_threads_are_read_in_vcpu_order(proc):
     threads = vcpu_threads(PID, str(proc))
     assert [(t["vcpu"], t["kind"], t["tid"], t["cpus"]) for t in threads] == [
-        ("0", "KVM", 4249, "6"), ("1", "KVM", 4250, "7"), ("10", "KVM", 4260, "5")]
+        ("0", "KVM", 4249, "6"),
+        ("1", "KVM", 4250, "7"),
+        ("10", "KVM", 4260, "5"),
+    ]
     assert summarize(threads) == {"vcpu_thread_kind": "KVM", "vcpu_affinity": {"0": "6", "1": "7", "10": "5"}}
 
 
 def test_emulated_threads_and_no_threads(tmp_path):
     proc = fake_proc(tmp_path / "proc", {5001: ("CPU 0/TCG", "0-1"), 5002: ("CPU 1/TCG", "0-1")})
-    assert summarize(vcpu_threads(PID, str(proc))) == {"vcpu_thread_kind": "TCG",
-                                                       "vcpu_affinity": {"0": "0-1", "1": "0-1"}}
+    assert summarize(vcpu_threads(PID, str(proc))) == {
+        "vcpu_thread_kind": "TCG",
+        "vcpu_affinity": {"0": "0-1", "1": "0-1"},
+    }
     assert summarize([]) == {"vcpu_thread_kind": None, "vcpu_affinity": {}}
 
 

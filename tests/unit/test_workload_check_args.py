@@ -25,7 +25,11 @@ def check_args(module, *argv):
     """(exit code, stdout, stderr without import lines, top-level modules imported) of one --check-args run."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", f"workloads.{module}", "--check-args", *map(str, argv)],
-        cwd=REPO_ROOT, env={**ENV, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=120,
+        cwd=REPO_ROOT,
+        env={**ENV, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     imported, messages = set(), []
     for line in done.stderr.splitlines():
@@ -69,8 +73,10 @@ def test_a_batch_size_of_0_is_refused(workload):
         (["--model", "resnet50", "--image-size", "16"], "--image-size for resnet50 must be at least 32, got 16"),
         (["--mode", "distributed"], "--mode distributed needs --role ps|worker|chief"),
         (["--mode", "single", "--num-workers", "2"], "--num-workers needs --mode ps or --mode distributed"),
-        (["--mode", "distributed", "--launch-local", "--num-workers", "3", "--threads", "2"],
-         "--threads 2 is fewer than the 3 worker processes"),
+        (
+            ["--mode", "distributed", "--launch-local", "--num-workers", "3", "--threads", "2"],
+            "--threads 2 is fewer than the 3 worker processes",
+        ),
         (["--labels-json", '{"model": "alexnet"}'], "--labels-json must not contradict the run's own labels: model"),
     ],
 )
@@ -84,8 +90,14 @@ def test_checks_that_depend_on_the_runner_are_left_to_it(tmp_path):
     more_than_here = len(os.sched_getaffinity(0)) + 1
     many_threads = ["--threads", more_than_here]
     # Without --check-args this host's CPUs bound --threads; the runner's CPUs are not known here.
-    refused = subprocess.run([sys.executable, "-m", "workloads.cnn_train", *map(str, many_threads)],
-                             cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(
+        [sys.executable, "-m", "workloads.cnn_train", *map(str, many_threads)],
+        cwd=REPO_ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode == 2 and "--threads must be at most" in refused.stderr
     assert check_args("cnn_train", *many_threads, "--mode", "ps", "--cpu-workers", more_than_here)[0] == 0
     # A data directory that does not exist here is the runner's; one that does exist is read.

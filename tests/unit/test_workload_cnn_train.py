@@ -16,7 +16,6 @@ def run_workload(*args, one_cpu=False):
     return run_module("cnn_train", *args, one_cpu=one_cpu)
 
 
-
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset missing")
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_tiny_run_reports_a_complete_record(framework):
@@ -147,8 +146,9 @@ def test_torch_models_have_the_standard_shapes(model, image_size, expected_param
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_bfloat16_is_an_explicit_mixed_precision_option(framework):
-    process, records = run_workload("--framework", framework, *TINY_ARGS, "--steps", "20", "--dtype", "bfloat16",
-                                    "--peak-gflops", "100")
+    process, records = run_workload(
+        "--framework", framework, *TINY_ARGS, "--steps", "20", "--dtype", "bfloat16", "--peak-gflops", "100"
+    )
     record = only_record(process, records)
     assert record["status"] == "ok", record["error"]
     values = metric_values(record)
@@ -179,8 +179,9 @@ for _ in range(5):
 print(max(float(np.abs(a.numpy() - b.numpy()).max()) for a, b in zip(keras_vars, fused_vars)),
       float(np.abs(keras_vars[0].numpy() - 1.5).max()))
 """
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     difference, moved = map(float, done.stdout.split())
     assert difference == 0.0 and moved > 0.0

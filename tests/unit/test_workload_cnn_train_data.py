@@ -54,7 +54,6 @@ def train(*args):
     return process, records[0]
 
 
-
 @pytest.fixture(scope="module")
 def jpeg_dataset(tmp_path_factory):
     out = tmp_path_factory.mktemp("imagenet") / "jpeg"

@@ -188,9 +188,13 @@ def check_cluster_record(record, launcher_pid, workers, batch_size, steps):
 @needs_two_cpus
 def test_distributed_launch_runs_a_ps_and_two_workers_on_loopback(jpeg_dataset):
     process = popen(
-        *"--framework tensorflow".split(), *TINY, *"--warmup-steps 2 --steps 4 --data real --data-dir".split(),
-        jpeg_dataset, *"--mode distributed --launch-local --num-workers 2 --launch-timeout 240 --threads 2".split(),
-        "--labels-json", '{"experiment": "unit", "threads": 2}',
+        *"--framework tensorflow".split(),
+        *TINY,
+        *"--warmup-steps 2 --steps 4 --data real --data-dir".split(),
+        jpeg_dataset,
+        *"--mode distributed --launch-local --num-workers 2 --launch-timeout 240 --threads 2".split(),
+        "--labels-json",
+        '{"experiment": "unit", "threads": 2}',
     )
     stdout, stderr = process.communicate(timeout=300)
     records = records_of(stdout)
@@ -251,7 +255,7 @@ def test_roles_started_one_by_one_form_a_cluster():
     ]
     outputs = [process.communicate(timeout=240) for process in processes]
     records = [records_of(stdout) for stdout, _ in outputs]
-    for process, (_, stderr), found in zip(processes, outputs, records):
+    for process, (_, stderr), found in zip(processes, outputs, records, strict=False):
         assert process.returncode == 0 and len(found) == 1 and found[0]["status"] == "ok", stderr[-3000:]
     worker, chief, ps = (found[0] for found in records)
     assert [(r["labels"]["role"], r["labels"]["task_index"]) for r in (worker, chief, ps)] == [
@@ -296,8 +300,15 @@ def test_a_cluster_that_disagrees_fails_fast_with_a_record():
 def test_a_worker_without_its_ps_gives_up_after_the_net_timeout():
     started = time.monotonic()
     process, records = run(
-        *"--framework torch".split(), *TINY[:-2], *"--net-timeout 2 --steps 1 --threads 1 --mode distributed".split(),
-        "--role", "chief", "--ps-hosts", f"127.0.0.1:{free_port()}", "--worker-hosts", f"127.0.0.1:{free_port()}",
+        *"--framework torch".split(),
+        *TINY[:-2],
+        *"--net-timeout 2 --steps 1 --threads 1 --mode distributed".split(),
+        "--role",
+        "chief",
+        "--ps-hosts",
+        f"127.0.0.1:{free_port()}",
+        "--worker-hosts",
+        f"127.0.0.1:{free_port()}",
     )
     assert process.returncode == 1 and time.monotonic() - started < 60
     (record,) = records
@@ -324,8 +335,9 @@ def cmdline(pid):
 @needs_torch
 @needs_two_cpus
 def test_a_worker_dying_stops_the_whole_local_cluster_with_a_record():
-    launcher = popen("--framework", "torch", *TINY, *"--steps 1000000 --mode distributed --launch-local".split(),
-                     "--threads", 2)
+    launcher = popen(
+        "--framework", "torch", *TINY, *"--steps 1000000 --mode distributed --launch-local".split(), "--threads", 2
+    )
     started = time.monotonic()
     victim = None
     for _ in range(300):  # the launcher starts its children within seconds

@@ -27,7 +27,6 @@ def run_workload(*args):
     return run_module("dl_tools", *args)
 
 
-
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_fcn5_two_epochs_report_first_and_later_epochs_and_learn(data_dir, framework):
     labels = '{"experiment": "unit", "repeat": 0}'

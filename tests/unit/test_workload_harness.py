@@ -40,8 +40,9 @@ def test_an_ok_run_gets_elapsed_after_its_own_metrics(capsys):
 
 def test_flop_metrics_come_after_elapsed_and_use_the_throughput(capsys):
     def body(run):
-        return Outcome([metric("throughput", 10.0, "images/sec")], FlopCount(lambda: (2e9, "cpu"), 100.0, "torch",
-                                                                             "float32", 1))
+        return Outcome(
+            [metric("throughput", 10.0, "images/sec")], FlopCount(lambda: (2e9, "cpu"), 100.0, "torch", "float32", 1)
+        )
 
     code, record, _ = run(capsys, body)
     names = [entry["metric"] for entry in record["metrics"]]
@@ -118,8 +119,14 @@ def test_a_stop_signal_becomes_a_failed_record_naming_it(stop):
 
         sys.exit(run_workload("demo", {"model": "tiny"}, {}, body))
     """)
-    child = subprocess.Popen([sys.executable, "-c", program], cwd=REPO_ROOT, env=ENV, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, "-c", program],
+        cwd=REPO_ROOT,
+        env=ENV,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert child.stderr.readline() == "ready\n"
     child.send_signal(stop)
     stdout, stderr = child.communicate(timeout=60)
@@ -137,8 +144,9 @@ def _imports_and_calls(path):
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             imported.add("." * node.level + (node.module or ""))
-            imported.update("." * node.level + (node.module + "." if node.module else "") + alias.name
-                            for alias in node.names)
+            imported.update(
+                "." * node.level + (node.module + "." if node.module else "") + alias.name for alias in node.names
+            )
         elif isinstance(node, ast.Import):
             imported.update(alias.name for alias in node.names)
         elif isinstance(node, ast.Call):
@@ -150,13 +158,22 @@ WORKLOAD_FILES = sorted((REPO_ROOT / "workloads").rglob("*.py"))
 
 
 def test_only_the_harness_prints_records():
-    printers = [path.relative_to(REPO_ROOT).as_posix() for path in WORKLOAD_FILES
-                if "emit_record" in _imports_and_calls(path)[1]]
+    printers = [
+        path.relative_to(REPO_ROOT).as_posix()
+        for path in WORKLOAD_FILES
+        if "emit_record" in _imports_and_calls(path)[1]
+    ]
     assert printers == ["workloads/common/harness.py"]
 
 
 def test_nothing_in_cnn_train_imports_its_command_line_back():
-    importers = [path.relative_to(REPO_ROOT).as_posix() for path in WORKLOAD_FILES
-                 if any(name.split(".")[-1] == "cli" for name in _imports_and_calls(path)[0])]
-    assert importers == ["workloads/cnn_train/__main__.py", "workloads/dl_tools/__main__.py",
-                         "workloads/small_models/__main__.py"]
+    importers = [
+        path.relative_to(REPO_ROOT).as_posix()
+        for path in WORKLOAD_FILES
+        if any(name.split(".")[-1] == "cli" for name in _imports_and_calls(path)[0])
+    ]
+    assert importers == [
+        "workloads/cnn_train/__main__.py",
+        "workloads/dl_tools/__main__.py",
+        "workloads/small_models/__main__.py",
+    ]

@@ -28,7 +28,6 @@ def run_workload(*args):
     return run_module("small_models", *args)
 
 
-
 @needs_torch
 def test_mnist_cnn_epoch_reports_real_user_system_time_and_learns(data_dir):
     labels = '{"experiment": "unit", "repeat": 1}'

@@ -14,8 +14,11 @@ from workloads.common.record import parse_result_lines
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIRST_CPU = min(os.sched_getaffinity(0))
 # The GEMM peak cache of these runs starts empty and stays out of the user's ~/.cache.
-ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT),
-       "PLATBENCH_CACHE_DIR": tempfile.mkdtemp(prefix="platbench-test-cache-")}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": str(REPO_ROOT),
+    "PLATBENCH_CACHE_DIR": tempfile.mkdtemp(prefix="platbench-test-cache-"),
+}
 FRAMEWORKS = [
     pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} missing"))
     for name, module in [("tensorflow", "tensorflow"), ("torch", "torch")]

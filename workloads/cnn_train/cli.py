@@ -102,9 +102,7 @@ def build_parser():
         help="single: one process, one device; ps: this instance's devices data-parallel around one "
         "parameter-server process; distributed: 1 PS + N workers (--role ..., or --launch-local)",
     )
-    padd(
-        "--num-gpus", type=non_negative_int, help="GPUs to use (default: every visible one, at most 1 in single mode)"
-    )
+    padd("--num-gpus", type=non_negative_int, help="GPUs to use (default: every visible one, at most 1 in single mode)")
     padd(
         "--cpu-workers",
         type=positive_int,

@@ -21,8 +21,13 @@ class FusedBatchNormalization(layers.BatchNormalization):
     """
 
     def call(self, inputs, training=None, mask=None):
-        if (mask is not None or self.renorm or len(inputs.shape) != 4
-                or self.axis not in (-1, 3) or inputs.dtype not in (tf.float32, tf.bfloat16)):
+        if (
+            mask is not None
+            or self.renorm
+            or len(inputs.shape) != 4
+            or self.axis not in (-1, 3)
+            or inputs.dtype not in (tf.float32, tf.bfloat16)
+        ):
             return super().call(inputs, training=training, mask=mask)
         channels = inputs.shape[-1]
         # Statistics, scale and offset stay float32 under mixed precision, as the kernels want.
@@ -31,14 +36,27 @@ class FusedBatchNormalization(layers.BatchNormalization):
         if training and self.trainable:
             # exponential_avg_factor makes the kernel return the updated moving statistics.
             outputs, moving_mean, moving_variance = tf.compat.v1.nn.fused_batch_norm(
-                inputs, scale, offset, mean=self.moving_mean, variance=self.moving_variance,
-                epsilon=self.epsilon, is_training=True, exponential_avg_factor=1.0 - self.momentum)
+                inputs,
+                scale,
+                offset,
+                mean=self.moving_mean,
+                variance=self.moving_variance,
+                epsilon=self.epsilon,
+                is_training=True,
+                exponential_avg_factor=1.0 - self.momentum,
+            )
             self.moving_mean.assign(moving_mean)
             self.moving_variance.assign(moving_variance)
             return outputs
         outputs, _, _ = tf.compat.v1.nn.fused_batch_norm(
-            inputs, scale, offset, mean=self.moving_mean, variance=self.moving_variance,
-            epsilon=self.epsilon, is_training=False)
+            inputs,
+            scale,
+            offset,
+            mean=self.moving_mean,
+            variance=self.moving_variance,
+            epsilon=self.epsilon,
+            is_training=False,
+        )
         return outputs
 
 
@@ -130,9 +148,11 @@ def _resnet50(input_shape, num_classes):
 
 
 def _inception3(input_shape, num_classes):
-    return with_fused_batch_norm(keras.applications.InceptionV3(
-        weights=None, input_shape=input_shape, classes=num_classes, classifier_activation=None
-    ))
+    return with_fused_batch_norm(
+        keras.applications.InceptionV3(
+            weights=None, input_shape=input_shape, classes=num_classes, classifier_activation=None
+        )
+    )
 
 
 BUILDERS = {"tiny": _tiny, "alexnet": _alexnet, "resnet50": _resnet50, "inception3": _inception3}

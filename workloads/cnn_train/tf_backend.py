@@ -38,13 +38,15 @@ class MomentumSGD:
     def __init__(self, variables, learning_rate, momentum):
         self.variables = list(variables)
         self.learning_rate, self.momentum = learning_rate, momentum
-        self.velocities = [tf.Variable(tf.zeros(variable.shape, variable.dtype), trainable=False)
-                           for variable in self.variables]
+        self.velocities = [
+            tf.Variable(tf.zeros(variable.shape, variable.dtype), trainable=False) for variable in self.variables
+        ]
 
     def apply(self, gradients):
-        for variable, velocity, gradient in zip(self.variables, self.velocities, gradients):
-            tf.raw_ops.ResourceApplyKerasMomentum(var=variable.handle, accum=velocity.handle, lr=self.learning_rate,
-                                                  grad=gradient, momentum=self.momentum)
+        for variable, velocity, gradient in zip(self.variables, self.velocities, gradients, strict=False):
+            tf.raw_ops.ResourceApplyKerasMomentum(
+                var=variable.handle, accum=velocity.handle, lr=self.learning_rate, grad=gradient, momentum=self.momentum
+            )
 
 
 class Trainer:
@@ -88,7 +90,7 @@ class Trainer:
 
         @tf.function(jit_compile=False)
         def assign_params(flat):
-            for variable, part in zip(trainable, tf.split(flat, sizes)):
+            for variable, part in zip(trainable, tf.split(flat, sizes), strict=False):
                 variable.assign(tf.reshape(part, variable.shape))
 
         @tf.function(jit_compile=False)

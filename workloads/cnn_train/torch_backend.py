@@ -101,7 +101,7 @@ class Trainer:
         # copy_ into the existing tensors keeps their memory format (channels_last).
         flat = torch.from_numpy(flat).to(self.device, non_blocking=True)
         with torch.no_grad():
-            for parameter, part in zip(self.params, torch.split(flat, self.sizes)):
+            for parameter, part in zip(self.params, torch.split(flat, self.sizes), strict=False):
                 parameter.copy_(part.view(parameter.shape))
 
     def forward_flops(self):

@@ -102,6 +102,7 @@ def train(args, run):
         data_scan_seconds=round(args.data_scan_seconds, 6),
     )
     metrics = step_metrics(steps, args.batch_size, args.data_scan_seconds + trainer.data_setup)
-    flops = FlopCount(lambda: (trainer.forward_flops(), trainer.device), args.peak_gflops, args.framework,
-                      args.dtype, args.threads)
+    flops = FlopCount(
+        lambda: (trainer.forward_flops(), trainer.device), args.peak_gflops, args.framework, args.dtype, args.threads
+    )
     return Outcome(metrics, flops)

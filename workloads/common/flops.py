@@ -93,8 +93,11 @@ def torch_forward_flops(model, example):
             recurrent.append(2 * steps_times_batch * directions * (features + module.hidden_size) * gates)
             features = module.hidden_size * directions
 
-    hooks = [module.register_forward_hook(count_recurrent) for module in model.modules()
-             if type(module).__name__ in _RNN_GATES and isinstance(module, torch.nn.RNNBase)]
+    hooks = [
+        module.register_forward_hook(count_recurrent)
+        for module in model.modules()
+        if type(module).__name__ in _RNN_GATES and isinstance(module, torch.nn.RNNBase)
+    ]
     was_training = model.training
     model.eval()
     try:
@@ -113,8 +116,10 @@ def utilisation_metrics(samples_per_sec, forward_flops, passes, peak_flops):
     the peak and MFU; FLOP figures in GFLOP."""
     per_sample = forward_flops * passes
     achieved = samples_per_sec * per_sample
-    metrics = [metric("model_flops", per_sample / 1e9, "GFLOP/sample"),
-               metric("achieved_flops", achieved / 1e9, "GFLOP/s")]
+    metrics = [
+        metric("model_flops", per_sample / 1e9, "GFLOP/sample"),
+        metric("achieved_flops", achieved / 1e9, "GFLOP/s"),
+    ]
     if peak_flops:
         metrics += [metric("peak_flops", peak_flops / 1e9, "GFLOP/s"), metric("mfu", achieved / peak_flops, "ratio")]
     return metrics

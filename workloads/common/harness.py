@@ -29,7 +29,8 @@ Stdlib only: frameworks are imported by the body.
 import signal
 import sys
 import traceback
-from typing import Callable, NamedTuple, Optional
+from collections.abc import Callable
+from typing import NamedTuple
 
 from .clock import process_elapsed
 from .flops import training_flop_metrics
@@ -50,7 +51,7 @@ class FlopCount(NamedTuple):
     """How to count the FLOP metrics of a finished training run (see flops.training_flop_metrics)."""
 
     count: Callable  # () -> (forward FLOPs of one sample, the device it trained on)
-    peak_gflops: Optional[float]  # the --peak-gflops argument
+    peak_gflops: float | None  # the --peak-gflops argument
     framework: str
     dtype: str
     threads: int
@@ -60,7 +61,7 @@ class Outcome(NamedTuple):
     """What a body returns: its metrics (``elapsed`` excluded) and, for training, how to count FLOPs."""
 
     metrics: list
-    flops: Optional[FlopCount] = None
+    flops: FlopCount | None = None
 
 
 class WorkloadRun:
@@ -100,8 +101,15 @@ def _run_body(run, body):
     metrics.append(metric("elapsed", process_elapsed(), "s"))
     if outcome.flops is not None:
         count = outcome.flops
-        metrics += training_flop_metrics(metric_value(metrics, "throughput"), count.count, count.peak_gflops,
-                                         count.framework, count.dtype, count.threads, run.metadata)
+        metrics += training_flop_metrics(
+            metric_value(metrics, "throughput"),
+            count.count,
+            count.peak_gflops,
+            count.framework,
+            count.dtype,
+            count.threads,
+            run.metadata,
+        )
     _ignore_stop_signals()  # still inside the attempt: a signal up to here becomes a failed record
     return metrics
 

@@ -103,14 +103,21 @@ def gemm_peak(measure, framework, framework_version, dtype, device, threads, env
     cache = _load(path)
     entry = cache.get(key)
     if isinstance(entry, dict) and isinstance(entry.get("flops"), (int, float)) and entry["flops"] > 0:
-        provenance = {"peak_source": "cache", "peak_gemm": entry.get("kind"), "peak_gemm_size": entry.get("size"),
-                      "peak_measured_at": entry.get("measured_at")}
+        provenance = {
+            "peak_source": "cache",
+            "peak_gemm": entry.get("kind"),
+            "peak_gemm_size": entry.get("size"),
+            "peak_measured_at": entry.get("measured_at"),
+        }
         return float(entry["flops"]), provenance
     flops, size, kind = measure()
     cache[key] = {"flops": float(flops), "size": size, "kind": kind, "measured_at": time.time(), **parts}
     cached = _store(path, cache)
-    return float(flops), {"peak_source": "measured" if cached else "measured, not cached", "peak_gemm": kind,
-                          "peak_gemm_size": size}
+    return float(flops), {
+        "peak_source": "measured" if cached else "measured, not cached",
+        "peak_gemm": kind,
+        "peak_gemm_size": size,
+    }
 
 
 def is_gpu(device):
@@ -144,8 +151,15 @@ def run_peak(peak_gflops, framework, dtype, device, threads, metadata):
     given, none when it is 0, else the cached or measured GEMM peak of ``framework`` on this
     scenario. Where it came from goes into ``metadata``, the run's probed environment."""
     if peak_gflops is None:
-        peak, provenance = gemm_peak(lambda: measure_best(framework_gemms(framework, dtype, device)), framework,
-                                     metadata.get("framework_version"), dtype, str(device), threads, metadata)
+        peak, provenance = gemm_peak(
+            lambda: measure_best(framework_gemms(framework, dtype, device)),
+            framework,
+            metadata.get("framework_version"),
+            dtype,
+            str(device),
+            threads,
+            metadata,
+        )
         metadata.update(provenance)
         return peak
     if peak_gflops > 0:

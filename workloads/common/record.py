@@ -98,12 +98,17 @@ def _schema_problems(record):
     if not metrics and record.get("status") == "ok":
         problems.append('"metrics": at least one metric when "status" is "ok"')
     for index, entry in enumerate(metrics):
-        if not (isinstance(entry, dict)
-                and isinstance(entry.get("metric"), str) and entry.get("metric")
-                and _is_finite_number(entry.get("value"))
-                and isinstance(entry.get("unit"), str)):
-            problems.append(f'"metrics"[{index}]: {{"metric": str, "value": finite number, "unit": str}} '
-                            f"(got {json.dumps(entry, default=str)[:80]})")
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("metric"), str)
+            and entry.get("metric")
+            and _is_finite_number(entry.get("value"))
+            and isinstance(entry.get("unit"), str)
+        ):
+            problems.append(
+                f'"metrics"[{index}]: {{"metric": str, "value": finite number, "unit": str}} '
+                f"(got {json.dumps(entry, default=str)[:80]})"
+            )
     return problems
 
 
@@ -119,15 +124,19 @@ def parse_result_lines(text):
         line = line.strip()
         if not line.startswith(RESULT_PREFIX):
             continue
-        payload = line[len(RESULT_PREFIX):]
+        payload = line[len(RESULT_PREFIX) :]
         try:
             record = json.loads(payload)
         except ValueError as exc:
-            raise RecordError(f"result line {_quote(line)} is not valid JSON ({exc}); "
-                              f"expected {RESULT_PREFIX.strip()} followed by one JSON object") from None
+            raise RecordError(
+                f"result line {_quote(line)} is not valid JSON ({exc}); "
+                f"expected {RESULT_PREFIX.strip()} followed by one JSON object"
+            ) from None
         problems = _schema_problems(record)
         if problems:
-            raise RecordError(f"result line {_quote(line)} does not follow record schema "
-                              f"{SCHEMA_VERSION}; expected " + "; ".join(problems))
+            raise RecordError(
+                f"result line {_quote(line)} does not follow record schema "
+                f"{SCHEMA_VERSION}; expected " + "; ".join(problems)
+            )
         records.append(record)
     return records

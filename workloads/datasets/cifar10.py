@@ -96,7 +96,7 @@ def generate(out_dir, count, seed=0):
     images, labels = synthetic(count + test_count, seed)
     bounds = np.linspace(0, count, len(TRAIN_FILES) + 1).astype(int).tolist() + [count + test_count]
     paths = [os.path.join(folder, name) for name in TRAIN_FILES + (TEST_FILE, META_FILE)]
-    for path, start, stop in zip(paths, bounds, bounds[1:]):
+    for path, start, stop in zip(paths, bounds, bounds[1:], strict=False):
         write_batch(path, images[start:stop], labels[start:stop])
     with open(paths[-1], "w") as meta:
         meta.write("\n".join(CLASS_NAMES) + "\n\n")

@@ -66,7 +66,9 @@ def load_train(data_dir, limit=None):
     """(texts, labels int64): the first limit // 2 negative and limit - limit // 2 positive reviews, or all."""
     train = reviews_dir(data_dir)
     texts, labels = [], []
-    for (name, label), wanted in zip(CLASSES, (None, None) if limit is None else (limit // 2, limit - limit // 2)):
+    for (name, label), wanted in zip(
+        CLASSES, (None, None) if limit is None else (limit // 2, limit - limit // 2), strict=False
+    ):
         files = _review_files(os.path.join(train, name))
         if wanted is not None and len(files) < wanted:
             raise DatasetError(
@@ -136,7 +138,7 @@ def generate(out_dir, count, seed=0):
     rare_words = pseudo_words(RARE_WORDS, rng)
     rng.shuffle(rare_words)
     train = os.path.join(out_dir, FOLDER, "train")
-    for (name, label), total in zip(CLASSES, (count // 2, count - count // 2)):
+    for (name, label), total in zip(CLASSES, (count // 2, count - count // 2), strict=False):
         folder = os.path.join(train, name)
         os.makedirs(folder, exist_ok=True)
         lowest_rating = 1 if label == 0 else 7

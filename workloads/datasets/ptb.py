@@ -94,7 +94,7 @@ def generate(out_dir, word_count, vocabulary_size=1000, seed=0):
     os.makedirs(out_dir, exist_ok=True)
     chain = markov_chain(vocabulary_size, seed)
     paths = []
-    for offset, (name, share) in enumerate(zip(SPLIT_FILES, (1.0, 0.1, 0.1))):
+    for offset, (name, share) in enumerate(zip(SPLIT_FILES, (1.0, 0.1, 0.1), strict=False)):
         sentences = synthetic_sentences(chain, max(int(word_count * share), 1), seed + offset + 1)
         paths.append(os.path.join(out_dir, name))
         with open(paths[-1], "w", encoding="utf-8") as text:

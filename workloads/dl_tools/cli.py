@@ -78,7 +78,7 @@ def run_epochs(step, data, batch_size, epochs, batches_per_epoch, orders):
     `step()` must return its loss only once it has finished."""
     startup = process_elapsed()
     losses, batch_times = [], []
-    for epoch, order in zip(range(epochs), orders):
+    for epoch, order in zip(range(epochs), orders, strict=False):
         losses.append([])
         batch_times.append([])
         for index in range(batches_per_epoch):

@@ -1,6 +1,6 @@
 """The four networks of the study, what the CLI accepts and the defaults it fills in; no framework imports here."""
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 
 class NetSpec(NamedTuple):
@@ -9,7 +9,7 @@ class NetSpec(NamedTuple):
     sample_unit: str  # what one sample of a batch is
     learning_rate: float
     momentum: float
-    clip_norm: Optional[float]  # global gradient-norm clipping, None for none
+    clip_norm: float | None  # global gradient-norm clipping, None for none
 
     @property
     def default_batch_size(self):

@@ -35,7 +35,7 @@ def build_trainer(args, spec, num_outputs):
         with tf.GradientTape() as tape:
             loss = loss_fn(targets, model(inputs, training=True))
         gradients = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=False))
         return loss
 
     def step(inputs, targets):

@@ -117,7 +117,7 @@ def _own_labels(args, device=None):
 
 
 def _metrics(run, samples, unit, data_load, search_time):
-    user, system = (sum(times) for times in zip(*run.epoch_cpu))
+    user, system = (sum(times) for times in zip(*run.epoch_cpu, strict=False))
     return [
         metric("epoch_time", sum(run.epoch_times) / len(run.epoch_times), "s"),
         metric("throughput", samples * len(run.epoch_times) / sum(run.epoch_times), f"{unit}/sec"),
@@ -195,8 +195,13 @@ def _train(parser, args, run):
     metrics = _metrics(epochs, data.samples, spec.sample_unit, data_load, search_time)
     metrics += [metric("user_time", user, "s"), metric("system_time", system, "s")]
     # FLOPs are counted on one real sample.
-    flops = FlopCount(lambda: (torch_forward_flops(job.model, data.inputs[:1].to(device)), str(device)),
-                      args.peak_gflops, "torch", "float32", args.threads)
+    flops = FlopCount(
+        lambda: (torch_forward_flops(job.model, data.inputs[:1].to(device)), str(device)),
+        args.peak_gflops,
+        "torch",
+        "float32",
+        args.threads,
+    )
     return Outcome(metrics, flops)
 
 

@@ -61,7 +61,7 @@ def skipped_reason(device):
 
 def _tensor_bytes(shapes, dtypes):
     total = 0
-    for shape, dtype in zip(shapes, dtypes):
+    for shape, dtype in zip(shapes, dtypes, strict=False):
         if isinstance(shape, (list, tuple)) and shape and all(isinstance(size, int) for size in shape):
             count = 1
             for size in shape:

@@ -92,7 +92,7 @@ def run_epochs(job, epochs):
             batch_times.append(now - started)
             started = now
         epoch_times.append(time.perf_counter() - epoch_started)
-        epoch_cpu.append(tuple(after - before for after, before in zip(cpu_times(), (user, system))))
+        epoch_cpu.append(tuple(after - before for after, before in zip(cpu_times(), (user, system), strict=False)))
     return EpochRun(losses, batch_times, epoch_times, epoch_cpu)
 
 

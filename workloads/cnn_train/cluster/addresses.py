@@ -11,6 +11,7 @@ EXPECTED_HOSTS = "a comma-separated list of host:port, e.g. 127.0.0.1:2222,127.0
 class AddressError(ValueError):
     pass
 
+
 def parse_host_list(text):
     """'h1:p1,h2:p2' -> [(h1, p1), (h2, p2)]; IPv6 hosts in brackets; AddressError says what was expected."""
 

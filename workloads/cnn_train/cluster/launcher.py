@@ -162,7 +162,7 @@ def _wait_all(children, timeout):
             break
         now = time.monotonic()
         if stop_at is None:
-            failed_first = [child.name for child, code in zip(children, codes) if code not in (None, 0)]
+            failed_first = [child.name for child, code in zip(children, codes, strict=False) if code not in (None, 0)]
             if failed_first:
                 stop_at = now + FAILURE_GRACE_SECONDS
             elif now >= deadline:
@@ -200,14 +200,18 @@ def _aggregate(args, workers, ps):
     ]
     # The cluster's FLOPs: every worker's, against the sum of the peaks of their own CPUs/GPUs.
     if all("achieved_flops" in v for v in values):
-        metrics += [metric("model_flops", values[0]["model_flops"], "GFLOP/sample"),
-                    metric("achieved_flops", sum(v["achieved_flops"] for v in values), "GFLOP/s")]
+        metrics += [
+            metric("model_flops", values[0]["model_flops"], "GFLOP/sample"),
+            metric("achieved_flops", sum(v["achieved_flops"] for v in values), "GFLOP/s"),
+        ]
     if all("mfu" in v for v in values):
         peak = sum(v["peak_flops"] for v in values)
-        metrics += [metric("peak_flops", peak, "GFLOP/s"),
-                    metric("mfu", sum(v["achieved_flops"] for v in values) / peak, "ratio")]
+        metrics += [
+            metric("peak_flops", peak, "GFLOP/s"),
+            metric("mfu", sum(v["achieved_flops"] for v in values) / peak, "ratio"),
+        ]
     per_worker = []
-    for index, (child, v) in enumerate(zip(workers, values)):
+    for index, (child, v) in enumerate(zip(workers, values, strict=False)):
         meta = child.record["metadata"]
         per_worker.append(
             {

@@ -63,7 +63,7 @@ class ParameterServer:
             self.listener.settimeout(remaining)
             try:
                 sock, peer = self.listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 break
             channel = Channel(sock, self.args.net_timeout)
             try:

@@ -8,6 +8,7 @@ count; a failing process sends FAIL with its reason so that the others stop at o
 timing out.
 """
 
+import contextlib
 import json
 import math
 import socket
@@ -114,10 +115,8 @@ class Channel:
             pass
 
     def close(self):
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
 
 def cluster_config(args):
