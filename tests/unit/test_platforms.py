@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.platbench.lab.plugins.plugin_utils import matrix, platforms
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import matrix
 
 from platbench import report
 
