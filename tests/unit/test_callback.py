@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.executor.task_result import CallbackTaskResult, _RawTaskResult
 from ansible.inventory.host import Host
 from ansible.parsing.dataloader import DataLoader
@@ -91,7 +92,8 @@ def test_two_cells_are_appended_in_order_and_run_json_follows(callback, tmp_path
     assert run["finished"] is None
     [(host, env)] = run["hosts"].items()
     assert host == "lab1" and {key: env[key] for key in ENV} == ENV and env["ansible_version"]
-    assert run["platbench_version"] == "0.3.0"
+    galaxy = yaml.safe_load((Path(__file__).resolve().parents[2] / "galaxy.yml").read_text())
+    assert run["platbench_version"] == galaxy["version"]
     assert run["ansible_version"] and run["python_version"] and run["controller"]
 
     callback.v2_runner_on_ok(task_result(cell_result(results_dir, "cn/2/pin/cpu|r0"), host="lab2"))
