@@ -19,7 +19,7 @@ description:
     know (for example a typo in the inventory's C(platbench_platforms)).
   - Changes nothing.
 version_added: "0.4.0"
-author: platbench developers
+author: platbench developers (@platbench)
 options:
   facts:
     description: The host's capability facts, C(ansible_facts.platbench) from M(platbench.lab.host_facts).
@@ -57,8 +57,10 @@ options:
     default: platforms
 attributes:
   check_mode:
+    description: Reads the same state as in a real run; the module never changes the host.
     support: full
   diff_mode:
+    description: Nothing is changed, so there is no difference to show.
     support: none
 """
 

@@ -15,7 +15,7 @@ description:
     (C(Cpus_allowed_list) in C(/proc/PID/task/TID/status)).
   - "This is the host's own view of vCPU pinning (C(<vcpupin>)) and of the accelerator. It changes nothing."
 version_added: "0.4.0"
-author: platbench developers
+author: platbench developers (@platbench)
 options:
   domain:
     description: The libvirt domain's name.
@@ -30,8 +30,10 @@ options:
     default: /proc
 attributes:
   check_mode:
+    description: Reads the same state as in a real run; the module never changes the host.
     support: full
   diff_mode:
+    description: Nothing is changed, so there is no difference to show.
     support: none
 """
 
