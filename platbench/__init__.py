@@ -1,7 +1,7 @@
 """platbench: which execution platform should a deep-learning job run on?
 
 The Python side of the project (reports). The record and matrix code lives in the
-platbench.lab collection's module_utils, shared with the Ansible plugins; this repository's
+platbench.lab collection's plugin_utils, shared with the Ansible plugins; this repository's
 ``collections/`` directory links the collection in, so it is put on the import path here.
 """
 
