@@ -32,6 +32,10 @@ def workload_errors(output):
         records = parse_result_lines(output)
     except RecordError:
         return None
+    return _failed_record_errors(records)
+
+
+def _failed_record_errors(records):
     errors = [
         record["error"] or "the workload reported status failed" for record in records if record["status"] == FAILED
     ]
@@ -56,7 +60,7 @@ def cell_outcome(labels, output, error, env, runtime):
         return failed(str(exc))
     if not records:
         return failed(f"the workload output holds no {RESULT_PREFIX.strip()} line")
-    errors = workload_errors(output)
+    errors = _failed_record_errors(records)
     if errors:
         return failed(errors)
     return OK, None, [sample for record in records for sample in samples_from_record(record, labels, env, runtime)]
