@@ -61,8 +61,13 @@ ansible_facts:
         threads_per_core: 1
         numa_nodes: {"0": [0, 1]}
         cpu_flags: [avx512f, amx_tile]
-        gpus: []
-        gpu_count: 0
+        gpus:
+          - pci_address: "0000:3b:00.0"
+            device_id: "0x20b0"
+            driver: nvidia
+            iommu_group: null
+            slot_functions: ["0000:3b:00.1"]
+        gpu_count: 1
         kvm: {device: true, usable: true, hw_virt: false, iommu_groups: 0}
         iommu: {firmware_table: DMAR, enabled: false, groups: 0}
         qemu_binary: /usr/bin/qemu-system-x86_64
@@ -138,6 +143,16 @@ def numa_nodes():
     return nodes
 
 
+def slot_functions(dev):
+    """The other PCI functions of a GPU's slot (its HDMI audio, USB-C controller): they share
+    its IOMMU group, so passing the GPU through takes them to vfio-pci as well."""
+    own = os.path.basename(dev)
+    slot = own.rsplit(".", 1)[0]
+    return sorted(
+        os.path.basename(path) for path in glob.glob(os.path.join(os.path.dirname(dev), slot + ".*")) if path != dev
+    )
+
+
 def nvidia_gpus():
     gpus = []
     for dev in sorted(glob.glob("/sys/bus/pci/devices/*")):
@@ -154,6 +169,7 @@ def nvidia_gpus():
                 "iommu_group": os.path.basename(os.path.realpath(dev + "/iommu_group"))
                 if os.path.exists(dev + "/iommu_group")
                 else None,
+                "slot_functions": slot_functions(dev),
             }
         )
     return gpus

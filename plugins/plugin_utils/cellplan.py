@@ -19,6 +19,7 @@ import hashlib
 import json
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 
 # Every thread pool the frameworks start gets the scenario's core count.
@@ -45,6 +46,7 @@ OPTIONS = {
     "vm_memory_mb": 3072,
     "vm_hugepages": False,
     "gpus_per_cell": 1,  # GPUs handed to a `gpu` cell
+    "gpu_assignment": {},  # platbench_gpu_assignment: PCI address -> host | guests
 }
 
 
@@ -102,11 +104,51 @@ def choose_cpus(allowed, count, reserved=(), numa_nodes=None):
     return chosen, node
 
 
-def choose_gpus(gpu_count, wanted):
-    """The indexes of the GPUs a `gpu` cell gets: the first ``wanted`` of the host's."""
-    if not gpu_count:
+def choose_gpus(platform, facts, assignment, wanted, host):
+    """The PCI addresses of the GPUs a `gpu` cell on ``platform`` gets: the first ``wanted`` of
+    its pool (bm, cn: the GPUs assigned to the host and not bound to vfio-pci; guests: those
+    assigned to guests), in PCI order."""
+    gpus = facts.get("gpus") or []
+    if not gpus:
         raise CellPlanError("a 'gpu' cell needs a GPU, and this host has none: use processor [cpu] here")
-    return list(range(min(int(wanted), int(gpu_count))))
+    try:
+        pool = (gpu_pools.guest_pool if platform.guest else gpu_pools.host_pool)(assignment, gpus, host)
+    except gpu_pools.GpuAssignmentError as exc:
+        raise CellPlanError(str(exc)) from None
+    if not pool:
+        uses = (
+            "the GPUs it assigns to guests"
+            if platform.guest
+            else "the GPUs it leaves with the host that are not bound to vfio-pci"
+        )
+        raise CellPlanError(
+            f"no GPU is left for a {platform.label} cell: it takes {uses} ({gpu_pools.SETTING}), and this host's "
+            f"GPUs (assignment, driver) are {gpu_pools.describe_all(assignment, gpus, host)}"
+        )
+    return pool[: max(int(wanted), 1)]
+
+
+def gpu_env(platform, gpus, facts):
+    """The variables that decide which GPUs the workload sees, and which it must find.
+
+    CUDA_VISIBLE_DEVICES="" hides every GPU from a cpu cell, so a framework never picks one up
+    behind its back; NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA container runtime from
+    mounting any. On bm the GPUs are numbered among those the NVIDIA driver sees, in PCI order;
+    a container or a guest sees only its own, numbered from 0. PLATBENCH_EXPECTED_GPUS is what
+    the workload checks the devices it used against: the host's bus ids where the workload sees
+    them (bm, cn), none in a guest, whose bus ids are its own.
+    """
+    on_host = not (platform.guest or platform.container)
+    visible = gpu_pools.cuda_indexes(gpus, facts.get("gpus")) if on_host else range(len(gpus))
+    expected = {"count": len(gpus), "pci_bus_ids": None if platform.guest else list(gpus)}
+    env = {
+        "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in visible),
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "PLATBENCH_EXPECTED_GPUS": json.dumps(expected, separators=(",", ":")),
+    }
+    if not gpus:
+        env["NVIDIA_VISIBLE_DEVICES"] = "void"
+    return env
 
 
 def _options(options):
@@ -120,17 +162,16 @@ def _options(options):
     return merged
 
 
-def _env(threads, cache_dir, visible_gpus, extra=None):
+def _env(threads, cache_dir, gpus_env, extra=None):
     env = {name: str(threads) for name in THREAD_ENV}
     env.update(FIXED_ENV)
     env["PLATBENCH_CACHE_DIR"] = str(cache_dir)
-    # "" hides every GPU from a cpu cell, so a framework never picks one up behind its back.
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in visible_gpus)
+    env.update(gpus_env)
     env.update(extra or {})
     return env
 
 
-def _container(name, engine_host, image, image_id, argv, env, cpuset, quota, mounts, gpus, cell_id, opts):
+def _container(name, engine_host, image, image_id, argv, env, cpuset, quota, mounts, device_ids, cell_id, opts):
     return {
         "engine_host": engine_host,
         "name": name,
@@ -143,8 +184,8 @@ def _container(name, engine_host, image, image_id, argv, env, cpuset, quota, mou
         "volumes": [f"{m['source']}:{m['target']}:{m['mode']}" for m in mounts],
         "network_mode": "none",
         "device_requests": (
-            [{"driver": "nvidia", "device_ids": [str(index) for index in gpus], "capabilities": [["gpu"]]}]
-            if gpus
+            [{"driver": "nvidia", "device_ids": [str(index) for index in device_ids], "capabilities": [["gpu"]]}]
+            if device_ids
             else []
         ),
         "labels": {
@@ -180,8 +221,14 @@ def cell_plan(cell, facts, options=None):
             if pinned
             else ([], None)
         )
-        gpus = choose_gpus(facts.get("gpu_count", 0), opts["gpus_per_cell"]) if wants_gpu else []
-    except CellPlanError as exc:
+        # The assignment is checked for every cell, so a bad one never passes unnoticed.
+        gpu_pools.checked_assignment(opts["gpu_assignment"], facts.get("gpus"), opts["host"])
+        gpus = (
+            choose_gpus(platform, facts, opts["gpu_assignment"], opts["gpus_per_cell"], opts["host"])
+            if wants_gpu
+            else []
+        )
+    except (CellPlanError, gpu_pools.GpuAssignmentError) as exc:
         raise CellPlanError(f"{where}: {exc}") from None
     cpuset = ",".join(str(cpu) for cpu in cpus)
     quota = None if pinned else float(threads)
@@ -200,9 +247,9 @@ def cell_plan(cell, facts, options=None):
         {"source": str(cache), "target": str(cache), "mode": "rw"}
     ]
     name = instance_name(opts["campaign"], opts["host"], cell["id"])
-    # Inside a container or a guest the GPUs handed over are numbered from 0.
+    gpus_env = gpu_env(platform, gpus, facts)
+    # Inside a guest the GPUs passed through are numbered from 0.
     renumbered = list(range(len(gpus)))
-    gpu_pci = [gpu.get("pci_address") for gpu in facts.get("gpus", [])]
 
     plan = {
         "cell": cell["id"],
@@ -227,11 +274,11 @@ def cell_plan(cell, facts, options=None):
         "runtime": {
             "cpuset_requested": cpuset or None,
             "numa_node": node,
-            "gpus_requested": ",".join(map(str, gpus)) or None,
+            "gpus_requested": ",".join(gpus) or None,
         },
     }
     if platform.label == "bm":
-        plan["env"] = _env(threads, cache, gpus, {"PYTHONPATH": opts["prefix"]})
+        plan["env"] = _env(threads, cache, gpus_env, {"PYTHONPATH": opts["prefix"]})
         plan["process"] = {
             "argv": (["taskset", "--cpu-list", cpuset] if pinned else [])
             + [f"{opts['prefix']}/venv/bin/python"]
@@ -241,7 +288,7 @@ def cell_plan(cell, facts, options=None):
         }
         plan["runtime"]["launcher"] = "taskset" if pinned else "process"
     elif platform.label == "cn":
-        plan["env"] = _env(threads, cache, renumbered)
+        plan["env"] = _env(threads, cache, gpus_env)
         plan["container"] = _container(
             name,
             opts["host"],
@@ -252,7 +299,8 @@ def cell_plan(cell, facts, options=None):
             cpuset,
             quota,
             mounts,
-            gpus,
+            # nvidia-smi's index on the host: PCI order among the GPUs the driver sees.
+            gpu_pools.cuda_indexes(gpus, facts.get("gpus")),
             cell["id"],
             opts,
         )
@@ -268,7 +316,7 @@ def cell_plan(cell, facts, options=None):
             "memory_mb": int(opts["vm_memory_mb"]),
             "hugepages": bool(opts["vm_hugepages"]),
             "with_container_disk": platform.container,
-            "hostdevs": [gpu_pci[index] for index in gpus],
+            "hostdevs": list(gpus),
         }
         plan["runtime"].update(
             guest_domain=name,
@@ -278,7 +326,7 @@ def cell_plan(cell, facts, options=None):
             guest_memory_mb=int(opts["vm_memory_mb"]),
         )
         if platform.container:
-            plan["env"] = _env(threads, cache, renumbered)
+            plan["env"] = _env(threads, cache, gpus_env)
             # The guest's vCPUs are pinned on the host; in the guest the container takes them all.
             in_guest = ",".join(str(vcpu) for vcpu in range(threads)) if pinned else ""
             image = guest_image.get("container_image_id")
@@ -294,7 +342,7 @@ def cell_plan(cell, facts, options=None):
                 in_guest_cpuset=in_guest or None,
             )
         else:
-            plan["env"] = _env(threads, cache, renumbered, {"PYTHONPATH": GUEST_PREFIX})
+            plan["env"] = _env(threads, cache, gpus_env, {"PYTHONPATH": GUEST_PREFIX})
             plan["process"] = {
                 "argv": [f"{GUEST_PREFIX}/venv/bin/python"] + argv,
                 "chdir": GUEST_PREFIX,

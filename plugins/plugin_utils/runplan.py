@@ -9,6 +9,7 @@ filters by ``roles/platform_run/tasks/precheck.yml``.
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
 
 
@@ -20,12 +21,17 @@ def _not_ready(plan, status):
     return [label for label in _wanted(plan) if not status.get(label, {}).get("ready")]
 
 
-def plan_problems(plan, status, facts, host, reserved_cpus=(), skip_unavailable=False):
+def plan_problems(
+    plan, status, facts, host, reserved_cpus=(), skip_unavailable=False, gpu_assignment=None, guest_image=None
+):
     """Everything that stops ``plan`` on ``host`` before a cell runs, each a message naming the
     setting to change (all at once, so one fix-and-rerun is enough), and the platforms skipped.
 
     ``status``: the ``platforms`` result of platbench.lab.platform_status; ``facts``:
-    ``ansible_facts.platbench``. Returns ``{"problems": [...], "skipped": {label: reason}}``.
+    ``ansible_facts.platbench``; ``gpu_assignment``: ``platbench_gpu_assignment``;
+    ``guest_image``: the guest image description (its ``nvidia_driver``). Returns
+    ``{"problems": [...], "skipped": {label: reason}, "gpu_summary": "..."}``, the summary
+    saying which GPUs the plan's gpu scenarios use on this host ("" when it has none).
     """
     name = plan.get("name", "?")
     cells = plan.get("cells") or []
@@ -37,6 +43,7 @@ def plan_problems(plan, status, facts, host, reserved_cpus=(), skip_unavailable=
                 "(-e experiment=NAME), which loads and expands experiments/NAME.yml."
             ],
             "skipped": {},
+            "gpu_summary": "",
         }
     problems, skipped = [], {}
     wanted = _wanted(plan)
@@ -67,19 +74,68 @@ def plan_problems(plan, status, facts, host, reserved_cpus=(), skip_unavailable=
             f"({len(allowed)} allowed, {len(reserved)} reserved by platbench_reserved_cpus). "
             f"Lower 'scaleup' in experiments/{name}.yml or run on a bigger host."
         )
-    gpu_cells = [cell for cell in cells if cell["labels"]["processor"] == "gpu"]
-    gpu_reasons = []
-    if gpu_cells and not int(facts.get("gpu_count") or 0):
-        gpu_reasons.append(f"{host} has no NVIDIA GPU on its PCI bus: use processor [cpu] here")
-    if any(cell["labels"]["platform"] in guests for cell in gpu_cells):
-        gpu_reasons.append(
-            f"on {platforms.in_words(guests, '/')} the KVM host and the domain can pass GPUs through "
-            "(platbench.lab.kvm_host, vm_hostdevs), but the guest image of this release has no NVIDIA driver, "
-            "so the workload would silently use the CPU: run GPU scenarios on bm/cn, or processor [cpu] in guests"
-        )
-    if gpu_reasons:
-        problems.append(f"Experiment '{name}' has processor 'gpu' scenarios, but " + "; and ".join(gpu_reasons) + ".")
-    return {"problems": problems, "skipped": skipped}
+    gpu_problems, summary = _gpu_problems(name, cells, facts, host, gpu_assignment, guest_image)
+    problems.extend(gpu_problems)
+    return {"problems": problems, "skipped": skipped, "gpu_summary": summary}
+
+
+def _gpu_problems(name, cells, facts, host, assignment, guest_image):
+    """The problems of the plan's GPU scenarios on this host, and one line saying which GPUs
+    each kind of platform's gpu scenarios use here ("" without gpu scenarios)."""
+    gpus = facts.get("gpus") or []
+    problems = gpu_pools.assignment_problems(assignment, gpus, host)
+    gpu_platforms = list(dict.fromkeys(c["labels"]["platform"] for c in cells if c["labels"]["processor"] == "gpu"))
+    if not gpu_platforms:
+        return problems, ""
+    if not gpus:
+        reason = f"{host} has no NVIDIA GPU on its PCI bus: use processor [cpu] here"
+        return problems + [f"Experiment '{name}' has processor 'gpu' scenarios, but {reason}."], ""
+    if problems:  # the pools cannot be worked out from an assignment that does not hold
+        return problems, ""
+    on_host = [label for label in gpu_platforms if not platforms.BY_LABEL[label].guest]
+    in_guests = [label for label in gpu_platforms if platforms.BY_LABEL[label].guest]
+    bound = gpu_pools.drivers(gpus)
+    reasons, uses = [], []
+    if on_host:
+        kinds = platforms.in_words(on_host, "/")
+        assigned = gpu_pools.gpus_assigned_to(assignment, "host", gpus, host)
+        on_vfio = [address for address in assigned if bound[address] == gpu_pools.VFIO_DRIVER]
+        if not assigned:
+            reasons.append(
+                f"{kinds} gpu scenarios use the GPUs left with the host, and {gpu_pools.SETTING} assigns every GPU "
+                f"of {host} to guests ({gpu_pools.describe(gpu_pools.guest_pool(assignment, gpus), gpus)}): "
+                f"assign one to host, or drop {kinds} gpu scenarios"
+            )
+        elif on_vfio:
+            it, verb = ("it", "is") if len(on_vfio) == 1 else ("them", "are")
+            reasons.append(
+                f"{gpu_pools.describe(on_vfio, gpus)} {verb} assigned to the host but bound to vfio-pci, so {kinds} "
+                f"gpu scenarios cannot use {it}: run site.yml again (platbench.lab.kvm_host then binds only the GPUs "
+                f"assigned to guests) and reboot {host}, or assign {it} to guests in {gpu_pools.SETTING}"
+            )
+        uses.append(f"{kinds} gpu scenarios use {gpu_pools.describe(gpu_pools.host_pool(assignment, gpus), gpus)}")
+    if in_guests:
+        kinds = platforms.in_words(in_guests, "/")
+        pool = gpu_pools.guest_pool(assignment, gpus)
+        if not pool:
+            # None goes to guests, so every GPU is the host's: suggest the last one.
+            example = gpu_pools.gpus_assigned_to(assignment, "host", gpus)[-1]
+            reasons.append(
+                f"{kinds} gpu scenarios pass through the GPUs {gpu_pools.SETTING} assigns to guests, and it assigns "
+                f"none of {host}'s ({gpu_pools.describe_all(assignment, gpus, host)}): set "
+                f"{gpu_pools.SETTING} (e.g. {{'{example}': guests}}) and run site.yml, which binds it "
+                f"to vfio-pci and puts the NVIDIA driver in the guest image, or drop {kinds} gpu scenarios"
+            )
+        elif not (guest_image or {}).get("nvidia_driver"):
+            reasons.append(
+                f"the guest image {kinds} gpu scenarios boot has no NVIDIA driver, so the workload could not use "
+                f"the GPU passed through: build it again (run site.yml) now that {gpu_pools.SETTING} assigns "
+                f"{', '.join(pool)} to guests"
+            )
+        uses.append(f"{kinds} gpu scenarios use {gpu_pools.describe(pool, gpus)}")
+    if reasons:
+        problems.append(f"Experiment '{name}' has processor 'gpu' scenarios, but " + "; and ".join(reasons) + ".")
+    return problems, f"GPUs on {host}: " + "; ".join(uses) + "."
 
 
 def cells_to_run(plan, status, host, done=()):

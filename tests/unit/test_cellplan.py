@@ -26,7 +26,16 @@ TWO_NODES = {
     "gpu_count": 0,
     "gpus": [],
 }
-GPU_HOST = {**ONE_NODE, "gpu_count": 2, "gpus": [{"pci_address": "0000:3b:00.0"}, {"pci_address": "0000:af:00.0"}]}
+# One GPU left with the host (bm, cn), one assigned to guests and bound to vfio-pci (vm, vmcn).
+GPU_HOST = {
+    **ONE_NODE,
+    "gpu_count": 2,
+    "gpus": [
+        {"pci_address": "0000:3b:00.0", "device_id": "0x20b0", "driver": "nvidia", "iommu_group": "12"},
+        {"pci_address": "0000:af:00.0", "device_id": "0x20b0", "driver": "vfio-pci", "iommu_group": "40"},
+    ],
+}
+GPU_ASSIGNMENT = {"0000:af:00.0": "guests"}
 OPTIONS = {
     "host": "runner-a",
     "campaign": "c1",
@@ -136,23 +145,7 @@ def test_two_hosts_on_one_machine_each_get_their_own_cpu():
     assert a["name"] != b["name"]
 
 
-@pytest.mark.parametrize(
-    "platform, visible, requests",
-    [("bm", "0", []), ("cn", "0", [{"driver": "nvidia", "device_ids": ["0"], "capabilities": [["gpu"]]}])],
-)
-def test_gpu_cells_get_their_gpus(platform, visible, requests):
-    plan = cell_plan(make_cell(platform, processor="gpu"), GPU_HOST, OPTIONS)
-    assert plan["gpus"] == [0] and plan["env"]["CUDA_VISIBLE_DEVICES"] == visible
-    assert plan["runtime"]["gpus_requested"] == "0"
-    if platform == "cn":
-        assert plan["container"]["device_requests"] == requests
-    two = cell_plan(make_cell(platform, processor="gpu"), GPU_HOST, {**OPTIONS, "gpus_per_cell": 2})
-    assert two["gpus"] == [0, 1] and two["env"]["CUDA_VISIBLE_DEVICES"] == "0,1"
-
-
-def test_a_gpu_guest_gets_the_gpus_by_pci_address():
-    plan = cell_plan(make_cell("vm", processor="gpu"), GPU_HOST, OPTIONS)
-    assert plan["guest"]["hostdevs"] == ["0000:3b:00.0"] and plan["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+# The GPU cells themselves: tests/unit/test_gpu_plan.py.
 
 
 def test_data_is_mounted_read_only_and_passed_to_the_workload():
@@ -211,7 +204,7 @@ def test_the_plan_is_exactly_what_its_entry_point_declares(platform, cpu_config,
     plan = cell_plan(
         make_cell(platform, cpu_config=cpu_config, processor=processor),
         GPU_HOST,
-        {**OPTIONS, "dataset": {"generator": "mnist"}},
+        {**OPTIONS, "dataset": {"generator": "mnist"}, "gpu_assignment": GPU_ASSIGNMENT},
     )
     spec = SPECS[plan["placement"]]["options"]
     declared = spec["platform_run_cell_plan"]["options"]
