@@ -15,14 +15,33 @@ REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "tests/roles/kvm_host/apply.yml"
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
 
+# Two GPUs of the same model, each with its HDMI audio function: one stays with the host, one goes to guests.
 GPUS = [
-    {"pci_address": "0000:3b:00.0", "device_id": "0x20b0", "driver": "nvidia", "iommu_group": None},
-    {"pci_address": "0000:d8:00.0", "device_id": "0x20b0", "driver": "nvidia", "iommu_group": None},
+    {
+        "pci_address": "0000:3b:00.0",
+        "device_id": "0x20b0",
+        "driver": "nvidia",
+        "iommu_group": None,
+        "slot_functions": ["0000:3b:00.1"],
+    },
+    {
+        "pci_address": "0000:d8:00.0",
+        "device_id": "0x20b0",
+        "driver": "nvidia",
+        "iommu_group": None,
+        "slot_functions": ["0000:d8:00.1"],
+    },
 ]
-VFIO_CONF = (
-    "options vfio-pci ids=10de:20b0\n"
-    "softdep nouveau pre: vfio-pci\nsoftdep nvidia pre: vfio-pci\nsoftdep drm pre: vfio-pci\n"
-)
+ASSIGNMENT = {"0000:3b:00.0": "host", "0000:d8:00.0": "guests"}
+VFIO_CONF = "softdep nouveau pre: vfio-pci\nsoftdep nvidia pre: vfio-pci\nsoftdep drm pre: vfio-pci\n"
+RULES = "70-platbench-vfio-pci.rules"
+
+
+def rule(address):
+    return (
+        f'ACTION=="add", SUBSYSTEM=="pci", KERNEL=="{address}", ATTR{{driver_override}}="vfio-pci", '
+        "RUN+=\"/bin/sh -c 'echo %k > /sys/bus/pci/drivers_probe'\"\n"
+    )
 
 
 def host_vars(tmp_path, **extra):
@@ -37,6 +56,8 @@ def host_vars(tmp_path, **extra):
         "kvm_host_grub_dir": str(tmp_path / "grub.d"),
         "kvm_host_modprobe_dir": str(tmp_path / "modprobe.d"),
         "kvm_host_modules_load_dir": str(tmp_path / "modules-load.d"),
+        "kvm_host_udev_rules_dir": str(tmp_path / "rules.d"),
+        "platbench_gpu_assignment": ASSIGNMENT,
         "kvm_host_sysctl_file": str(tmp_path / "sysctl.conf"),
         "kvm_host_sysctl_reload": False,
         "kvm_host_boot_config_command": "",
@@ -85,7 +106,7 @@ def test_check_mode_writes_nothing_and_shows_the_config(tmp_path):
     assert not out.exists()
     for line in (
         "+" + grub_line("intel_iommu=on iommu=pt isolcpus=2,3 nohz_full=2,3 rcu_nocbs=2,3").strip(),
-        "+options vfio-pci ids=10de:20b0",
+        '+ACTION=="add", SUBSYSTEM=="pci", KERNEL=="0000:d8:00.0", ATTR{driver_override}="vfio-pci"',
         "+softdep nouveau pre: vfio-pci",
         "+blacklist nouveau",
         "+options nouveau modeset=0",
@@ -102,7 +123,9 @@ def test_intel_passthrough_config_is_exact_and_idempotent(tmp_path):
     assert recap(first)[1] == 0, first.stdout[-4000:]
     assert recap(first)[0] > 0
     files = {name: without_comments(text) for name, text in written(out).items()}
+    # Only the guests' GPU (and its audio function) leaves the host driver, though both are the same model.
     assert files == {
+        "rules.d/" + RULES: rule("0000:d8:00.0") + rule("0000:d8:00.1"),
         "grub.d/platbench.cfg": grub_line(
             "intel_iommu=on iommu=pt isolcpus=2,3 nohz_full=2,3 rcu_nocbs=2,3 "
             "default_hugepagesz=2M hugepagesz=2M hugepages=16"
@@ -118,7 +141,7 @@ def test_intel_passthrough_config_is_exact_and_idempotent(tmp_path):
     assert recap(second) == (0, 0), second.stdout[-4000:]
 
 
-def test_amd_host_gets_amd_iommu_and_only_the_listed_gpu_model(tmp_path):
+def test_amd_host_gets_amd_iommu_and_the_gpus_of_the_override(tmp_path):
     out = tmp_path / "out"
     gpus = GPUS + [{"pci_address": "0000:af:00.0", "device_id": "0x2330", "driver": None, "iommu_group": "7"}]
     run = apply_role(
@@ -134,7 +157,9 @@ def test_amd_host_gets_amd_iommu_and_only_the_listed_gpu_model(tmp_path):
     assert recap(run)[1] == 0, run.stdout[-4000:]
     files = written(out)
     assert without_comments(files["grub.d/platbench.cfg"]) == grub_line("amd_iommu=on iommu=pt")
-    assert "options vfio-pci ids=10de:20b0,10de:2330\n" in files["modprobe.d/platbench-vfio.conf"]
+    assert without_comments(files["rules.d/" + RULES]) == rule("0000:3b:00.0") + rule("0000:3b:00.1") + rule(
+        "0000:af:00.0"
+    )
 
 
 def test_no_passthrough_keeps_isolated_cpus_and_removes_the_vfio_binding(tmp_path):
@@ -168,7 +193,25 @@ def test_no_passthrough_keeps_isolated_cpus_and_removes_the_vfio_binding(tmp_pat
         ),
         (
             {"kvm_host_passthrough_gpus": ["0000:3b:00.0", "0000:5e:00.0"]},
-            ["0000:5e:00.0, not an NVIDIA GPU", "its NVIDIA GPUs are 0000:3b:00.0, 0000:d8:00.0"],
+            [
+                "kvm_host_passthrough_gpus names 0000:5e:00.0, which is not an NVIDIA GPU function of localhost",
+                "its NVIDIA GPUs are 0000:3b:00.0, 0000:d8:00.0",
+            ],
+        ),
+        (
+            {"platbench_gpu_assignment": {"d8:00.0": "guests"}},
+            ["platbench_gpu_assignment on localhost: 'd8:00.0' has no PCI domain", "as '0000:d8:00.0'"],
+        ),
+        (
+            {"platbench_gpu_assignment": {"0000:d8:00.1": "guests"}},
+            ["0000:d8:00.1, which is not an NVIDIA GPU function of localhost"],
+        ),
+        (
+            {"platbench_gpu_assignment": {}, "kvm_host_gpu_passthrough": "always"},
+            [
+                "kvm_host_gpu_passthrough is 'always' but platbench_gpu_assignment assigns none of localhost's GPUs",
+                "{'0000:d8:00.0': guests}",
+            ],
         ),
         ({"kvm_host_isolated_cpus": [3, 9]}, ["kvm_host_isolated_cpus lists CPUs 9,", "its CPUs are 0, 1, 2, 3"]),
         ({"kvm_host_isolated_cpus": [0, 1, 2, 3]}, ["leave at least one to the host"]),
@@ -187,3 +230,19 @@ def test_bad_input_fails_before_anything_is_written(tmp_path, extra, expected):
     for text in expected:
         assert text in message, run.stdout[-4000:]
     assert not out.exists()
+
+
+def test_auto_without_a_gpu_for_guests_takes_none_and_says_which_stay(tmp_path):
+    out = tmp_path / "out"
+    stale = out / "rules.d" / RULES
+    stale.parent.mkdir(parents=True)
+    stale.write_text(rule("0000:d8:00.0"))
+    run = apply_role(tmp_path, host_vars(out, platbench_gpu_assignment={"0000:d8:00.0": "host"}))
+    assert recap(run)[1] == 0, run.stdout[-4000:]
+    # No binding files, no IOMMU parameters: nothing to change, and the old binding is gone.
+    assert written(out) == {}
+    message = " ".join(run.stdout.split())
+    assert (
+        "GPUs of localhost - bound to vfio-pci for vm/vmcn guests: none; left with the host driver for bm/cn: "
+        "0000:3b:00.0, 0000:d8:00.0 (platbench_gpu_assignment, kvm_host_gpu_passthrough=auto)" in message
+    )
