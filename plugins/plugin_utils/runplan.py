@@ -74,12 +74,12 @@ def plan_problems(
             f"({len(allowed)} allowed, {len(reserved)} reserved by platbench_reserved_cpus). "
             f"Lower 'scaleup' in experiments/{name}.yml or run on a bigger host."
         )
-    gpu_problems, summary = _gpu_problems(name, cells, facts, host, gpu_assignment, guest_image)
+    gpu_problems, summary = _gpu_problems(name, cells, status, facts, host, gpu_assignment, guest_image)
     problems.extend(gpu_problems)
     return {"problems": problems, "skipped": skipped, "gpu_summary": summary}
 
 
-def _gpu_problems(name, cells, facts, host, assignment, guest_image):
+def _gpu_problems(name, cells, status, facts, host, assignment, guest_image):
     """The problems of the plan's GPU scenarios on this host, and one line saying which GPUs
     each kind of platform's gpu scenarios use here ("" without gpu scenarios)."""
     gpus = facts.get("gpus") or []
@@ -125,6 +125,12 @@ def _gpu_problems(name, cells, facts, host, assignment, guest_image):
                 f"none of {host}'s ({gpu_pools.describe_all(assignment, gpus, host)}): set "
                 f"{gpu_pools.SETTING} (e.g. {{'{example}': guests}}) and run site.yml, which binds it "
                 f"to vfio-pci and puts the NVIDIA driver in the guest image, or drop {kinds} gpu scenarios"
+            )
+        elif any(status.get(label, {}).get("emulated") for label in in_guests):
+            reasons.append(
+                f"{kinds} gpu scenarios pass a GPU through, which needs KVM, and {host} runs its guests under "
+                "QEMU's emulator (TCG: no usable /dev/kvm or no VT-x/AMD-V): enable virtualization in its "
+                f"BIOS/UEFI, or drop {kinds} gpu scenarios"
             )
         elif not (guest_image or {}).get("nvidia_driver"):
             reasons.append(

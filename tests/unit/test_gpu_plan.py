@@ -299,6 +299,16 @@ def test_guest_gpu_scenarios_on_an_image_without_the_nvidia_driver_are_refused(g
     assert "build it again (run site.yml) now that platbench_gpu_assignment assigns 0000:af:00.0 to guests" in found
 
 
+def test_guest_gpu_scenarios_on_emulated_guests_are_refused():
+    status = {**STATUS, "vm": {**STATUS["vm"], "accelerator": "tcg", "emulated": True}}
+    [found] = filters.plan_problems(
+        gpu_plan(["vm"]), status, FACTS, "gpu1", gpu_assignment=ASSIGNMENT, guest_image=OPTIONS["guest_image"]
+    )["problems"]
+    assert (
+        "vm gpu scenarios pass a GPU through, which needs KVM, and gpu1 runs its guests under QEMU's emulator" in found
+    )
+
+
 def test_an_address_that_is_not_an_nvidia_gpu_is_refused_for_any_plan():
     plan = gpu_plan(["bm"], processor=["cpu"])
     [found] = precheck(plan, assignment={"0000:00:1f.3": "guests"})["problems"]
