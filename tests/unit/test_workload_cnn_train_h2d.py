@@ -71,3 +71,13 @@ def test_the_gpus_a_process_will_use_must_be_the_plan_s_count():
     )
     with pytest.raises(WorkloadFailed, match=r"--mode ps would use 2 GPU\(s\) \(--num-gpus unset, visible: 0,1\)"):
         check_planned_gpus(planned("ps", ["0", "1"]), ExpectedGpus(1, None))
+
+
+def test_a_local_cluster_plans_each_child_with_the_gpus_it_hands_it():
+    from workloads.cnn_train.cluster.launcher import _planned_env
+
+    assert _planned_env(SimpleNamespace(expected_gpus=None), 1) == {}  # a run by hand: children unchecked too
+    run = SimpleNamespace(expected_gpus=ExpectedGpus(2, ["0000:3b:00.0", "0000:5e:00.0"]))
+    # Each worker sees its one GPU as device 0; the launcher checks the cluster's bus ids itself.
+    assert _planned_env(run, 1) == {"PLATBENCH_EXPECTED_GPUS": '{"count":1,"pci_bus_ids":null}'}
+    assert _planned_env(run, 0) == {"PLATBENCH_EXPECTED_GPUS": '{"count":0,"pci_bus_ids":null}'}
