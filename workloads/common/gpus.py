@@ -130,8 +130,8 @@ def _read(path):
 
 def driver_version(root="/"):
     """The NVIDIA kernel driver's version from /proc/driver/nvidia/version, or None."""
-    text = _read(os.path.join(root, "proc/driver/nvidia/version")) or ""
-    match = _DRIVER_VERSION.search(text.splitlines()[0] + " " if text else "")
+    first_line = (_read(os.path.join(root, "proc/driver/nvidia/version")) or "").partition("\n")[0]
+    match = _DRIVER_VERSION.search(first_line + " ")
     return match.group(1) if match else None
 
 
