@@ -74,6 +74,9 @@ def test_fcn5_two_epochs_report_first_and_later_epochs_and_learn(data_dir, frame
     assert metadata["dataset"]["samples"] == MNIST_IMAGES and metadata["study_batch_sizes"] == [512, 1024, 2048]
     if framework == "tensorflow":
         assert metadata["tf_function_traces"] == 1, "the training step must be traced once, not per batch"
+    # It trains where the GPUs the plan lets it see are: none here.
+    assert metadata["device"] == {"torch": "cpu", "tensorflow": "/CPU:0"}[framework]
+    assert metadata["devices"] == []
     # Learnability: the synthetic digits are learned within two short epochs.
     assert all(math.isfinite(values[name]) for name in ("loss_first", "loss_last"))
     epoch1_loss, epoch2_loss = metadata["epoch_loss_mean"]

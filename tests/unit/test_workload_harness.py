@@ -10,6 +10,7 @@ import textwrap
 import pytest
 from workload_run import ENV, REPO_ROOT, metric_values, records_of
 
+from workloads.common import gpus
 from workloads.common.harness import FlopCount, Outcome, WorkloadFailed, run_workload
 from workloads.common.record import metric
 
@@ -66,7 +67,8 @@ def test_an_exception_becomes_the_failed_record_and_tells_the_hooks(capsys):
     code, record, stderr = run(capsys, body)
     assert (code, record["status"], record["metrics"]) == (1, "failed", [])
     assert record["error"] == "MemoryError: too big" and told == ["MemoryError: too big"]
-    assert record["labels"] == {"model": "tiny", "device": "cpu"} and record["metadata"] == {"stage": "training"}
+    assert record["labels"] == {"model": "tiny", "device": "cpu"}
+    assert record["metadata"] == {"stage": "training", "devices": []}
     assert "Traceback" in stderr and stderr.rstrip().endswith("MemoryError: too big")
 
 
@@ -93,8 +95,104 @@ def test_unprintable_metadata_and_a_failing_hook_still_leave_the_record(capsys):
 
     code, record, stderr = run(capsys, body)
     assert (code, record["error"]) == (1, "RuntimeError: boom")
-    assert record["metadata"] == {"record_error": "ValueError: Out of range float values are not JSON compliant"}
+    assert record["metadata"] == {
+        "record_error": "ValueError: Out of range float values are not JSON compliant",
+        "devices": [],
+    }
     assert "clean-up after the failure failed too: ZeroDivisionError" in stderr
+
+
+H100 = {
+    "index": 0,
+    "name": "NVIDIA H100 80GB HBM3",
+    "uuid": "GPU-1f0e9d8c-0000-4000-8000-00000000003b",
+    "pci_bus_id": "0000:3b:00.0",
+    "driver": "550.54.15",
+    "cuda": "12.4",
+}
+CPU_PLAN = '{"count":0,"pci_bus_ids":[]}'
+
+
+def trained(run):
+    return Outcome([metric("throughput", 10.0, "images/sec")])
+
+
+def probe_sees(monkeypatch, *devices):
+    """The harness's probe, faked to see these GPUs (this machine has none)."""
+    monkeypatch.setattr(gpus, "probe_devices", lambda: [dict(device) for device in devices])
+
+
+def test_every_record_says_which_gpus_the_run_used(capsys, monkeypatch):
+    monkeypatch.delenv(gpus.EXPECTED_ENV, raising=False)
+    code, record, _ = run(capsys, trained)
+    assert (code, record["metadata"]["devices"]) == (0, gpus.probe_devices())  # without CUDA: []
+    probe_sees(monkeypatch, H100)
+    code, record, _ = run(capsys, trained)
+    assert (code, record["status"], record["metadata"]["devices"]) == (0, "ok", [H100])  # no plan: no check
+
+
+def test_a_cpu_cell_whose_run_saw_a_gpu_is_failed_naming_it(capsys, monkeypatch):
+    monkeypatch.setenv(gpus.EXPECTED_ENV, CPU_PLAN)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    probe_sees(monkeypatch, H100)
+    code, record, _ = run(capsys, trained)
+    assert (code, record["status"], record["metrics"]) == (1, "failed", [])
+    assert record["error"] == (
+        "the cell was planned without GPUs but the run saw 1: NVIDIA H100 80GB HBM3 (0000:3b:00.0); "
+        "CUDA_VISIBLE_DEVICES='0'"
+    )
+    assert record["metadata"]["devices"] == [H100]
+
+
+def test_a_bm_gpu_cell_that_used_another_gpu_is_failed(capsys, monkeypatch):
+    monkeypatch.setenv(gpus.EXPECTED_ENV, '{"count":1,"pci_bus_ids":["0000:5e:00.0"]}')
+    probe_sees(monkeypatch, H100)
+    code, record, _ = run(capsys, trained)
+    assert (code, record["status"]) == (1, "failed")
+    assert record["error"].startswith(
+        "the cell was planned with 1 GPU(s) (0000:5e:00.0) but the run saw 1: NVIDIA H100 80GB HBM3 (0000:3b:00.0); "
+    )
+    monkeypatch.setenv(gpus.EXPECTED_ENV, '{"count":1,"pci_bus_ids":["0000:3b:00.0"]}')
+    code, record, _ = run(capsys, trained)
+    assert (code, record["status"], record["metadata"]["devices"]) == (0, "ok", [H100])
+
+
+def test_the_devices_a_body_reports_are_checked_instead_of_a_probe(capsys, monkeypatch):
+    monkeypatch.setenv(gpus.EXPECTED_ENV, '{"count":2,"pci_bus_ids":null}')
+    monkeypatch.setattr(gpus, "probe_devices", lambda: pytest.fail("the body said which devices it used"))
+
+    def launcher(run):
+        run.devices = [H100, {**H100, "pci_bus_id": "0000:5e:00.0"}]  # e.g. its workers' records
+        return trained(run)
+
+    code, record, _ = run(capsys, launcher)
+    assert (code, record["status"], len(record["metadata"]["devices"])) == (0, "ok", 2)
+
+
+def test_a_malformed_plan_fails_the_run_before_its_body(capsys, monkeypatch):
+    monkeypatch.setenv(gpus.EXPECTED_ENV, '{"count": "one"}')
+    code, record, stderr = run(capsys, lambda run: pytest.fail("the body must not run"))
+    assert (code, record["status"]) == (1, "failed")
+    assert record["error"].startswith("""PLATBENCH_EXPECTED_GPUS='{"count": "one"}' is not valid: """)
+    assert "Traceback" not in stderr
+
+
+def test_a_probe_that_fails_fails_a_checked_run_only(capsys, monkeypatch):
+    def broken():
+        raise RuntimeError("CUDA error: unspecified launch failure")
+
+    monkeypatch.setattr(gpus, "probe_devices", broken)
+    monkeypatch.delenv(gpus.EXPECTED_ENV, raising=False)
+    code, record, _ = run(capsys, trained)
+    assert (code, record["metadata"]["devices"]) == (0, [])
+    assert record["metadata"]["devices_error"] == "RuntimeError: CUDA error: unspecified launch failure"
+    monkeypatch.setenv(gpus.EXPECTED_ENV, CPU_PLAN)
+    code, record, _ = run(capsys, trained)
+    assert (code, record["status"]) == (1, "failed")
+    assert record["error"] == (
+        "the GPUs the run used could not be read to check them against the plan: "
+        "RuntimeError: CUDA error: unspecified launch failure"
+    )
 
 
 def test_a_usage_error_inside_the_body_is_not_a_run(capsys):

@@ -9,6 +9,7 @@ import numpy as np
 from ..common.flops import keras_forward_flops
 from ..common.onednn import tensorflow_onednn
 from .data import synthetic_batch
+from .h2d import CopyLog, no_copy
 from .settings import SGD_LEARNING_RATE, SGD_MOMENTUM
 
 # Keras 3 picks its backend when it is imported: TensorFlow first, then keras and the models built on it.
@@ -64,7 +65,15 @@ class Trainer:
         # bfloat16: layers compute in bf16, weights, optimizer and loss stay float32.
         keras.mixed_precision.set_global_policy("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
         self.args = args
+        # The plan decides what is visible (CUDA_VISIBLE_DEVICES): a CPU cell sees no GPU.
         self.device = "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
+        # TensorFlow has no events to time a copy with: the copy is made explicit, before the traced
+        # step, and waited for; the step's own time still includes it.
+        self.copies = (
+            CopyLog("wall clock of an explicit copy of the batch to /GPU:0 before the traced step, waited for")
+            if self.device == "/GPU:0"
+            else None
+        )
 
         model = build_model(args.model, args.image_size, args.num_classes)
         optimizer = MomentumSGD(model.trainable_variables, SGD_LEARNING_RATE, SGD_MOMENTUM)
@@ -118,13 +127,29 @@ class Trainer:
         # Seconds from the start of data setup to a pipeline ready to be asked for its first batch.
         self.data_setup = time.perf_counter() - setup_started
 
+    def _to_device(self, images, labels):
+        """Host batches go to the GPU here, timed; on a CPU, or already on the GPU, they pass unchanged."""
+        if self.copies is None:
+            return images, labels
+        if "GPU" in images.device:
+            self.copies.add(no_copy, 0)
+            return images, labels
+        started = time.perf_counter()
+        with tf.device(self.device):
+            on_device = tf.identity(images), tf.identity(labels)
+        tf.test.experimental.sync_devices()
+        seconds = time.perf_counter() - started
+        nbytes = sum(int(tf.size(tensor)) * tensor.dtype.size for tensor in (images, labels))
+        self.copies.add(lambda: seconds, nbytes)
+        return on_device
+
     def step(self, batch):
         """Trains once on the batch; .numpy() waits for the step to finish, so the caller's timer sees real work."""
-        return float(self._train_step(*batch).numpy())
+        return float(self._train_step(*self._to_device(*batch)).numpy())
 
     def gradients(self, batch):
         """(loss, every trainable variable's gradient as one flat float32 numpy vector)."""
-        loss, flat = self._gradient_step(*batch)
+        loss, flat = self._gradient_step(*self._to_device(*batch))
         return float(loss.numpy()), flat.numpy()
 
     def get_params(self):
@@ -132,6 +157,10 @@ class Trainer:
 
     def set_params(self, flat):
         self._assign_params(tf.constant(flat))
+
+    def h2d_metrics(self, timed_steps):
+        """h2d_time and h2d_bytes of the timed steps on a GPU; nothing on a CPU."""
+        return [] if self.copies is None else self.copies.metrics(timed_steps)
 
     def forward_flops(self):
         """Matrix FLOPs of one image's forward pass, counted from the model's layers."""
@@ -149,6 +178,8 @@ class Trainer:
             "tf_function_traces": traces,
             "device": self.device,
         }
+        if self.copies is not None:
+            info["h2d_method"] = self.copies.method
         if self.stats is not None:
             info["input"] = self.stats.metadata()
         return info

@@ -8,6 +8,7 @@ import torch
 from ..common.flops import torch_forward_flops
 from ..common.onednn import torch_onednn
 from .data import synthetic_batch
+from .h2d import CopyLog, event_seconds, no_copy
 from .models_torch import build_model, parameter_count
 from .settings import SGD_LEARNING_RATE, SGD_MOMENTUM
 
@@ -24,7 +25,9 @@ class Trainer:
         random.seed(args.seed)
         torch.manual_seed(args.seed)
         self.args = args
+        # The plan decides what is visible (CUDA_VISIBLE_DEVICES): a CPU cell sees no CUDA device.
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.copies = CopyLog("CUDA events around the input copies") if self.device.type == "cuda" else None
 
         model = build_model(args.model, args.image_size, args.num_classes)
         self.model = model.to(self.device, memory_format=torch.channels_last).train()
@@ -58,14 +61,26 @@ class Trainer:
             self.next_batch = lambda: batch
         self.data_setup = time.perf_counter() - setup_started
 
-    def _inputs(self, batch):
-        """Batch on the model's device as (NCHW channels_last float images, labels).
+    def _to_device(self, images, labels):
+        """On a GPU the host-to-device copy happens here, inside the timed step, between two CUDA
+        events on the copy's stream (read at the end of the run: no synchronization added)."""
+        if self.copies is None:
+            return images, labels
+        if images.device.type != "cpu":
+            self.copies.add(no_copy, 0)
+            return images, labels
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        on_device = images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
+        end.record()
+        nbytes = sum(tensor.numel() * tensor.element_size() for tensor in (images, labels))
+        self.copies.add(lambda: event_seconds(start, end), nbytes)
+        return on_device
 
-        On a GPU the host-to-device copy happens here, inside the timed step.
-        """
-        images, labels = batch
-        images = images.to(self.device, non_blocking=True).permute(0, 3, 1, 2)
-        labels = labels.to(self.device, non_blocking=True)
+    def _inputs(self, batch):
+        """Batch on the model's device as (NCHW channels_last float images, labels)."""
+        images, labels = self._to_device(*batch)
+        images = images.permute(0, 3, 1, 2)
         if images.dtype == torch.uint8:
             images = images.float().div_(127.5).sub_(1.0)
         return images, labels
@@ -104,6 +119,10 @@ class Trainer:
             for parameter, part in zip(self.params, torch.split(flat, self.sizes), strict=False):
                 parameter.copy_(part.view(parameter.shape))
 
+    def h2d_metrics(self, timed_steps):
+        """h2d_time and h2d_bytes of the timed steps on a GPU; nothing on a CPU."""
+        return [] if self.copies is None else self.copies.metrics(timed_steps)
+
     def forward_flops(self):
         """Matrix FLOPs of one image's forward pass, counted by PyTorch on the model itself."""
         args = self.args
@@ -117,6 +136,8 @@ class Trainer:
             "onednn": torch_onednn(),
             "device": str(self.device),
         }
+        if self.copies is not None:
+            info["h2d_method"] = self.copies.method
         if self.stats is not None:
             info["input"] = {**self.stats.metadata(), **self.loader_info}
         return info

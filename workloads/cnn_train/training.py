@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from ..common.clock import process_elapsed
 from ..common.environment import set_thread_env
-from ..common.harness import FlopCount, Outcome
+from ..common.harness import FlopCount, Outcome, WorkloadFailed
 from ..common.record import metric
 from ..common.stats import step_time_metrics
 from .settings import FRAMEWORK_BACKENDS
@@ -74,8 +74,24 @@ def _hide_unused_gpus(args):
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(args.gpus)
 
 
+def check_planned_gpus(args, expected):
+    """Before any work: the GPUs this process will use (args.gpus) must be as many as the cell's plan gave.
+
+    A cluster member (--role) has no args.gpus: it uses what it sees, checked after the run.
+    """
+    if expected is None or args.role is not None or len(args.gpus) == expected.count:
+        return
+    asked = "unset" if args.num_gpus is None else args.num_gpus
+    raise WorkloadFailed(
+        f"cnn_train --mode {args.mode} would use {len(args.gpus)} GPU(s) (--num-gpus {asked}, visible: "
+        f"{','.join(args.gpus) or 'none'}) but the cell was planned with {expected.count}; "
+        "set --num-gpus to the plan's count or leave it out"
+    )
+
+
 def train(args, run):
     """The harness body of a training process: single mode, or a worker/chief of a parameter-server cluster."""
+    check_planned_gpus(args, run.expected_gpus)
     _hide_unused_gpus(args)
     set_thread_env(args.threads)
     backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
@@ -102,6 +118,7 @@ def train(args, run):
         data_scan_seconds=round(args.data_scan_seconds, 6),
     )
     metrics = step_metrics(steps, args.batch_size, args.data_scan_seconds + trainer.data_setup)
+    metrics += trainer.h2d_metrics(args.steps)
     flops = FlopCount(
         lambda: (trainer.forward_flops(), trainer.device), args.peak_gflops, args.framework, args.dtype, args.threads
     )

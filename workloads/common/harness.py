@@ -20,18 +20,26 @@ The harness owns what every workload needs and none should re-implement:
 - any exception becomes a failed record whose error is the traceback's last line
   (``TypeName: message``), the traceback itself going to stderr; ``WorkloadFailed`` carries a
   ready-made error (no traceback);
+- the devices (common/gpus.py): every record carries ``metadata.devices``, the GPUs the run
+  used (``[]`` for none). A body that knows them better than a probe of this process (a
+  launcher whose children trained) sets ``run.devices``; otherwise the harness probes after the
+  body and the FLOP metrics. When the plan set ``PLATBENCH_EXPECTED_GPUS`` and the devices differ
+  from it (count, or bus ids when given), the run is failed with what was planned and what was
+  seen; a malformed value fails the run before the body starts;
 - exactly one ``PLATBENCH_RESULT`` line; the exit code is 0 for an ok record, 1 for a failed one.
 A usage error found by the body (``parser.error``, a SystemExit) is not a run: no record, exit 2.
 
 Stdlib only: frameworks are imported by the body.
 """
 
+import os
 import signal
 import sys
 import traceback
 from collections.abc import Callable
 from typing import NamedTuple
 
+from . import gpus
 from .clock import process_elapsed
 from .flops import training_flop_metrics
 from .record import emit_record, metric, metric_value
@@ -65,10 +73,14 @@ class Outcome(NamedTuple):
 
 
 class WorkloadRun:
-    """What a body may use: the record's labels and metadata (update them in place) and on_failure."""
+    """What a body may use: the record's labels and metadata (update them in place), on_failure, and
+    ``devices``: the GPUs the run used, as gpus.probe_devices lists them, when the body knows them
+    better than a probe of this process (None: the harness probes)."""
 
-    def __init__(self, workload, labels, metadata):
+    def __init__(self, workload, labels, metadata, expected_gpus=None):
         self.workload, self.labels, self.metadata = workload, labels, metadata
+        self.expected_gpus = expected_gpus  # gpus.ExpectedGpus from the plan, or None (a run by hand)
+        self.devices = None
         self.failure_hooks = []
 
     def on_failure(self, hook):
@@ -110,6 +122,14 @@ def _run_body(run, body):
             count.threads,
             run.metadata,
         )
+    _record_devices(run)
+    if "devices_error" in run.metadata and run.expected_gpus is not None:
+        raise WorkloadFailed(
+            f"the GPUs the run used could not be read to check them against the plan: {run.metadata['devices_error']}"
+        )
+    problem = gpus.mismatch(run.expected_gpus, run.metadata["devices"])
+    if problem is not None:
+        raise WorkloadFailed(problem)
     _ignore_stop_signals()  # still inside the attempt: a signal up to here becomes a failed record
     return metrics
 
@@ -120,11 +140,21 @@ def _ignore_stop_signals():
         signal.signal(stop_signal, signal.SIG_IGN)
 
 
+def _record_devices(run):
+    """metadata.devices: the body's run.devices, else a probe; [] and devices_error when the probe fails."""
+    devices, error = (run.devices, None) if run.devices is not None else attempt(gpus.probe_devices)
+    run.metadata["devices"] = devices if error is None else []
+    if error is not None:
+        run.metadata["devices_error"] = error_line(error)
+
+
 def _emit_failed(run, message):
+    if "devices" not in run.metadata:  # a failed record still says which GPUs the run had used, if known
+        _record_devices(run)
     _, unprintable = attempt(emit_record, run.workload, run.labels, [], run.metadata, "failed", message)
     if unprintable is not None:
         # Metadata that is not JSON (NaN, objects) must not cost the run its record.
-        metadata = {"record_error": error_line(unprintable)}
+        metadata = {"record_error": error_line(unprintable), "devices": run.metadata["devices"]}
         emit_record(run.workload, run.labels, [], metadata, status="failed", error=message)
 
 
@@ -132,8 +162,12 @@ def run_workload(workload, labels, metadata, body):
     """Runs ``body(run)`` (a WorkloadRun; returns an Outcome) and prints its one record; returns the exit code."""
     for stop_signal in STOP_SIGNALS:
         signal.signal(stop_signal, _raise_terminated)
-    run = WorkloadRun(workload, labels, metadata)
-    metrics, error = attempt(_run_body, run, body)
+    expected, error = attempt(gpus.expected_from_env, os.environ)
+    run = WorkloadRun(workload, labels, metadata, expected)
+    if error is None:
+        metrics, error = attempt(_run_body, run, body)
+    else:
+        error = WorkloadFailed(str(error))  # the message says what is wrong; a traceback would add nothing
     if error is None:
         _, error = attempt(emit_record, workload, labels, metrics, metadata)  # refuses NaN: then a failed record
         if error is None:

@@ -22,6 +22,8 @@ def build_trainer(args, spec, num_outputs):
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     keras.utils.set_random_seed(args.seed)
+    # The plan decides what is visible (CUDA_VISIBLE_DEVICES): a CPU cell sees no GPU.
+    device = "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
 
     model = build_model(args.net, num_outputs)
     optimizer = keras.optimizers.SGD(
@@ -49,11 +51,11 @@ def build_trainer(args, spec, num_outputs):
             "model_params": trainable_parameters(model),
             "onednn": tensorflow_onednn(),
             "tf_function_traces": train_step.experimental_get_tracing_count(),
+            "device": device,
         }
 
     def costs(inputs):
         sequence_length = inputs.shape[1] if inputs.ndim == 2 and inputs.dtype.kind in "iu" else None
-        device = "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
         return keras_forward_flops(model, sequence_length), device
 
     return step, metadata, costs

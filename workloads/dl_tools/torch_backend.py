@@ -17,7 +17,9 @@ def build_trainer(args, spec, num_outputs):
     random.seed(args.seed)
     torch.manual_seed(args.seed)
 
-    model = build_model(args.net, num_outputs).train()
+    # The plan decides what is visible (CUDA_VISIBLE_DEVICES): a CPU cell sees no CUDA device.
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = build_model(args.net, num_outputs).to(device).train()
     images = args.net in ("alexnet", "resnet50")
     if images:
         model = model.to(memory_format=torch.channels_last)
@@ -25,12 +27,13 @@ def build_trainer(args, spec, num_outputs):
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def as_model_input(inputs):
-        inputs = torch.from_numpy(inputs)
+        # On a GPU the batch is copied to it here, inside the timed batch.
+        inputs = torch.from_numpy(inputs).to(device)
         # NHWC memory seen as NCHW: exactly the channels_last layout, no copy
         return inputs.permute(0, 3, 1, 2) if images else inputs
 
     def step(inputs, targets):
-        inputs, targets = as_model_input(inputs), torch.from_numpy(targets)
+        inputs, targets = as_model_input(inputs), torch.from_numpy(targets).to(device)
         optimizer.zero_grad(set_to_none=True)
         logits = model(inputs)
         loss = loss_fn(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -46,9 +49,10 @@ def build_trainer(args, spec, num_outputs):
             "framework_version": torch.__version__,
             "model_params": trainable_parameters(model),
             "onednn": torch_onednn(),
+            "device": str(device),
         }
 
     def costs(inputs):
-        return torch_forward_flops(model, as_model_input(inputs)), "cpu"
+        return torch_forward_flops(model, as_model_input(inputs)), str(device)
 
     return step, metadata, costs

@@ -18,11 +18,13 @@ import tempfile
 import time
 
 from ...common.environment import format_cpuset
+from ...common.gpus import EXPECTED_ENV
 from ...common.harness import Outcome, WorkloadFailed
 from ...common.record import RecordError, metric, parse_result_lines
 from ...common.stats import step_time_metrics
 from ..devices import partition
 from ..labels import own_labels
+from ..training import check_planned_gpus
 from .addresses import LOOPBACK, format_host_list
 from .server import BAD_CONNECTIONS_PER_WORKER
 
@@ -198,6 +200,12 @@ def _aggregate(args, workers, ps):
         metric("loss_first", values[0]["loss_first"], "loss"),
         metric("loss_last", values[0]["loss_last"], "loss"),
     ]
+    # GPU workers: the input copies of every worker, the mean time as for data_load.
+    if all("h2d_time" in v for v in values):
+        metrics += [
+            metric("h2d_time", sum(v["h2d_time"] for v in values) / len(values), "s"),
+            metric("h2d_bytes", sum(v["h2d_bytes"] for v in values), "B"),
+        ]
     # The cluster's FLOPs: every worker's, against the sum of the peaks of their own CPUs/GPUs.
     if all("achieved_flops" in v for v in values):
         metrics += [
@@ -230,6 +238,8 @@ def _aggregate(args, workers, ps):
                 "step_times": meta.get("step_times"),
                 "input": meta.get("input"),
                 "ps_client": meta.get("ps_client"),
+                "devices": meta.get("devices"),
+                "h2d_time": v.get("h2d_time"),
             }
         )
     chief = workers[0].record["metadata"]
@@ -240,14 +250,33 @@ def _aggregate(args, workers, ps):
         "step_times": step_times,
         "losses": chief.get("losses"),
     }
-    for key in ("framework_version", "keras_version", "model_params", "onednn", "device", "tf_function_traces"):
+    for key in (
+        "framework_version",
+        "keras_version",
+        "model_params",
+        "onednn",
+        "device",
+        "tf_function_traces",
+        "h2d_method",
+    ):
         if key in chief:
             metadata[key] = chief[key]
     return metrics, metadata
 
 
+def _planned_env(run, gpu_count):
+    """A child's own plan: the number of GPUs it is handed; the launcher checks the cluster's bus ids."""
+    if run.expected_gpus is None:
+        return {}  # a run by hand: nothing to check
+    return {EXPECTED_ENV: json.dumps({"count": gpu_count, "pci_bus_ids": None}, separators=(",", ":"))}
+
+
 def launch_local(args, run):
-    """The harness body of the launching process: 1 PS + args.workers workers here, one aggregate record."""
+    """The harness body of the launching process: 1 PS + args.workers workers here, one aggregate record.
+
+    The cluster's devices are its workers' (run.devices), checked by the harness against the plan.
+    """
+    check_planned_gpus(args, run.expected_gpus)
     directory = tempfile.mkdtemp(prefix="cnn_train-cluster-")
     children, listener = [], None
     run.on_failure(lambda _error: [child.stop() for child in children])
@@ -270,7 +299,7 @@ def launch_local(args, run):
 
         # The PS runs on CPU, on any CPU this process may use: it mostly waits.
         ps_argv = launch("ps", 0, 1) + ["--ps-listen-fd", str(listener.fileno())]
-        ps_env = {**base_env, "CUDA_VISIBLE_DEVICES": ""}
+        ps_env = {**base_env, "CUDA_VISIBLE_DEVICES": "", **_planned_env(run, 0)}
         ps = _Child("ps", ps_argv, ps_env, directory, pass_fds=(listener.fileno(),))
         children.append(ps)
         listener.close()  # the PS holds it now
@@ -278,7 +307,11 @@ def launch_local(args, run):
         workers = []
         for index, group in enumerate(groups):
             gpu = args.gpus[index] if args.gpus else None
-            env = {**base_env, "CUDA_VISIBLE_DEVICES": gpu if gpu is not None else ""}
+            env = {
+                **base_env,
+                "CUDA_VISIBLE_DEVICES": gpu if gpu is not None else "",
+                **_planned_env(run, 0 if gpu is None else 1),
+            }
             role = "chief" if index == 0 else "worker"
             child = _Child(f"worker{index}", launch(role, index, len(group)), env, directory, set(group), gpu)
             workers.append(child)
@@ -305,6 +338,7 @@ def launch_local(args, run):
             raise WorkloadFailed(_failure_summary(args, failures, failed_first, stopped))
         metrics, cluster_metadata = _aggregate(args, workers, ps)
         run.metadata.update(cluster_metadata)
+        run.devices = [device for child in workers for device in child.record["metadata"].get("devices", [])]
         return Outcome(metrics)
     finally:
         if listener is not None:

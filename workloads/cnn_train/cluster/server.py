@@ -168,6 +168,7 @@ def _listener(args):
 
 def serve_ps(args, run):
     """The harness body of the parameter-server process: no framework is imported, only numpy."""
+    run.devices = []  # it averages on the CPU, whatever GPUs the host has
     listener = _listener(args)
     server = ParameterServer(args, listener)
     run.on_failure(server.abort)
