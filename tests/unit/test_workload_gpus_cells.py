@@ -1,6 +1,6 @@
 """A workload run with exactly the environment the cell plan gives: a CPU cell sees no GPU and says so.
 
-The variables are the plan's (plugins/plugin_utils/cellplan.py, interface 2 of issue 10): a CPU cell
+The variables are the ones plugins/plugin_utils/cellplan.py computes for a cell: a CPU cell
 hides every GPU (CUDA_VISIBLE_DEVICES="", NVIDIA_VISIBLE_DEVICES=void for the container runtime) and
 plans none (PLATBENCH_EXPECTED_GPUS). On a GPU host the same run proves the frameworks obey it.
 """
@@ -10,13 +10,37 @@ import subprocess
 import sys
 
 import pytest
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan
 from workload_run import ENV, FRAMEWORKS, REPO_ROOT, metric_values, only_record, records_of
 
-CPU_CELL_ENV = {
-    "CUDA_VISIBLE_DEVICES": "",
-    "NVIDIA_VISIBLE_DEVICES": "void",
-    "PLATBENCH_EXPECTED_GPUS": json.dumps({"count": 0, "pci_bus_ids": []}, separators=(",", ":")),
+# A bm cpu cell on a host with two GPUs (one kept by the host, one for guests): the GPU variables
+# exactly as the cell plan sets them.
+_GPUS = [
+    {"pci_address": "0000:3b:00.0", "device_id": "0x2330", "driver": "nvidia", "iommu_group": "7"},
+    {"pci_address": "0000:af:00.0", "device_id": "0x2330", "driver": "vfio-pci", "iommu_group": "9"},
+]
+_CELL = {
+    "id": "bm/1/pin/cpu|r0",
+    "scenario": "bm/1/pin/cpu",
+    "labels": {"platform": "bm", "scaleup": 1, "cpu_config": "pin", "processor": "cpu", "workload": "cnn_train"},
+    "params": {"model": "tiny"},
 }
+_PLAN = cell_plan(
+    _CELL,
+    {"cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}, "gpus": _GPUS, "gpu_count": 2},
+    {"host": "gpu1", "campaign": "c1", "gpu_assignment": {"0000:af:00.0": "guests"}},
+)
+CPU_CELL_ENV = {
+    name: _PLAN["env"][name]
+    for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "PLATBENCH_EXPECTED_GPUS")
+}
+
+
+def test_the_plan_hides_every_gpu_from_a_cpu_cell():
+    assert CPU_CELL_ENV["CUDA_VISIBLE_DEVICES"] == "" and CPU_CELL_ENV["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert json.loads(CPU_CELL_ENV["PLATBENCH_EXPECTED_GPUS"])["count"] == 0
+
+
 TINY = "--model tiny --image-size 32 --batch-size 8 --warmup-steps 1 --steps 2 --threads 1 --peak-gflops 100".split()
 
 
