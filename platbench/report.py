@@ -1,7 +1,10 @@
 """Summarize a campaign: one row per scenario, each platform normalized to bare metal.
 
 Reads RESULTS_DIR/samples.jsonl, prints the table and writes report.csv, report.md and,
-when matplotlib is installed, report.png into RESULTS_DIR.
+when matplotlib is installed, report.png into RESULTS_DIR. Campaigns with GPU profiles get more:
+roofline.png (the measured roofs of each device and one point per scenario) when samples hold
+roofline metrics, and a table of the host-to-device copy time's share of elapsed (h2d_split.csv,
+also printed and in report.md) when samples hold h2d_time.
 """
 
 import argparse
@@ -46,6 +49,19 @@ NOISE_NOTE = (
     "repeats): it cannot be told from noise. More repeats or a quieter host may resolve it."
 )
 CONFIDENCE = 0.95
+
+# The device a GPU sample's roofline belongs to: metadata.roofline_device, else the first device it used.
+GPU_DEVICE = "gpu_device"
+ROOFLINE_INTENSITY = "roofline_arithmetic_intensity"
+ROOFLINE_ACHIEVED = "gpu_achieved_flops"
+ROOFLINE_PEAK_FLOPS = "roofline_peak_flops"
+ROOFLINE_PEAK_BANDWIDTH = "roofline_peak_bandwidth"
+ROOFLINE_METRICS = (ROOFLINE_INTENSITY, ROOFLINE_ACHIEVED, ROOFLINE_PEAK_FLOPS, ROOFLINE_PEAK_BANDWIDTH)
+H2D_TIME = "h2d_time"
+H2D_SHARE = "h2d share of elapsed"
+H2D_TITLE = (
+    f"Host-to-device copy time ({H2D_TIME}) as a share of elapsed ({H2D_TIME} / elapsed of each cell, averaged):"
+)
 
 
 class ReportError(Exception):
@@ -117,6 +133,7 @@ def load_samples(results_dir):
                 "value": sample.get("value"),
                 "unit": sample.get("unit"),
                 ACCELERATOR: (sample.get("metadata") or {}).get(ACCELERATOR),
+                GPU_DEVICE: gpu_device(sample.get("metadata") or {}),
                 **sample.get("labels", {}),
             }
             for sample in samples
@@ -124,12 +141,22 @@ def load_samples(results_dir):
     )
 
 
+def gpu_device(metadata):
+    """The name of the GPU a sample measured on, None for CPU samples."""
+    if metadata.get("roofline_device"):
+        return str(metadata["roofline_device"])
+    devices = metadata.get("devices")
+    if isinstance(devices, list) and devices and isinstance(devices[0], dict) and devices[0].get("name"):
+        return str(devices[0]["name"])
+    return None
+
+
 def varying_labels(frame):
     """Workload labels (parameters) that vary within a scenario: each value gets its own rows.
 
     A label that only follows the scenario (threads = scale-up) adds nothing and is left out.
     """
-    fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR, HOST}
+    fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR, HOST, GPU_DEVICE}
     scenarios = [column for column in SCENARIO_LABELS if column in frame.columns]
     varying = []
     for column in frame.columns:
@@ -361,6 +388,146 @@ def write_chart(path, rows, keys, metric, unit, include_emulated=False):
     return None
 
 
+def point_keys(frame):
+    """The labels that name a scenario's point or row: scenario, host when several, varying parameters."""
+    return [key for key in SCENARIO_LABELS if key in frame.columns] + host_keys(frame) + varying_labels(frame)
+
+
+def _label(row, keys):
+    return "/".join(str(row[key]) for key in keys if not pd.isna(row[key]))
+
+
+def roofline_points(frame):
+    """(points, roofs) of the samples that hold roofline metrics; ([], {}) when none do.
+
+    points: one per scenario and device, {"label", "device", "intensity" (FLOP/B), "achieved" (FLOP/s)},
+    the means over its cells; roofs: {device: (peak FLOP/s, peak B/s)}, the medians of the peaks
+    measured on that device by every cell."""
+    measured = frame[frame["metric"].isin(ROOFLINE_METRICS)]
+    if measured.empty:
+        return [], {}
+    measured = measured.assign(**{GPU_DEVICE: measured[GPU_DEVICE].fillna("GPU")})
+    roofs = {}
+    for device, group in measured.groupby(GPU_DEVICE, sort=False):
+        peak_flops = group.loc[group["metric"] == ROOFLINE_PEAK_FLOPS, "value"].astype(float)
+        peak_bandwidth = group.loc[group["metric"] == ROOFLINE_PEAK_BANDWIDTH, "value"].astype(float)
+        if len(peak_flops) and len(peak_bandwidth):
+            roofs[device] = (float(peak_flops.median()), float(peak_bandwidth.median()))
+    keys = point_keys(frame)
+    points = []
+    for key, group in measured.groupby([*keys, GPU_DEVICE], dropna=False, sort=False):
+        row = dict(zip([*keys, GPU_DEVICE], key, strict=True))
+        intensity = group.loc[group["metric"] == ROOFLINE_INTENSITY, "value"].astype(float)
+        achieved = group.loc[group["metric"] == ROOFLINE_ACHIEVED, "value"].astype(float)
+        if len(intensity) and len(achieved) and row[GPU_DEVICE] in roofs:
+            points.append(
+                {
+                    "label": _label(row, keys),
+                    "device": row[GPU_DEVICE],
+                    "intensity": float(intensity.mean()),
+                    "achieved": float(achieved.mean()),
+                }
+            )
+    points.sort(key=lambda point: (_platform_rank(point["label"].split("/")[0]), point["label"]))
+    return points, roofs
+
+
+def write_roofline(path, points, roofs):
+    """The roofline figure, log-log: each device's roofs from its measured peaks, one point per scenario.
+
+    Returns a note when no figure could be drawn."""
+    try:
+        import matplotlib
+    except ImportError:
+        return "roofline.png skipped: matplotlib is not installed"
+    matplotlib.use("Agg")
+    import numpy
+    from matplotlib import pyplot
+
+    ridges = [peak_flops / bandwidth for peak_flops, bandwidth in roofs.values()]
+    intensities = [point["intensity"] for point in points] + ridges
+    low, high = min(intensities) / 8, max(intensities) * 8
+    figure, axes = pyplot.subplots(figsize=(7.5, 5.0))
+    colors = dict(zip(roofs, pyplot.rcParams["axes.prop_cycle"].by_key()["color"] * len(roofs), strict=False))
+    xs = numpy.geomspace(low, high, 200)
+    for device, (peak_flops, bandwidth) in roofs.items():
+        axes.plot(xs, numpy.minimum(peak_flops, xs * bandwidth), color=colors[device], linewidth=1.5)
+        axes.annotate(
+            f"{device}: {peak_flops / 1e12:.3g} TFLOP/s, {bandwidth / 1e9:.4g} GB/s",
+            (high, peak_flops),
+            xytext=(-4, 4),
+            textcoords="offset points",
+            ha="right",
+            fontsize=8,
+            color=colors[device],
+        )
+    for point in points:
+        axes.scatter(point["intensity"], point["achieved"], color=colors[point["device"]], zorder=3)
+        axes.annotate(
+            point["label"],
+            (point["intensity"], point["achieved"]),
+            xytext=(4, -10),
+            fontsize=7,
+            textcoords="offset points",
+        )
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlim(low, high)
+    axes.set_xlabel("arithmetic intensity (FLOP/byte)")
+    axes.set_ylabel("achieved (FLOP/s)")
+    axes.set_title("Roofline: peaks measured on each device (GEMM, device-to-device copy)", fontsize=10)
+    axes.grid(True, which="major", linewidth=0.4)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    pyplot.close(figure)
+    return None
+
+
+def h2d_split(frame, include_emulated=False):
+    """(rows, keys, units) of the cells that recorded h2d_time: its mean, elapsed's and the share of
+    elapsed spent copying host-to-device (h2d_time / elapsed of each cell, averaged); None without h2d_time."""
+    if H2D_TIME not in set(frame["metric"]) or "cell" not in frame.columns:
+        return None
+    cell_keys = ["cell"] + ([HOST] if HOST in frame.columns else [])
+    timed = frame[frame["metric"].isin((H2D_TIME, "elapsed"))]
+    shares = []
+    for _, cell in timed.groupby(cell_keys, dropna=False, sort=False):
+        by_metric = dict(zip(cell["metric"], cell["value"].astype(float), strict=False))
+        if H2D_TIME in by_metric and by_metric.get("elapsed"):
+            share = cell[cell["metric"] == H2D_TIME].iloc[:1]
+            shares.append(
+                share.assign(metric=H2D_SHARE, value=by_metric[H2D_TIME] / by_metric["elapsed"], unit="ratio")
+            )
+    if not shares:
+        return None
+    cells = set(pd.concat(shares)["cell"])
+    split = pd.concat([timed[timed["cell"].isin(cells)], *shares], ignore_index=True)
+    return summarize(split, [H2D_TIME, "elapsed", H2D_SHARE], include_emulated)
+
+
+def h2d_display(rows, keys, units):
+    """Header and lines of the host-to-device split: mean ± std of h2d_time and elapsed, the share in %."""
+    header = [*keys, "n", f"{H2D_TIME} ({units[H2D_TIME]})", f"elapsed ({units['elapsed']})", H2D_SHARE]
+    lines = []
+    for row in rows:
+        line = [NO_ACCELERATOR if key == ACCELERATOR and pd.isna(row[key]) else str(row[key]) for key in keys]
+        line.append(str(row["n"]))
+        for metric in (H2D_TIME, "elapsed"):
+            center, spread = row[f"{metric} mean"], row[f"{metric} std"]
+            line.append(_measure(center) + ("" if spread is None else f" ± {_measure(spread, scale=center)}"))
+        line.append(f"{100 * row[f'{H2D_SHARE} mean']:.1f}%")
+        lines.append(line)
+    return header, lines
+
+
+def h2d_csv_frame(rows, keys, units):
+    columns = {key: key for key in [*keys, "n"]}
+    for metric in (H2D_TIME, "elapsed", H2D_SHARE):
+        columns[f"{metric} mean"] = f"{metric} mean ({units[metric]})"
+        columns[f"{metric} std"] = f"{metric} std ({units[metric]})"
+    return pd.DataFrame(rows, columns=list(columns)).rename(columns=columns)
+
+
 def add_arguments(parser):
     parser.add_argument("results_dir", metavar="RESULTS_DIR", help="a campaign's directory, results/<campaign>")
     parser.add_argument(
@@ -400,7 +567,6 @@ def run(args):
     markdown = render_markdown(header, lines) + notes
 
     table.to_csv(results_dir / "report.csv", index=False)
-    (results_dir / "report.md").write_text(markdown + "\n", encoding="utf-8")
     written = ["report.csv", "report.md"]
     note = (
         write_chart(
@@ -416,16 +582,34 @@ def run(args):
     )
     if note is None:
         written.append("report.png")
+    notes_after = [note] if note else []
+
+    split, split_text, split_markdown = h2d_split(frame, args.include_emulated), "", ""
+    if split:
+        split_header, split_lines = h2d_display(*split)
+        split_text = f"\n\n{H2D_TITLE}\n" + render_text(split_header, split_lines)
+        split_markdown = f"\n\n{H2D_TITLE}\n\n" + render_markdown(split_header, split_lines)
+        h2d_csv_frame(*split).to_csv(results_dir / "h2d_split.csv", index=False)
+        written.append("h2d_split.csv")
+    (results_dir / "report.md").write_text(markdown + split_markdown + "\n", encoding="utf-8")
+
+    points, roofs = roofline_points(frame)
+    if points:
+        roofline_note = write_roofline(results_dir / "roofline.png", points, roofs)
+        if roofline_note is None:
+            written.append("roofline.png")
+        else:
+            notes_after.append(roofline_note)
 
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
     elif args.format == "markdown":
-        print(markdown)
+        print(markdown + split_markdown)
     else:
-        print(render_text(header, lines) + notes)
+        print(render_text(header, lines) + notes + split_text)
     print(f"platbench report: wrote {', '.join(written)} in {results_dir}", file=sys.stderr)
-    if note:
-        print(f"note: {note}", file=sys.stderr)
+    for line in notes_after:
+        print(f"note: {line}", file=sys.stderr)
     return 0
 
 

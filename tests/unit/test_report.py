@@ -456,3 +456,75 @@ def test_one_runner_host_adds_no_host_column(tmp_path):
     append_samples(tmp_path / "samples.jsonl", on_host([*cell("bm", 0, 40.0, 10.0), *cell("cn", 0, 20.0, 10.0)], "a"))
     _, keys, _ = report.summarize(report.load_samples(tmp_path), ["throughput"])
     assert keys == ["platform", "scaleup", "cpu_config", "processor"]
+
+
+GPU_SAMPLES = REPO / "tests" / "unit" / "data" / "gpu_samples.jsonl"
+H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"
+
+
+@pytest.fixture
+def gpu_campaign(tmp_path):
+    """A saved GPU campaign: small_models cells with roofline metrics on two devices, cnn_train cells with h2d_time."""
+    (tmp_path / "samples.jsonl").write_bytes(GPU_SAMPLES.read_bytes())
+    return tmp_path
+
+
+def test_roofline_points_are_scenario_means_under_the_median_measured_roofs(gpu_campaign):
+    points, roofs = report.roofline_points(report.load_samples(gpu_campaign))
+    # Peaks measured by each cell: H100 5.0, 5.2, 5.1e13 FLOP/s and 3.0, 2.9, 3.1e12 B/s; the A100 by one cell.
+    assert roofs == {H100: (5.1e13, 3.0e12), A100: (1.9e13, 1.4e12)}
+    assert [(point["label"], point["device"]) for point in points] == [
+        ("bm/4/pin/gpu/small_models", H100),
+        ("cn/4/pin/gpu/small_models", H100),
+        ("vm/4/pin/gpu/small_models", A100),
+    ]
+    assert (points[0]["intensity"], points[0]["achieved"]) == (pytest.approx(5.1), pytest.approx(2.1e12))
+    assert (points[2]["intensity"], points[2]["achieved"]) == (8.0, 1.0e12)
+
+
+def test_a_gpu_campaign_gets_the_roofline_figure_and_the_host_to_device_split(gpu_campaign, capsys):
+    pytest.importorskip("matplotlib")
+    assert report.main([str(gpu_campaign)]) == 0
+    out = capsys.readouterr()
+    assert "wrote report.csv, report.md, report.png, h2d_split.csv, roofline.png" in out.err
+    assert (gpu_campaign / "roofline.png").read_bytes().startswith(b"\x89PNG")
+    text = out.out.split("\n\n")
+    assert text[1].splitlines()[0] == report.H2D_TITLE
+    # bm: 2.0 s of 40 s and 3.0 s of 60 s (5% each); cn: 4.5 s of 45 s.
+    assert [line.split() for line in text[1].splitlines()[1:]] == [
+        "platform scaleup cpu_config processor n h2d_time (s) elapsed (s) h2d share of elapsed".split(),
+        ["--------", "-------", "----------", "---------", "-", "------------", "-----------", "--------------------"],
+        ["bm", "4", "pin", "gpu", "2", "2.50", "±", "0.71", "50.0", "±", "14.1", "5.0%"],
+        ["cn", "4", "pin", "gpu", "1", "4.50", "45.0", "10.0%"],
+    ]
+    with open(gpu_campaign / "h2d_split.csv", newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    assert [(row["platform"], float(row["h2d share of elapsed mean (ratio)"])) for row in rows] == [
+        ("bm", pytest.approx(0.05)),
+        ("cn", pytest.approx(0.10)),
+    ]
+    assert report.H2D_TITLE in (gpu_campaign / "report.md").read_text()
+    # The main table keeps its columns: the split is a table of its own.
+    assert text[0].splitlines()[0].split()[:6] == ["platform", "scaleup", "cpu_config", "processor", "workload", "n"]
+
+
+def test_the_roofline_is_skipped_with_a_note_without_matplotlib(gpu_campaign, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert report.main([str(gpu_campaign)]) == 0
+    assert "note: roofline.png skipped: matplotlib is not installed" in capsys.readouterr().err
+    assert not (gpu_campaign / "roofline.png").exists() and (gpu_campaign / "h2d_split.csv").exists()
+
+
+def test_a_cpu_campaign_gets_neither_roofline_nor_split(campaign, capsys):
+    frame = report.load_samples(campaign)
+    assert report.roofline_points(frame) == ([], {}) and report.h2d_split(frame) is None
+    assert report.main([str(campaign)]) == 0
+    out = capsys.readouterr()
+    assert report.H2D_TITLE not in out.out and "roofline" not in out.err
+    assert not (campaign / "roofline.png").exists() and not (campaign / "h2d_split.csv").exists()
+
+
+def test_the_gpu_device_comes_from_the_roofline_device_or_the_devices_used():
+    assert report.gpu_device({"roofline_device": H100, "devices": [{"name": A100}]}) == H100
+    assert report.gpu_device({"devices": [{"name": A100, "index": 0}]}) == A100
+    assert report.gpu_device({"devices": []}) is None and report.gpu_device({}) is None

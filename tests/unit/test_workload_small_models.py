@@ -61,6 +61,8 @@ def test_mnist_cnn_epoch_reports_real_user_system_time_and_learns(data_dir):
     # PyTorch's MNIST example network: 320 + 18,496 + 1,179,776 + 1,290 parameters.
     assert (metadata["model_params"], metadata["optimizer"]) == (1_199_882, "Adadelta")
     assert metadata["profile"] is None and "CUDA is not available" in metadata["profile_reason"]
+    # A CPU cell: no GPU profile metrics at all, the reason above instead.
+    assert not [name for name in values if name.startswith(("gpu_", "roofline_"))]
     assert all(math.isfinite(values[name]) for name in ("loss_first", "loss_last"))
     assert values["loss_last"] < values["loss_first"] - 0.5, "32 batches of synthetic digits must be learned"
 
@@ -122,32 +124,6 @@ def test_batch_size_search_picks_the_fastest_candidate(data_dir):
     assert record["labels"]["batch_size_search"] == "16,32"
     assert record["metadata"]["batches_per_epoch"] == 128 // search["chosen"]
     assert metric_values(record)["search_time"] >= sum(trial["seconds"] for trial in search["trials"])
-
-
-def test_profile_summary_from_device_activities():
-    from workloads.small_models.profiling import summarize
-
-    activities = [
-        ("Memset (Device)", 0.001),
-        ("Memcpy HtoD (Pageable -> Device)", 0.004),
-        ("Memcpy DtoH (Device -> Pageable)", 0.002),
-        ("volta_sgemm_128x64_nn", 0.010),
-        ("volta_sgemm_128x64_nn", 0.010),
-        ("elementwise_kernel", 0.005),
-    ]
-    operators = [("aten::addmm", 2_000_000, 40_000), ("aten::conv2d", 6_000_000, 60_000)]
-    summary = summarize(activities, operators, wall_seconds=0.05, batches=2, h2d_bytes=1234, top_n=1)
-    assert (summary["memset_time_s"], summary["memset_count"]) == (0.001, 1)
-    assert (summary["h2d_copy_time_s"], summary["h2d_copy_count"], summary["h2d_bytes"]) == (0.004, 1, 1234)
-    assert summary["kernel_time_s"] == pytest.approx(0.025) and summary["kernel_launches"] == 3
-    assert summary["top_kernels"] == [
-        {"name": "volta_sgemm_128x64_nn", "count": 2, "time_s": 0.020, "share": pytest.approx(0.8)}
-    ]
-    assert (summary["flops"], summary["bytes_moved"]) == (8_000_000, 100_000)
-    assert summary["roofline"]["arithmetic_intensity_flop_per_byte"] == 80
-    assert summary["roofline"]["achieved_flops_per_s"] == pytest.approx(8_000_000 / 0.025)
-    assert set(summary["estimates"]) >= {"flops", "bytes_moved", "h2d_bytes"}
-    assert "dram_read_throughput" in summary["not_measured"]
 
 
 @needs_torch
@@ -213,7 +189,42 @@ def test_device_cuda_profiles_the_gpu_or_exits_2_without_one(data_dir):
     # A machine with CUDA: the GPU path and its profile.
     record = only_record(process, records)
     assert record["status"] == "ok", record["error"]
-    profile = record["metadata"]["profile"]
-    assert record["labels"]["device"] == "cuda" and profile["batches"] == 2
-    assert profile["kernel_launches"] > 0 and profile["top_kernels"] and profile["h2d_copy_count"] > 0
-    assert profile["flops"] > 0 and profile["roofline"]["arithmetic_intensity_flop_per_byte"] > 0
+    metadata = record["metadata"]
+    profile, values = metadata["profile"], metric_values(record)
+    assert record["labels"]["device"] == "cuda" and profile["batches"] == 2 and profile["samples"] == 64
+    assert profile["kernel_launches"] == values["gpu_kernel_count"] > 0 and profile["top_kernels"]
+    assert profile["h2d_copy_count"] > 0 and values["gpu_h2d_copy_time"] > 0 and values["gpu_kernel_time"] > 0
+    assert values["gpu_achieved_flops"] > 0 and metadata["profile_sources"]["achieved_flops"]
+    # DRAM throughput with ncu's counters, else the reason they are missing.
+    assert ("gpu_dram_read_throughput" in values) != ("dram_counters_reason" in metadata)
+    assert values["roofline_peak_flops"] > 0 and values["roofline_peak_bandwidth"] > 0
+    assert values["roofline_attainable_flops"] <= values["roofline_peak_flops"]
+    assert metadata["roofline"]["bound"] in ("memory", "compute") and metadata["roofline_device"]
+
+
+@needs_torch
+def test_the_ncu_section_trains_the_runs_job_and_says_what_it_profiled(data_dir):
+    from workloads.small_models.cli import parse_args
+    from workloads.small_models.section import section_argv
+
+    args = parse_args(["--net", "mnist_cnn", "--data-dir", str(data_dir), "--samples", "64", "--threads", "1"])
+    argv = section_argv(args, 3, python=sys.executable)
+    assert argv[:3] == [sys.executable, "-m", "workloads.small_models.section"]
+    options = dict(zip(argv[3::2], argv[4::2], strict=True))
+    assert options == {
+        "--net": "mnist_cnn",
+        "--data-dir": str(data_dir),
+        "--samples": "64",
+        "--batch-size": "64",
+        "--batches": "3",
+        "--threads": "1",
+        "--seed": "0",
+        "--device": "cuda",
+    }
+    # On this CPU-only machine: the same job and batches on the CPU, no profiled range.
+    argv[-1] = "cpu"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    process = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.strip() == "profiled section: 3 batches, 192 samples of mnist_cnn on cpu"
+    assert "PLATBENCH_RESULT" not in process.stdout

@@ -5,6 +5,7 @@ choosing the fastest batch size; on a GPU it adds a profile (memsets, copies, ke
 """
 
 import argparse
+import functools
 import importlib
 import os
 import time
@@ -18,11 +19,19 @@ from ..common.args import (
     resolve_threads,
 )
 from ..common.environment import probe_environment, set_thread_env
-from ..common.flops import torch_forward_flops
-from ..common.harness import FlopCount, Outcome, run_workload
+from ..common.flops import TRAINING_PASSES, torch_forward_flops
+from ..common.harness import FlopCount, Outcome, Terminated, attempt, error_line, run_workload
 from ..common.record import metric
 from ..common.stats import step_time_metrics
-from .settings import DEFAULT_BATCH_SIZE, DEVICES, NETS, PROFILE_BATCHES, PROFILE_TOP_KERNELS, SEARCH_BATCHES
+from .settings import (
+    DEFAULT_BATCH_SIZE,
+    DEVICES,
+    NCU_LAUNCH_COUNT,
+    NETS,
+    PROFILE_BATCHES,
+    PROFILE_TOP_KERNELS,
+    SEARCH_BATCHES,
+)
 
 WORKLOAD = "small_models"
 
@@ -181,6 +190,8 @@ def _train(parser, args, run):
         }
     job = make_job(args.batch_size)
     epochs = train.run_epochs(job, args.epochs)
+    # FLOPs are counted on one real sample, once: for the profile's achieved FLOP/s and for MFU.
+    forward_flops = functools.cache(lambda: torch_forward_flops(job.model, data.inputs[:1].to(device)))
     run.metadata.update(
         framework_version=train.torch.__version__,
         model_params=job.parameters(),
@@ -188,15 +199,15 @@ def _train(parser, args, run):
         batches_per_epoch=len(job.loader),
         epoch_times=epochs.epoch_times,
         batch_times=[round(t, 6) for t in epochs.batch_times],
-        **_profile(train, job, device, args.profile_batches),
     )
+    profile, profile_metrics = _profile(train, job, device, args, forward_flops, run.metadata)
+    run.metadata.update(profile)
     # The process's CPU times as `time` reports them, taken last; the harness adds `elapsed` right after.
     user, system = train.cpu_times()
     metrics = _metrics(epochs, data.samples, spec.sample_unit, data_load, search_time)
-    metrics += [metric("user_time", user, "s"), metric("system_time", system, "s")]
-    # FLOPs are counted on one real sample.
+    metrics += [metric("user_time", user, "s"), metric("system_time", system, "s"), *profile_metrics]
     flops = FlopCount(
-        lambda: (torch_forward_flops(job.model, data.inputs[:1].to(device)), str(device)),
+        lambda: (forward_flops(), str(device)),
         args.peak_gflops,
         "torch",
         "float32",
@@ -205,17 +216,39 @@ def _train(parser, args, run):
     return Outcome(metrics, flops)
 
 
-def _profile(train, job, device, batches):
-    """{"profile": summary} on CUDA; {"profile": None, "profile_reason": why} elsewhere."""
+def _profile(train, job, device, args, forward_flops, environment):
+    """(metadata, metrics) of the GPU profile on CUDA; ({"profile": None, "profile_reason": why}, []) elsewhere."""
     from . import profiling
 
-    reason = profiling.skipped_reason(device) if batches else "--profile-batches 0"
+    reason = profiling.skipped_reason(device) if args.profile_batches else "--profile-batches 0"
     if reason is not None:
-        return {"profile": None, "profile_reason": reason}
+        return {"profile": None, "profile_reason": reason}, []
     # CUDA only from here: the GPU path, not exercised on CPU-only machines.
+    from ..common import ncu, roofline
+    from .section import section_argv, section_env
+
     batch_stream = job.endless_batches()
 
     def train_batch():
-        return job.train_batch(*next(batch_stream))[1]
+        inputs, targets = next(batch_stream)
+        job.train_batch(inputs, targets)
+        return len(targets)
 
-    return {"profile": profiling.profile_batches(train_batch, batches, PROFILE_TOP_KERNELS, device)}
+    summary = profiling.profile_batches(train_batch, args.profile_batches, PROFILE_TOP_KERNELS, device)
+    section = section_argv(args, args.profile_batches)
+    ncu_report, ncu_reason = ncu.profile_program(section, env=section_env(), launch_count=NCU_LAUNCH_COUNT)
+    peaks, peak_error = attempt(roofline.torch_device_peaks, device, "float32", args.threads, environment)
+    if isinstance(peak_error, Terminated):
+        raise peak_error
+    model_flops = TRAINING_PASSES * forward_flops() * summary["samples"]
+    metrics, metadata = profiling.profile_metrics(
+        summary, model_flops, ncu_report, ncu_reason, peaks[:2] if peaks else None
+    )
+    metadata["roofline_device"] = summary["device"]["name"]
+    if peaks:
+        metadata["roofline_peaks"] = peaks[2]
+    elif peak_error is not None:
+        metadata["roofline_reason"] = f"measuring the peaks failed: {error_line(peak_error)}"
+    if ncu_report is not None:
+        metadata["ncu"] = profiling.ncu_summary(ncu_report, NCU_LAUNCH_COUNT, PROFILE_TOP_KERNELS)
+    return {"profile": summary, **metadata}, metrics
