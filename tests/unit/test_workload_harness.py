@@ -6,11 +6,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from workload_run import ENV, REPO_ROOT, metric_values, records_of
 
 from workloads.common import gpus
+from workloads.common.clock import process_elapsed
 from workloads.common.harness import FlopCount, Outcome, WorkloadFailed, run_workload
 from workloads.common.record import metric
 
@@ -37,6 +39,20 @@ def test_an_ok_run_gets_elapsed_after_its_own_metrics(capsys):
     assert (code, record["status"], record["error"]) == (0, "ok", None)
     assert [entry["metric"] for entry in record["metrics"]] == ["throughput", "elapsed"]
     assert record["metrics"][1]["value"] > 0
+
+
+def test_work_after_elapsed_adds_its_metrics_without_counting_in_elapsed(capsys):
+    taken = {}
+
+    def after():
+        taken["elapsed_before"] = process_elapsed()
+        time.sleep(0.3)  # the profile's time: must not show in `elapsed`
+        return [metric("gpu_kernel_time", 0.25, "s")]
+
+    code, record, _ = run(capsys, lambda run: Outcome([metric("throughput", 10.0, "images/sec")], after_elapsed=after))
+    assert code == 0
+    assert [entry["metric"] for entry in record["metrics"]] == ["throughput", "elapsed", "gpu_kernel_time"]
+    assert record["metrics"][1]["value"] <= taken["elapsed_before"]
 
 
 def test_flop_metrics_come_after_elapsed_and_use_the_throughput(capsys):

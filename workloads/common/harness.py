@@ -16,7 +16,8 @@ The harness owns what every workload needs and none should re-implement:
 - ``elapsed``: seconds from the process's launch to the end of ``body``, appended after the
   body's own metrics;
 - the FLOP metrics (common/flops.py), counted after ``elapsed``: the peak's GEMM is not part of
-  the job;
+  the job; then ``Outcome.after_elapsed()``'s metrics, for work that must not count in
+  ``elapsed`` either (small_models' GPU profile, ncu re-run and roofline peaks);
 - any exception becomes a failed record whose error is the traceback's last line
   (``TypeName: message``), the traceback itself going to stderr; ``WorkloadFailed`` carries a
   ready-made error (no traceback);
@@ -70,6 +71,8 @@ class Outcome(NamedTuple):
 
     metrics: list
     flops: FlopCount | None = None
+    # () -> more metrics, measured after `elapsed` is taken (a profile, peaks): work that is not the job.
+    after_elapsed: Callable | None = None
 
 
 class WorkloadRun:
@@ -122,6 +125,8 @@ def _run_body(run, body):
             count.threads,
             run.metadata,
         )
+    if outcome.after_elapsed is not None:
+        metrics += outcome.after_elapsed()
     _record_devices(run)
     if "devices_error" in run.metadata and run.expected_gpus is not None:
         raise WorkloadFailed(

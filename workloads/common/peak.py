@@ -45,7 +45,7 @@ def cache_key(framework, framework_version, dtype, device, threads, environment)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16], parts
 
 
-def _load(path):
+def load_cache(path):
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -54,7 +54,7 @@ def _load(path):
         return {}
 
 
-def _store(path, cache):
+def store_cache(path, cache):
     """Atomic replace, so concurrent runs never read half a file; failures are silent (no cache)."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -100,7 +100,7 @@ def gemm_peak(measure, framework, framework_version, dtype, device, threads, env
     (FLOP/s, size, kind), then cached."""
     key, parts = cache_key(framework, framework_version, dtype, device, threads, environment)
     path = os.path.join(cache_dir(), CACHE_FILE)
-    cache = _load(path)
+    cache = load_cache(path)
     entry = cache.get(key)
     if isinstance(entry, dict) and isinstance(entry.get("flops"), (int, float)) and entry["flops"] > 0:
         provenance = {
@@ -112,7 +112,7 @@ def gemm_peak(measure, framework, framework_version, dtype, device, threads, env
         return float(entry["flops"]), provenance
     flops, size, kind = measure()
     cache[key] = {"flops": float(flops), "size": size, "kind": kind, "measured_at": time.time(), **parts}
-    cached = _store(path, cache)
+    cached = store_cache(path, cache)
     return float(flops), {
         "peak_source": "measured" if cached else "measured, not cached",
         "peak_gemm": kind,

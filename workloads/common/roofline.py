@@ -96,13 +96,13 @@ def bandwidth_peak(measure, framework, framework_version, device, environment):
     The cache key is the GEMM peak's (common/peak.py), in a file of its own."""
     key, parts = peak.cache_key(framework, framework_version, "copy", device, None, environment)
     path = os.path.join(peak.cache_dir(), BANDWIDTH_CACHE_FILE)
-    cache = peak._load(path)
+    cache = peak.load_cache(path)
     entry = cache.get(key)
     if isinstance(entry, dict) and isinstance(entry.get("bytes_per_s"), (int, float)) and entry["bytes_per_s"] > 0:
         return float(entry["bytes_per_s"]), {"bandwidth_source": "cache", "bandwidth_copy_bytes": entry.get("bytes")}
     bytes_per_s, nbytes = measure()
     cache[key] = {"bytes_per_s": float(bytes_per_s), "bytes": nbytes, "measured_at": time.time(), **parts}
-    cached = peak._store(path, cache)
+    cached = peak.store_cache(path, cache)
     return float(bytes_per_s), {
         "bandwidth_source": "measured" if cached else "measured, not cached",
         "bandwidth_copy_bytes": nbytes,
