@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,78 @@ def test_daemon_json_registers_the_nvidia_runtime_only_on_gpu_hosts(tmp_path, wi
         render_daemon_json(tmp_path, docker_with_nvidia=with_gpu, docker_nvidia_default_runtime=default_runtime)
         == expected
     )
+
+
+GPUS = [
+    {"pci_address": "0000:3b:00.0", "device_id": "0x20b0", "driver": "nvidia", "iommu_group": "30"},
+    {"pci_address": "0000:d8:00.0", "device_id": "0x20b0", "driver": "vfio-pci", "iommu_group": "31"},
+]
+INJECT_FACTS = """#!/usr/bin/python
+from ansible.module_utils.basic import AnsibleModule
+
+module = AnsibleModule(argument_spec={"facts": {"type": "dict", "required": True}})
+module.exit_json(changed=False, ansible_facts=module.params["facts"])
+"""
+
+
+def toolkit_wanted(tmp_path, gpus, assignment, toolkit="auto"):
+    """docker_with_nvidia as the role's precheck decides it for a Debian host with these GPUs."""
+    (tmp_path / "library").mkdir(exist_ok=True)
+    (tmp_path / "library/inject_facts.py").write_text(INJECT_FACTS)
+    out = tmp_path / "out.json"
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "Docker precheck",
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "inject_facts": {
+                                "facts": {"os_family": "Debian", "distribution": "Debian", "platbench": {"gpus": gpus}}
+                            }
+                        },
+                        {"ansible.builtin.include_role": {"name": "platbench.lab.docker", "tasks_from": "precheck"}},
+                        {"ansible.builtin.copy": {"content": "{{ docker_with_nvidia | to_json }}", "dest": str(out)}},
+                    ],
+                }
+            ]
+        )
+    )
+    variables = {
+        "platbench_gpu_assignment": assignment,
+        "docker_nvidia_toolkit": toolkit,
+        "ansible_python_interpreter": sys.executable,
+    }
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]
+        + ["-e", json.dumps(variables)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.skipif(
+    "gpus_assigned_to" not in (REPO / "plugins/filter/platbench.py").read_text(),
+    reason="the precheck reads platbench_gpu_assignment through platbench.lab.gpus_assigned_to",
+)
+@pytest.mark.parametrize(
+    "gpus, assignment, toolkit, expected",
+    [
+        (GPUS, {}, "auto", True),  # both GPUs stay with the host
+        (GPUS, {"0000:d8:00.0": "guests"}, "auto", True),  # one stays: its containers need the toolkit
+        (GPUS, {"0000:3b:00.0": "guests", "0000:d8:00.0": "guests"}, "auto", False),  # all to vfio
+        ([], {}, "auto", False),
+        ([], {}, "always", True),
+        (GPUS, {}, "never", False),
+    ],
+)
+def test_auto_installs_the_toolkit_only_when_the_host_keeps_a_gpu(tmp_path, gpus, assignment, toolkit, expected):
+    assert toolkit_wanted(tmp_path, gpus, assignment, toolkit) is expected

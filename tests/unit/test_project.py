@@ -4,21 +4,33 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_workload_requirements_are_the_same_everywhere():
-    """bm (workload_env), cn (workload_image) and the controller venv must get the same frameworks."""
-    pinned = [
+def pinned(requirements_file):
+    return [
         line.strip()
-        for line in (REPO / "requirements-workload.txt").read_text().splitlines()
+        for line in (REPO / requirements_file).read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
+
+
+@pytest.mark.parametrize(
+    "requirements_file, variable",
+    [
+        ("requirements-workload.txt", "platbench_workload_requirements"),
+        ("requirements-workload-gpu.txt", "platbench_workload_requirements_gpu"),
+    ],
+)
+def test_workload_requirements_are_the_same_everywhere(requirements_file, variable):
+    """bm (workload_env), cn (workload_image), the guest and the controller venv (CPU list) must get
+    the same frameworks; the GPU list is kept in a file of its own the same way."""
     inventory = yaml.safe_load((REPO / "inventories/local/group_vars/all.yml").read_text())
-    assert sorted(inventory["platbench_workload_requirements"]) == sorted(pinned)
-    assert all("==" in spec for spec in pinned)
+    assert sorted(inventory[variable]) == sorted(pinned(requirements_file))
+    assert all("==" in spec for spec in pinned(requirements_file))
 
 
 def test_every_role_validates_its_inputs_and_documents_itself():

@@ -1,0 +1,389 @@
+"""GPU builds of the frameworks, which no development machine can run (no GPU), checked by what
+the roles compute and write for hosts with injected GPU facts: the requirement list each of bm
+(workload_env), cn (workload_image) and the guest (guest_image) gets, the image's build context
+and tag, the guest's hash inputs, apt sources and driver version, and the docker role's toolkit."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+INVENTORY_VARS = REPO / "inventories/local/group_vars/all.yml"
+SETTINGS = yaml.safe_load(INVENTORY_VARS.read_text())
+CPU_LIST = SETTINGS["platbench_workload_requirements"]
+GPU_LIST = SETTINGS["platbench_workload_requirements_gpu"]
+HOST_GPU, GUEST_GPU = "0000:3b:00.0", "0000:d8:00.0"
+GPU_FACTS = [
+    {"pci_address": HOST_GPU, "device_id": "0x20b0", "driver": "nvidia", "iommu_group": "30"},
+    {"pci_address": GUEST_GPU, "device_id": "0x20b0", "driver": "vfio-pci", "iommu_group": "31"},
+]
+# A module that hands the play the facts a real host_facts run would have gathered.
+INJECT_FACTS = """#!/usr/bin/python
+from ansible.module_utils.basic import AnsibleModule
+
+module = AnsibleModule(argument_spec={"facts": {"type": "dict", "required": True}})
+module.exit_json(changed=False, ansible_facts=module.params["facts"])
+"""
+needs_assignment_filter = pytest.mark.skipif(
+    "gpus_assigned_to" not in (REPO / "plugins/filter/platbench.py").read_text(),
+    reason="the roles' defaults read platbench_gpu_assignment through platbench.lab.gpus_assigned_to",
+)
+
+
+def play(tmp_path, tasks, variables=None, facts=None):
+    """Runs tasks on localhost; returns the variables the last task wrote to tmp_path/out.json."""
+    (tmp_path / "library").mkdir(exist_ok=True)
+    (tmp_path / "library/inject_facts.py").write_text(INJECT_FACTS)
+    pre = [{"name": "Inject facts", "inject_facts": {"facts": facts}}] if facts is not None else []
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "GPU builds",
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "vars_files": [str(INVENTORY_VARS)],
+                    "tasks": pre + tasks,
+                }
+            ],
+            sort_keys=False,
+        )
+    )
+    vars_file = tmp_path / "vars.json"
+    vars_file.write_text(json.dumps(dict(variables or {}, ansible_python_interpreter=sys.executable)))
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]
+        + ["-e", "@%s" % vars_file],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return run
+
+
+def dump(names, dest):
+    """A task writing the named variables to dest as JSON."""
+    content = "{{ {%s} | to_json }}" % ", ".join("'%s': %s" % (name, name) for name in names)
+    return {"name": "Write what the role computed", "ansible.builtin.copy": {"content": content, "dest": str(dest)}}
+
+
+def ok(run):
+    assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-3000:]
+    return run
+
+
+def test_the_gpu_list_pins_the_same_versions_as_the_cpu_list():
+    def versions(specs):
+        return {re.split(r"[\[=]", spec)[0].replace("-cpu", "").lower(): spec.split("=")[-1] for spec in specs}
+
+    assert versions(GPU_LIST) == versions(CPU_LIST)
+    assert "tensorflow[and-cuda]==2.21.0" in GPU_LIST and "tensorflow-cpu==2.21.0" in CPU_LIST
+    # The exact match keeps a mirror's torch 2.13.0+cpu, which ==2.13.0 accepts, out of the GPU list.
+    assert "torch===2.13.0" in GPU_LIST
+
+
+# --- which list each role picks, from the inventory's assignment and the host's GPU facts ---
+
+ROLE_DEFAULTS = {
+    role: REPO / "roles" / role / "defaults/main.yml" for role in ("workload_env", "workload_image", "guest_image")
+}
+
+
+def picked_lists(tmp_path, assignment, gpus):
+    """The requirement lists of the bm venv, the image and the guest, from the roles' own defaults."""
+    tasks = [
+        {"name": "Read %s's defaults" % role, "ansible.builtin.include_vars": {"file": str(path)}}
+        for role, path in ROLE_DEFAULTS.items()
+    ] + [
+        dump(
+            [
+                "workload_env_gpu",
+                "workload_env_requirements",
+                "workload_image_gpu",
+                "workload_image_requirements",
+                "guest_image_gpu",
+                "guest_image_requirements",
+            ],
+            tmp_path / "out.json",
+        )
+    ]
+    ok(play(tmp_path, tasks, {"platbench_gpu_assignment": assignment}, facts={"platbench": {"gpus": gpus}}))
+    return json.loads((tmp_path / "out.json").read_text())
+
+
+@needs_assignment_filter
+@pytest.mark.parametrize(
+    "assignment, gpus, bm, image, guest",
+    [
+        # One GPU stays with the host, one goes to guests: every build is the GPU one.
+        ({GUEST_GPU: "guests"}, GPU_FACTS, "gpu", "gpu", "gpu"),
+        # Nothing assigned: both GPUs stay with the host; guests get none.
+        ({}, GPU_FACTS, "gpu", "gpu", "cpu"),
+        # All GPUs to guests: bm has none, the image still serves the guests' containers (vmcn).
+        ({HOST_GPU: "guests", GUEST_GPU: "guests"}, GPU_FACTS, "cpu", "gpu", "gpu"),
+        # No GPU at all: the CPU builds, as before.
+        ({}, [], "cpu", "cpu", "cpu"),
+    ],
+)
+def test_each_platform_gets_the_builds_its_gpus_call_for(tmp_path, assignment, gpus, bm, image, guest):
+    lists = {"gpu": GPU_LIST, "cpu": CPU_LIST}
+    found = picked_lists(tmp_path, assignment, gpus)
+    assert (found["workload_env_gpu"], found["workload_env_requirements"]) == (bm == "gpu", lists[bm])
+    assert (found["workload_image_gpu"], found["workload_image_requirements"]) == (image == "gpu", lists[image])
+    assert (found["guest_image_gpu"], found["guest_image_requirements"]) == (guest == "gpu", lists[guest])
+
+
+# --- the workload image: build context, tag and recorded build for a GPU and a CPU host ---
+
+
+def image_context(tmp_path, gpu):
+    """Assembles the image's build context (no engine needed) from wheelhouses seeded in tmp_path."""
+    wheelhouses = tmp_path / "wheelhouses"
+    workloads = tmp_path / "workloads"
+    workloads.mkdir(exist_ok=True)
+    (workloads / "__init__.py").write_text("")
+    seed = []
+    # Stand-in wheels: the role must copy the wheelhouse of the list it picked, and no other.
+    for name, specs in (("cpu", CPU_LIST), ("gpu", GPU_LIST)):
+        seed += [
+            {
+                "name": "Name the %s wheelhouse" % name,
+                "ansible.builtin.include_role": {"name": "platbench.lab.wheelhouse", "tasks_from": "path"},
+                "vars": {"wheelhouse_requirements": specs, "wheelhouse_dir": str(wheelhouses)},
+            },
+            {"name": "Create it", "ansible.builtin.file": {"path": "{{ wheelhouse_path }}", "state": "directory"}},
+            {
+                "name": "Seed it",
+                "ansible.builtin.copy": {
+                    "content": "\n".join(specs) + "\n",
+                    "dest": "{{ wheelhouse_path }}/requirements.txt",
+                },
+            },
+            {
+                "name": "Seed a wheel",
+                "ansible.builtin.copy": {"content": name, "dest": "{{ wheelhouse_path }}/frameworks-%s.whl" % name},
+            },
+        ]
+    context = tmp_path / ("context-%s" % ("gpu" if gpu else "cpu"))
+    tasks = seed + [
+        {
+            "name": "Assemble the image's build context",
+            "ansible.builtin.include_role": {"name": "platbench.lab.workload_image", "tasks_from": "context"},
+        },
+        dump(["workload_image_inputs_hash.stdout", "workload_image_frameworks"], tmp_path / "out.json"),
+    ]
+    variables = {
+        "workload_image_gpu": gpu,
+        "workload_image_build_dir": str(context),
+        "workload_image_workloads_source": str(workloads),
+        "wheelhouse_dir": str(wheelhouses),
+    }
+    ok(play(tmp_path, tasks, variables, facts={"platbench": {"gpus": []}}))
+    found = json.loads((tmp_path / "out.json").read_text())
+    files = sorted(str(p.relative_to(context)) for p in context.rglob("*") if p.is_file())
+    return found, context, files
+
+
+def test_gpu_and_cpu_hosts_build_different_images_from_the_same_dockerfile(tmp_path):
+    gpu, gpu_context, gpu_files = image_context(tmp_path, gpu=True)
+    cpu, cpu_context, cpu_files = image_context(tmp_path, gpu=False)
+    assert gpu["workload_image_frameworks"] == "gpu" and cpu["workload_image_frameworks"] == "cpu"
+    assert (gpu_context / "wheelhouse/requirements.txt").read_text().split() == GPU_LIST
+    assert (cpu_context / "wheelhouse/requirements.txt").read_text().split() == CPU_LIST
+    assert "wheelhouse/frameworks-gpu.whl" in gpu_files and "wheelhouse/frameworks-cpu.whl" not in gpu_files
+    assert "wheelhouse/frameworks-cpu.whl" in cpu_files and "wheelhouse/frameworks-gpu.whl" not in cpu_files
+    # The build's label is passed at build time, so the CPU image's context (and tag) is the one
+    # it was before GPU builds existed: the same Dockerfile, with nothing GPU in it.
+    dockerfile = (cpu_context / "Dockerfile").read_text()
+    assert dockerfile == (gpu_context / "Dockerfile").read_text()
+    assert not re.search("gpu|cuda|nvidia", dockerfile, re.I)
+    gpu_tag, cpu_tag = gpu["workload_image_inputs_hash.stdout"], cpu["workload_image_inputs_hash.stdout"]
+    assert re.fullmatch(r"[0-9a-f]{12}", gpu_tag) and re.fullmatch(r"[0-9a-f]{12}", cpu_tag)
+    assert gpu_tag != cpu_tag
+    # Same inputs, same tag: a second CPU assembly changes nothing.
+    again, _, _ = image_context(tmp_path, gpu=False)
+    assert again["workload_image_inputs_hash.stdout"] == cpu_tag
+    build = yaml.safe_load((REPO / "roles/workload_image/tasks/build.yml").read_text())
+    labels = build[0]["community.docker.docker_image"]["build"]["labels"]
+    assert labels == {"org.platbench.frameworks": "{{ workload_image_frameworks }}"}
+
+
+# --- the guest image: its name (hash inputs), apt sources, driver version and description ---
+
+GUEST_VARS = {"guest_image_keypair": {"public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAtest"}}
+
+
+def guest_ids(tmp_path, **extra):
+    tasks = [
+        {
+            "name": "Name the guest's root file system",
+            "ansible.builtin.include_role": {"name": "platbench.lab.guest_image", "tasks_from": "rootfs_id"},
+        },
+        dump(["guest_image_rootfs_id"], tmp_path / "out.json"),
+    ]
+    ok(play(tmp_path, tasks, dict(GUEST_VARS, **extra), facts={"platbench": {"gpus": []}}))
+    return json.loads((tmp_path / "out.json").read_text())["guest_image_rootfs_id"]
+
+
+def test_a_gpu_guest_is_another_image_and_a_cpu_guest_keeps_its_name(tmp_path):
+    cpu = guest_ids(tmp_path, guest_image_gpu=False)
+    # The GPU settings are no input of a CPU guest: changing them does not rename it.
+    assert guest_ids(tmp_path, guest_image_gpu=False, guest_image_nvidia_driver_branch="550") == cpu
+    gpu = guest_ids(tmp_path, guest_image_gpu=True)
+    assert gpu != cpu
+    assert guest_ids(tmp_path, guest_image_gpu=True, guest_image_nvidia_driver_branch="550") not in (gpu, cpu)
+    # The same CPU guest named from the old inputs alone (before GPU guests): only these keys.
+    rootfs_id = yaml.safe_load((REPO / "roles/guest_image/tasks/rootfs_id.yml").read_text())[0]
+    assert list(rootfs_id["vars"]["inputs"]) == [
+        "format",
+        "suite",
+        "packages",
+        "requirements",
+        "size_gb",
+        "public_key",
+        "ca",
+    ]
+    assert rootfs_id["vars"]["inputs"]["format"] == 2
+
+
+def test_gpu_guest_apt_sources_pin_the_driver_branch(tmp_path):
+    root = tmp_path / "root"
+    key = tmp_path / "nvidia.asc"
+    key.write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\ntest\n-----END PGP PUBLIC KEY BLOCK-----\n")
+    tasks = [
+        {
+            "name": "Write the GPU guest's apt sources",
+            "ansible.builtin.include_role": {
+                "name": "platbench.lab.guest_image",
+                "tasks_from": "rootfs_nvidia_sources",
+            },
+        }
+    ]
+    variables = dict(
+        GUEST_VARS,
+        root=str(root),
+        guest_image_mirror="http://mirror.example/debian",
+        guest_image_nvidia_container_gpgkey_url="file://%s" % key,
+        guest_image_nvidia_container_repo_url="https://mirror.example/libnvidia-container/stable",
+    )
+    ok(play(tmp_path, tasks, variables))
+    apt = root / "etc/apt"
+    assert (apt / "keyrings/nvidia-container-toolkit.asc").read_text() == key.read_text()
+    assert (apt / "sources.list.d/platbench-nvidia-driver.sources").read_text() == (
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n"
+        "Components: contrib non-free non-free-firmware\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+    )
+    assert (apt / "sources.list.d/nvidia-container-toolkit.sources").read_text() == (
+        "Types: deb\nURIs: https://mirror.example/libnvidia-container/stable/deb/$(ARCH)\nSuites: /\n"
+        "Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc\n"
+    )
+    assert (apt / "preferences.d/platbench-nvidia-driver").read_text() == (
+        "Package: src:nvidia-graphics-drivers\nPin: version 535.*\nPin-Priority: 990\n\n"
+        "Package: src:nvidia-graphics-drivers\nPin: version *\nPin-Priority: -1\n"
+    )
+
+
+def driver_version(tmp_path, dpkg_lines):
+    tasks = [
+        {
+            "name": "Read the driver version",
+            "ansible.builtin.include_role": {
+                "name": "platbench.lab.guest_image",
+                "tasks_from": "rootfs_nvidia_version",
+            },
+        },
+        dump(["guest_image_nvidia_driver"], tmp_path / "out.json"),
+    ]
+    run = play(tmp_path, tasks, {"guest_image_dpkg_sources": {"stdout_lines": dpkg_lines}})
+    return run, (json.loads((tmp_path / "out.json").read_text()) if run.returncode == 0 else None)
+
+
+def test_the_driver_version_comes_from_the_guest_package_database(tmp_path):
+    run, found = driver_version(
+        tmp_path,
+        [
+            "installed dkms 3.0.10-8+deb12u1",
+            "installed nvidia-graphics-drivers 535.261.03-1",
+            "installed nvidia-graphics-drivers 535.261.03-1",
+            "config-files nvidia-graphics-drivers 470.256.02-1",
+            "installed nvidia-graphics-drivers-tesla-535 535.247.01-1",
+            "installed nvidia-container-toolkit 1.17.8-1",
+        ],
+    )
+    assert found == {"guest_image_nvidia_driver": "535.261.03"}, run.stdout[-3000:]
+
+
+def test_a_gpu_guest_without_its_driver_fails_with_what_to_check(tmp_path):
+    run, _ = driver_version(tmp_path, ["installed dkms 3.0.10-8+deb12u1"])
+    assert run.returncode != 0
+    message = " ".join(run.stdout.split())
+    assert "source package nvidia-graphics-drivers (branch 535)" in message
+    assert "lists none" in message and "guest_image_nvidia_packages" in message
+
+
+@pytest.mark.parametrize(
+    "record, gpu_driver",
+    [
+        # A CPU guest recorded before GPU guests existed: no driver.
+        ({"rootfs_id": "x", "suite": "bookworm"}, None),
+        ({"rootfs_id": "x", "suite": "bookworm", "nvidia_driver": "535.261.03"}, "535.261.03"),
+    ],
+)
+def test_the_guest_description_always_says_which_driver_it_has(tmp_path, record, gpu_driver):
+    guest_dir = tmp_path / "guest"
+    guest_dir.mkdir()
+    tasks = [
+        {
+            "name": "Name the root file system",
+            "ansible.builtin.include_role": {"name": "platbench.lab.guest_image", "tasks_from": "rootfs_id"},
+        },
+        {
+            "name": "Record a built root file system",
+            "ansible.builtin.copy": {
+                "content": json.dumps(record),
+                "dest": "%s/rootfs-{{ guest_image_rootfs_id }}.json" % guest_dir,
+            },
+        },
+        {
+            "name": "Describe the image",
+            "ansible.builtin.include_role": {"name": "platbench.lab.guest_image", "tasks_from": "rootfs"},
+        },
+        dump(["guest_image_description"], tmp_path / "out.json"),
+    ]
+    ok(play(tmp_path, tasks, dict(GUEST_VARS, guest_image_dir=str(guest_dir), guest_image_gpu=False)))
+    description = json.loads((tmp_path / "out.json").read_text())["guest_image_description"]
+    assert description == dict(record, nvidia_driver=gpu_driver)
+
+
+def test_a_gpu_guest_docker_registers_the_nvidia_runtime(tmp_path):
+    build = yaml.safe_load((REPO / "roles/guest_image/tasks/rootfs_build.yml").read_text())[0]
+    tasks = [
+        {
+            "name": "Render the guest's daemon.json",
+            "vars": {"guest_docker_options": build["vars"]["guest_docker_options"]},
+            "ansible.builtin.copy": {
+                "content": "{{ {'options': guest_docker_options} | to_json }}",
+                "dest": str(tmp_path / "out.json"),
+            },
+        }
+    ]
+    for gpu in (False, True):
+        ok(play(tmp_path, tasks, {"guest_image_gpu": gpu}))
+        options = json.loads((tmp_path / "out.json").read_text())["options"]
+        base = {"log-driver": "json-file", "iptables": False, "bridge": "none"}
+        if gpu:
+            base["runtimes"] = {"nvidia": {"path": "nvidia-container-runtime", "args": []}}
+        assert options == base
