@@ -241,9 +241,11 @@ def test_a_gpu_guest_is_another_image_and_a_cpu_guest_keeps_its_name(tmp_path):
     cpu = guest_ids(tmp_path, guest_image_gpu=False)
     # The GPU settings are no input of a CPU guest: changing them does not rename it.
     assert guest_ids(tmp_path, guest_image_gpu=False, guest_image_nvidia_driver_branch="550") == cpu
+    # Nor is the driver repository: a CPU guest has no driver.
+    assert guest_ids(tmp_path, guest_image_gpu=False, guest_image_nvidia_driver_repo="debian") == cpu
     gpu = guest_ids(tmp_path, guest_image_gpu=True)
     assert gpu != cpu
-    assert guest_ids(tmp_path, guest_image_gpu=True, guest_image_nvidia_driver_branch="550") not in (gpu, cpu)
+    assert guest_ids(tmp_path, guest_image_gpu=True, guest_image_nvidia_driver_branch="590") not in (gpu, cpu)
     # The same CPU guest named from the old inputs alone (before GPU guests): only these keys.
     rootfs_id = yaml.safe_load((REPO / "roles/guest_image/tasks/rootfs_id.yml").read_text())[0]
     assert list(rootfs_id["vars"]["inputs"]) == [
@@ -258,10 +260,36 @@ def test_a_gpu_guest_is_another_image_and_a_cpu_guest_keeps_its_name(tmp_path):
     assert rootfs_id["vars"]["inputs"]["format"] == 2
 
 
-def test_gpu_guest_apt_sources_pin_the_driver_branch(tmp_path):
+def test_each_driver_repository_is_another_gpu_guest(tmp_path):
+    nvidia = guest_ids(tmp_path, guest_image_gpu=True)
+    assert guest_ids(tmp_path, guest_image_gpu=True, guest_image_nvidia_driver_repo="nvidia") == nvidia
+    debian = guest_ids(tmp_path, guest_image_gpu=True, guest_image_nvidia_driver_repo="debian")
+    assert debian != nvidia
+    # The CUDA repository's location and keyring name the nvidia guest, and only that one.
+    mirror = "https://mirror.example/cuda/debian12/x86_64/"
+    assert guest_ids(tmp_path, guest_image_gpu=True, guest_image_nvidia_cuda_repo_url=mirror) != nvidia
+    keyring = "cuda-keyring_1.2-1_all.deb"
+    assert guest_ids(tmp_path, guest_image_gpu=True, guest_image_nvidia_cuda_keyring=keyring) != nvidia
+    assert (
+        guest_ids(
+            tmp_path,
+            guest_image_gpu=True,
+            guest_image_nvidia_driver_repo="debian",
+            guest_image_nvidia_cuda_repo_url=mirror,
+        )
+        == debian
+    )
+
+
+def guest_apt_files(tmp_path, **extra):
+    """The apt files the GPU guest's sources task writes into a scratch root, by path under it."""
     root = tmp_path / "root"
     key = tmp_path / "nvidia.asc"
     key.write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\ntest\n-----END PGP PUBLIC KEY BLOCK-----\n")
+    # A stand-in for NVIDIA's CUDA repository: only its keyring package is fetched here.
+    cuda_repo = tmp_path / "cuda-repo"
+    cuda_repo.mkdir(exist_ok=True)
+    (cuda_repo / "cuda-keyring_1.1-1_all.deb").write_bytes(b"!<arch>\nstand-in keyring package\n")
     tasks = [
         {
             "name": "Write the GPU guest's apt sources",
@@ -277,23 +305,116 @@ def test_gpu_guest_apt_sources_pin_the_driver_branch(tmp_path):
         guest_image_mirror="http://mirror.example/debian",
         guest_image_nvidia_container_gpgkey_url="file://%s" % key,
         guest_image_nvidia_container_repo_url="https://mirror.example/libnvidia-container/stable",
+        # No trailing slash: the role adds the one the keyring's URL needs.
+        guest_image_nvidia_cuda_repo_url="file://%s" % cuda_repo,
+        **extra,
     )
     ok(play(tmp_path, tasks, variables))
-    apt = root / "etc/apt"
-    assert (apt / "keyrings/nvidia-container-toolkit.asc").read_text() == key.read_text()
-    assert (apt / "sources.list.d/platbench-nvidia-driver.sources").read_text() == (
-        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n"
-        "Components: contrib non-free non-free-firmware\n"
-        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+    assert (root / "etc/apt/keyrings/nvidia-container-toolkit.asc").read_text() == key.read_text()
+    files = {
+        str(path.relative_to(root)): path.read_bytes() for path in root.rglob("*") if path.is_file() and path != key
+    }
+    return files, cuda_repo
+
+
+DEBIAN_COMPONENTS = (
+    "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n"
+    "Components: contrib non-free non-free-firmware\n"
+    "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+)
+TOOLKIT_SOURCE = (
+    "Types: deb\nURIs: https://mirror.example/libnvidia-container/stable/deb/$(ARCH)\nSuites: /\n"
+    "Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc\n"
+)
+
+
+def branch_pin(branch):
+    return (
+        "Package: src:nvidia-graphics-drivers\nPin: version %s.*\nPin-Priority: 990\n\n"
+        "Package: src:nvidia-graphics-drivers\nPin: version *\nPin-Priority: -1\n" % branch
     )
-    assert (apt / "sources.list.d/nvidia-container-toolkit.sources").read_text() == (
-        "Types: deb\nURIs: https://mirror.example/libnvidia-container/stable/deb/$(ARCH)\nSuites: /\n"
-        "Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc\n"
+
+
+def test_by_default_a_gpu_guest_takes_branch_580_from_nvidias_cuda_repository(tmp_path):
+    files, cuda_repo = guest_apt_files(tmp_path)
+    text = {path: content.decode() for path, content in files.items() if not path.endswith((".deb", ".asc"))}
+    assert text == {
+        "etc/apt/sources.list.d/platbench-nvidia-driver.sources": DEBIAN_COMPONENTS,
+        "etc/apt/sources.list.d/platbench-nvidia-cuda.sources": (
+            "Types: deb\nURIs: file://%s/\nSuites: /\nSigned-By: /usr/share/keyrings/cuda-archive-keyring.gpg\n"
+            % cuda_repo
+        ),
+        "etc/apt/sources.list.d/nvidia-container-toolkit.sources": TOOLKIT_SOURCE,
+        "etc/apt/preferences.d/platbench-nvidia-driver": branch_pin("580"),
+    }
+    # The keyring package waits in the root's apt cache for dpkg (rootfs_nvidia.yml).
+    deb = "var/cache/apt/archives/cuda-keyring_1.1-1_all.deb"
+    assert files[deb] == (cuda_repo / "cuda-keyring_1.1-1_all.deb").read_bytes()
+    install = next(
+        task
+        for task in yaml.safe_load((REPO / "roles/guest_image/tasks/rootfs_nvidia.yml").read_text())
+        if "keyring" in task["name"]
     )
-    assert (apt / "preferences.d/platbench-nvidia-driver").read_text() == (
-        "Package: src:nvidia-graphics-drivers\nPin: version 535.*\nPin-Priority: 990\n\n"
-        "Package: src:nvidia-graphics-drivers\nPin: version *\nPin-Priority: -1\n"
+    argv = install["ansible.builtin.command"]["argv"]
+    assert "'dpkg', '--path-exclude=/etc/apt/sources.list.d/*', '--install', keyring_deb" in argv
+    assert install["vars"]["keyring_deb"] == "/var/cache/apt/archives/{{ guest_image_nvidia_cuda_keyring }}"
+    assert install["when"] == "guest_image_nvidia_driver_repo == 'nvidia'"
+
+
+def test_debian_repository_pins_bookworms_535_without_nvidias_cuda_repository(tmp_path):
+    files, _ = guest_apt_files(tmp_path, guest_image_nvidia_driver_repo="debian")
+    assert {path: content.decode() for path, content in files.items()} == {
+        "etc/apt/keyrings/nvidia-container-toolkit.asc": files[
+            "etc/apt/keyrings/nvidia-container-toolkit.asc"
+        ].decode(),
+        "etc/apt/sources.list.d/platbench-nvidia-driver.sources": DEBIAN_COMPONENTS,
+        "etc/apt/sources.list.d/nvidia-container-toolkit.sources": TOOLKIT_SOURCE,
+        "etc/apt/preferences.d/platbench-nvidia-driver": branch_pin("535"),
+    }
+
+
+def driver_settings_check(tmp_path, **settings):
+    tasks = [
+        {
+            "name": "Check the GPU guest's driver settings",
+            "ansible.builtin.include_role": {"name": "platbench.lab.guest_image", "tasks_from": "precheck_nvidia"},
+        }
+    ]
+    return play(tmp_path, tasks, dict(GUEST_VARS, **settings))
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"guest_image_nvidia_driver_repo": "nvidia", "guest_image_nvidia_driver_branch": "590"},
+        {"guest_image_nvidia_driver_repo": "debian"},
+        {"guest_image_nvidia_driver_repo": "debian", "guest_image_nvidia_driver_branch": "535"},
+    ],
+)
+def test_driver_settings_a_repository_has_pass_the_check(tmp_path, settings):
+    ok(driver_settings_check(tmp_path, **settings))
+
+
+def test_debian_with_a_branch_debian_lacks_is_refused_with_what_to_set(tmp_path):
+    run = driver_settings_check(
+        tmp_path, guest_image_nvidia_driver_repo="debian", guest_image_nvidia_driver_branch="580"
     )
+    assert run.returncode != 0
+    message = " ".join(run.stdout.split())
+    assert (
+        "guest_image_nvidia_driver_repo is debian, but Debian bookworm packages no NVIDIA driver branch 580" in message
+    )
+    assert "(it has 535)" in message and "Set guest_image_nvidia_driver_repo: nvidia" in message
+
+
+def test_a_driver_repository_the_role_does_not_know_is_refused_before_any_task(tmp_path):
+    # The argument specs stop the role before its first task (which would read the host).
+    tasks = [{"name": "Build a guest", "ansible.builtin.include_role": {"name": "platbench.lab.guest_image"}}]
+    run = play(tmp_path, tasks, dict(GUEST_VARS, guest_image_nvidia_driver_repo="ubuntu"))
+    assert run.returncode != 0
+    assert "guest_image_nvidia_driver_repo must be one of: nvidia, debian, got: ubuntu" in run.stdout
+    assert "Check the inputs and the host" not in run.stdout
 
 
 def driver_version(tmp_path, dpkg_lines):
@@ -330,7 +451,7 @@ def test_a_gpu_guest_without_its_driver_fails_with_what_to_check(tmp_path):
     run, _ = driver_version(tmp_path, ["installed dkms 3.0.10-8+deb12u1"])
     assert run.returncode != 0
     message = " ".join(run.stdout.split())
-    assert "source package nvidia-graphics-drivers (branch 535)" in message
+    assert "source package nvidia-graphics-drivers (branch 580, repository nvidia)" in message
     assert "lists none" in message and "guest_image_nvidia_packages" in message
 
 
