@@ -183,9 +183,10 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
         ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "mainframe"]}}, r"mainframe.*bm"),
         ({"experiment": "smoke", "experiment_overrides": {"scaleup": [64]}}, r"scale-up 64.*offers \d+ CPUs"),
         ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "sg"]}}, r"platform sg.*not built"),
+        # An address in the GPU assignment that is no NVIDIA GPU of the host stops even a CPU-only plan.
         (
-            {"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "vm"], "processor": ["gpu"]}},
-            r"'gpu' scenarios.*no NVIDIA GPU.*on vm/vmcn.*no NVIDIA driver",
+            {"experiment": "smoke", "platbench_gpu_assignment": {"0000:00:1f.0": "guests"}},
+            r"platbench_gpu_assignment names 0000:00:1f.0, which is not an NVIDIA GPU function of localhost",
         ),
         (
             {"experiment": "lin2018-real", "experiment_overrides": {"platforms": ["bm", "vm"]}},
