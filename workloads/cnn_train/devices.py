@@ -3,6 +3,8 @@
 import os
 import re
 
+from ..common.gpus import visible_entries
+
 
 def visible_gpus():
     """CUDA device ids this process may use, as CUDA_VISIBLE_DEVICES entries; no framework imported.
@@ -14,14 +16,9 @@ def visible_gpus():
         nodes = [name for name in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", name)]
     except OSError:
         nodes = []
-    wanted = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if wanted is None:
+    ids = visible_entries(os.environ)
+    if ids is None:
         return [str(index) for index in range(len(nodes))]
-    ids = []
-    for entry in (part.strip() for part in wanted.split(",")):
-        if not entry or entry.startswith("-"):
-            break  # CUDA stops at the first invalid entry
-        ids.append(entry)
     return ids[: len(nodes)]
 
 

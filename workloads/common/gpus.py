@@ -163,7 +163,7 @@ def driver_gpus(root="/"):
     return gpus
 
 
-def _visible_entries(environ):
+def visible_entries(environ):
     """CUDA_VISIBLE_DEVICES as a list of entries, cut at the first invalid one as CUDA does; None if unset."""
     text = environ.get("CUDA_VISIBLE_DEVICES")
     if text is None:
@@ -185,7 +185,7 @@ def stdlib_devices(environ=None, root="/"):
     environ = os.environ if environ is None else environ
     gpus = driver_gpus(root)
     ordered = sorted(gpus)
-    entries = _visible_entries(environ)
+    entries = visible_entries(environ)
     if entries is not None:
         chosen = []
         for entry in entries:
