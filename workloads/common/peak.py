@@ -95,29 +95,35 @@ def measure_gemm(build, max_size=GEMM_MAX_SIZE):
     return time_gemm(multiply, size), size
 
 
+def cached_measurement(file_name, key, parts, value_field, measure):
+    """(value, entry, source) for ``key`` in the cache file ``file_name``: the cached entry when its
+    ``value_field`` is a positive number (source "cache"), else a new entry from ``measure()``'s
+    (value, extra fields), stored with ``parts`` and the time (source "measured", or "measured, not
+    cached" where the cache is not writable)."""
+    path = os.path.join(cache_dir(), file_name)
+    cache = load_cache(path)
+    entry = cache.get(key)
+    if isinstance(entry, dict) and isinstance(entry.get(value_field), (int, float)) and entry[value_field] > 0:
+        return float(entry[value_field]), entry, "cache"
+    value, fields = measure()
+    entry = cache[key] = {value_field: float(value), **fields, "measured_at": time.time(), **parts}
+    return float(value), entry, "measured" if store_cache(path, cache) else "measured, not cached"
+
+
 def gemm_peak(measure, framework, framework_version, dtype, device, threads, environment):
     """(FLOP/s, metadata): the cached peak of this scenario, or else ``measure()``'s
     (FLOP/s, size, kind), then cached."""
     key, parts = cache_key(framework, framework_version, dtype, device, threads, environment)
-    path = os.path.join(cache_dir(), CACHE_FILE)
-    cache = load_cache(path)
-    entry = cache.get(key)
-    if isinstance(entry, dict) and isinstance(entry.get("flops"), (int, float)) and entry["flops"] > 0:
-        provenance = {
-            "peak_source": "cache",
-            "peak_gemm": entry.get("kind"),
-            "peak_gemm_size": entry.get("size"),
-            "peak_measured_at": entry.get("measured_at"),
-        }
-        return float(entry["flops"]), provenance
-    flops, size, kind = measure()
-    cache[key] = {"flops": float(flops), "size": size, "kind": kind, "measured_at": time.time(), **parts}
-    cached = store_cache(path, cache)
-    return float(flops), {
-        "peak_source": "measured" if cached else "measured, not cached",
-        "peak_gemm": kind,
-        "peak_gemm_size": size,
-    }
+
+    def measure_fields():
+        flops, size, kind = measure()
+        return flops, {"size": size, "kind": kind}
+
+    flops, entry, source = cached_measurement(CACHE_FILE, key, parts, "flops", measure_fields)
+    metadata = {"peak_source": source, "peak_gemm": entry.get("kind"), "peak_gemm_size": entry.get("size")}
+    if source == "cache":
+        metadata["peak_measured_at"] = entry.get("measured_at")
+    return flops, metadata
 
 
 def is_gpu(device):

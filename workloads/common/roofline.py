@@ -8,7 +8,6 @@ The maths are plain functions: ridge point = peak FLOP/s / peak bandwidth; the r
 intensity ai is min(peak FLOP/s, ai x bandwidth); left of the ridge a run is memory-bound.
 """
 
-import os
 import statistics
 import time
 
@@ -95,18 +94,15 @@ def bandwidth_peak(measure, framework, framework_version, device, environment):
 
     The cache key is the GEMM peak's (common/peak.py), in a file of its own."""
     key, parts = peak.cache_key(framework, framework_version, "copy", device, None, environment)
-    path = os.path.join(peak.cache_dir(), BANDWIDTH_CACHE_FILE)
-    cache = peak.load_cache(path)
-    entry = cache.get(key)
-    if isinstance(entry, dict) and isinstance(entry.get("bytes_per_s"), (int, float)) and entry["bytes_per_s"] > 0:
-        return float(entry["bytes_per_s"]), {"bandwidth_source": "cache", "bandwidth_copy_bytes": entry.get("bytes")}
-    bytes_per_s, nbytes = measure()
-    cache[key] = {"bytes_per_s": float(bytes_per_s), "bytes": nbytes, "measured_at": time.time(), **parts}
-    cached = peak.store_cache(path, cache)
-    return float(bytes_per_s), {
-        "bandwidth_source": "measured" if cached else "measured, not cached",
-        "bandwidth_copy_bytes": nbytes,
-    }
+
+    def measure_fields():
+        bytes_per_s, nbytes = measure()
+        return bytes_per_s, {"bytes": nbytes}
+
+    bytes_per_s, entry, source = peak.cached_measurement(
+        BANDWIDTH_CACHE_FILE, key, parts, "bytes_per_s", measure_fields
+    )
+    return bytes_per_s, {"bandwidth_source": source, "bandwidth_copy_bytes": entry.get("bytes")}
 
 
 def torch_device_peaks(device, dtype, threads, environment):
