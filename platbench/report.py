@@ -271,6 +271,29 @@ def _measure(value, scale=None):
     return f"{value:.{decimals}f}"
 
 
+def _key_cells(row, keys):
+    """A row's label values as table cells: a missing accelerator is bare metal's, anything else missing n/a."""
+    return [
+        (NO_ACCELERATOR if key == ACCELERATOR else NOT_AVAILABLE) if pd.isna(row[key]) else str(row[key])
+        for key in keys
+    ]
+
+
+def _mean_std(row, metric):
+    """``mean ± std`` of a summarized row's metric, the std rounded to the mean's scale."""
+    center, spread = row[f"{metric} mean"], row[f"{metric} std"]
+    return _measure(center) + ("" if spread is None else f" ± {_measure(spread, scale=center)}")
+
+
+def _mean_std_columns(metrics, units):
+    """CSV column names of each metric's mean and std, with its unit."""
+    columns = {}
+    for metric in metrics:
+        columns[f"{metric} mean"] = f"{metric} mean ({units[metric]})"
+        columns[f"{metric} std"] = f"{metric} std ({units[metric]})"
+    return columns
+
+
 def display_table(rows, keys, metrics, units):
     """Header and rows of strings: ``mean ± std`` per metric with its unit, and its ratio to bm."""
     header = [*keys, "n", "failed"]
@@ -278,15 +301,9 @@ def display_table(rows, keys, metrics, units):
         header += [f"{metric} ({units[metric]})", "cv", f"{metric} / {BASELINE}"]
     lines = []
     for row in rows:
-        line = [
-            (NO_ACCELERATOR if key == ACCELERATOR else NOT_AVAILABLE) if pd.isna(row[key]) else str(row[key])
-            for key in keys
-        ]
-        line += [str(row["n"]), str(row["failed"])]
+        line = [*_key_cells(row, keys), str(row["n"]), str(row["failed"])]
         for metric in metrics:
-            spread = row[f"{metric} std"]
-            center = row[f"{metric} mean"]
-            line.append(_measure(center) + ("" if spread is None else f" ± {_measure(spread, scale=center)}"))
+            line.append(_mean_std(row, metric))
             cv = row[f"{metric} cv"]
             line.append(NOT_AVAILABLE if cv is None else f"{100 * cv:.1f}%")
             mark = f" {NOISE_MARK}" if row[f"{metric} within noise"] else ""
@@ -311,8 +328,7 @@ def csv_frame(rows, keys, metrics, units):
     """The numbers unrounded, units in the column names."""
     columns = {key: key for key in [*keys, "n", "failed"]}
     for metric in metrics:
-        columns[f"{metric} mean"] = f"{metric} mean ({units[metric]})"
-        columns[f"{metric} std"] = f"{metric} std ({units[metric]})"
+        columns.update(_mean_std_columns([metric], units))
         columns[f"{metric} cv"] = f"{metric} cv"
         columns[f"{metric} ratio to {BASELINE}"] = f"{metric} ratio to {BASELINE}"
         columns[f"{metric} within noise"] = f"{metric} within noise of {BASELINE} (95% CI)"
@@ -510,11 +526,7 @@ def h2d_display(rows, keys, units):
     header = [*keys, "n", f"{H2D_TIME} ({units[H2D_TIME]})", f"elapsed ({units['elapsed']})", H2D_SHARE]
     lines = []
     for row in rows:
-        line = [NO_ACCELERATOR if key == ACCELERATOR and pd.isna(row[key]) else str(row[key]) for key in keys]
-        line.append(str(row["n"]))
-        for metric in (H2D_TIME, "elapsed"):
-            center, spread = row[f"{metric} mean"], row[f"{metric} std"]
-            line.append(_measure(center) + ("" if spread is None else f" ± {_measure(spread, scale=center)}"))
+        line = [*_key_cells(row, keys), str(row["n"]), _mean_std(row, H2D_TIME), _mean_std(row, "elapsed")]
         line.append(f"{100 * row[f'{H2D_SHARE} mean']:.1f}%")
         lines.append(line)
     return header, lines
@@ -522,9 +534,7 @@ def h2d_display(rows, keys, units):
 
 def h2d_csv_frame(rows, keys, units):
     columns = {key: key for key in [*keys, "n"]}
-    for metric in (H2D_TIME, "elapsed", H2D_SHARE):
-        columns[f"{metric} mean"] = f"{metric} mean ({units[metric]})"
-        columns[f"{metric} std"] = f"{metric} std ({units[metric]})"
+    columns.update(_mean_std_columns((H2D_TIME, "elapsed", H2D_SHARE), units))
     return pd.DataFrame(rows, columns=list(columns)).rename(columns=columns)
 
 
