@@ -20,7 +20,17 @@ from collections import namedtuple
 #   libvirt               libvirtd answering
 #   guest_image           the guest image description (platbench.lab.guest_image)
 #   guest_container_image the guest image carries the current workload image
-REQUIREMENTS = ("venv", "engine", "image", "hypervisor", "libvirt", "guest_image", "guest_container_image")
+#   kubernetes            a kubeconfig, a cluster answering with it, the runner's node Ready with the workload image
+REQUIREMENTS = (
+    "venv",
+    "engine",
+    "image",
+    "hypervisor",
+    "libvirt",
+    "guest_image",
+    "guest_container_image",
+    "kubernetes",
+)
 
 Platform = namedtuple(
     "Platform",
@@ -115,17 +125,17 @@ PLATFORMS = (
     ),
     Platform(
         "k8s",
-        "a Kubernetes pod (a Job)",
+        "a Kubernetes Job pinned to the runner's node (kubeadm, flannel, NVIDIA device plugin)",
         ("platbench.lab.kubernetes",),
+        "run_k8s",
         None,
-        "no kubernetes role yet",
         guest=False,
         container=True,
         cpu_pinning="static CPU manager, Guaranteed QoS",
         cpu_vanilla="CPU limit",
-        gpu_handover="nvidia.com/gpu",
+        gpu_handover="nvidia.com/gpu + RuntimeClass nvidia",
         baseline=False,
-        requires=(),
+        requires=("kubernetes",),
     ),
     Platform(
         "ironic",

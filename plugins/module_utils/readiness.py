@@ -11,9 +11,87 @@ from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 
+KUBERNETES_ROLE = (
+    "run site.yml with the host in platbench_kubernetes_control_plane or platbench_kubernetes_workers "
+    "(role platbench.lab.kubernetes)"
+)
+GPU_RESOURCE = "nvidia.com/gpu"
+# kubelet reports at most this many images in node.status.images (nodeStatusMaxImages' default).
+NODE_IMAGES_REPORTED = 50
+
 
 def _short(image_id):
     return (image_id or "none")[7:19] if str(image_id or "").startswith("sha256:") else str(image_id or "none")
+
+
+def _count(value):
+    """A node's allocatable count ("8", "7500m" CPUs, "2" GPUs) in whole units, rounded down."""
+    text = str(value or "0").strip()
+    try:
+        return int(text[:-1]) // 1000 if text.endswith("m") else int(float(text))
+    except ValueError:
+        return 0
+
+
+def image_names(reference):
+    """The names containerd lists ``reference`` under: ``platbench/workload:x`` is stored as
+    ``docker.io/platbench/workload:x``, ``busybox`` as ``docker.io/library/busybox``."""
+    names = {reference}
+    first = reference.split("/", 1)[0]
+    if "/" not in reference:
+        names.add(f"docker.io/library/{reference}")
+    elif "." not in first and ":" not in first and first != "localhost":
+        names.add(f"docker.io/{reference}")
+    return names
+
+
+def k8s_node(nodes, name):
+    """What the k8s platform needs from the Node object named ``name`` (None when the cluster has no such
+    node): its name, whether it is Ready, its allocatable CPUs and GPUs, the image names its runtime holds."""
+    node = next((n for n in nodes or [] if (n.get("metadata") or {}).get("name") == name), None)
+    if node is None:
+        return None
+    status = node.get("status") or {}
+    allocatable = status.get("allocatable") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    reported = status.get("images") or []
+    return {
+        "name": name,
+        "ready": conditions.get("Ready") == "True",
+        "allocatable_cpus": _count(allocatable.get("cpu")),
+        "allocatable_gpus": _count(allocatable.get(GPU_RESOURCE)),
+        "images": sorted({image_name for image in reported for image_name in image.get("names") or []}),
+        # kubelet lists only the biggest images beyond its limit: a missing one may still be there.
+        "images_complete": len(reported) < NODE_IMAGES_REPORTED,
+    }
+
+
+def _kubernetes_problem(host):
+    cluster = host["kubernetes"]
+    kubeconfig = cluster.get("kubeconfig")
+    if not cluster.get("kubeconfig_present"):
+        return f"no kubeconfig at {kubeconfig}, so this host is no Kubernetes node: {KUBERNETES_ROLE}"
+    if cluster.get("error"):
+        return (
+            f"the Kubernetes cluster does not answer with {kubeconfig} ({cluster['error']}): check kubelet and the "
+            f"API server (systemctl status kubelet), or {KUBERNETES_ROLE}"
+        )
+    node, name = cluster.get("node_status"), cluster.get("node")
+    if node is None:
+        known = ", ".join(sorted((n.get("metadata") or {}).get("name", "?") for n in cluster.get("nodes") or []))
+        return (
+            f"the cluster has no node {name} (its nodes: {known or 'none'}): {KUBERNETES_ROLE} to join it, or set "
+            "platform_run_k8s_node to its Kubernetes name"
+        )
+    if not node["ready"]:
+        return f"Kubernetes node {name} is not Ready: check its kubelet and flannel (kubectl describe node {name})"
+    wanted = image_names(host["image"])
+    if node["images_complete"] and not wanted & set(node["images"]):
+        return (
+            f"image {host['image']} is not in the containerd of node {name}: run site.yml "
+            "(role platbench.lab.kubernetes imports the workload image)"
+        )
+    return None
 
 
 def requirement_problem(requirement, host):
@@ -45,16 +123,27 @@ def requirement_problem(requirement, host):
                 f"the guest carries workload image {_short(guest['container_image_id'])}, not the current "
                 f"{_short(host['image_id'])}: run site.yml to refresh it"
             )
+    elif requirement == "kubernetes":
+        return _kubernetes_problem(host)
     else:
         raise ValueError(f"unknown requirement {requirement!r}; known: {', '.join(platforms.REQUIREMENTS)}")
     return None
 
 
-def platform_status(facts, prefix, venv_present, image, image_id, guest_image_path, guest_image):
+def platform_status(facts, prefix, venv_present, image, image_id, guest_image_path, guest_image, kubernetes=None):
     """For every registry platform: ``ready``, ``reason`` ('' when ready), ``skip`` (the host cannot
     run it at all, so an experiment skips it instead of failing), and for the guest platforms
     this host's QEMU runs the
-    ``accelerator`` (kvm, tcg or None) and ``emulated`` (guests run under QEMU's emulator)."""
+    ``accelerator`` (kvm, tcg or None) and ``emulated`` (guests run under QEMU's emulator).
+
+    ``kubernetes``: ``kubeconfig``, ``kubeconfig_present``, ``node`` (the runner's node name), ``nodes``
+    (the cluster's Node objects) and ``error`` (why they could not be read, '' otherwise). Platforms
+    needing it also carry ``node``: the runner's node (``k8s_node``), or None. Without a kubeconfig
+    the host is no Kubernetes node at all, so they are skipped (``skip``); a cluster that is there
+    but broken fails the run instead.
+    """
+    cluster = dict(kubernetes or {})
+    cluster["node_status"] = k8s_node(cluster.get("nodes"), cluster.get("node"))
     host = {
         "facts": facts or {},
         "prefix": prefix,
@@ -63,6 +152,7 @@ def platform_status(facts, prefix, venv_present, image, image_id, guest_image_pa
         "image_id": image_id or None,
         "guest_image_path": guest_image_path,
         "guest_image": guest_image or {},
+        "kubernetes": cluster,
     }
     accelerator = host["facts"].get("vm_accelerator") or None
     status = {}
@@ -76,6 +166,10 @@ def platform_status(facts, prefix, venv_present, image, image_id, guest_image_pa
                 "reason": problems[0] if problems else "",
                 "skip": "hypervisor" in platform.requires and not accelerator,
             }
+        if "kubernetes" in platform.requires:
+            node = cluster["node_status"]
+            entry["node"] = {key: value for key, value in node.items() if key != "images"} if node else None
+            entry["skip"] = entry["skip"] or not cluster.get("kubeconfig_present")
         if "hypervisor" in platform.requires:  # guests this host's QEMU runs
             entry.update(accelerator=accelerator, emulated=accelerator == "tcg")
         status[platform.label] = entry

@@ -11,8 +11,8 @@ module: platform_status
 short_description: Work out which platbench platforms a host can run now, and why not
 description:
   - Checks every platform of the platform registry (C(plugins/module_utils/platforms.py)) against the host,
-    requirement by requirement (bare-metal venv, Docker engine, workload image, KVM or QEMU, libvirtd, guest image),
-    and returns for each whether it is ready and, if not, why and what to run.
+    requirement by requirement (bare-metal venv, Docker engine, workload image, KVM or QEMU, libvirtd, guest image,
+    a Kubernetes cluster with this host's node Ready and holding the workload image), and returns for each whether it is ready and, if not, why and what to run.
   - Reads the bare-metal venv and the guest image description on the host itself; takes the capability facts of
     M(platbench.lab.host_facts) and the workload image id from the Docker engine as arguments.
   - Fails, naming the unknown labels and the known ones, when O(platforms) names a platform the registry does not
@@ -44,6 +44,23 @@ options:
     description: The guest image description written by platbench.lab.guest_image (vm, vmcn).
     type: path
     default: /var/lib/platbench/guest/current.json
+  kubeconfig:
+    description:
+      - The kubeconfig the k8s platform creates its Jobs with; its absence means this host is no Kubernetes node
+        (k8s is then skipped, with the reason).
+    type: path
+    default: /etc/kubernetes/admin.conf
+  k8s_node:
+    description:
+      - This host's Kubernetes node name; empty means its hostname in lower case, as kubelet names it by default.
+    type: str
+    default: ""
+  k8s_nodes:
+    description:
+      - What C(kubernetes.core.k8s_info) returned (registered, with C(failed_when=false)) when asked for the
+        cluster's Nodes with O(kubeconfig); a failure becomes the reason k8s is not ready. Empty when not asked.
+    type: dict
+    default: {}
   platforms:
     description:
       - The platforms the caller asks about, checked against the registry; every platform is always returned.
@@ -69,6 +86,7 @@ EXAMPLES = r"""
   platbench.lab.platform_status:
     facts: "{{ ansible_facts.platbench }}"
     images: "{{ image_info.images | default([]) }}"
+    k8s_nodes: "{{ nodes_info }}"
     platforms: "{{ platbench_platforms }}"
     platforms_source: platbench_platforms (inventory group_vars)
   register: status
@@ -83,7 +101,8 @@ platforms:
   description:
     - Every platform of the registry, by label, with C(ready), C(reason) (empty when ready) and C(skip) (true when
       the host cannot run it at all, so experiments skip it); guest platforms also carry C(accelerator) (C(kvm),
-      C(tcg) or null) and C(emulated).
+      C(tcg) or null) and C(emulated); k8s carries C(node) (C(name), C(ready), C(allocatable_cpus),
+      C(allocatable_gpus), C(images_complete)), null when the cluster has no node of this host.
   returned: always
   type: dict
   sample: {"bm": {"ready": true, "reason": "", "skip": false}}
@@ -105,6 +124,10 @@ guest_image:
   description: The guest image description, or an empty dict when there is none.
   returned: always
   type: dict
+k8s_node:
+  description: This host's Kubernetes node name (O(k8s_node), or the hostname in lower case).
+  returned: always
+  type: str
 summary:
   description: One line per platform of O(platforms) (every platform when empty), ready or skipped with the reason.
   returned: always
@@ -114,6 +137,7 @@ summary:
 
 import json
 import os
+import socket
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
@@ -132,6 +156,27 @@ def read_guest_image(path):
     return (description, None) if isinstance(description, dict) else ({}, f"{path} holds no JSON object")
 
 
+def kubernetes_node_name(configured):
+    """The node name kubelet registers by default: the hostname, in lower case."""
+    return (configured or socket.gethostname()).strip().lower()
+
+
+def kubernetes_input(kubeconfig, node, nodes_result):
+    """The cluster as platform_status reads it, from the registered k8s_info result of its Nodes."""
+    error = ""
+    if nodes_result.get("failed"):
+        error = str(nodes_result.get("msg") or "kubernetes.core.k8s_info failed").strip()
+    elif "resources" not in nodes_result:
+        error = "nobody asked it for its nodes (k8s_nodes is empty: pass what kubernetes.core.k8s_info returned)"
+    return {
+        "kubeconfig": kubeconfig,
+        "kubeconfig_present": os.path.exists(kubeconfig),
+        "node": node,
+        "nodes": nodes_result.get("resources") or [],
+        "error": error,
+    }
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -140,6 +185,9 @@ def main():
             "image": {"type": "str", "default": "platbench/workload:latest"},
             "images": {"type": "list", "elements": "dict", "default": []},
             "guest_image": {"type": "path", "default": "/var/lib/platbench/guest/current.json"},
+            "kubeconfig": {"type": "path", "default": "/etc/kubernetes/admin.conf"},
+            "k8s_node": {"type": "str", "default": ""},
+            "k8s_nodes": {"type": "dict", "default": {}},
             "platforms": {"type": "list", "elements": "str", "default": []},
             "platforms_source": {"type": "str", "default": "platforms"},
         },
@@ -152,6 +200,7 @@ def main():
         module.fail_json(msg=f"{exc}. Fix the list and run again.")
     guest, warning = read_guest_image(params["guest_image"])
     image_id = next((image.get("Id") for image in params["images"] if image.get("Id")), None)
+    node_name = kubernetes_node_name(params["k8s_node"])
     status = platform_status(
         params["facts"],
         params["prefix"],
@@ -160,6 +209,7 @@ def main():
         image_id,
         params["guest_image"],
         guest,
+        kubernetes=kubernetes_input(params["kubeconfig"], node_name, params["k8s_nodes"]),
     )
     module.exit_json(
         changed=False,
@@ -168,6 +218,7 @@ def main():
         image_id=image_id,
         ready=[label for label in platforms.LABELS if status[label]["ready"]],
         emulated=[label for label in platforms.LABELS if status[label].get("emulated")],
+        k8s_node=node_name,
         summary=summary(status, wanted),
         warnings=[warning] if warning else [],
     )

@@ -20,6 +20,7 @@ import json
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
+from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 
 # Every thread pool the frameworks start gets the scenario's core count.
@@ -47,6 +48,12 @@ OPTIONS = {
     "vm_hugepages": False,
     "gpus_per_cell": 1,  # GPUs handed to a `gpu` cell
     "gpu_assignment": {},  # platbench_gpu_assignment: PCI address -> host | guests
+    "kubeconfig": "/etc/kubernetes/admin.conf",  # k8s: the kubeconfig the Job is created with
+    "k8s_namespace": "platbench",  # k8s: the namespace of the cells' Jobs
+    "k8s_node": None,  # k8s: the runner's Kubernetes node name (platform_status resolves it)
+    "k8s_memory": "4Gi",  # k8s: the pod's memory request and limit
+    "k8s_cpu_request": "100m",  # k8s: a vnl pod's CPU request (its limit is the scale-up)
+    "k8s_poll_delay": 5,  # k8s: seconds between two looks at the Job
 }
 
 
@@ -151,6 +158,73 @@ def gpu_env(platform, gpus, facts):
     return env
 
 
+def k8s_gpu_env(count):
+    """GPU variables in a k8s pod: the device plugin chooses the GPUs, so the pod sees its own, numbered
+    from 0, and the workload checks their count only (the host's bus ids are not known in advance)."""
+    expected = {"count": count, "pci_bus_ids": None}
+    env = {
+        "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in range(count)),
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "PLATBENCH_EXPECTED_GPUS": json.dumps(expected, separators=(",", ":")),
+    }
+    if not count:
+        env["NVIDIA_VISIBLE_DEVICES"] = "void"
+    return env
+
+
+def _k8s(plan, cell, threads, pinned, gpu_count, argv, mounts, opts):
+    """The k8s sections of the plan: ``job`` (the batch/v1 Job) and ``kubernetes`` (where and how to run it)."""
+    if not opts["k8s_node"]:
+        raise CellPlanError(
+            f"cell {cell['id']}: no Kubernetes node for {opts['host']}: set platform_run_k8s_node, or let "
+            "platbench.lab.platform_status find it (platform_run's capabilities)"
+        )
+    labels = {
+        "org.platbench.cell": k8s_job.label_value(cell["id"]),
+        "org.platbench.campaign": k8s_job.label_value(opts["campaign"]),
+        "org.platbench.host": k8s_job.label_value(opts["host"]),
+    }
+    # Label values cannot hold the cell id as it is (`/`, `|`); annotations keep it whole.
+    annotations = {"org.platbench.cell": cell["id"], "org.platbench.campaign": str(opts["campaign"])}
+    try:
+        resources = k8s_job.resources(threads, pinned, opts["k8s_memory"], opts["k8s_cpu_request"], gpu_count)
+    except k8s_job.K8sJobError as exc:
+        raise CellPlanError(f"cell {cell['id']}: {exc}") from None
+    delay = max(int(opts["k8s_poll_delay"]), 1)
+    plan["job"] = k8s_job.job(
+        plan["name"],
+        opts["k8s_namespace"],
+        opts["k8s_node"],
+        opts["image"],
+        ["python"] + argv,
+        plan["env"],
+        mounts,
+        plan["timeout"],
+        labels,
+        annotations,
+        resources,
+        gpu_count,
+    )
+    plan["kubernetes"] = {
+        "kubeconfig": opts["kubeconfig"],
+        "namespace": opts["k8s_namespace"],
+        "node": opts["k8s_node"],
+        "poll_delay": delay,
+        # The Job's own deadline ends it at `timeout`; one more minute lets Kubernetes say so.
+        "poll_retries": -(-(plan["timeout"] + 60) // delay),
+    }
+    plan["runtime"].update(
+        launcher="kubernetes",
+        job_name=plan["name"],
+        k8s_namespace=opts["k8s_namespace"],
+        image=opts["image"],
+        k8s_cpu_request=resources["requests"]["cpu"],
+        k8s_cpu_limit=resources["limits"]["cpu"],
+        k8s_memory=resources["limits"]["memory"],
+        k8s_gpus_requested=gpu_count,
+    )
+
+
 def _options(options):
     merged = {**OPTIONS, **{key: value for key, value in (options or {}).items() if value is not None}}
     unknown = sorted(set(options or {}) - set(OPTIONS))
@@ -230,6 +304,11 @@ def cell_plan(cell, facts, options=None):
         )
     except (CellPlanError, gpu_pools.GpuAssignmentError) as exc:
         raise CellPlanError(f"{where}: {exc}") from None
+    gpu_count = len(gpus)
+    if platform.label == "k8s":
+        # The device plugin chooses the pod's GPUs among the node's: the host's PCI addresses are not known
+        # here, only how many it gets (as many as a cn cell); kubelet's CPU manager likewise picks the cores.
+        cpus, node, gpus = [], None, []
     cpuset = ",".join(str(cpu) for cpu in cpus)
     quota = None if pinned else float(threads)
 
@@ -247,7 +326,7 @@ def cell_plan(cell, facts, options=None):
         {"source": str(cache), "target": str(cache), "mode": "rw"}
     ]
     name = instance_name(opts["campaign"], opts["host"], cell["id"])
-    gpus_env = gpu_env(platform, gpus, facts)
+    gpus_env = k8s_gpu_env(gpu_count) if platform.label == "k8s" else gpu_env(platform, gpus, facts)
     # Inside a guest the GPUs passed through are numbered from 0.
     renumbered = list(range(len(gpus)))
 
@@ -349,6 +428,9 @@ def cell_plan(cell, facts, options=None):
                 "env": plan["env"],
             }
             plan["runtime"]["launcher"] = "ssh"
+    elif platform.label == "k8s":
+        plan["env"] = _env(threads, cache, gpus_env)
+        _k8s(plan, cell, threads, pinned, gpu_count, argv, mounts, opts)
     else:  # a new platform with a placement file needs its branch here (README, "Adding a platform")
         raise CellPlanError(f"{where}: platform {platform.label} has a placement file but no cell plan")
     return plan
