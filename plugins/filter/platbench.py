@@ -12,6 +12,7 @@ import os
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.module_utils import platforms as _registry
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as _gpus
+from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job as _k8s_job
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     CellPlanError,
     choose_cpus,
@@ -205,6 +206,17 @@ def cells_to_run(plan, status, host, results_dir=None):
     )
 
 
+def k8s_job_outcome(jobs, pods=None):
+    """What became of a k8s cell's Job (finished, succeeded, reason, rc, pod, node, qos_class)."""
+    for value, name in ((jobs, "the Job's resources"), (pods, "its pods' resources")):
+        if value is not None and not isinstance(value, list):
+            raise AnsibleFilterError(f"k8s_job_outcome: {name} must be the list k8s_info returns, got {value!r}")
+    try:
+        return _k8s_job.job_outcome(jobs, pods)
+    except _k8s_job.K8sJobError as exc:
+        raise AnsibleFilterError(f"k8s_job_outcome: {exc}") from None
+
+
 class FilterModule:
     """platbench.lab filters."""
 
@@ -225,4 +237,5 @@ class FilterModule:
             "gpu_assignment_problems": gpu_assignment_problems,
             "vfio_functions": vfio_functions,
             "pci_address": pci_address,
+            "k8s_job_outcome": k8s_job_outcome,
         }
