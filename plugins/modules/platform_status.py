@@ -12,7 +12,8 @@ short_description: Work out which platbench platforms a host can run now, and wh
 description:
   - Checks every platform of the platform registry (C(plugins/module_utils/platforms.py)) against the host,
     requirement by requirement (bare-metal venv, Docker engine, workload image, KVM or QEMU, libvirtd, guest image,
-    a Kubernetes cluster with this host's node Ready and holding the workload image), and returns for each whether it is ready and, if not, why and what to run.
+    a Kubernetes cluster with this host's node Ready and holding the workload image), and returns for each
+    whether it is ready and, if not, why and what to run.
   - Reads the bare-metal venv and the guest image description on the host itself; takes the capability facts of
     M(platbench.lab.host_facts) and the workload image id from the Docker engine as arguments.
   - Fails, naming the unknown labels and the known ones, when O(platforms) names a platform the registry does not

@@ -171,7 +171,8 @@ def qos_class(pod_spec):
 
 
 def _conditions(resource):
-    return {c.get("type"): c for c in (resource.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+    conditions = (resource.get("status") or {}).get("conditions") or []
+    return {c.get("type"): c for c in conditions if c.get("status") == "True"}
 
 
 def _terminated(pod):

@@ -74,9 +74,36 @@ def plan_problems(
             f"({len(allowed)} allowed, {len(reserved)} reserved by platbench_reserved_cpus). "
             f"Lower 'scaleup' in experiments/{name}.yml or run on a bigger host."
         )
+    problems.extend(_node_problems(name, cells, status, skipped))
     gpu_problems, summary = _gpu_problems(name, cells, status, facts, host, gpu_assignment, guest_image)
     problems.extend(gpu_problems)
     return {"problems": problems, "skipped": skipped, "gpu_summary": summary}
+
+
+def _node_problems(name, cells, status, skipped):
+    """What the runner's Kubernetes node cannot give the plan's cells of the platforms placed on it (those
+    whose status carries the ``node``: k8s): GPUs (the NVIDIA device plugin advertises them as
+    ``nvidia.com/gpu``) and, for ``pin``, whole CPUs out of its allocatable ones."""
+    problems = []
+    for label in dict.fromkeys(cell["labels"]["platform"] for cell in cells):
+        node = (status.get(label) or {}).get("node")
+        if not node or label in skipped:
+            continue
+        own = [cell["labels"] for cell in cells if cell["labels"]["platform"] == label]
+        if any(labels["processor"] == "gpu" for labels in own) and node.get("allocatable_gpus", 0) < 1:
+            problems.append(
+                f"Experiment '{name}': a GPU scenario on {label} needs the NVIDIA device plugin: node {node['name']} "
+                "advertises no nvidia.com/gpu; run platbench.lab.kubernetes on a GPU node (it deploys the device "
+                f"plugin), or drop the {label} gpu scenarios."
+            )
+        pinned = [int(labels["scaleup"]) for labels in own if labels["cpu_config"] == "pin"]
+        if pinned and max(pinned) > node.get("allocatable_cpus", 0):
+            problems.append(
+                f"Experiment '{name}' pins scale-up {max(pinned)} on {label}, but node {node['name']} has "
+                f"{node.get('allocatable_cpus', 0)} allocatable CPUs (its CPUs minus kubelet's reservedSystemCPUs): "
+                f"lower 'scaleup' in experiments/{name}.yml, or reserve fewer CPUs in platbench.lab.kubernetes."
+            )
+    return problems
 
 
 def _gpu_problems(name, cells, status, facts, host, assignment, guest_image):
