@@ -68,7 +68,7 @@ def k8s_node(nodes, name):
 
 def _kubernetes_problem(host):
     cluster = host["kubernetes"]
-    kubeconfig = cluster.get("kubeconfig")
+    kubeconfig = cluster.get("kubeconfig") or "(none given)"
     if not cluster.get("kubeconfig_present"):
         return f"no kubeconfig at {kubeconfig}, so this host is no Kubernetes node: {KUBERNETES_ROLE}"
     if cluster.get("error"):
