@@ -58,7 +58,7 @@ options:
     default: ""
   k8s_nodes:
     description:
-      - What C(kubernetes.core.k8s_info) returned (registered, with C(failed_when=false)) when asked for the
+      - What C(kubernetes.core.k8s_info) returned (registered, with C(ignore_errors=true)) when asked for the
         cluster's Nodes with O(kubeconfig); a failure becomes the reason k8s is not ready. Empty when not asked.
     type: dict
     default: {}
@@ -165,10 +165,12 @@ def kubernetes_node_name(configured):
 def kubernetes_input(kubeconfig, node, nodes_result):
     """The cluster as platform_status reads it, from the registered k8s_info result of its Nodes."""
     error = ""
-    if nodes_result.get("failed"):
-        error = str(nodes_result.get("msg") or "kubernetes.core.k8s_info failed").strip()
-    elif "resources" not in nodes_result:
-        error = "nobody asked it for its nodes (k8s_nodes is empty: pass what kubernetes.core.k8s_info returned)"
+    # A failed query (ignore_errors) is `failed` with a msg; one without resources was not made.
+    if nodes_result.get("failed") or "resources" not in nodes_result:
+        error = str(
+            nodes_result.get("msg")
+            or "nobody asked it for its nodes (k8s_nodes is empty: pass what kubernetes.core.k8s_info returned)"
+        ).strip()
     return {
         "kubeconfig": kubeconfig,
         "kubeconfig_present": os.path.exists(kubeconfig),
