@@ -20,6 +20,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "tests/roles/platform_run/k8s_unreachable.yml"
+ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
 IMAGE = "platbench/workload:0123456789ab"
 HOST = {"docker_engine": True, "vm_accelerator": "kvm", "libvirt_daemon": True}
@@ -220,7 +221,7 @@ def test_a_cluster_that_does_not_answer_fails_the_cell_and_the_job_is_still_dele
     variables = tmp_path / "vars.json"
     variables.write_text(json.dumps({"platform_run_cell_plan": plan, "outcome_file": str(outcome_file)}))
     run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(PLAYBOOK), "-e", f"@{variables}"],
+        [ANSIBLE_PLAYBOOK, "-i", "localhost,", str(PLAYBOOK), "-e", f"@{variables}"],
         cwd=REPO,
         env=ENV,
         capture_output=True,
