@@ -57,14 +57,20 @@ def _branch_problems(branch):
     return []
 
 
+def _release_supported(name, release, supported, problems):
+    if release in supported:
+        return True
+    problems.append(
+        f"{name} {release or '?'} is not supported by platbench.lab.nvidia_driver; "
+        f"it supports {name} {', '.join(supported)}."
+    )
+    return False
+
+
 def _debian(facts, settings, problems):
     major = str(facts.get("distribution_major_version", ""))
     repo, branch, open_modules = settings["repo"], str(settings["branch"]), settings["open"]
-    if major not in DEBIAN_ARCHIVE_BRANCHES:
-        problems.append(
-            f"Debian {major or '?'} is not supported by platbench.lab.nvidia_driver; it supports Debian "
-            f"{', '.join(sorted(DEBIAN_ARCHIVE_BRANCHES))}."
-        )
+    if not _release_supported("Debian", major, sorted(DEBIAN_ARCHIVE_BRANCHES), problems):
         return {}
     if repo == "debian" and branch != DEBIAN_ARCHIVE_BRANCHES[major]:
         problems.append(
@@ -96,11 +102,7 @@ def _debian(facts, settings, problems):
 
 def _ubuntu(facts, settings, problems):
     version = str(facts.get("distribution_version", ""))
-    if version not in UBUNTU_RELEASES:
-        problems.append(
-            f"Ubuntu {version or '?'} is not supported by platbench.lab.nvidia_driver; it supports Ubuntu "
-            f"{', '.join(UBUNTU_RELEASES)}."
-        )
+    _release_supported("Ubuntu", version, UBUNTU_RELEASES, problems)
     # The branch is in the package names, so nothing else is pinned.
     flavour = "%s-server" % settings["branch"]
     driver = "nvidia-driver-%s%s" % (flavour, "-open" if settings["open"] else "")
@@ -114,12 +116,8 @@ def _ubuntu(facts, settings, problems):
 
 def _el(facts, settings, problems):
     major = str(facts.get("distribution_major_version", ""))
-    if major not in EL_RELEASES:
-        problems.append(
-            f"EL {major or '?'} is not supported by platbench.lab.nvidia_driver; "
-            f"it supports EL {', '.join(EL_RELEASES)} "
-            "(where NVIDIA's CUDA repository has one dnf module stream per driver branch)."
-        )
+    # Where NVIDIA's CUDA repository has one dnf module stream per driver branch.
+    _release_supported("EL", major, EL_RELEASES, problems)
     stream = "%s-%s" % (settings["branch"], "open" if settings["open"] else "dkms")
     base = settings["cuda_repo_base_url"].rstrip("/")
     cuda_repo = "%s/rhel%s/%s/" % (base, major, _cuda_arch(facts, problems))

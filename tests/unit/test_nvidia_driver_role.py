@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.platbench.lab.plugins.plugin_utils import nvidia_driver
+from test_docker_role import INJECT_FACTS
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles/nvidia_driver"
@@ -39,12 +40,6 @@ GPUS = [
     {"pci_address": "0000:3b:00.0", "device_id": "0x20b0", "driver": "nouveau", "iommu_group": "30"},
     {"pci_address": "0000:d8:00.0", "device_id": "0x20b0", "driver": "nouveau", "iommu_group": "31"},
 ]
-INJECT_FACTS = """#!/usr/bin/python
-from ansible.module_utils.basic import AnsibleModule
-
-module = AnsibleModule(argument_spec={"facts": {"type": "dict", "required": True}})
-module.exit_json(changed=False, ansible_facts=module.params["facts"])
-"""
 
 
 def run_playbook(tmp_path, plays, variables, *options):
