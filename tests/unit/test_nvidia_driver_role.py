@@ -265,3 +265,70 @@ def test_the_gpu_drivers_playbook_parses():
         timeout=120,
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# Answers as a driver with two GPUs would; -pm calls are logged, and switch the GPU's mode on.
+state="$(dirname "$0")/state"
+case "$*" in
+  -L) if [ -f "$state.broken" ]; then
+        echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"; exit 9
+      fi
+      echo "GPU 0: NVIDIA A30"; echo "GPU 1: NVIDIA A30" ;;
+  --query-gpu=*) cat "$state" ;;
+  *-pm\\ 1) echo "$*" >> "$state.calls"; sed -i "s/^$2, Disabled/$2, Enabled/" "$state" ;;
+  *) exit 2 ;;
+esac
+"""
+
+
+def load_and_persist(tmp_path, broken=False):
+    """tasks/load.yml and tasks/persistence.yml after an install that changed nothing, against a fake nvidia-smi."""
+    bin_dir = tmp_path / "bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        for name, script in (("nvidia-smi", FAKE_NVIDIA_SMI), ("modprobe", "#!/bin/sh\nexit 1\n")):
+            (bin_dir / name).write_text(script)
+            (bin_dir / name).chmod(0o755)
+        (bin_dir / "state").write_text("00000000:3B:00.0, Enabled\n00000000:D8:00.0, Disabled\n")
+    (bin_dir / "state.broken").unlink(missing_ok=True)
+    if broken:
+        (bin_dir / "state.broken").write_text("")
+    include = {"name": "platbench.lab.nvidia_driver"}
+    play = [
+        {
+            "name": "Driver load and persistence",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "environment": {"PATH": "%s:%s" % (bin_dir, os.environ["PATH"])},
+            "tasks": [
+                {"inject_facts": {"facts": dict(DEBIAN_12, platbench={"gpus": GPUS, "systemd_pid1": False})}},
+                {"ansible.builtin.set_fact": {"nvidia_driver_packages": {"changed": False}}},
+                {"ansible.builtin.include_role": dict(include, tasks_from="load")},
+                {
+                    "ansible.builtin.include_role": dict(include, tasks_from="persistence"),
+                    "when": "nvidia_driver_ready | bool",
+                },
+            ],
+        }
+    ]
+    run = run_playbook(tmp_path, play, {})
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    calls = bin_dir / "state.calls"
+    return run.stdout, (calls.read_text().splitlines() if calls.exists() else [])
+
+
+def test_persistence_mode_is_turned_on_only_where_it_is_off_and_a_second_run_changes_nothing(tmp_path):
+    out, calls = load_and_persist(tmp_path)
+    assert calls == ["-i 00000000:D8:00.0 -pm 1"]
+    assert "REBOOT PENDING" not in out and "changed=1" in out
+    out, calls = load_and_persist(tmp_path)
+    assert calls == ["-i 00000000:D8:00.0 -pm 1"] and "changed=0" in out
+
+
+def test_a_driver_that_cannot_load_without_a_reboot_is_reported_pending_and_left_alone(tmp_path):
+    out, calls = load_and_persist(tmp_path, broken=True)
+    assert "REBOOT PENDING on localhost" in out
+    assert "couldn't communicate with the NVIDIA driver" in out
+    assert "nvidia_driver_reboot_allowed: true" in out
+    assert calls == [] and "nvidia_driver : Reboot the host]" not in out
