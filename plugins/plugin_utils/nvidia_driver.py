@@ -88,15 +88,18 @@ def _debian(facts, settings, problems):
     # nvidia-smi and libcuda1 are only recommended by nvidia-driver; recommendations are left out (a desktop).
     packages = ["nvidia-driver", kernel_module, "nvidia-smi", "libcuda1", "nvidia-persistenced"]
     packages += ["firmware-misc-nonfree", "linux-headers-" + facts.get("kernel", "")]
-    cuda_repo = None
+    cuda_repo, pinned = None, DEBIAN_DRIVER_SOURCES
     if repo == "nvidia":
+        # NVIDIA's repository versions the persistence daemon with the driver, newest branch first; Debian's
+        # archive has one version of it, whatever the branch.
+        pinned += ("nvidia-persistenced",)
         cuda_repo = "%s/debian%s/%s/" % (settings["cuda_repo_base_url"].rstrip("/"), major, _cuda_arch(facts, problems))
     return {
         "family": "debian",
         "packages": packages,
         "cuda_repo_url": cuda_repo,
         "debian_components": ["contrib", "non-free", "non-free-firmware"],
-        "apt_pin": apt_branch_pin(DEBIAN_DRIVER_SOURCES, branch),
+        "apt_pin": apt_branch_pin(pinned, branch),
     }
 
 

@@ -78,13 +78,14 @@ def test_debian_from_nvidias_repository_pins_the_branch_and_builds_for_the_runni
     ]
     assert plan["debian_components"] == ["contrib", "non-free", "non-free-firmware"]
     assert "Package: src:nvidia-graphics-drivers\nPin: version 580.*\nPin-Priority: 990\n" in plan["apt_pin"]
+    assert "Package: src:nvidia-persistenced\nPin: version 580.*" in plan["apt_pin"]
     assert plan["initramfs_command"] == ["update-initramfs", "-u"]
 
 
 def test_debian_from_its_own_archive_has_no_nvidia_repository_and_the_open_modules_come_from_nvidia():
     own = nvidia_driver.driver_plan(DEBIAN_12, "535", "debian", False, CUDA)
     assert own["problems"] == [] and own["cuda_repo_url"] is None
-    assert "Pin: version 535.*" in own["apt_pin"]
+    assert "Pin: version 535.*" in own["apt_pin"] and "src:nvidia-persistenced" not in own["apt_pin"]
     opened = nvidia_driver.driver_plan(dict(DEBIAN_12, architecture="aarch64"), "580", "nvidia", True, CUDA)
     assert "nvidia-kernel-open-dkms" in opened["packages"] and "nvidia-kernel-dkms" not in opened["packages"]
     assert opened["cuda_repo_url"] == CUDA + "/debian12/sbsa/"
