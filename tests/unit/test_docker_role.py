@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +142,53 @@ def toolkit_wanted(tmp_path, gpus, assignment, toolkit="auto"):
 )
 def test_auto_installs_the_toolkit_only_when_the_host_keeps_a_gpu(tmp_path, gpus, assignment, toolkit, expected):
     assert toolkit_wanted(tmp_path, gpus, assignment, toolkit) is expected
+
+
+def run_nvidia_part(tmp_path, variables):
+    """roles/docker/tasks/nvidia.yml in check mode on this machine (no NVIDIA driver), as a Debian host."""
+    (tmp_path / "library").mkdir(exist_ok=True)
+    (tmp_path / "library/inject_facts.py").write_text(INJECT_FACTS)
+    playbook = tmp_path / "play.yml"
+    facts = {"os_family": "Debian", "distribution": "Debian", "platbench": {"gpus": GPUS, "systemd_pid1": True}}
+    playbook.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "Docker NVIDIA part",
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {"inject_facts": {"facts": facts}},
+                        {"ansible.builtin.include_role": {"name": "platbench.lab.docker", "tasks_from": "nvidia"}},
+                    ],
+                }
+            ]
+        )
+    )
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]
+        + ["--check", "-e", json.dumps(dict(variables, ansible_python_interpreter=sys.executable))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1"),
+    )
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine's NVIDIA driver answers")
+def test_toolkit_with_an_externally_managed_driver_stops_when_the_driver_does_not_answer(tmp_path):
+    run = run_nvidia_part(tmp_path, {"docker_nvidia_install_driver": False})
+    assert run.returncode != 0
+    assert "its NVIDIA driver does not answer" in run.stdout, run.stdout[-3000:]
+    assert "Run platbench.lab.nvidia_driver" in run.stdout
+    # Stopped before the toolkit's repository was touched.
+    assert "Add NVIDIA's container toolkit apt repository" not in run.stdout
+
+
+def test_toolkit_installs_the_driver_first_through_the_driver_role(tmp_path):
+    # A driver setting no host can use stops the driver role, hence the toolkit, before anything changes.
+    run = run_nvidia_part(tmp_path, {"nvidia_driver_branch": "latest"})
+    assert run.returncode != 0
+    assert "platbench.lab.nvidia_driver: nvidia_driver_branch is 'latest'" in run.stdout, run.stdout[-3000:]
+    assert "Add NVIDIA's container toolkit apt repository" not in run.stdout
