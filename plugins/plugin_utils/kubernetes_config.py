@@ -384,18 +384,18 @@ def flannel_manifests(settings):
 def nvidia_manifests(settings):
     """The ``nvidia`` RuntimeClass and the NVIDIA device plugin DaemonSet (on nodes labelled as GPU nodes).
 
-    ``settings``: image (nvcr.io/nvidia/k8s-device-plugin:<version>), node_label (key=value the role
+    ``settings``: image (nvcr.io/nvidia/k8s-device-plugin:<version>), node_labels (the labels the role
     puts on nodes that keep a GPU).
     """
     labels = _labels(DEVICE_PLUGIN_NAME)
-    label_key, _, label_value = str(settings["node_label"]).partition("=")
+    node_selector = {str(key): str(value) for key, value in dict(settings["node_labels"]).items()}
     runtime_class = {
         "apiVersion": "node.k8s.io/v1",
         "kind": "RuntimeClass",
         "metadata": {"name": "nvidia", "labels": _labels("nvidia-runtime")},
         # The containerd runtime of that name, written by the role on GPU nodes.
         "handler": "nvidia",
-        "scheduling": {"nodeSelector": {label_key: label_value}},
+        "scheduling": {"nodeSelector": node_selector},
     }
     daemonset = {
         "apiVersion": "apps/v1",
@@ -410,7 +410,7 @@ def nvidia_manifests(settings):
                     "priorityClassName": "system-node-critical",
                     # The plugin itself needs the NVIDIA libraries: it runs under the nvidia runtime.
                     "runtimeClassName": "nvidia",
-                    "nodeSelector": {label_key: label_value},
+                    "nodeSelector": node_selector,
                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                     "containers": [
                         {
