@@ -151,8 +151,11 @@ def kubeadm_init_documents(settings):
             "criSocket": CONTAINERD_SOCKET,
             "imagePullPolicy": "IfNotPresent",
         },
-        "localAPIEndpoint": {"advertiseAddress": settings["advertise_address"], "bindPort": 6443},
+        "localAPIEndpoint": {"bindPort": 6443},
     }
+    if settings.get("advertise_address"):
+        # Without one, kubeadm takes the address of the default route's interface.
+        init["localAPIEndpoint"]["advertiseAddress"] = settings["advertise_address"]
     if settings.get("schedule_on_control_plane"):
         # A one-node lab: the control plane runs the Jobs too.
         init["nodeRegistration"]["taints"] = []
