@@ -13,6 +13,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.module_utils import platforms as _registry
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as _gpus
 from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job as _k8s_job
+from ansible_collections.platbench.lab.plugins.plugin_utils import kubernetes_config as _kubernetes
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     CellPlanError,
     choose_cpus,
@@ -217,6 +218,54 @@ def k8s_job_outcome(jobs, pods=None):
         raise AnsibleFilterError(f"k8s_job_outcome: {exc}") from None
 
 
+def _kubernetes_call(name, function, *args):
+    try:
+        return function(*args)
+    except (_kubernetes.KubernetesConfigError, KeyError, TypeError) as exc:
+        what = "missing setting %s" % exc if isinstance(exc, KeyError) else str(exc)
+        raise AnsibleFilterError("%s: %s" % (name, what)) from None
+
+
+def kubernetes_problems(settings, facts):
+    """Messages for role inputs that would break the cluster on this node (empty when none)."""
+    return _kubernetes_call(
+        "kubernetes_problems",
+        _kubernetes.problems,
+        _mapping(settings, "settings", "kubernetes_problems"),
+        _mapping(facts, "facts", "kubernetes_problems"),
+    )
+
+
+def kubeadm_init_config(settings):
+    """The documents of kubeadm init's --config file."""
+    return _kubernetes_call(
+        "kubeadm_init_config",
+        _kubernetes.kubeadm_init_documents,
+        _mapping(settings, "settings", "kubeadm_init_config"),
+    )
+
+
+def kubeadm_join_config(join_command, node_name):
+    """A worker's JoinConfiguration from the control plane's join command."""
+    return _kubernetes_call("kubeadm_join_config", _kubernetes.kubeadm_join_document, join_command, node_name)
+
+
+def flannel_manifests(settings):
+    """flannel's objects (VXLAN backend)."""
+    return _kubernetes_call(
+        "flannel_manifests", _kubernetes.flannel_manifests, _mapping(settings, "settings", "flannel_manifests")
+    )
+
+
+def nvidia_device_plugin_manifests(settings):
+    """The nvidia RuntimeClass and the NVIDIA device plugin DaemonSet."""
+    return _kubernetes_call(
+        "nvidia_device_plugin_manifests",
+        _kubernetes.nvidia_manifests,
+        _mapping(settings, "settings", "nvidia_device_plugin_manifests"),
+    )
+
+
 class FilterModule:
     """platbench.lab filters."""
 
@@ -238,4 +287,9 @@ class FilterModule:
             "vfio_functions": vfio_functions,
             "pci_address": pci_address,
             "k8s_job_outcome": k8s_job_outcome,
+            "kubernetes_problems": kubernetes_problems,
+            "kubeadm_init_config": kubeadm_init_config,
+            "kubeadm_join_config": kubeadm_join_config,
+            "flannel_manifests": flannel_manifests,
+            "nvidia_device_plugin_manifests": nvidia_device_plugin_manifests,
         }
