@@ -119,7 +119,7 @@ def test_a_data_dir_is_bound_read_only_before_the_cache():
 
 
 def test_sg_without_a_sif_says_what_to_run():
-    with pytest.raises(CellPlanError, match=r"no SIF of the workload image: run site.yml \(role platbench\.lab\.apptainer"):
+    with pytest.raises(CellPlanError, match=r"no SIF of the workload image: run site\.yml \(role platbench"):
         cell_plan(make_cell("sg", "pin", "cpu"), FACTS, {**OPTIONS, "sif": {}})
 
 
