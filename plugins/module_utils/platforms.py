@@ -21,6 +21,9 @@ from collections import namedtuple
 #   guest_image           the guest image description (platbench.lab.guest_image)
 #   guest_container_image the guest image carries the current workload image
 #   kubernetes            a kubeconfig, a cluster answering with it, the runner's node Ready with the workload image
+#   apptainer             Apptainer installed on the host, at least apptainer.MINIMUM_VERSION
+#   sif                   the SIF of the current workload image (platbench.lab.apptainer)
+#   guest_sif             the guest image carries Apptainer and the SIF of the current workload image
 REQUIREMENTS = (
     "venv",
     "engine",
@@ -29,8 +32,15 @@ REQUIREMENTS = (
     "libvirt",
     "guest_image",
     "guest_container_image",
+    "apptainer",
+    "sif",
+    "guest_sif",
     "kubernetes",
 )
+# How a `gpu` cell's GPUs are handed over when the workload sees the host's own GPUs, numbered as
+# the host's driver numbers them (bm's CUDA_VISIBLE_DEVICES, Apptainer's --nv binds them all);
+# the other handovers show a container only its own GPUs, renumbered from 0.
+HOST_GPU_VIEW = ("CUDA_VISIBLE_DEVICES", "--nv")
 
 Platform = namedtuple(
     "Platform",
@@ -110,18 +120,32 @@ PLATFORMS = (
         requires=("hypervisor", "libvirt", "guest_image", "guest_container_image"),
     ),
     Platform(
-        "sg",
-        "Singularity/Apptainer on the host",
-        ("platbench.lab.apptainer",),
+        "vmsg",
+        "Apptainer in a throwaway libvirt guest (the SIF on a read-only disk)",
+        ("platbench.lab.apptainer", "platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
+        "run_vmsg",
         None,
-        "no apptainer role yet",
+        guest=True,
+        container=True,
+        cpu_pinning="vcpupin + taskset",
+        cpu_vanilla="--cpus quota in the guest",
+        gpu_handover="hostdev + --nv",
+        baseline=False,
+        requires=("hypervisor", "libvirt", "guest_image", "guest_sif"),
+    ),
+    Platform(
+        "sg",
+        "Apptainer on the host: the workload image as a SIF",
+        ("platbench.lab.docker", "platbench.lab.workload_image", "platbench.lab.apptainer"),
+        "run_sg",
+        None,
         guest=False,
         container=True,
         cpu_pinning="taskset",
-        cpu_vanilla="none (the host scheduler)",
+        cpu_vanilla="--cpus quota",
         gpu_handover="--nv",
         baseline=False,
-        requires=(),
+        requires=("apptainer", "sif"),
     ),
     Platform(
         "k8s",

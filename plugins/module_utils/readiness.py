@@ -9,7 +9,9 @@ module gathers the inputs and calls ``platform_status``.
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, platforms
+
+APPTAINER_FIX = "run site.yml (role platbench.lab.apptainer)"
 
 KUBERNETES_ROLE = (
     "run site.yml with the host in platbench_kubernetes_control_plane or platbench_kubernetes_workers "
@@ -125,12 +127,68 @@ def requirement_problem(requirement, host):
             )
     elif requirement == "kubernetes":
         return _kubernetes_problem(host)
+    elif requirement in ("apptainer", "sif", "guest_sif"):
+        return _apptainer_problem(requirement, host)
     else:
         raise ValueError(f"unknown requirement {requirement!r}; known: {', '.join(platforms.REQUIREMENTS)}")
     return None
 
 
-def platform_status(facts, prefix, venv_present, image, image_id, guest_image_path, guest_image, kubernetes=None):
+def _version_problem(version, where, fix):
+    if not version:
+        return f"Apptainer is not installed {where}: {fix}"
+    if apptainer.too_old(version, apptainer.MINIMUM_VERSION):
+        return (
+            f"Apptainer {version} {where} is older than {apptainer.MINIMUM_VERSION}, the first with the --cpus "
+            f"resource limit the sg and vmsg platforms use: {fix} to upgrade it"
+        )
+    return None
+
+
+def _stale_problem(built_from, what, host, fix):
+    if not host["image_id"]:
+        return (
+            f"{what} cannot be checked against the workload image {host['image']}, which is not in the Docker engine: "
+            "run site.yml (role platbench.lab.workload_image)"
+        )
+    if built_from != host["image_id"]:
+        return f"{what} built from image {_short(built_from)}, not the current {_short(host['image_id'])}: {fix}"
+    return None
+
+
+def _apptainer_problem(requirement, host):
+    sif = host["sif"]
+    if requirement == "apptainer":
+        return _version_problem(host["apptainer_version"], "on this host", APPTAINER_FIX)
+    if requirement == "sif":
+        if not sif.get("image_id"):
+            return f"no SIF of the workload image is described at {host['sif_description']}: {APPTAINER_FIX}"
+        if not sif.get("present"):
+            return f"SIF {sif.get('sif')} is missing: {APPTAINER_FIX}"
+        return _stale_problem(sif["image_id"], f"SIF {sif.get('sif')}", host, APPTAINER_FIX)
+    guest = host["guest_image"]
+    fix = "run site.yml (roles platbench.lab.apptainer, then platbench.lab.guest_image)"
+    problem = _version_problem(guest.get("apptainer_version"), "in the guest image", fix)
+    if problem:
+        return problem
+    if not guest.get("sif_image_id"):
+        return f"the guest image carries no SIF of the workload image: {fix}"
+    return _stale_problem(guest["sif_image_id"], "the guest's SIF", host, fix)
+
+
+def platform_status(
+    facts,
+    prefix,
+    venv_present,
+    image,
+    image_id,
+    guest_image_path,
+    guest_image,
+    apptainer_version=None,
+    sif=None,
+    sif_description=apptainer.SIF_DESCRIPTION,
+    kubernetes=None,
+):
     """For every registry platform: ``ready``, ``reason`` ('' when ready), ``skip`` (the host cannot
     run it at all, so an experiment skips it instead of failing), and for the guest platforms
     this host's QEMU runs the
@@ -141,6 +199,9 @@ def platform_status(facts, prefix, venv_present, image, image_id, guest_image_pa
     needing it also carry ``node``: the runner's node (``k8s_node``), or None. Without a kubeconfig
     the host is no Kubernetes node at all, so they are skipped (``skip``); a cluster that is there
     but broken fails the run instead.
+
+    ``apptainer_version`` is the host's Apptainer (None: not installed); ``sif`` the SIF description
+    (``sif_description``, written by platbench.lab.apptainer) with ``present``: whether its SIF file exists.
     """
     cluster = dict(kubernetes or {})
     cluster["node_status"] = k8s_node(cluster.get("nodes"), cluster.get("node"))
@@ -153,6 +214,9 @@ def platform_status(facts, prefix, venv_present, image, image_id, guest_image_pa
         "guest_image_path": guest_image_path,
         "guest_image": guest_image or {},
         "kubernetes": cluster,
+        "apptainer_version": apptainer_version or None,
+        "sif": sif or {},
+        "sif_description": sif_description,
     }
     accelerator = host["facts"].get("vm_accelerator") or None
     status = {}

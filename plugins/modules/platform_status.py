@@ -12,9 +12,10 @@ short_description: Work out which platbench platforms a host can run now, and wh
 description:
   - Checks every platform of the platform registry (C(plugins/module_utils/platforms.py)) against the host,
     requirement by requirement (bare-metal venv, Docker engine, workload image, KVM or QEMU, libvirtd, guest image,
-    a Kubernetes cluster with this host's node Ready and holding the workload image), and returns for each
-    whether it is ready and, if not, why and what to run.
-  - Reads the bare-metal venv and the guest image description on the host itself; takes the capability facts of
+    Apptainer and its SIF, a Kubernetes cluster with this host's node Ready and holding the workload image), and
+    returns for each whether it is ready and, if not, why and what to run.
+  - Reads the bare-metal venv, the guest image description and the SIF description on the host itself, and asks
+    C(apptainer --version) which Apptainer is installed; takes the capability facts of
     M(platbench.lab.host_facts) and the workload image id from the Docker engine as arguments.
   - Fails, naming the unknown labels and the known ones, when O(platforms) names a platform the registry does not
     know (for example a typo in the inventory's C(platbench_platforms)).
@@ -62,6 +63,11 @@ options:
         cluster's Nodes with O(kubeconfig); a failure becomes the reason k8s is not ready. Empty when not asked.
     type: dict
     default: {}
+  sif_description:
+    description:
+      - The SIF description written by platbench.lab.apptainer (sg); its C(sif) file must exist too.
+    type: path
+    default: /var/lib/platbench/sif/current.json
   platforms:
     description:
       - The platforms the caller asks about, checked against the registry; every platform is always returned.
@@ -129,6 +135,16 @@ k8s_node:
   description: This host's Kubernetes node name (O(k8s_node), or the hostname in lower case).
   returned: always
   type: str
+sif:
+  description:
+    - The SIF description (C(image), C(image_id), C(sif), C(apptainer_version), C(sha256)) with C(present), whether
+      its SIF file exists; an empty dict when there is none.
+  returned: always
+  type: dict
+apptainer_version:
+  description: The host's Apptainer version (C(1.4.5)), or null when it is not installed.
+  returned: always
+  type: str
 summary:
   description: One line per platform of O(platforms) (every platform when empty), ready or skipped with the reason.
   returned: always
@@ -141,11 +157,11 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, platforms
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status, summary
 
 
-def read_guest_image(path):
+def read_guest_image(path, what="guest image description"):
     """The description as a dict, {} when absent, and a warning when it cannot be read."""
     if not os.path.exists(path):
         return {}, None
@@ -153,7 +169,7 @@ def read_guest_image(path):
         with open(path, encoding="utf-8") as stream:
             description = json.load(stream)
     except (OSError, ValueError) as exc:
-        return {}, f"guest image description {path} cannot be read ({exc}): run site.yml to rebuild it"
+        return {}, f"{what} {path} cannot be read ({exc}): run site.yml to rebuild it"
     return (description, None) if isinstance(description, dict) else ({}, f"{path} holds no JSON object")
 
 
@@ -180,6 +196,15 @@ def kubernetes_input(kubeconfig, node, nodes_result):
     }
 
 
+def installed_apptainer(module):
+    """The version `apptainer --version` reports, or None when it is not installed or does not answer."""
+    executable = module.get_bin_path("apptainer")
+    if not executable:
+        return None
+    rc, out, _err = module.run_command([executable, "--version"])
+    return apptainer.parse_version(out) if rc == 0 else None
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -191,6 +216,7 @@ def main():
             "kubeconfig": {"type": "path", "default": "/etc/kubernetes/admin.conf"},
             "k8s_node": {"type": "str", "default": ""},
             "k8s_nodes": {"type": "dict", "default": {}},
+            "sif_description": {"type": "path", "default": apptainer.SIF_DESCRIPTION},
             "platforms": {"type": "list", "elements": "str", "default": []},
             "platforms_source": {"type": "str", "default": "platforms"},
         },
@@ -202,6 +228,10 @@ def main():
     except platforms.UnknownPlatform as exc:
         module.fail_json(msg=f"{exc}. Fix the list and run again.")
     guest, warning = read_guest_image(params["guest_image"])
+    sif, sif_warning = read_guest_image(params["sif_description"], "SIF description")
+    if sif:
+        sif["present"] = bool(sif.get("sif")) and os.path.isfile(str(sif["sif"]))
+    version = installed_apptainer(module)
     image_id = next((image.get("Id") for image in params["images"] if image.get("Id")), None)
     node_name = kubernetes_node_name(params["k8s_node"])
     status = platform_status(
@@ -213,17 +243,22 @@ def main():
         params["guest_image"],
         guest,
         kubernetes=kubernetes_input(params["kubeconfig"], node_name, params["k8s_nodes"]),
+        apptainer_version=version,
+        sif=sif,
+        sif_description=params["sif_description"],
     )
     module.exit_json(
         changed=False,
         platforms=status,
         guest_image=guest,
         image_id=image_id,
+        sif=sif,
+        apptainer_version=version,
         ready=[label for label in platforms.LABELS if status[label]["ready"]],
         emulated=[label for label in platforms.LABELS if status[label].get("emulated")],
         k8s_node=node_name,
         summary=summary(status, wanted),
-        warnings=[warning] if warning else [],
+        warnings=[text for text in (warning, sif_warning) if text],
     )
 
 

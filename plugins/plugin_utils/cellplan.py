@@ -4,7 +4,7 @@
 
 Common keys: cell, scenario, platform, placement, host, campaign, name, threads, pinned, cpus,
 cpuset, numa_node, cpu_quota, gpus, argv, env, data_dir, mounts, timeout, runtime; then per
-platform ``process`` (bm, vm), ``container`` (cn, vmcn) and ``guest`` (vm, vmcn). The placement
+platform ``process`` (bm, vm, sg, vmsg), ``container`` (cn, vmcn) and ``guest`` (vm, vmcn, vmsg). The placement
 entry points declare exactly these in ``roles/platform_run/meta/argument_specs.yml``.
 
 A placement file (``roles/platform_run/tasks/run_<platform>.yml``) receives the plan as its
@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, k8s_job
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 
 # Every thread pool the frameworks start gets the scenario's core count.
@@ -54,6 +54,8 @@ OPTIONS = {
     "k8s_memory": "4Gi",  # k8s: the pod's memory request and limit
     "k8s_cpu_request": "100m",  # k8s: a vnl pod's CPU request (its limit is the scale-up)
     "k8s_poll_delay": 5,  # k8s: seconds between two looks at the Job
+    "sif": {},  # the SIF description (sg), platbench.lab.apptainer's current.json
+    "apptainer_version": None,  # the host's Apptainer (sg)
 }
 
 
@@ -141,11 +143,12 @@ def gpu_env(platform, gpus, facts):
     CUDA_VISIBLE_DEVICES="" hides every GPU from a cpu cell, so a framework never picks one up
     behind its back; NVIDIA_VISIBLE_DEVICES=void keeps the NVIDIA container runtime from
     mounting any. On bm the GPUs are numbered among those the NVIDIA driver sees, in PCI order;
-    a container or a guest sees only its own, numbered from 0. PLATBENCH_EXPECTED_GPUS is what
+    so is Apptainer's --nv on the host (sg), which shows the container the host's GPUs. A Docker
+    container or a guest sees only its own, numbered from 0. PLATBENCH_EXPECTED_GPUS is what
     the workload checks the devices it used against: the host's bus ids where the workload sees
-    them (bm, cn), none in a guest, whose bus ids are its own.
+    them (bm, cn, sg), none in a guest, whose bus ids are its own.
     """
-    on_host = not (platform.guest or platform.container)
+    on_host = not platform.guest and platform.gpu_handover in platforms.HOST_GPU_VIEW
     visible = gpu_pools.cuda_indexes(gpus, facts.get("gpus")) if on_host else range(len(gpus))
     expected = {"count": len(gpus), "pci_bus_ids": None if platform.guest else list(gpus)}
     env = {
@@ -385,7 +388,27 @@ def cell_plan(cell, facts, options=None):
         )
         plan["container"]["docker_version"] = opts["docker_version"]
         plan["runtime"].update(launcher="docker", cpu_quota_requested=quota, container_name=name, image=opts["image"])
-    elif platform.label in ("vm", "vmcn"):
+    elif platform.label == "sg":
+        sif = opts["sif"] or {}
+        if not sif.get("sif"):
+            raise CellPlanError(f"{where}: no SIF of the workload image: run site.yml (role platbench.lab.apptainer)")
+        plan["env"] = _env(threads, cache, gpus_env)
+        plan["process"] = {
+            "argv": apptainer_plan.exec_argv(
+                sif["sif"], argv, binds=mounts, gpu=bool(gpus), cpu_quota=quota, cpuset=cpuset
+            ),
+            "chdir": "/",
+            "env": apptainer_plan.process_env(plan["env"]),
+        }
+        plan["runtime"].update(
+            launcher="apptainer",
+            cpu_quota_requested=quota,
+            sif=sif["sif"],
+            sif_image_id=sif.get("image_id"),
+            image=sif.get("image"),
+            apptainer_version=opts["apptainer_version"] or sif.get("apptainer_version"),
+        )
+    elif platform.label in ("vm", "vmcn", "vmsg"):
         guest_image = opts["guest_image"] or {}
         plan["guest"] = {
             "name": name,
@@ -394,8 +417,14 @@ def cell_plan(cell, facts, options=None):
             "emulator_cpus": cpus,
             "memory_mb": int(opts["vm_memory_mb"]),
             "hugepages": bool(opts["vm_hugepages"]),
-            "with_container_disk": platform.container,
+            "with_container_disk": platform.label == "vmcn",
             "hostdevs": list(gpus),
+            # vmsg: the SIF's read-only disk, mounted at apptainer.GUEST_SIF_DIR in the guest.
+            "extra_disks": (
+                [{"path": guest_image.get("sif_disk"), "format": "raw", "readonly": True}]
+                if platform.label == "vmsg"
+                else []
+            ),
         }
         plan["runtime"].update(
             guest_domain=name,
@@ -404,10 +433,38 @@ def cell_plan(cell, facts, options=None):
             emulator_pins_requested=cpuset or None,
             guest_memory_mb=int(opts["vm_memory_mb"]),
         )
-        if platform.container:
+        # The guest's vCPUs are pinned on the host; in the guest the container takes them all.
+        in_guest = ",".join(str(vcpu) for vcpu in range(threads)) if pinned else ""
+        if platform.label == "vmsg":
+            if not guest_image.get("sif_disk"):
+                raise CellPlanError(
+                    f"{where}: the guest image has no SIF disk: run site.yml (roles platbench.lab.apptainer, "
+                    "then platbench.lab.guest_image)"
+                )
             plan["env"] = _env(threads, cache, gpus_env)
-            # The guest's vCPUs are pinned on the host; in the guest the container takes them all.
-            in_guest = ",".join(str(vcpu) for vcpu in range(threads)) if pinned else ""
+            plan["process"] = {
+                # The cache lives and dies with the throwaway guest: a scratch directory, not a bind.
+                "argv": apptainer_plan.exec_argv(
+                    apptainer.GUEST_SIF_PATH,
+                    argv,
+                    scratch=[cache],
+                    gpu=bool(gpus),
+                    cpu_quota=quota,
+                    cpuset=in_guest,
+                ),
+                "chdir": "/",
+                "env": apptainer_plan.process_env(plan["env"]),
+            }
+            plan["runtime"].update(
+                launcher="apptainer",
+                cpu_quota_requested=quota,
+                in_guest_cpuset=in_guest or None,
+                sif=apptainer.GUEST_SIF_PATH,
+                sif_image_id=guest_image.get("sif_image_id"),
+                apptainer_version=guest_image.get("apptainer_version"),
+            )
+        elif platform.container:
+            plan["env"] = _env(threads, cache, gpus_env)
             image = guest_image.get("container_image_id")
             plan["container"] = _container(
                 name, name, image, image, argv, plan["env"], in_guest, quota, mounts[-1:], renumbered, cell["id"], opts

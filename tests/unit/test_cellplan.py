@@ -39,10 +39,17 @@ GPU_ASSIGNMENT = {"0000:af:00.0": "guests"}
 OPTIONS = {
     "host": "runner-a",
     "campaign": "c1",
-    "guest_image": {"container_image_id": "sha256:" + "ab" * 32},
+    "guest_image": {
+        "container_image_id": "sha256:" + "ab" * 32,
+        "sif_disk": "/var/lib/platbench/guest/sif-abababababab.img",
+        "sif_image_id": "sha256:" + "ab" * 32,
+        "apptainer_version": "1.4.5",
+    },
     "image_id": "sha256:" + "cd" * 32,
     "docker_version": "24.0.5",
     "k8s_node": "runner-a",
+    "sif": {"sif": "/var/lib/platbench/sif/workload-cdcdcdcdcdcd.sif", "image_id": "sha256:" + "cd" * 32},
+    "apptainer_version": "1.4.5",
 }
 BUILT = [p.label for p in platforms.PLATFORMS if p.placement]
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
@@ -95,6 +102,8 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         "vm": {"guest", "process"},
         "vmcn": {"guest", "container"},
         "k8s": set(),  # its `job` and `kubernetes`: tests/unit/test_k8s_job.py
+        "vmsg": {"guest", "process"},
+        "sg": {"process"},
     }
     assert sections == expected[platform]
     if platform == "bm":
@@ -183,7 +192,7 @@ def test_names_depend_on_campaign_host_and_cell():
             r"cell bm/16/pin/cpu\|r0 on runner-a: scale-up 16 needs 16 CPUs",
         ),
         (make_cell("cn", processor="gpu"), ONE_NODE, OPTIONS, "a 'gpu' cell needs a GPU"),
-        (make_cell("sg"), ONE_NODE, OPTIONS, "platform sg is not built by this release"),
+        (make_cell("ironic"), ONE_NODE, OPTIONS, "platform ironic is not built by this release"),
         (make_cell("lxc"), ONE_NODE, OPTIONS, "unknown platform 'lxc'; known: bm"),
         (make_cell("bm"), ONE_NODE, {"campaign": "c"}, "option 'host' is required"),
         (make_cell("bm"), ONE_NODE, {**OPTIONS, "colour": 1}, "unknown option"),

@@ -486,7 +486,7 @@ def test_the_guest_description_always_says_which_driver_it_has(tmp_path, record,
     ]
     ok(play(tmp_path, tasks, dict(GUEST_VARS, guest_image_dir=str(guest_dir), guest_image_gpu=False)))
     description = json.loads((tmp_path / "out.json").read_text())["guest_image_description"]
-    assert description == dict(record, nvidia_driver=gpu_driver)
+    assert description == dict(record, nvidia_driver=gpu_driver, apptainer_version=None)
 
 
 def test_a_gpu_guest_docker_registers_the_nvidia_runtime(tmp_path):

@@ -99,14 +99,14 @@ def test_a_plan_this_host_can_run_has_no_problem():
 
 def test_an_unbuilt_platform_and_a_missing_piece_fail_with_their_reason():
     status = platform_status({**FACTS, "docker_engine": False}, "/opt/platbench", True, "img", None, "/g", {})
-    found = problems(experiment(platforms=["bm", "cn", "sg"]), status)["problems"]
+    found = problems(experiment(platforms=["bm", "cn", "ironic"]), status)["problems"]
     assert len(found) == 2
     assert found[0].startswith("Experiment 'smoke' asks for platform cn, which runner-a cannot run: no Docker engine")
-    assert "platform sg, which runner-a cannot run: not built by this release" in found[1]
+    assert "platform ironic, which runner-a cannot run: not built by this release" in found[1]
     assert "platform_run_skip_unavailable=true" in found[1]
-    assert problems(experiment(platforms=["bm", "sg"]), status, skip_unavailable=True) == {
+    assert problems(experiment(platforms=["bm", "ironic"]), status, skip_unavailable=True) == {
         "problems": [],
-        "skipped": {"sg": status["sg"]["reason"]},
+        "skipped": {"ironic": status["ironic"]["reason"]},
         "gpu_summary": "",
     }
 
@@ -135,7 +135,7 @@ def test_gpu_scenarios_on_a_host_without_gpus_are_refused():
 
 def test_files_are_refused_for_guests():
     [found] = problems(experiment(params={"data_dir": "/data"}))["problems"]
-    assert found.startswith("Experiment 'smoke' reads data from files, which vm and vmcn guests cannot reach")
+    assert found.startswith("Experiment 'smoke' reads data from files, which vm, vmcn and vmsg guests cannot reach")
     assert problems(experiment(params={"data_dir": "/data"}, platforms=["bm", "cn"]))["problems"] == []
 
 
