@@ -48,7 +48,9 @@ def k8s_status(present=True, error="", nodes=None, name="runner-a"):
         "nodes": [node()] if nodes is None else nodes,
         "error": error,
     }
-    return platform_status(HOST, "/opt/platbench", True, IMAGE, "sha256:" + "1" * 64, "/g.json", {}, cluster)["k8s"]
+    return platform_status(
+        HOST, "/opt/platbench", True, IMAGE, "sha256:" + "1" * 64, "/g.json", {}, kubernetes=cluster
+    )["k8s"]
 
 
 def test_a_ready_node_makes_k8s_ready_and_says_what_it_offers():
