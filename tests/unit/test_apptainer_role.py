@@ -6,25 +6,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import os
 import re
 import subprocess
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
+from playbook_run import ENV, REPO, recap, run_playbook
 
-REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "tests/roles/apptainer/apply.yml"
-ENV = dict(
-    os.environ,
-    ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-    ANSIBLE_NOCOLOR="1",
-    ANSIBLE_FORCE_COLOR="0",
-    PATH=f"{REPO / '.venv/bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-)
 DEB = b"not a real package: check mode only asks whether the file is there\n"
 
 
@@ -57,22 +47,7 @@ def role_vars(tmp_path, base_url="http://127.0.0.1:9", **extra):
 
 
 def apply_role(tmp_path, variables, *options):
-    vars_file = tmp_path / "vars.json"
-    vars_file.write_text(json.dumps(variables))
-    return subprocess.run(
-        ["ansible-playbook", "-i", "localhost,", str(PLAYBOOK), "-e", f"@{vars_file}", *options],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def recap(run):
-    match = re.search(r"localhost\s+:.*changed=(\d+).*failed=(\d+)", run.stdout)
-    assert match, run.stdout[-3000:] + run.stderr[-2000:]
-    return int(match.group(1)), int(match.group(2))
+    return run_playbook(PLAYBOOK, tmp_path, variables, *options)
 
 
 @pytest.mark.parametrize(

@@ -4,21 +4,12 @@ and the root file system's name, which only a guest carrying Apptainer changes."
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-from pathlib import Path
 
 import yaml
+from playbook_run import ENV, REPO
 
-REPO = Path(__file__).resolve().parents[2]
-ENV = dict(
-    os.environ,
-    ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-    ANSIBLE_NOCOLOR="1",
-    ANSIBLE_FORCE_COLOR="0",
-    PATH=f"{REPO / '.venv/bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-)
 IMAGE = "sha256:" + "cd" * 32
 KEYPAIR = {"public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAtest"}
 ROOTFS_VARS = {"guest_image_keypair": KEYPAIR, "guest_image_gpu": False, "guest_image_requirements": ["frameworks"]}

@@ -3,17 +3,10 @@ can run (no GPU, no IOMMU, no /dev/kvm), applied for real to temp dirs with inje
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import subprocess
-from pathlib import Path
-
 import pytest
+from playbook_run import REPO, recap, run_playbook
 
-REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "tests/roles/kvm_host/apply.yml"
-ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
 
 # Two GPUs of the same model, each with its HDMI audio function: one stays with the host, one goes to guests.
 GPUS = [
@@ -68,23 +61,7 @@ def host_vars(tmp_path, **extra):
 
 
 def apply_role(tmp_path, variables, *options):
-    vars_file = tmp_path / "vars.json"
-    vars_file.write_text(json.dumps(variables))
-    return subprocess.run(
-        ["ansible-playbook", "-i", "localhost,", str(PLAYBOOK), "-e", "@%s" % vars_file, *options],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def recap(run):
-    """changed and failed counts from the play recap."""
-    match = re.search(r"localhost\s+:.*changed=(\d+).*failed=(\d+)", run.stdout)
-    assert match, run.stdout[-3000:] + run.stderr[-2000:]
-    return int(match.group(1)), int(match.group(2))
+    return run_playbook(PLAYBOOK, tmp_path, variables, *options)
 
 
 def written(out):
