@@ -110,3 +110,26 @@ def test_the_playbook_passes_syntax_check():
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.parametrize(
+    "version, checksum",
+    [
+        ("1.4.5", "sha256:70f19af846501acfbc2e42e7cfeee9ee11ddbbfa1c3502d0d99cde34e8e0af05"),
+        ("1.4.4", "sha256:https://github.com/apptainer/apptainer/releases/download/v1.4.4/sha256sums"),
+    ],
+)
+def test_the_deb_is_checked_against_the_pinned_sum_or_its_release_sums(version, checksum):
+    """The pinned release's .deb is checked against the sum platbench pins; another version against its release's."""
+    role = REPO / "roles/apptainer"
+    run = subprocess.run(
+        ["ansible", "-i", "localhost,", "localhost", "-c", "local", "-m", "ansible.builtin.debug"]
+        + ["-a", "msg={{ apptainer_deb_checksum }}", "-e", f"@{role}/defaults/main.yml", "-e", f"@{role}/vars/main.yml"]
+        + ["-e", f"apptainer_version={version}"],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert f'"msg": "{checksum}"' in run.stdout, run.stdout + run.stderr
