@@ -20,6 +20,8 @@ GUEST_SIF_PATH = GUEST_SIF_DIR + "/workload.sif"
 IMAGE_ID_CHARS = 12
 
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+# What a user runs when a host lacks Apptainer or its SIF.
+INSTALL_FIX = "run site.yml with the host in platbench_apptainer_hosts (role platbench.lab.apptainer)"
 
 
 def parse_version(text):

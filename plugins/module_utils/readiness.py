@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import apptainer, platforms
 
-APPTAINER_FIX = "run site.yml (role platbench.lab.apptainer)"
+APPTAINER_FIX = apptainer.INSTALL_FIX
 
 KUBERNETES_ROLE = (
     "run site.yml with the host in platbench_kubernetes_control_plane or platbench_kubernetes_workers "

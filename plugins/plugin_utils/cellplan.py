@@ -391,7 +391,7 @@ def cell_plan(cell, facts, options=None):
     elif platform.label == "sg":
         sif = opts["sif"] or {}
         if not sif.get("sif"):
-            raise CellPlanError(f"{where}: no SIF of the workload image: run site.yml (role platbench.lab.apptainer)")
+            raise CellPlanError(f"{where}: no SIF of the workload image: {apptainer.INSTALL_FIX}")
         plan["env"] = _env(threads, cache, gpus_env)
         plan["process"] = {
             "argv": apptainer_plan.exec_argv(

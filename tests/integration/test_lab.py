@@ -182,7 +182,14 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
         ({"experiment": "no-such-experiment"}, r"smoke"),
         ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "mainframe"]}}, r"mainframe.*bm"),
         ({"experiment": "smoke", "experiment_overrides": {"scaleup": [64]}}, r"scale-up 64.*offers \d+ CPUs"),
-        ({"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "sg"]}}, r"platform sg.*not built"),
+        (
+            {"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "sg"]}},
+            r"platform sg.*Apptainer is not installed on this host.*platbench\.lab\.apptainer",
+        ),
+        (
+            {"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "ironic"]}},
+            r"platform ironic.*not built",
+        ),
         # An address in the GPU assignment that is no NVIDIA GPU of the host stops even a CPU-only plan.
         (
             {"experiment": "smoke", "platbench_gpu_assignment": {"0000:00:1f.0": "guests"}},

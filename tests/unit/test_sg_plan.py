@@ -119,7 +119,9 @@ def test_a_data_dir_is_bound_read_only_before_the_cache():
 
 
 def test_sg_without_a_sif_says_what_to_run():
-    with pytest.raises(CellPlanError, match=r"no SIF of the workload image: run site\.yml \(role platbench"):
+    with pytest.raises(
+        CellPlanError, match=r"no SIF of the workload image: run site\.yml with the host in platbench_apptainer_hosts"
+    ):
         cell_plan(make_cell("sg", "pin", "cpu"), FACTS, {**OPTIONS, "sif": {}})
 
 
@@ -252,7 +254,7 @@ def test_a_host_with_apptainer_its_sif_and_a_guest_carrying_both_runs_sg_and_vms
     assert result["vmsg"] == {"ready": True, "reason": "", "skip": False, "accelerator": "kvm", "emulated": False}
 
 
-FIX = "run site.yml (role platbench.lab.apptainer)"
+FIX = "run site.yml with the host in platbench_apptainer_hosts (role platbench.lab.apptainer)"
 GUEST_FIX = "run site.yml (roles platbench.lab.apptainer, then platbench.lab.guest_image)"
 
 
