@@ -47,12 +47,14 @@ def plan_problems(
         }
     problems, skipped = [], {}
     wanted = _wanted(plan)
-    guests = platforms.BUILT_GUESTS
+    # Guests get the workloads and the GEMM peak cache as disks of their own, not the host's data directories.
+    asked_guests = [label for label in platforms.BUILT_GUESTS if label in wanted]
     reads_files = plan.get("dataset") is not None or "data_dir" in (plan.get("params") or {})
-    if reads_files and set(wanted) & set(guests):
+    if reads_files and asked_guests:
         problems.append(
-            f"Experiment '{name}' reads data from files, which {platforms.in_words(guests)} guests cannot reach "
-            f"in this release. Drop {platforms.in_words(guests, '/')} from its platforms or use data: synthetic."
+            f"Experiment '{name}' reads data from files, which the guests of {platforms.in_words(asked_guests)} "
+            f"cannot reach in this release. Drop {platforms.in_words(asked_guests)} from its platforms or use "
+            "data: synthetic."
         )
     for label in _not_ready(plan, status):
         entry = status.get(label) or {"reason": "platbench.lab.platform_status did not report it"}

@@ -135,7 +135,10 @@ def test_gpu_scenarios_on_a_host_without_gpus_are_refused():
 
 def test_files_are_refused_for_guests():
     [found] = problems(experiment(params={"data_dir": "/data"}))["problems"]
-    assert found.startswith("Experiment 'smoke' reads data from files, which vm, vmcn and vmsg guests cannot reach")
+    assert found == (
+        "Experiment 'smoke' reads data from files, which the guests of vm cannot reach in this release. "
+        "Drop vm from its platforms or use data: synthetic."
+    )
     assert problems(experiment(params={"data_dir": "/data"}, platforms=["bm", "cn"]))["problems"] == []
 
 
