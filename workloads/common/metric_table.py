@@ -1,0 +1,112 @@
+"""One table of every metric a workload emits: its unit, which direction is better, its component.
+
+The report reads it to sign Diff% (``better``) and to split the Diff% tables by component; it never
+guesses a direction from a name. A workload that adds a metric adds its entry here (the test
+tests/unit/test_metric_table.py fails otherwise). Stdlib only: workloads and the report import it.
+
+- ``unit``: the unit the record gives; ``*`` stands for any text (``*/sec``: images/sec, samples/sec...).
+- ``better``: ``"higher"``, ``"lower"``, or None for a descriptive figure (bytes, counts, a loss, a
+  job's own FLOP count), which gets no Diff%.
+- ``component``: one of COMPONENTS; the report writes one Diff% table per component.
+
+A name may hold ``{index}`` (any decimal number): ``worker{index}_throughput`` is the entry of
+``worker0_throughput``, ``worker1_throughput``...
+"""
+
+import fnmatch
+import re
+from typing import NamedTuple
+
+HIGHER = "higher"
+LOWER = "lower"
+DIRECTIONS = (HIGHER, LOWER, None)
+COMPONENTS = ("training", "inference", "cpu", "memory", "disk", "gpu", "network", "profile")
+
+
+class MetricInfo(NamedTuple):
+    unit: str
+    better: str | None
+    component: str
+
+
+def _entry(unit, better, component):
+    return MetricInfo(unit, better, component)
+
+
+# The statistics common.stats.step_time_metrics reports, and the prefixes the workloads give them.
+STEP_STATISTICS = ("mean", "std", "p50", "p90", "min", "max")
+STEP_TIME_PREFIXES = ("step_time", "batch_time_epoch1", "batch_time_later")
+
+METRICS = {
+    # Training (cnn_train, dl_tools, small_models): the job's own speed.
+    "throughput": _entry("*/sec", HIGHER, "training"),
+    "elapsed": _entry("s", LOWER, "training"),
+    "startup": _entry("s", LOWER, "training"),
+    "data_load": _entry("s", LOWER, "training"),
+    "data_first_batch": _entry("s", LOWER, "training"),
+    "epoch_time": _entry("s", LOWER, "training"),
+    "epoch1_time": _entry("s", LOWER, "training"),
+    "search_time": _entry("s", LOWER, "training"),
+    **{
+        f"{prefix}_{statistic}": _entry("s", LOWER, "training")
+        for prefix in STEP_TIME_PREFIXES
+        for statistic in STEP_STATISTICS
+    },
+    # A distributed cell (cnn_train/cluster): per worker, and the parameter server's own figures.
+    "worker{index}_throughput": _entry("*/sec", HIGHER, "training"),
+    "worker{index}_data_load": _entry("s", LOWER, "training"),
+    "ps_update": _entry("s", LOWER, "training"),
+    "ps_gradient_wait": _entry("s", LOWER, "network"),
+    "updates": _entry("steps", None, "training"),
+    "bytes_received": _entry("bytes", None, "network"),
+    "bytes_sent": _entry("bytes", None, "network"),
+    # Loss values: the same job learns the same on every platform; not a speed.
+    "loss_first": _entry("loss", None, "training"),
+    "loss_last": _entry("loss", None, "training"),
+    # The process's CPU times (small_models), as `time` reports them.
+    "user_time": _entry("s", LOWER, "cpu"),
+    "system_time": _entry("s", LOWER, "cpu"),
+    "epoch_user_time": _entry("s", LOWER, "cpu"),
+    "epoch_system_time": _entry("s", LOWER, "cpu"),
+    # FLOP accounting (common/flops.py): the job's count is descriptive, what it achieved is a speed.
+    "model_flops": _entry("GFLOP/sample", None, "profile"),
+    "achieved_flops": _entry("GFLOP/s", HIGHER, "profile"),
+    "peak_flops": _entry("GFLOP/s", HIGHER, "profile"),
+    "mfu": _entry("ratio", HIGHER, "profile"),
+    # Roofline (common/roofline.py): the measured roofs of the device, the job's intensity.
+    "roofline_arithmetic_intensity": _entry("FLOP/B", None, "profile"),
+    "roofline_peak_flops": _entry("FLOP/s", HIGHER, "profile"),
+    "roofline_peak_bandwidth": _entry("B/s", HIGHER, "profile"),
+    "roofline_attainable_flops": _entry("FLOP/s", HIGHER, "profile"),
+    # Host-to-device input copies (cnn_train/h2d.py).
+    "h2d_time": _entry("s", LOWER, "gpu"),
+    "h2d_bytes": _entry("B", None, "gpu"),
+    # GPU profile of a small_models section (small_models/profiling.py).
+    "gpu_memset_time": _entry("s", LOWER, "gpu"),
+    "gpu_h2d_copy_time": _entry("s", LOWER, "gpu"),
+    "gpu_d2h_copy_time": _entry("s", LOWER, "gpu"),
+    "gpu_kernel_time": _entry("s", LOWER, "gpu"),
+    "gpu_kernel_count": _entry("count", None, "gpu"),
+    "gpu_dram_read_throughput": _entry("B/s", HIGHER, "gpu"),
+    "gpu_dram_write_throughput": _entry("B/s", HIGHER, "gpu"),
+    "gpu_achieved_flops": _entry("FLOP/s", HIGHER, "gpu"),
+}
+
+
+def _pattern(name):
+    return re.compile("^" + re.escape(name).replace(re.escape("{index}"), r"\d+") + "$")
+
+
+_PATTERNS = [(_pattern(name), info) for name, info in METRICS.items() if "{index}" in name]
+
+
+def lookup(name):
+    """The MetricInfo of ``name``, or None when the table has no entry for it."""
+    if name in METRICS:
+        return METRICS[name]
+    return next((info for pattern, info in _PATTERNS if pattern.match(name)), None)
+
+
+def unit_matches(info, unit):
+    """True when a recorded ``unit`` is the one the table's entry gives (``*`` matches any text)."""
+    return fnmatch.fnmatchcase(str(unit), info.unit)
