@@ -4,7 +4,9 @@ Reads RESULTS_DIR/samples.jsonl, prints the table and writes report.csv, report.
 when matplotlib is installed, report.png into RESULTS_DIR. Campaigns with GPU profiles get more:
 roofline.png (the measured roofs of each device and one point per scenario) when samples hold
 roofline metrics, and a table of the host-to-device copy time's share of elapsed (h2d_split.csv,
-also printed and in report.md) when samples hold h2d_time.
+also printed and in report.md) when samples hold h2d_time. Every campaign also gets Diff% tables
+against bm (Xu 2017), one per component of the metric table (workloads/common/metric_table.py):
+diff_<component>.csv and .md, printed after the main table.
 """
 
 import argparse
@@ -18,6 +20,7 @@ import pandas as pd
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, read_samples
+from ansible_collections.platbench.lab.workloads.common import metric_table
 
 # The platform every other one is normalized to, and the row order: both from the registry.
 BASELINE = platforms.BASELINE
@@ -61,6 +64,21 @@ H2D_TIME = "h2d_time"
 H2D_SHARE = "h2d share of elapsed"
 H2D_TITLE = (
     f"Host-to-device copy time ({H2D_TIME}) as a share of elapsed ({H2D_TIME} / elapsed of each cell, averaged):"
+)
+
+
+# Diff% as Xu 2017 defines it, signed by the metric table's direction (never guessed from a name).
+DIFF = "Diff%"
+DIFF_TITLE = "{DIFF} against {BASELINE}, component {component}:"
+DIFF_NOTE = (
+    f"{DIFF} (Xu 2017) = ({BASELINE} - platform) / {BASELINE} x 100 for a higher-is-better metric, "
+    f"(platform - {BASELINE}) / {BASELINE} x 100 for a lower-is-better one (times, latencies): positive means "
+    f"the platform is slower or worse than the host. best: the best repeat (highest or lowest as the metric "
+    f"table says), compared with {BASELINE}'s best; mean and std (ddof=1) over the repeats. Descriptive "
+    f"figures (bytes, counts, losses) have no better direction and get no {DIFF}."
+)
+MISSING_ENTRY_NOTE = (
+    "no {diff} for metric(s) without an entry in the metric table (workloads/common/metric_table.py): {names}"
 )
 
 
@@ -222,18 +240,15 @@ def summarize(frame, metrics, include_emulated=False):
         for metric in metrics:
             values = [float(value) for value in succeeded.loc[succeeded["metric"] == metric, "value"]]
             values_of[id(row), metric] = values
+            row[f"{metric} count"] = len(values)
             row[f"{metric} mean"] = mean(values)
             row[f"{metric} std"] = sample_std(values)
             row[f"{metric} cv"] = coefficient_of_variation(values)
+            row[f"{metric} min"] = min(values) if values else None
+            row[f"{metric} max"] = max(values) if values else None
         rows.append(row)
 
-    def identity(row, platform):
-        # bm has no accelerator: a vm row matches the bm row of the same scenario and parameters.
-        return tuple(str(row[key]) for key in keys if key not in ("platform", ACCELERATOR)) + (platform,)
-
-    baselines = {identity(row, row["platform"]): row for row in rows}
-    for row in rows:
-        baseline = {} if is_emulated(row) and not include_emulated else baselines.get(identity(row, BASELINE), {})
+    for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
         for metric in metrics:
             row[f"{metric} ratio to {BASELINE}"] = ratio(row[f"{metric} mean"], baseline.get(f"{metric} mean"))
             row[f"{metric} within noise"] = (
@@ -249,6 +264,21 @@ def summarize(frame, metrics, include_emulated=False):
         )
     )
     return rows, keys, units
+
+
+def baseline_rows(rows, keys, include_emulated=False):
+    """The bm row each summarized row is compared with ({} when none), in the order of ``rows``.
+
+    bm has no accelerator: a vm row matches the bm row of the same scenario and parameters. Emulated
+    (tcg) rows get none unless ``include_emulated``."""
+
+    def identity(row, platform):
+        return tuple(str(row[key]) for key in keys if key not in ("platform", ACCELERATOR)) + (platform,)
+
+    baselines = {identity(row, row["platform"]): row for row in rows}
+    return [
+        {} if is_emulated(row) and not include_emulated else baselines.get(identity(row, BASELINE), {}) for row in rows
+    ]
 
 
 def _sortable(value):
@@ -538,6 +568,124 @@ def h2d_csv_frame(rows, keys, units):
     return pd.DataFrame(rows, columns=list(columns)).rename(columns=columns)
 
 
+def diff_percent(host, platform, better):
+    """Diff% of ``platform`` against ``host`` (bm): positive when the platform is worse.
+
+    (host - platform) / host x 100 when higher is better, (platform - host) / host x 100 when lower is;
+    None without a direction, a value, or with a zero host."""
+    if better not in (metric_table.HIGHER, metric_table.LOWER) or ratio(platform, host) is None:
+        return None
+    gap = host - platform if better == metric_table.HIGHER else platform - host
+    return 100.0 * gap / abs(host)
+
+
+def _best(row, metric, better):
+    return row.get(f"{metric} max" if better == metric_table.HIGHER else f"{metric} min")
+
+
+def diff_tables(frame, include_emulated=False):
+    """({component: (rows, keys)}, missing): the Diff% rows of every platform but bm, one table per component.
+
+    A row per test (metric and the labels that vary) and platform: bm's mean and best, the platform's
+    count, best, mean and std, Diff% of the best and of the mean and whether the means lie within noise.
+    Only metrics the metric table gives a direction; ``missing``: the metrics it has no entry for.
+    Emulated (tcg) rows only with ``include_emulated``."""
+    present = list(dict.fromkeys(frame.loc[frame["metric"] != FAILED_METRIC, "metric"].dropna()))
+    missing = [metric for metric in present if metric_table.lookup(metric) is None]
+    directed = [metric for metric in present if metric not in missing and metric_table.lookup(metric).better]
+    if not directed:
+        return {}, missing
+    rows, keys, units = summarize(frame, directed, include_emulated)
+    tables = {}
+    for metric in directed:
+        info = metric_table.lookup(metric)
+        for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
+            if row["platform"] == BASELINE or row[f"{metric} mean"] is None:
+                continue
+            if is_emulated(row) and not include_emulated:
+                continue
+            host_mean, host_best = baseline.get(f"{metric} mean"), _best(baseline, metric, info.better)
+            best = _best(row, metric, info.better)
+            tables.setdefault(info.component, []).append(
+                {
+                    "metric": metric,
+                    "unit": units[metric],
+                    "better": info.better,
+                    **{key: row[key] for key in keys},
+                    "n": row[f"{metric} count"],
+                    f"{BASELINE} mean": host_mean,
+                    f"{BASELINE} best": host_best,
+                    "best": best,
+                    "mean": row[f"{metric} mean"],
+                    "std": row[f"{metric} std"],
+                    f"{DIFF} best": diff_percent(host_best, best, info.better),
+                    f"{DIFF} mean": diff_percent(host_mean, row[f"{metric} mean"], info.better),
+                    "within noise": row[f"{metric} within noise"],
+                }
+            )
+    order = {component: index for index, component in enumerate(metric_table.COMPONENTS)}
+    return {
+        component: (tables[component], keys) for component in sorted(tables, key=lambda c: (order.get(c, 99), c))
+    }, missing
+
+
+def _percent(value):
+    return NOT_AVAILABLE if value is None else f"{value:+.2f}%"
+
+
+def diff_display(rows, keys):
+    """Header and lines of one component's Diff% table; ``~`` marks a mean within noise of bm."""
+    header = ["metric", "unit", "better", *keys, "n", f"{BASELINE} mean", f"{BASELINE} best", "best", "mean", "std"]
+    header += [f"{DIFF} best", f"{DIFF} mean"]
+    lines = []
+    for row in rows:
+        mark = f" {NOISE_MARK}" if row["within noise"] else ""
+        lines.append(
+            [row["metric"], str(row["unit"]), row["better"], *_key_cells(row, keys), str(row["n"])]
+            + [_measure(row[column], scale=row["mean"]) for column in (f"{BASELINE} mean", f"{BASELINE} best")]
+            + [_measure(row["best"], scale=row["mean"]), _measure(row["mean"]), _measure(row["std"], scale=row["mean"])]
+            + [_percent(row[f"{DIFF} best"]), _percent(row[f"{DIFF} mean"]) + mark]
+        )
+    return header, lines
+
+
+def diff_csv_frame(rows, keys):
+    """One component's Diff% rows, unrounded."""
+    columns = ["metric", "unit", "better", *keys, "n", f"{BASELINE} mean", f"{BASELINE} best", "best", "mean"]
+    columns += ["std", f"{DIFF} best", f"{DIFF} mean", "within noise"]
+    return pd.DataFrame(rows, columns=columns).rename(
+        columns={"within noise": f"{DIFF} mean within noise of {BASELINE} (95% CI)"}
+    )
+
+
+def missing_entry_note(missing):
+    """The one line naming the metrics the metric table lacks, None when it lacks none."""
+    return MISSING_ENTRY_NOTE.format(diff=DIFF, names=", ".join(missing)) if missing else None
+
+
+def write_diff_tables(results_dir, frame, include_emulated=False):
+    """Write diff_<component>.csv and .md; return (written file names, text, markdown, missing-entry note)."""
+    tables, missing = diff_tables(frame, include_emulated)
+    written, text, markdown = [], "", ""
+    missing_note = missing_entry_note(missing)
+    for component, (rows, keys) in tables.items():
+        header, lines = diff_display(rows, keys)
+        title = DIFF_TITLE.format(DIFF=DIFF, BASELINE=BASELINE, component=component)
+        noise = NOISE_NOTE if any(row["within noise"] for row in rows) else None
+        emulated = EMULATED_INCLUDED_NOTE if any(is_emulated(row) for row in rows) else None
+        notes = "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, emulated, missing_note) if note)
+        component_markdown = f"{title}\n\n" + render_markdown(header, lines) + notes
+        diff_csv_frame(rows, keys).to_csv(results_dir / f"diff_{component}.csv", index=False)
+        (results_dir / f"diff_{component}.md").write_text(component_markdown + "\n", encoding="utf-8")
+        written += [f"diff_{component}.csv", f"diff_{component}.md"]
+        text += f"\n\n{title}\n" + render_text(header, lines)
+        markdown += f"\n\n{component_markdown}"
+    if tables:
+        in_noise = any(row["within noise"] for rows, _ in tables.values() for row in rows)
+        text += "".join(f"\n\n{note}" for note in (DIFF_NOTE, NOISE_NOTE if in_noise else None) if note)
+    return written, text, markdown, missing_note
+
+
 def add_arguments(parser):
     parser.add_argument("results_dir", metavar="RESULTS_DIR", help="a campaign's directory, results/<campaign>")
     parser.add_argument(
@@ -603,6 +751,11 @@ def run(args):
         written.append("h2d_split.csv")
     (results_dir / "report.md").write_text(markdown + split_markdown + "\n", encoding="utf-8")
 
+    diff_written, diff_text, diff_markdown, missing_note = write_diff_tables(results_dir, frame, args.include_emulated)
+    written += diff_written
+    if missing_note:
+        notes_after.append(missing_note)
+
     points, roofs = roofline_points(frame)
     if points:
         roofline_note = write_roofline(results_dir / "roofline.png", points, roofs)
@@ -614,9 +767,9 @@ def run(args):
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
     elif args.format == "markdown":
-        print(markdown + split_markdown)
+        print(markdown + split_markdown + diff_markdown)
     else:
-        print(render_text(header, lines) + notes + split_text)
+        print(render_text(header, lines) + notes + split_text + diff_text)
     print(f"platbench report: wrote {', '.join(written)} in {results_dir}", file=sys.stderr)
     for line in notes_after:
         print(f"note: {line}", file=sys.stderr)

@@ -35,10 +35,10 @@ def _template(node):
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value, False
     if isinstance(node, ast.JoinedStr):
-        parts = [
-            part.value if isinstance(part, ast.Constant) else "{" + ast.unparse(part.value) + "}" for part in node.values
+        fields = [
+            part.value if isinstance(part, ast.Constant) else f"{{{ast.unparse(part.value)}}}" for part in node.values
         ]
-        return "".join(parts), True
+        return "".join(fields), True
     return None, True
 
 
