@@ -664,16 +664,20 @@ def missing_entry_note(missing):
 
 
 def write_diff_tables(results_dir, frame, include_emulated=False):
-    """Write diff_<component>.csv and .md; return (written file names, text, markdown, missing-entry note)."""
+    """Write diff_<component>.csv and .md; return (written file names, text, markdown, missing-entry note).
+
+    The notes follow the tables: Diff%'s definition, the noise mark, the metrics the table lacks (.md only)
+    and, last, the emulated rows' rule when the campaign has any."""
     tables, missing = diff_tables(frame, include_emulated)
     written, text, markdown = [], "", ""
     missing_note = missing_entry_note(missing)
+    emulated = ACCELERATOR in frame.columns and bool((frame[ACCELERATOR] == EMULATED).any())
+    emulated = (EMULATED_INCLUDED_NOTE if include_emulated else EMULATED_NOTE) if emulated else None
     for component, (rows, keys) in tables.items():
         header, lines = diff_display(rows, keys)
         title = DIFF_TITLE.format(DIFF=DIFF, BASELINE=BASELINE, component=component)
         noise = NOISE_NOTE if any(row["within noise"] for row in rows) else None
-        emulated = EMULATED_INCLUDED_NOTE if any(is_emulated(row) for row in rows) else None
-        notes = "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, emulated, missing_note) if note)
+        notes = "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, missing_note, emulated) if note)
         component_markdown = f"{title}\n\n" + render_markdown(header, lines) + notes
         diff_csv_frame(rows, keys).to_csv(results_dir / f"diff_{component}.csv", index=False)
         (results_dir / f"diff_{component}.md").write_text(component_markdown + "\n", encoding="utf-8")
@@ -681,8 +685,8 @@ def write_diff_tables(results_dir, frame, include_emulated=False):
         text += f"\n\n{title}\n" + render_text(header, lines)
         markdown += f"\n\n{component_markdown}"
     if tables:
-        in_noise = any(row["within noise"] for rows, _ in tables.values() for row in rows)
-        text += "".join(f"\n\n{note}" for note in (DIFF_NOTE, NOISE_NOTE if in_noise else None) if note)
+        noise = NOISE_NOTE if any(row["within noise"] for rows, _ in tables.values() for row in rows) else None
+        text += "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, emulated) if note)
     return written, text, markdown, missing_note
 
 
@@ -751,11 +755,6 @@ def run(args):
         written.append("h2d_split.csv")
     (results_dir / "report.md").write_text(markdown + split_markdown + "\n", encoding="utf-8")
 
-    diff_written, diff_text, diff_markdown, missing_note = write_diff_tables(results_dir, frame, args.include_emulated)
-    written += diff_written
-    if missing_note:
-        notes_after.append(missing_note)
-
     points, roofs = roofline_points(frame)
     if points:
         roofline_note = write_roofline(results_dir / "roofline.png", points, roofs)
@@ -763,6 +762,11 @@ def run(args):
             written.append("roofline.png")
         else:
             notes_after.append(roofline_note)
+
+    diff_written, diff_text, diff_markdown, missing_note = write_diff_tables(results_dir, frame, args.include_emulated)
+    written += diff_written
+    if missing_note:
+        notes_after.append(missing_note)
 
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
