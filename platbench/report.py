@@ -663,9 +663,11 @@ def missing_entry_note(missing):
     return MISSING_ENTRY_NOTE.format(diff=DIFF, names=", ".join(missing)) if missing else None
 
 
-def write_diff_tables(results_dir, frame, include_emulated=False):
+def write_diff_tables(results_dir, frame, include_emulated=False, shown=None):
     """Write diff_<component>.csv and .md; return (written file names, text, markdown, missing-entry note).
 
+    The files hold every metric with a direction; the text and markdown returned (printed after the main
+    table) only the ``shown`` metrics (all when None), so the printed report stays as short as its main table.
     The notes follow the tables: Diff%'s definition, the noise mark, the metrics the table lacks (.md only)
     and, last, the emulated rows' rule when the campaign has any."""
     tables, missing = diff_tables(frame, include_emulated)
@@ -673,19 +675,27 @@ def write_diff_tables(results_dir, frame, include_emulated=False):
     missing_note = missing_entry_note(missing)
     emulated = ACCELERATOR in frame.columns and bool((frame[ACCELERATOR] == EMULATED).any())
     emulated = (EMULATED_INCLUDED_NOTE if include_emulated else EMULATED_NOTE) if emulated else None
+    printed = []
     for component, (rows, keys) in tables.items():
-        header, lines = diff_display(rows, keys)
         title = DIFF_TITLE.format(DIFF=DIFF, BASELINE=BASELINE, component=component)
-        noise = NOISE_NOTE if any(row["within noise"] for row in rows) else None
-        notes = "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, missing_note, emulated) if note)
-        component_markdown = f"{title}\n\n" + render_markdown(header, lines) + notes
+
+        def section(selected, notes_too=True, title=title, keys=keys):
+            header, lines = diff_display(selected, keys)
+            noise = NOISE_NOTE if any(row["within noise"] for row in selected) else None
+            notes = "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, missing_note, emulated) if note)
+            return header, lines, f"{title}\n\n" + render_markdown(header, lines) + (notes if notes_too else "")
+
         diff_csv_frame(rows, keys).to_csv(results_dir / f"diff_{component}.csv", index=False)
-        (results_dir / f"diff_{component}.md").write_text(component_markdown + "\n", encoding="utf-8")
+        (results_dir / f"diff_{component}.md").write_text(section(rows)[2] + "\n", encoding="utf-8")
         written += [f"diff_{component}.csv", f"diff_{component}.md"]
-        text += f"\n\n{title}\n" + render_text(header, lines)
-        markdown += f"\n\n{component_markdown}"
-    if tables:
-        noise = NOISE_NOTE if any(row["within noise"] for rows, _ in tables.values() for row in rows) else None
+        selected = [row for row in rows if shown is None or row["metric"] in shown]
+        if selected:
+            header, lines, component_markdown = section(selected)
+            text += f"\n\n{title}\n" + render_text(header, lines)
+            markdown += f"\n\n{component_markdown}"
+            printed += selected
+    if printed:
+        noise = NOISE_NOTE if any(row["within noise"] for row in printed) else None
         text += "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, emulated) if note)
     return written, text, markdown, missing_note
 
@@ -763,7 +773,10 @@ def run(args):
         else:
             notes_after.append(roofline_note)
 
-    diff_written, diff_text, diff_markdown, missing_note = write_diff_tables(results_dir, frame, args.include_emulated)
+    # Printed: the Diff% of the main table's metrics; every metric with a direction is in the diff_*.md files.
+    diff_written, diff_text, diff_markdown, missing_note = write_diff_tables(
+        results_dir, frame, args.include_emulated, shown=metrics
+    )
     written += diff_written
     if missing_note:
         notes_after.append(missing_note)
