@@ -22,6 +22,11 @@ IMAGE_ID_CHARS = 12
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 # What a user runs when a host lacks Apptainer or its SIF.
 INSTALL_FIX = "run site.yml with the host in platbench_apptainer_hosts (role platbench.lab.apptainer)"
+# ... and when a guest image lacks them (vmsg): the guest image takes the host's .deb and SIF.
+GUEST_FIX = (
+    "run site.yml with the host in platbench_apptainer_hosts and platbench_vm_hosts "
+    "(roles platbench.lab.apptainer, then platbench.lab.guest_image)"
+)
 
 
 def parse_version(text):

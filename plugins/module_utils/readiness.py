@@ -167,7 +167,7 @@ def _apptainer_problem(requirement, host):
             return f"SIF {sif.get('sif')} is missing: {APPTAINER_FIX}"
         return _stale_problem(sif["image_id"], f"SIF {sif.get('sif')}", host, APPTAINER_FIX)
     guest = host["guest_image"]
-    fix = "run site.yml (roles platbench.lab.apptainer, then platbench.lab.guest_image)"
+    fix = apptainer.GUEST_FIX
     problem = _version_problem(guest.get("apptainer_version"), "in the guest image", fix)
     if problem:
         return problem

@@ -437,10 +437,7 @@ def cell_plan(cell, facts, options=None):
         in_guest = ",".join(str(vcpu) for vcpu in range(threads)) if pinned else ""
         if platform.label == "vmsg":
             if not guest_image.get("sif_disk"):
-                raise CellPlanError(
-                    f"{where}: the guest image has no SIF disk: run site.yml (roles platbench.lab.apptainer, "
-                    "then platbench.lab.guest_image)"
-                )
+                raise CellPlanError(f"{where}: the guest image has no SIF disk: {apptainer.GUEST_FIX}")
             plan["env"] = _env(threads, cache, gpus_env)
             plan["process"] = {
                 # The cache lives and dies with the throwaway guest: a scratch directory, not a bind.

@@ -255,7 +255,10 @@ def test_a_host_with_apptainer_its_sif_and_a_guest_carrying_both_runs_sg_and_vms
 
 
 FIX = "run site.yml with the host in platbench_apptainer_hosts (role platbench.lab.apptainer)"
-GUEST_FIX = "run site.yml (roles platbench.lab.apptainer, then platbench.lab.guest_image)"
+GUEST_FIX = (
+    "run site.yml with the host in platbench_apptainer_hosts and platbench_vm_hosts "
+    "(roles platbench.lab.apptainer, then platbench.lab.guest_image)"
+)
 
 
 @pytest.mark.parametrize(
