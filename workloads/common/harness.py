@@ -27,7 +27,8 @@ The harness owns what every workload needs and none should re-implement:
   body and the FLOP metrics. When the plan set ``PLATBENCH_EXPECTED_GPUS`` and the devices differ
   from it (count, or bus ids when given), the run is failed with what was planned and what was
   seen; a malformed value fails the run before the body starts;
-- exactly one ``PLATBENCH_RESULT`` line; the exit code is 0 for an ok record, 1 for a failed one.
+- ``WorkloadSkipped`` becomes a ``skipped`` record (no metrics, the reason as its error), exit code 0;
+- exactly one ``PLATBENCH_RESULT`` line; the exit code is 0 for an ok or skipped record, 1 for a failed one.
 A usage error found by the body (``parser.error``, a SystemExit) is not a run: no record, exit 2.
 
 Stdlib only: frameworks are imported by the body.
@@ -54,6 +55,11 @@ class Terminated(Exception):
 
 class WorkloadFailed(Exception):
     """The body's own verdict that the run failed; its message is the record's error as it is."""
+
+
+class WorkloadSkipped(Exception):
+    """The body's verdict that this run cannot measure here by design (a GPU benchmark in a CPU cell, a
+    tool this host cannot build): a ``skipped`` record, no metrics, the message as its reason, exit 0."""
 
 
 class FlopCount(NamedTuple):
@@ -178,6 +184,11 @@ def run_workload(workload, labels, metadata, body):
         if error is None:
             return 0
     _ignore_stop_signals()
+    if isinstance(error, WorkloadSkipped):
+        if "devices" not in run.metadata:
+            _record_devices(run)
+        emit_record(workload, labels, [], run.metadata, status="skipped", error=str(error))
+        return 0
     if isinstance(error, WorkloadFailed):
         message = str(error)
     else:

@@ -90,6 +90,43 @@ METRICS = {
     "gpu_dram_read_throughput": _entry("B/s", HIGHER, "gpu"),
     "gpu_dram_write_throughput": _entry("B/s", HIGHER, "gpu"),
     "gpu_achieved_flops": _entry("FLOP/s", HIGHER, "gpu"),
+    # Micro-benchmarks of Xu 2017 (workloads/micro_*). Metric labels (record.metric's ``labels``) tell
+    # apart the entries of one run: hpl_n, working_set_mb, size_mb, ioping_mode, fio_profile, transfer,
+    # bins, variant, streams.
+    # micro_cpu: HPC Challenge's HPL and DGEMM, HPCG, and HPL against the fp64 GEMM peak of this process.
+    "hpl_gflops": _entry("GFLOP/s", HIGHER, "cpu"),
+    "hpl_time": _entry("s", LOWER, "cpu"),
+    "dgemm_gflops": _entry("GFLOP/s", HIGHER, "cpu"),
+    "star_dgemm_gflops": _entry("GFLOP/s", HIGHER, "cpu"),
+    "gemm_peak_fp64": _entry("GFLOP/s", HIGHER, "cpu"),
+    "hpl_gemm_ratio": _entry("ratio", HIGHER, "cpu"),
+    "hpcg_gflops": _entry("GFLOP/s", HIGHER, "cpu"),
+    # micro_mem (and micro_cpu's HPC Challenge run): STREAM, and the latency of a dependent-load chase.
+    "stream_copy": _entry("GB/s", HIGHER, "memory"),
+    "stream_scale": _entry("GB/s", HIGHER, "memory"),
+    "stream_add": _entry("GB/s", HIGHER, "memory"),
+    "stream_triad": _entry("GB/s", HIGHER, "memory"),
+    "mem_latency": _entry("ns", LOWER, "memory"),
+    # micro_disk: dd with fdatasync, ioping, fio.
+    "dd_write": _entry("MB/s", HIGHER, "disk"),
+    "dd_time": _entry("s", LOWER, "disk"),
+    "ioping_latency": _entry("us", LOWER, "disk"),
+    "ioping_iops": _entry("iops", HIGHER, "disk"),
+    "fio_bandwidth": _entry("MB/s", HIGHER, "disk"),
+    "fio_iops": _entry("iops", HIGHER, "disk"),
+    "fio_latency": _entry("us", LOWER, "disk"),
+    # micro_gpu: transfers, SGEMM, convolution, histogram, transposes.
+    "gpu_h2d_bandwidth": _entry("GB/s", HIGHER, "gpu"),
+    "gpu_d2h_bandwidth": _entry("GB/s", HIGHER, "gpu"),
+    "gpu_d2d_bandwidth": _entry("GB/s", HIGHER, "gpu"),
+    "gpu_sgemm": _entry("GFLOP/s", HIGHER, "gpu"),
+    "gpu_conv2d": _entry("Mpixels/s", HIGHER, "gpu"),
+    "gpu_histogram": _entry("GB/s", HIGHER, "gpu"),
+    "gpu_transpose": _entry("GB/s", HIGHER, "gpu"),
+    # micro_net: iperf3 between two instances, and a small-message ping-pong.
+    "net_throughput": _entry("Gbit/s", HIGHER, "network"),
+    "net_retransmits": _entry("count", None, "network"),
+    "net_rtt": _entry("us", LOWER, "network"),
 }
 
 

@@ -7,12 +7,16 @@ the controller (plugins/plugin_utils/records.py, the callback) and the tests rea
 
 import json
 import math
+import re
 import sys
 import time
 
 RESULT_PREFIX = "PLATBENCH_RESULT "
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "failed")
+# skipped: the run could not measure here, by design (a GPU benchmark without a GPU, a tool that cannot
+# be built on this host); ``error`` says why. Not a failure, and no metrics.
+STATUSES = ("ok", "failed", "skipped")
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 _QUOTE_CHARS = 200
 
 
@@ -20,9 +24,17 @@ class RecordError(ValueError):
     """A result line is missing, is not JSON, or does not follow the record schema."""
 
 
-def metric(name, value, unit):
-    """One entry of the record's `metrics` list."""
-    return {"metric": name, "value": value, "unit": unit}
+def metric(name, value, unit, labels=None):
+    """One entry of the record's `metrics` list.
+
+    ``labels``: what tells apart several entries of one metric in one record (the HPL problem size of
+    each ``hpl_gflops``, the file size of each ``dd_write``): lower_snake_case keys, scalar values;
+    the collector adds them to that entry's sample labels. They must not repeat a record label.
+    """
+    entry = {"metric": name, "value": value, "unit": unit}
+    if labels:
+        entry["labels"] = dict(labels)
+    return entry
 
 
 def metric_value(metrics, name):
@@ -95,6 +107,10 @@ def _schema_problems(record):
     if not isinstance(metrics, list):
         problems.append('"metrics": a list of {"metric": str, "value": finite number, "unit": str}')
         return problems
+    if metrics and record.get("status") == "skipped":
+        problems.append('"metrics": none when "status" is "skipped"')
+    if record.get("status") == "skipped" and not record.get("error"):
+        problems.append('"error": the reason when "status" is "skipped"')
     if not metrics and record.get("status") == "ok":
         problems.append('"metrics": at least one metric when "status" is "ok"')
     for index, entry in enumerate(metrics):
@@ -109,6 +125,23 @@ def _schema_problems(record):
                 f'"metrics"[{index}]: {{"metric": str, "value": finite number, "unit": str}} '
                 f"(got {json.dumps(entry, default=str)[:80]})"
             )
+        elif "labels" in entry:
+            problems += _metric_label_problems(index, entry["labels"], record.get("labels"))
+    return problems
+
+
+def _metric_label_problems(index, labels, record_labels):
+    where = f'"metrics"[{index}]["labels"]'
+    if not isinstance(labels, dict) or not labels:
+        return [f"{where}: a non-empty object"]
+    problems = []
+    for key, value in labels.items():
+        if not _LABEL_KEY.match(str(key)):
+            problems.append(f"{where}: key {key!r} must be lower_snake_case")
+        elif isinstance(record_labels, dict) and key in record_labels:
+            problems.append(f"{where}: key {key!r} repeats a record label")
+        if not (isinstance(value, str) or _is_finite_number(value) or isinstance(value, bool)):
+            problems.append(f"{where}: {key!r} must be a string, a finite number or a boolean (got {value!r})")
     return problems
 
 
