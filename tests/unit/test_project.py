@@ -41,3 +41,14 @@ def test_every_role_validates_its_inputs_and_documents_itself():
         documented = set(specs["main"]["options"])
         assert set(defaults) <= documented, (role.name, set(defaults) - documented)
         assert (role / "README.md").read_text().startswith("# platbench.lab." + role.name)
+
+
+def test_micro_benchmark_tools_are_the_same_on_hosts_in_images_and_in_guests():
+    """bm runs the micro-benchmarks with the host's tools (micro_tools), cn/vmcn with the image's, vm with the
+    guest's: the same Debian packages everywhere, or Diff% would compare different builds."""
+    host = yaml.safe_load((REPO / "roles/micro_tools/vars/Debian.yml").read_text())["micro_tools_packages"]
+    image = yaml.safe_load((REPO / "roles/workload_image/defaults/main.yml").read_text())
+    guest = yaml.safe_load((REPO / "roles/guest_image/defaults/main.yml").read_text())
+    assert sorted(image["workload_image_micro_packages"]) == sorted(host)
+    assert sorted(guest["guest_image_micro_packages"]) == sorted(host)
+    assert {"hpcc", "ioping", "fio", "iperf3"} <= set(host)
