@@ -7,6 +7,11 @@ roofline metrics, and a table of the host-to-device copy time's share of elapsed
 also printed and in report.md) when samples hold h2d_time. Every campaign also gets Diff% tables
 against bm (Xu 2017), one per component of the metric table (workloads/common/metric_table.py):
 diff_<component>.csv and .md, printed after the main table.
+
+A campaign may hold several workloads (the workload is then a row key) and metrics with labels of their
+own (hpl_n, size_mb...: row keys where they vary). Cells that could not measure by design (a GPU benchmark
+in a CPU cell) hold one ``skipped`` sample: no figure of theirs enters a table, a Diff% or a chart; a note
+lists them with their reasons.
 """
 
 import argparse
@@ -15,11 +20,17 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy
 import pandas as pd
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, read_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+    FAILED_METRIC,
+    OUTCOME_METRICS,
+    SKIPPED_METRIC,
+    read_samples,
+)
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
 # The platform every other one is normalized to, and the row order: both from the registry.
@@ -32,6 +43,10 @@ RUN_LABELS = {"scenario", "cell", "repeat", "campaign"}
 # campaign holds samples of more than one host.
 HOST = "host"
 NOT_AVAILABLE = "n/a"
+WORKLOAD = "workload"
+# metadata.reason of a skipped sample, a column of the frame (never a label, never a row key).
+SKIP_REASON = "skip_reason"
+SKIPPED_TITLE = "skipped: {cells} cell(s) could not measure here by design (no failure, no figures):"
 # metadata.accelerator of the vm and vmcn samples: "kvm" or "tcg" (QEMU's software emulator).
 ACCELERATOR = "accelerator"
 EMULATED = "tcg"
@@ -144,7 +159,7 @@ def load_samples(results_dir):
         )
     if not samples:
         raise ReportError(f"no samples in {path}")
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         [
             {
                 "metric": sample.get("metric"),
@@ -152,11 +167,28 @@ def load_samples(results_dir):
                 "unit": sample.get("unit"),
                 ACCELERATOR: (sample.get("metadata") or {}).get(ACCELERATOR),
                 GPU_DEVICE: gpu_device(sample.get("metadata") or {}),
+                SKIP_REASON: (sample.get("metadata") or {}).get("reason")
+                if sample.get("metric") == SKIPPED_METRIC
+                else None,
                 **sample.get("labels", {}),
             }
             for sample in samples
         ]
     )
+    return _integer_labels(frame, samples)
+
+
+def _integer_labels(frame, samples):
+    """Integer labels stay integers (hpl_n 2000, not 2000.0) where samples without the label leave a gap,
+    which would make pandas store the column as floats."""
+    for column in frame.columns:
+        if column in ("metric", "value", "unit") or frame[column].dtype.kind != "f":
+            continue
+        values = [(sample.get("labels") or {}).get(column) for sample in samples]
+        present = [value for value in values if value is not None]
+        if present and all(isinstance(value, int) and not isinstance(value, bool) for value in present):
+            frame[column] = pd.Series(values, index=frame.index, dtype=object)
+    return frame
 
 
 def gpu_device(metadata):
@@ -174,7 +206,7 @@ def varying_labels(frame):
 
     A label that only follows the scenario (threads = scale-up) adds nothing and is left out.
     """
-    fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR, HOST, GPU_DEVICE}
+    fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR, HOST, GPU_DEVICE, SKIP_REASON}
     scenarios = [column for column in SCENARIO_LABELS if column in frame.columns]
     varying = []
     for column in frame.columns:
@@ -187,8 +219,20 @@ def varying_labels(frame):
     return varying
 
 
+def workload_keys(frame):
+    """[workload] when the campaign holds samples of several workloads, else []."""
+    if WORKLOAD not in frame.columns:
+        return []
+    return [WORKLOAD] if frame[WORKLOAD].dropna().astype(str).nunique() > 1 else []
+
+
+def measured(frame):
+    """The samples that are measurements: not the one sample of a failed or skipped cell."""
+    return frame[~frame["metric"].isin(OUTCOME_METRICS)]
+
+
 def choose_metrics(frame, requested=None):
-    present = list(dict.fromkeys(frame.loc[frame["metric"] != FAILED_METRIC, "metric"]))
+    present = list(dict.fromkeys(measured(frame)["metric"]))
     if requested:
         missing = [metric for metric in requested if metric not in present]
         if missing:
@@ -218,6 +262,10 @@ def is_emulated(row):
 def summarize(frame, metrics, include_emulated=False):
     """One row per scenario and parameter combination, bm first, with mean, std and ratio to bm.
 
+    Only the samples of ``metrics`` (and those of failed or skipped cells) make rows, so the labels of
+    other metrics add none. Row keys: the scenario, the workload when the campaign has several, the
+    host when several, and the labels (parameters, a metric's own labels) that vary; a sample without
+    such a label is a row of its own (n/a), never dropped.
     An accelerator column follows platform when any sample has one; emulated (tcg) rows get no
     ratio unless ``include_emulated``. Returns (rows, keys, units): rows are dicts, keys the
     columns that identify a row.
@@ -225,17 +273,23 @@ def summarize(frame, metrics, include_emulated=False):
     for column in SCENARIO_LABELS + ["cell", ACCELERATOR]:
         if column not in frame.columns:
             frame = frame.assign(**{column: None})
+    by_workload = workload_keys(frame)
+    frame = frame[frame["metric"].isin([*metrics, *OUTCOME_METRICS])]
     accelerated = [ACCELERATOR] if frame[ACCELERATOR].notna().any() else []
-    keys = SCENARIO_LABELS[:1] + accelerated + SCENARIO_LABELS[1:] + host_keys(frame) + varying_labels(frame)
+    labels = by_workload + [label for label in varying_labels(frame) if label not in by_workload]
+    keys = SCENARIO_LABELS[:1] + accelerated + SCENARIO_LABELS[1:] + host_keys(frame) + labels
     units = {metric: frame.loc[frame["metric"] == metric, "unit"].dropna().iloc[0] for metric in metrics}
 
     rows, values_of = [], {}
-    for key, group in frame.groupby(keys, dropna=False, sort=False):
-        succeeded = group[group["metric"] != FAILED_METRIC]
+    for _, group in frame.groupby(keys, dropna=False, sort=False):
+        succeeded = measured(group)
+        first = group.iloc[0]
         row = {
-            **dict(zip(keys, key, strict=False)),
+            # The key values as the samples hold them: groupby gives a label with gaps (NaN) as floats.
+            **{key: _python(first[key]) for key in keys},
             "n": succeeded["cell"].nunique(),
             "failed": int((group["metric"] == FAILED_METRIC).sum()),
+            "skipped": int((group["metric"] == SKIPPED_METRIC).sum()),
         }
         for metric in metrics:
             values = [float(value) for value in succeeded.loc[succeeded["metric"] == metric, "value"]]
@@ -264,6 +318,21 @@ def summarize(frame, metrics, include_emulated=False):
         )
     )
     return rows, keys, units
+
+
+def _python(value):
+    """A numpy scalar as the Python value it holds (an int sorts as a number); a missing label as None."""
+    if pd.isna(value):
+        return None
+    return value.item() if isinstance(value, numpy.generic) else value
+
+
+def _with_keys_as_given(table, rows, keys):
+    """``table`` (a frame of ``rows``) with the key columns holding the rows' own values: a label with gaps
+    would otherwise turn into floats (size_mb 1.0)."""
+    for key in keys:
+        table[key] = pd.Series([row[key] for row in rows], index=table.index, dtype=object)
+    return table
 
 
 def baseline_rows(rows, keys, include_emulated=False):
@@ -324,14 +393,20 @@ def _mean_std_columns(metrics, units):
     return columns
 
 
+def count_columns(rows):
+    """n and failed, and skipped when some cell was."""
+    return ["n", "failed"] + (["skipped"] if any(row.get("skipped") for row in rows) else [])
+
+
 def display_table(rows, keys, metrics, units):
     """Header and rows of strings: ``mean ± std`` per metric with its unit, and its ratio to bm."""
-    header = [*keys, "n", "failed"]
+    counts = count_columns(rows)
+    header = [*keys, *counts]
     for metric in metrics:
         header += [f"{metric} ({units[metric]})", "cv", f"{metric} / {BASELINE}"]
     lines = []
     for row in rows:
-        line = [*_key_cells(row, keys), str(row["n"]), str(row["failed"])]
+        line = [*_key_cells(row, keys), *(str(row[count]) for count in counts)]
         for metric in metrics:
             line.append(_mean_std(row, metric))
             cv = row[f"{metric} cv"]
@@ -356,13 +431,13 @@ def render_markdown(header, lines):
 
 def csv_frame(rows, keys, metrics, units):
     """The numbers unrounded, units in the column names."""
-    columns = {key: key for key in [*keys, "n", "failed"]}
+    columns = {key: key for key in [*keys, *count_columns(rows)]}
     for metric in metrics:
         columns.update(_mean_std_columns([metric], units))
         columns[f"{metric} cv"] = f"{metric} cv"
         columns[f"{metric} ratio to {BASELINE}"] = f"{metric} ratio to {BASELINE}"
         columns[f"{metric} within noise"] = f"{metric} within noise of {BASELINE} (95% CI)"
-    return pd.DataFrame(rows, columns=list(columns)).rename(columns=columns)
+    return _with_keys_as_given(pd.DataFrame(rows, columns=list(columns)), rows, keys).rename(columns=columns)
 
 
 def noise_note(rows, metrics):
@@ -370,6 +445,33 @@ def noise_note(rows, metrics):
     if not any(row[f"{metric} within noise"] for row in rows for metric in metrics):
         return None
     return NOISE_NOTE
+
+
+def skipped_note(frame):
+    """The note listing the skipped cells, one line per workload and reason with its scenarios; None when
+    no cell was skipped."""
+    skipped = frame[frame["metric"] == SKIPPED_METRIC]
+    if skipped.empty:
+        return None
+    groups = {}
+    for _, sample in skipped.iterrows():
+        workload = sample.get(WORKLOAD)
+        reason = sample.get(SKIP_REASON)
+        key = (
+            NOT_AVAILABLE if pd.isna(workload) else str(workload),
+            "no reason given" if pd.isna(reason) else str(reason),
+        )
+        scenario = sample.get("scenario")
+        group = groups.setdefault(key, {"cells": set(), "scenarios": {}})
+        group["cells"].add((sample.get("cell"), sample.get(HOST)))
+        if not pd.isna(scenario):
+            group["scenarios"][str(scenario)] = None
+    cells = sum(len(group["cells"]) for group in groups.values())
+    lines = [SKIPPED_TITLE.format(cells=cells)]
+    for (workload, reason), group in groups.items():
+        where = f" on {', '.join(group['scenarios'])}" if group["scenarios"] else ""
+        lines.append(f"- {workload}{where} ({len(group['cells'])} cell(s)): {reason}")
+    return "\n".join(lines)
 
 
 def emulated_note(rows, include_emulated=False):
@@ -403,7 +505,8 @@ def write_chart(path, rows, keys, metric, unit, include_emulated=False):
         return f"report.png skipped: no {BASELINE} baseline to normalize {metric} to"
 
     def group_of(row):
-        return "/".join(str(row[key]) for key in keys[1:] if key != ACCELERATOR)
+        # A label this metric does not have (n/a) names no group.
+        return "/".join(str(row[key]) for key in keys[1:] if key != ACCELERATOR and not pd.isna(row[key]))
 
     def series_of(row):
         return row["platform"] if pd.isna(row.get(ACCELERATOR)) else f"{row['platform']} ({row[ACCELERATOR]})"
@@ -487,7 +590,6 @@ def write_roofline(path, points, roofs):
     except ImportError:
         return "roofline.png skipped: matplotlib is not installed"
     matplotlib.use("Agg")
-    import numpy
     from matplotlib import pyplot
 
     ridges = [peak_flops / bandwidth for peak_flops, bandwidth in roofs.values()]
@@ -590,15 +692,21 @@ def diff_tables(frame, include_emulated=False):
     count, best, mean and std, Diff% of the best and of the mean and whether the means lie within noise.
     Only metrics the metric table gives a direction; ``missing``: the metrics it has no entry for.
     Emulated (tcg) rows only with ``include_emulated``."""
-    present = list(dict.fromkeys(frame.loc[frame["metric"] != FAILED_METRIC, "metric"].dropna()))
+    present = list(dict.fromkeys(measured(frame)["metric"].dropna()))
     missing = [metric for metric in present if metric_table.lookup(metric) is None]
     directed = [metric for metric in present if metric not in missing and metric_table.lookup(metric).better]
     if not directed:
         return {}, missing
-    rows, keys, units = summarize(frame, directed, include_emulated)
-    tables = {}
+    # One summary per component: its rows are keyed by the labels that vary among its own metrics.
+    summaries = {}
+    for metric in directed:
+        summaries.setdefault(metric_table.lookup(metric).component, []).append(metric)
+    summaries = {component: summarize(frame, metrics, include_emulated) for component, metrics in summaries.items()}
+    tables, keys_of = {}, {}
     for metric in directed:
         info = metric_table.lookup(metric)
+        rows, keys, units = summaries[info.component]
+        keys_of[info.component] = keys
         for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
             if row["platform"] == BASELINE or row[f"{metric} mean"] is None:
                 continue
@@ -625,7 +733,8 @@ def diff_tables(frame, include_emulated=False):
             )
     order = {component: index for index, component in enumerate(metric_table.COMPONENTS)}
     return {
-        component: (tables[component], keys) for component in sorted(tables, key=lambda c: (order.get(c, 99), c))
+        component: (tables[component], keys_of[component])
+        for component in sorted(tables, key=lambda c: (order.get(c, 99), c))
     }, missing
 
 
@@ -653,7 +762,7 @@ def diff_csv_frame(rows, keys):
     """One component's Diff% rows, unrounded."""
     columns = ["metric", "unit", "better", *keys, "n", f"{BASELINE} mean", f"{BASELINE} best", "best", "mean"]
     columns += ["std", f"{DIFF} best", f"{DIFF} mean", "within noise"]
-    return pd.DataFrame(rows, columns=columns).rename(
+    return _with_keys_as_given(pd.DataFrame(rows, columns=columns), rows, keys).rename(
         columns={"within noise": f"{DIFF} mean within noise of {BASELINE} (95% CI)"}
     )
 
@@ -734,7 +843,9 @@ def run(args):
     header, lines = display_table(rows, keys, metrics, units)
     table = csv_frame(rows, keys, metrics, units)
     notes = "".join(
-        f"\n\n{note}" for note in (noise_note(rows, metrics), emulated_note(rows, args.include_emulated)) if note
+        f"\n\n{note}"
+        for note in (noise_note(rows, metrics), emulated_note(rows, args.include_emulated), skipped_note(frame))
+        if note
     )
     markdown = render_markdown(header, lines) + notes
 

@@ -19,9 +19,10 @@ description:
   - Writes C(RESULTS_DIR/run.json) (campaign, experiment, controller, versions, environment of each host) on the
     first cell and completes it with the finish time and cell counts when the playbook ends; a resumed campaign
     keeps the file and adds an entry to its C(resumes) list.
-  - At the end of the run, prints per campaign the cells ok and failed, and each failed cell with the first line
-    of its error (after Ansible's recap, where a failed cell's record task counts as ok so that the campaign goes
-    on; its warning shows in the play output).
+  - At the end of the run, prints per campaign the cells ok, failed and skipped (a workload that could not
+    measure there by design, such as a GPU benchmark in a CPU cell; no failure), and each failed cell with
+    the first line of its error (after Ansible's recap, where a failed cell's record task counts as ok so that
+    the campaign goes on; its warning shows in the play output).
   - Timing comes from the workloads themselves, never from task durations.
   - Honours C(no_log) - a hidden result is not recorded, and a warning says so.
 requirements:
@@ -37,7 +38,7 @@ import socket
 import yaml
 from ansible.plugins.callback import CallbackBase
 from ansible.release import __version__ as ansible_version
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, SKIPPED_METRIC, append_samples
 
 CELL_ACTIONS = "platbench.lab."
 SAMPLES_FILE = "samples.jsonl"
@@ -104,9 +105,18 @@ def _open_campaign(campaign):
 def _summary(samples):
     if samples[0]["metric"] == FAILED_METRIC:
         return "FAILED: " + _first_line(samples[0]["metadata"].get("error"))
+    if all(sample["metric"] == SKIPPED_METRIC for sample in samples):
+        return "SKIPPED: " + _first_line(samples[0]["metadata"].get("reason"))
     # The headline metrics only; the file has them all.
     shown = [s for s in samples if s["metric"] in SUMMARY_METRICS] or samples[:2]
     return ", ".join(f"{sample['metric']}={sample['value']:.4g} {sample['unit']}" for sample in shown)
+
+
+def _status_of(samples):
+    """ok, failed or skipped, from the samples alone (an action that gave no platbench_status)."""
+    if samples[0]["metric"] == FAILED_METRIC:
+        return "failed"
+    return "skipped" if all(sample["metric"] == SKIPPED_METRIC for sample in samples) else "ok"
 
 
 def _first_line(error):
@@ -155,9 +165,11 @@ class CallbackModule(CallbackBase):
 
     def _show_summary(self, name, results_dir, cells):
         failed = self._failed.get(results_dir, [])
+        # Skipped cells (could not measure here by design) are no failure; named only when there are some.
+        skipped = f", skipped: {cells['skipped']}" if cells.get("skipped") else ""
         self._display.display(
             f"platbench: campaign {name}: cells ok: {cells.get('ok', 0)}, "
-            f"failed: {cells.get('failed', 0)}; samples in {results_dir}/{SAMPLES_FILE}",
+            f"failed: {cells.get('failed', 0)}{skipped}; samples in {results_dir}/{SAMPLES_FILE}",
             color="red" if failed else "green",
         )
         for cell_id, error in failed[:FAILED_SHOWN]:
@@ -190,7 +202,7 @@ class CallbackModule(CallbackBase):
         session = self._session(campaign, result._host.get_name(), data.get("platbench_env") or {})
         append_samples(os.path.join(campaign["results_dir"], SAMPLES_FILE), samples)
 
-        status = data.get("platbench_status") or ("failed" if samples[0]["metric"] == FAILED_METRIC else "ok")
+        status = data.get("platbench_status") or _status_of(samples)
         session["cells"][status] = session["cells"].get(status, 0) + 1
         if status == "failed":
             self._failed.setdefault(campaign["results_dir"], []).append(

@@ -13,6 +13,9 @@ description:
     and returns the experiment with the cells to run under the key C(cells).
   - Bad input fails before any host is touched, with a message that names the file, the field, the bad value
     and the allowed values; an unknown name lists the experiments available.
+  - An experiment may list several workloads; what each needs from a cell (a GPU, a network peer) comes from
+    C(plugins/module_utils/workload_needs.py); cells that cannot give it are left out and listed in C(dropped),
+    and a workload left with no cell stops the plan.
   - The workload parameters are checked by the workload's own parser, on the controller and without training.
     Each distinct command line the cells will run (the scale-up as C(--threads), the cell's C(params), a
     generated dataset's C(--data-dir)) is handed to C(python -m workloads.NAME --check-args ...), in parallel; so are
@@ -63,7 +66,11 @@ _raw:
   description:
     - One experiment per term, validated and normalized (the dimension fields C(platforms), C(scaleup),
       C(cpu_config), C(processor) are lists; C(description), C(mode) and C(params) have their defaults).
+    - C(workload) is a workload name or a list of them (each cell runs one, its C(labels.workload)).
     - C(cells) holds the cells in run order, as returned by P(platbench.lab.expand_matrix#filter).
+    - C(dropped) lists the cells left out because their workload cannot run there (a GPU benchmark's CPU
+      cells, a network benchmark on a platform the lab gives no peer), one entry per workload and platform
+      or processor, with C(reason) and the number of C(cells).
   type: list
   elements: dict
 """
@@ -73,7 +80,12 @@ import os
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
+    ExperimentError,
+    dropped_cells,
+    expand,
+    load_experiment,
+)
 from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import checked_params
 
 # plugins/lookup/experiment.py -> the collection root, which holds the workloads package
@@ -103,5 +115,5 @@ class LookupModule(LookupBase):
                     display.warning(f"experiment {name}: {warning}")
             except ExperimentError as exc:
                 raise AnsibleLookupError(str(exc)) from None
-            experiments.append({**experiment, "cells": expand(experiment)})
+            experiments.append({**experiment, "cells": expand(experiment), "dropped": dropped_cells(experiment)})
         return experiments

@@ -2,8 +2,12 @@
 # Apache License 2.0 (see galaxy.yml)
 """Experiments as data: load and validate ``experiments/NAME.yml``, expand it into cells.
 
-A cell is one run of the workload: one scenario (``PLATFORM/SCALEUP/CPUCFG/PROC``), one
-combination of the list-valued workload parameters, one repeat.
+A cell is one run of one workload: one scenario (``PLATFORM/SCALEUP/CPUCFG/PROC``), one
+combination of the list-valued workload parameters, one repeat. An experiment may list several
+workloads (``workload: [micro_cpu, micro_disk]``); each cell runs one of them, with ``params``
+merged with that workload's ``workload_params``. What a workload needs from a cell (a GPU, a
+network peer) is plugins/module_utils/workload_needs.py's business: cells that cannot give it
+are dropped from the plan and listed (``dropped_cells``), and a workload left with none stops it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import os
 import re
 
 import yaml
-from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.module_utils import platforms, workload_needs
 
 CPU_CONFIGS = ("pin", "vnl")
 PROCESSORS = ("cpu", "gpu")
@@ -22,8 +26,15 @@ MODES = ("single", "distributed")  # implemented: a cell's platform_run placemen
 PLANNED_MODES = ("shared",)  # named by the studies, run by no code yet: rejected, never relabelled
 
 REQUIRED_FIELDS = ("name", "workload", "platforms", "scaleup", "cpu_config", "processor", "repeats")
-OPTIONAL_FIELDS = {"description": "", "mode": "single", "params": {}, "dataset": None, "emulated": None}
-EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params")
+OPTIONAL_FIELDS = {
+    "description": "",
+    "mode": "single",
+    "params": {},
+    "workload_params": {},
+    "dataset": None,
+    "emulated": None,
+}
+EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
 # Labels every cell carries; a workload parameter may not shadow them. `host` (the inventory
 # host that measured the cell) is added when the cell is planned for a host.
 CELL_LABELS = (
@@ -94,13 +105,35 @@ def load_experiment(experiments_dir, name, overrides=None):
             raise ExperimentError(f"{path}: overrides must be a mapping, got {overrides!r}")
         data = deep_merge(data, overrides)
         source = f"{path} (with overrides {overrides!r})"
-    # Overriding scaleup or cpu_config alone must not break the file's own `emulated` subset.
-    strict_emulated = not overrides or "emulated" in overrides or not {"scaleup", "cpu_config"} & set(overrides)
+        if "workload" in overrides:
+            data = _without_dropped_workloads(data, overrides)
+    # Overriding scaleup, cpu_config or workload alone must not break the file's own `emulated` subset.
+    strict_emulated = (
+        not overrides or "emulated" in overrides or not {"scaleup", "cpu_config", "workload"} & set(overrides)
+    )
     return validate_experiment(data, source, expected_name=name, strict_emulated=strict_emulated)
+
+
+def _without_dropped_workloads(data, overrides):
+    """``data`` whose workload was overridden: the file's per-workload parameters of the workloads no longer
+    listed are left out (where the overrides did not give those fields themselves)."""
+    kept = set(_as_list(data["workload"]))
+    data = copy.deepcopy(data)
+    if isinstance(data.get("workload_params"), dict) and "workload_params" not in overrides:
+        data["workload_params"] = {key: value for key, value in data["workload_params"].items() if key in kept}
+    emulated = data.get("emulated")
+    if isinstance(emulated, dict) and isinstance(emulated.get("workload_params"), dict) and "emulated" not in overrides:
+        emulated["workload_params"] = {key: value for key, value in emulated["workload_params"].items() if key in kept}
+    return data
 
 
 def _as_list(value):
     return value if isinstance(value, list) else [value]
+
+
+def workloads_of(experiment):
+    """The workloads of an experiment, as a list (its ``workload`` field is a name or a list of names)."""
+    return list(_as_list(experiment["workload"]))
 
 
 def _is_scalar(value):
@@ -117,26 +150,69 @@ def _check_choices(field, values, allowed, problems):
         problems.append(f"{field}: {values!r} lists a value twice")
 
 
-def _check_params(params, problems):
+def _check_params(params, problems, field="params"):
     if not isinstance(params, dict):
-        problems.append(f"params: must be a mapping of workload parameters, got {params!r}")
+        problems.append(f"{field}: must be a mapping of workload parameters, got {params!r}")
         return
     for key, value in params.items():
         if not isinstance(key, str) or not _IDENTIFIER.match(key):
-            problems.append(f"params: key {key!r} must be lower_snake_case (it becomes --{key} and a label)")
+            problems.append(f"{field}: key {key!r} must be lower_snake_case (it becomes --{key} and a label)")
         elif key in CELL_LABELS:
-            problems.append(f"params: key {key!r} is reserved for the cell labels {', '.join(CELL_LABELS)}")
+            problems.append(f"{field}: key {key!r} is reserved for the cell labels {', '.join(CELL_LABELS)}")
         if isinstance(value, list):
             if not value or not all(_is_scalar(item) for item in value):
                 problems.append(
-                    f"params.{key}: a list must hold one or more scalars (string, number, boolean), got {value!r}"
+                    f"{field}.{key}: a list must hold one or more scalars (string, number, boolean), got {value!r}"
                 )
             elif len(set(map(str, value))) != len(value):
-                problems.append(f"params.{key}: {value!r} lists a value twice")
+                problems.append(f"{field}.{key}: {value!r} lists a value twice")
         elif not _is_scalar(value):
             problems.append(
-                f"params.{key}: must be a scalar (string, number, boolean) or a list of scalars, got {value!r}"
+                f"{field}.{key}: must be a scalar (string, number, boolean) or a list of scalars, got {value!r}"
             )
+
+
+def _check_workload(workload, problems):
+    """``workload``: one lower_snake_case module name, or a non-empty list of distinct ones."""
+    shape = "a lower_snake_case module name or a non-empty list of distinct ones"
+    names = workload if isinstance(workload, list) else [workload]
+    if not names or not all(isinstance(name, str) and _IDENTIFIER.match(name) for name in names):
+        problems.append(f"workload: {workload!r} must be {shape}")
+        return False
+    if len(set(names)) != len(names):
+        problems.append(f"workload: {workload!r} lists a workload twice")
+        return False
+    return True
+
+
+def _check_workload_params(workload_params, workloads, problems, field="workload_params", scalars_only=False):
+    """``{workload: {params}}``: parameters of one listed workload, merged over the shared ``params``."""
+    if not isinstance(workload_params, dict):
+        problems.append(f"{field}: must map workload names to their parameters, got {workload_params!r}")
+        return
+    for workload, params in workload_params.items():
+        if workloads is not None and workload not in workloads:
+            problems.append(
+                f"{field}: {workload!r} is not a workload of this experiment ({', '.join(workloads)}); "
+                "name one of them or add it to workload"
+            )
+        elif scalars_only:
+            if not isinstance(params, dict) or not all(
+                isinstance(key, str) and _IDENTIFIER.match(key) and _is_scalar(value) for key, value in params.items()
+            ):
+                problems.append(
+                    f"{field}.{workload}: must map lower_snake_case parameter names to scalars, got {params!r}"
+                )
+        else:
+            _check_params(params, problems, f"{field}.{workload}")
+
+
+def _check_needs(experiment, workloads, problems):
+    """What each workload needs from its cells (workload_needs): a workload no cell can serve stops the plan."""
+    if not all(field in experiment for field in ("platforms", "processor")):
+        return
+    for workload in workloads:
+        problems += workload_needs.plan_problems(workload, experiment["platforms"], experiment["processor"])
 
 
 def _check_dataset(dataset, params, problems):
@@ -162,11 +238,13 @@ def _check_dataset(dataset, params, problems):
         problems.append("dataset: give either 'dataset' (generated data) or params.data_dir (your own data), not both")
 
 
-def _check_emulated(emulated, experiment, problems, strict=True):
+def _check_emulated(emulated, experiment, problems, strict=True, workloads=None):
     """``emulated``: the subset of vm/vmcn cells run where guests are emulated (no KVM), e.g.
     ``{scaleup: [2], cpu_config: [pin], repeats: 1, params: {steps: 10}}``; absent = all cells.
+    ``workloads``: the experiment's workloads emulated guests run (default: all); ``workload_params``:
+    per-workload overrides, applied after ``params``.
 
-    ``strict``: its scaleup and cpu_config must pick from the experiment's. Not strict (the
+    ``strict``: its scaleup, cpu_config and workloads must pick from the experiment's. Not strict (the
     experiment's dimensions were overridden, its ``emulated`` field was not): the subset keeps
     the values the experiment still has, and a dimension left with none is not cut at all.
     Returns ``emulated`` normalized."""
@@ -176,10 +254,12 @@ def _check_emulated(emulated, experiment, problems, strict=True):
         problems.append(f"emulated: must be a mapping with any of {', '.join(EMULATED_FIELDS)}, got {emulated!r}")
         return emulated
     emulated = dict(emulated)
-    for field in ("scaleup", "cpu_config"):
+    offers = {"scaleup": experiment.get("scaleup", []), "cpu_config": experiment.get("cpu_config", [])}
+    if workloads is not None:
+        offers["workloads"] = workloads
+    for field, offered in offers.items():
         if field in emulated:
             values = _as_list(emulated[field])
-            offered = experiment.get(field, [])
             kept = [value for value in values if value in offered]
             if not strict:
                 if kept:
@@ -198,6 +278,10 @@ def _check_emulated(emulated, experiment, problems, strict=True):
         isinstance(key, str) and _IDENTIFIER.match(key) and _is_scalar(value) for key, value in params.items()
     ):
         problems.append(f"emulated.params: must map lower_snake_case parameter names to scalars, got {params!r}")
+    if "workload_params" in emulated:
+        _check_workload_params(
+            emulated["workload_params"], workloads, problems, "emulated.workload_params", scalars_only=True
+        )
     return emulated
 
 
@@ -223,13 +307,12 @@ def validate_experiment(data, source="experiment", expected_name=None, strict_em
         if field in experiment:
             experiment[field] = _as_list(experiment[field])
 
-    for field, pattern, shape in (
-        ("name", _EXPERIMENT_NAME, "lower-case letters, digits, - and _"),
-        ("workload", _IDENTIFIER, "a lower_snake_case module name"),
-    ):
-        value = data.get(field)
-        if field in data and not (isinstance(value, str) and pattern.match(value)):
-            problems.append(f"{field}: {value!r} must be {shape}")
+    name = data.get("name")
+    if "name" in data and not (isinstance(name, str) and _EXPERIMENT_NAME.match(name)):
+        problems.append(f"name: {name!r} must be lower-case letters, digits, - and _")
+    workloads = None
+    if "workload" in data and _check_workload(data["workload"], problems):
+        workloads = workloads_of(experiment)
     if expected_name is not None and "name" in data and data["name"] != expected_name:
         problems.append(f"name: {data['name']!r} must match the file name {expected_name!r}")
     if not isinstance(experiment["description"], str):
@@ -255,8 +338,11 @@ def validate_experiment(data, source="experiment", expected_name=None, strict_em
     if "repeats" in data and not (isinstance(repeats, int) and not isinstance(repeats, bool) and repeats >= 1):
         problems.append(f"repeats: {repeats!r} must be an integer >= 1")
     _check_params(experiment["params"], problems)
+    _check_workload_params(experiment["workload_params"], workloads, problems)
     _check_dataset(experiment["dataset"], experiment["params"], problems)
-    experiment["emulated"] = _check_emulated(experiment["emulated"], experiment, problems, strict_emulated)
+    experiment["emulated"] = _check_emulated(experiment["emulated"], experiment, problems, strict_emulated, workloads)
+    if workloads is not None:
+        _check_needs(experiment, workloads, problems)
 
     if problems:
         raise ExperimentError(f"{source}: invalid experiment:\n  - " + "\n  - ".join(problems))
@@ -268,41 +354,79 @@ def scenario_name(platform, scaleup, cpu_config, processor):
     return f"{platform}/{scaleup}/{cpu_config}/{processor}"
 
 
-def expand(experiment):
-    """All cells of a validated experiment.
+def workload_cell_params(experiment, workload):
+    """A workload's parameters: the shared ``params`` merged with its ``workload_params``."""
+    return {**experiment["params"], **(experiment.get("workload_params") or {}).get(workload, {})}
+
+
+def _all_cells(experiment):
+    """Every cell of the matrix, ``(cell, why it is dropped or None)``, in run order.
 
     Repeats are outermost so that every scenario runs once before any runs twice (slow
-    drift of the host spreads over all platforms); the platform is innermost so that the
-    platforms compared with each other run next to each other in time.
+    drift of the host spreads over all platforms); then the workload, then the parameter
+    combinations; the platform is innermost so that the platforms compared with each other
+    run next to each other in time.
     """
-    params = experiment["params"]
-    varying = [key for key, value in params.items() if isinstance(value, list)]
-    combinations = list(itertools.product(*(params[key] for key in varying)))
-    cells = []
+    workloads = workloads_of(experiment)
+    several = len(workloads) > 1
+    combinations_of = {}
+    for workload in workloads:
+        params = workload_cell_params(experiment, workload)
+        varying = [key for key, value in params.items() if isinstance(value, list)]
+        combinations_of[workload] = [
+            (params, varying, combination) for combination in itertools.product(*(params[key] for key in varying))
+        ]
     for repeat in range(experiment["repeats"]):
-        for combination in combinations:
-            cell_params = {**params, **dict(zip(varying, combination, strict=False))}
-            variant = ",".join(f"{key}={value}" for key, value in zip(varying, combination, strict=False))
-            for scaleup, cpu_config, processor, platform in itertools.product(
-                experiment["scaleup"], experiment["cpu_config"], experiment["processor"], experiment["platforms"]
-            ):
-                scenario = scenario_name(platform, scaleup, cpu_config, processor)
-                cell_id = "|".join(part for part in (scenario, variant, f"r{repeat}") if part)
-                labels = {
-                    **cell_params,
-                    "experiment": experiment["name"],
-                    "workload": experiment["workload"],
-                    "platform": platform,
-                    "scaleup": scaleup,
-                    "cpu_config": cpu_config,
-                    "processor": processor,
-                    "mode": experiment["mode"],
-                    "repeat": repeat,
-                    "scenario": scenario,
-                    "cell": cell_id,
-                }
-                cells.append({"id": cell_id, "scenario": scenario, "labels": labels, "params": dict(cell_params)})
-    return cells
+        for workload in workloads:
+            for params, varying, combination in combinations_of[workload]:
+                cell_params = {**params, **dict(zip(varying, combination, strict=False))}
+                # One workload: the variant names the parameters only, as before (old campaigns resume).
+                variant = ",".join(
+                    ([f"workload={workload}"] if several else [])
+                    + [f"{key}={value}" for key, value in zip(varying, combination, strict=False)]
+                )
+                for scaleup, cpu_config, processor, platform in itertools.product(
+                    experiment["scaleup"], experiment["cpu_config"], experiment["processor"], experiment["platforms"]
+                ):
+                    scenario = scenario_name(platform, scaleup, cpu_config, processor)
+                    cell_id = "|".join(part for part in (scenario, variant, f"r{repeat}") if part)
+                    labels = {
+                        **cell_params,
+                        "experiment": experiment["name"],
+                        "workload": workload,
+                        "platform": platform,
+                        "scaleup": scaleup,
+                        "cpu_config": cpu_config,
+                        "processor": processor,
+                        "mode": experiment["mode"],
+                        "repeat": repeat,
+                        "scenario": scenario,
+                        "cell": cell_id,
+                    }
+                    cell = {"id": cell_id, "scenario": scenario, "labels": labels, "params": dict(cell_params)}
+                    yield cell, workload_needs.drop_reason(workload, platform, processor)
+
+
+def expand(experiment):
+    """The cells of a validated experiment to run, in run order (see ``_all_cells``); the cells a workload
+    cannot run in (``dropped_cells``) are left out."""
+    return [cell for cell, dropped in _all_cells(experiment) if dropped is None]
+
+
+def dropped_cells(experiment):
+    """What the plan leaves out, one entry per workload and platform or processor:
+    ``{"workload", "platform" or "processor", "reason", "cells"}`` (``cells``: how many)."""
+    entries = {}
+    for cell, dropped in _all_cells(experiment):
+        if dropped is None:
+            continue
+        field, reason = dropped
+        workload, value = cell["labels"]["workload"], cell["labels"][field]
+        entry = entries.setdefault(
+            (workload, field, value), {"workload": workload, field: value, "reason": reason, "cells": 0}
+        )
+        entry["cells"] += 1
+    return list(entries.values())
 
 
 def emulated_subset(cells, emulated, guests=platforms.GUESTS):
@@ -314,7 +438,9 @@ def emulated_subset(cells, emulated, guests=platforms.GUESTS):
     scaleups = _as_list(emulated.get("scaleup", [])) or None
     cpu_configs = _as_list(emulated.get("cpu_config", [])) or None
     repeats = emulated.get("repeats")
+    workloads = _as_list(emulated.get("workloads", [])) or None
     overrides = emulated.get("params", {})
+    workload_overrides = emulated.get("workload_params") or {}
     kept = []
     for cell in cells:
         labels = cell["labels"]
@@ -325,10 +451,12 @@ def emulated_subset(cells, emulated, guests=platforms.GUESTS):
             (scaleups and labels["scaleup"] not in scaleups)
             or (cpu_configs and labels["cpu_config"] not in cpu_configs)
             or (repeats and labels["repeat"] >= repeats)
+            or (workloads and labels["workload"] not in workloads)
         ):
             continue
+        changes = {**overrides, **workload_overrides.get(labels["workload"], {})}
         kept.append(
-            {**cell, "params": {**cell["params"], **overrides}, "labels": {**labels, **overrides, "emulated": True}}
+            {**cell, "params": {**cell["params"], **changes}, "labels": {**labels, **changes, "emulated": True}}
         )
     return kept
 

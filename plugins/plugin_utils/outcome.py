@@ -1,6 +1,7 @@
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
-"""The outcome of one experiment cell: ok with its samples, or failed with one sample saying why.
+"""The outcome of one experiment cell: ok with its samples, failed with one sample saying why, or
+skipped (the workload could not measure here by design) with one sample giving the reason.
 
 Decided once, on the controller, by the ``record_cell`` action; the results callback only
 writes down what it is handed.
@@ -14,9 +15,10 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     failed_sample,
     parse_result_lines,
     samples_from_record,
+    skipped_sample,
 )
 
-OK, FAILED = "ok", "failed"
+OK, FAILED, SKIPPED = "ok", "failed", "skipped"
 
 
 def cell_labels(cell, campaign_name):
@@ -46,7 +48,9 @@ def cell_outcome(labels, output, error, env, runtime):
     """``(status, error, samples)`` of one cell.
 
     ``error``: why the platform says the cell failed (None when its tasks succeeded). Otherwise
-    the cell failed when its output holds no valid result line or a record of status failed.
+    the cell failed when its output holds no valid result line or a record of status failed. A
+    record of status skipped becomes one ``skipped`` sample; a cell of skipped records only is
+    skipped, ``error`` its reasons.
     """
 
     def failed(why):
@@ -63,4 +67,13 @@ def cell_outcome(labels, output, error, env, runtime):
     errors = _failed_record_errors(records)
     if errors:
         return failed(errors)
-    return OK, None, [sample for record in records for sample in samples_from_record(record, labels, env, runtime)]
+    samples = []
+    for record in records:
+        if record["status"] == SKIPPED:
+            samples.append(skipped_sample(record, labels, env, runtime))
+        else:
+            samples += samples_from_record(record, labels, env, runtime)
+    skipped = [record["error"] for record in records if record["status"] == SKIPPED]
+    if len(skipped) == len(records):
+        return SKIPPED, "; ".join(dict.fromkeys(skipped)), samples
+    return OK, None, samples

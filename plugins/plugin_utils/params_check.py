@@ -16,7 +16,12 @@ import re
 import subprocess
 import sys
 
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, emulated_subset, expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
+    ExperimentError,
+    emulated_subset,
+    expand,
+    workloads_of,
+)
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
     WorkloadArgsError,
     flag_of,
@@ -58,8 +63,8 @@ def available_generators(root, package=PACKAGE):
     )
 
 
-def cell_runs(experiment):
-    """The distinct ``params`` the cells hand their workload, as placement builds them: the scale-up
+def workload_runs(experiment):
+    """The distinct ``(workload, params)`` the cells run, as placement builds them: the scale-up
     as ``threads``, the cell's params, a generated dataset's ``data_dir``; the cut-down params of
     emulated guests included."""
     cells = expand(experiment)
@@ -70,8 +75,14 @@ def cell_runs(experiment):
         params = {"threads": cell["labels"]["scaleup"], **cell["params"]}
         if experiment.get("dataset") is not None:
             params["data_dir"] = DATA_DIR_PLACEHOLDER
-        runs.setdefault(tuple(sorted((key, repr(value)) for key, value in params.items())), params)
+        workload = cell["labels"]["workload"]
+        runs.setdefault((workload, *sorted((key, repr(value)) for key, value in params.items())), (workload, params))
     return list(runs.values())
+
+
+def cell_runs(experiment):
+    """The distinct ``params`` of ``workload_runs`` (of every workload)."""
+    return [params for _, params in workload_runs(experiment)]
 
 
 def _last_error(stderr):
@@ -83,8 +94,11 @@ def _last_error(stderr):
     return lines[-1].strip() if lines else ""
 
 
-def _where(key, params, experiment, prefix="params"):
+def _where(key, params, experiment, prefix="params", workload=None):
     """The experiment field a command-line option came from, and its value."""
+    own = (experiment.get("workload_params") or {}).get(workload) or {}
+    if prefix == "params" and key in own:
+        return f"workload_params.{workload}.{key}", params.get(key)
     if prefix == "params" and key == "threads" and "threads" not in experiment.get("params", {}):
         return "scaleup", params.get("threads")
     if prefix == "params" and key == "data_dir" and experiment.get("dataset") is not None:
@@ -92,21 +106,23 @@ def _where(key, params, experiment, prefix="params"):
     return f"{prefix}.{key}", params.get(key)
 
 
-def describe_refusal(module, stderr, params, experiment, prefix="params"):
+def describe_refusal(module, stderr, params, experiment, prefix="params", workload=None):
     """``(problems, keys)``: what ``module`` refused (``field: value ...: why``) and the params it blamed.
-    No problems when its only complaint is that it has no --check-args. ``prefix``: where params came from."""
+    No problems when its only complaint is that it has no --check-args. ``prefix``: where params came from;
+    ``workload``: the workload whose ``workload_params`` they may come from."""
     error = _last_error(stderr)
+
     match = _ARGUMENT_ERROR.match(error)
     if match:
         keys = [key_of(flag) for flag in match.group(1).split("/")]
         key = next((key for key in keys if key in params), keys[0])
-        where, value = _where(key, params, experiment, prefix)
+        where, value = _where(key, params, experiment, prefix, workload)
         return [f"{where}: {value!r} is refused by {module}: {error}"], [key]
     match = _UNRECOGNIZED.match(error)
     if match:
         keys = [key_of(token) for token in match.group(1).split() if token.startswith("--") and token != CHECK_FLAG]
         return [
-            f"{_where(key, params, experiment, prefix)[0]}: {module} has no option {flag_of(key)}; "
+            f"{_where(key, params, experiment, prefix, workload)[0]}: {module} has no option {flag_of(key)}; "
             f"see `python -m {module} --help`"
             for key in keys
         ], keys
@@ -114,11 +130,11 @@ def describe_refusal(module, stderr, params, experiment, prefix="params"):
     key = next((key_of(flag) for flag in _FLAG.findall(error) if key_of(flag) in params), None)
     if key is None:
         return [f"{prefix}: refused by {module}: {error or 'no message'}"], []
-    where, value = _where(key, params, experiment, prefix)
+    where, value = _where(key, params, experiment, prefix, workload)
     return [f"{where}: {value!r} is refused by {module}: {error}"], []
 
 
-def _check(module, leading, params, experiment, prefix, run):
+def _check(module, leading, params, experiment, prefix, run, workload=None):
     """``(problems, unsupported)`` of one command line. argparse stops at the first bad option, so a
     refused option is left out and the rest checked again, until the parser accepts or blames no option."""
     problems, params = [], dict(params)
@@ -133,7 +149,7 @@ def _check(module, leading, params, experiment, prefix, run):
         if DATA_DIR_PLACEHOLDER in _last_error(stderr):
             # The generated data does not exist yet, on the controller least of all: not a parameter problem.
             return problems, False
-        found, keys = describe_refusal(module, stderr, params, experiment, prefix)
+        found, keys = describe_refusal(module, stderr, params, experiment, prefix, workload)
         if not keys and "threads" in params and "--threads" in _last_error(stderr):
             # A check of --threads beyond its type compares it with the CPUs here, on the controller;
             # the host's prechecks compare the scale-up with the host's CPUs. Check the rest without it.
@@ -174,22 +190,24 @@ def check_experiment_params(
     ``python``, ``env``, ``package``: what runs the checks (tests inject a fake workload package).
     Each distinct command line is checked once, in parallel; the problems are deduplicated.
     """
-    workload = experiment["workload"]
-    workloads = available_workloads(root, package)
-    if workload not in workloads:
-        return [f"workload: unknown workload {workload!r}; available: {', '.join(workloads) or 'none'}"], []
+    available = available_workloads(root, package)
+    unknown = [workload for workload in workloads_of(experiment) if workload not in available]
+    if unknown:
+        return [
+            f"workload: unknown workload {workload!r}; available: {', '.join(available) or 'none'}"
+            for workload in unknown
+        ], []
     env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = os.pathsep.join(part for part in (root, env.get("PYTHONPATH")) if part)
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
 
-    module = f"{package}.{workload}"
-    checks = []  # (module, leading arguments, params, the experiment field they came from)
-    for params in cell_runs(experiment):
+    checks = []  # (module, leading arguments, params, the experiment field they came from, workload)
+    for workload, params in workload_runs(experiment):
         try:
             workload_argv(params, workload)
         except WorkloadArgsError as exc:
             return [str(exc)], []
-        checks.append((module, [], params, "params"))
+        checks.append((f"{package}.{workload}", [], params, "params", workload))
     problems = []
     dataset = experiment.get("dataset")
     if dataset is not None:
@@ -206,6 +224,7 @@ def check_experiment_params(
                     ["--out", DATA_DIR_PLACEHOLDER],
                     dataset.get("args") or {},
                     "dataset.args",
+                    None,
                 )
             )
 
@@ -214,7 +233,7 @@ def check_experiment_params(
 
     jobs = jobs or min(MAX_JOBS, len(checks), os.cpu_count() or 1) or 1
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        outcomes = list(pool.map(lambda check: _check(*check[:3], experiment, check[3], run), checks))
+        outcomes = list(pool.map(lambda check: _check(*check[:3], experiment, check[3], run, check[4]), checks))
     unsupported = []
     for (name, *_), (found, no_check_flag) in zip(checks, outcomes, strict=False):
         problems += found

@@ -16,6 +16,7 @@ import time
 
 # The record format is the workloads' own (workloads/common/record.py): one definition of the
 # prefix, the schema and the parser, re-exported here for the controller side.
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import CELL_LABELS
 from ansible_collections.platbench.lab.workloads.common import record as _record
 
 RESULT_PREFIX = _record.RESULT_PREFIX
@@ -24,6 +25,11 @@ RecordError = _record.RecordError
 parse_result_lines = _record.parse_result_lines
 
 FAILED_METRIC = "failed"
+# A cell that could not measure here by design (a GPU benchmark without a GPU): one sample of this
+# metric, the reason in metadata.reason. Not a failure; the cell is done for resume.
+SKIPPED_METRIC = "skipped"
+# The metrics that are no measurement: never in a table, a Diff% or a chart.
+OUTCOME_METRICS = (FAILED_METRIC, SKIPPED_METRIC)
 TAIL_LINES = 40
 TAIL_CHARS = 4000
 
@@ -35,14 +41,28 @@ def _merged(*layers):
     return merged
 
 
+def record_labels(record, cell_labels):
+    """The labels every sample of ``record`` carries: the cell's first, then the workload's own.
+    The cell's win (the matrix defines the scenario)."""
+    return {**cell_labels, **{key: value for key, value in record["labels"].items() if key not in cell_labels}}
+
+
+def metric_labels(labels, entry):
+    """``labels`` with a metric entry's own labels (the HPL size of one ``hpl_gflops``...) last. They tell
+    the entries of one record apart, so they win over a workload parameter of the same name (a list of
+    sizes given as one option), never over the scenario's labels."""
+    own = {key: value for key, value in (entry.get("labels") or {}).items() if key not in CELL_LABELS}
+    return {**labels, **own}
+
+
 def samples_from_record(record, cell_labels, env_metadata, runtime_metadata):
     """One sample per metric of ``record``.
 
-    Labels: the cell's labels win over the workload's (the matrix defines the scenario).
+    Labels: see ``record_labels`` and ``metric_labels``.
     Metadata: host environment < runtime (what was requested) < record (what the
     workload saw), so the workload's own observation is the truth.
     """
-    labels = _merged(record["labels"], cell_labels)
+    labels = record_labels(record, cell_labels)
     metadata = _merged(env_metadata, runtime_metadata, record["metadata"])
     return [
         {
@@ -50,11 +70,24 @@ def samples_from_record(record, cell_labels, env_metadata, runtime_metadata):
             "value": metric["value"],
             "unit": metric["unit"],
             "timestamp": record["timestamp"],
-            "labels": dict(labels),
+            "labels": metric_labels(labels, metric),
             "metadata": dict(metadata),
         }
         for metric in record["metrics"]
     ]
+
+
+def skipped_sample(record, cell_labels, env_metadata, runtime_metadata):
+    """The single sample of a ``skipped`` record: metric ``skipped``, value 1, the reason in metadata.reason."""
+    metadata = _merged(env_metadata, runtime_metadata, record["metadata"], {"reason": record["error"]})
+    return {
+        "metric": SKIPPED_METRIC,
+        "value": 1,
+        "unit": "",
+        "timestamp": record["timestamp"],
+        "labels": record_labels(record, cell_labels),
+        "metadata": metadata,
+    }
 
 
 def tail_of(output):
@@ -140,7 +173,7 @@ def read_samples(path, on_bad_line=None):
 
 
 def done_cells(path, host=None):
-    """Ids of the cells that already have a successful sample in ``path`` (for resume).
+    """Ids of the cells that already have a successful or skipped sample in ``path`` (for resume).
 
     ``host``: only the cells measured by that inventory host (its ``host`` label); samples
     without a ``host`` label (campaigns of one host, before hosts were labelled) count for

@@ -261,3 +261,19 @@ def test_resumed_campaign_keeps_run_json_and_adds_a_resume(callback, tmp_path):
     assert "experiment" not in resume  # same definition as the first run
     assert samples(tmp_path)[0]["labels"]["cell"] == "old"
     assert len(samples(tmp_path)) == 3
+
+
+def test_a_skipped_cell_is_recorded_counted_and_no_failure(callback, tmp_path):
+    data = cell_result(tmp_path, "bm/2/pin/cpu|r0", output=record_line("skipped", "no GPU in this cell") + "\n")
+    assert data["platbench_status"] == "skipped" and "warnings" not in data
+    callback.v2_runner_on_ok(task_result(data))
+    callback.v2_runner_on_ok(task_result(cell_result(tmp_path, "cn/2/pin/cpu|r0")))
+    callback.v2_playbook_on_stats(stats=None)
+
+    assert [sample["metric"] for sample in samples(tmp_path)] == ["skipped", "throughput", "elapsed"]
+    assert samples(tmp_path)[0]["metadata"]["reason"] == "no GPU in this cell"
+    assert run_json(tmp_path)["cells"] == {"skipped": 1, "ok": 1}
+    assert callback.recorder.lines[0] == "platbench: bm/2/pin/cpu|r0 SKIPPED: no GPU in this cell"
+    assert callback.recorder.lines[-1] == (
+        f"platbench: campaign smoke-20261122: cells ok: 1, failed: 0, skipped: 1; samples in {tmp_path}/samples.jsonl"
+    )

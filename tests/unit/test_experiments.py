@@ -13,7 +13,13 @@ from ansible.errors import AnsibleLookupError
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
 from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import available_experiments, expand, load_experiment
+from ansible_collections.platbench.lab.plugins.module_utils import workload_needs
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
+    available_experiments,
+    expand,
+    load_experiment,
+    workloads_of,
+)
 from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import check_experiment_params
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
@@ -24,15 +30,19 @@ def test_experiment_cells_parse_with_their_workload(name):
     experiment = load_experiment(EXPERIMENTS, name)
     cells = expand(experiment)
     assert len(cells) == len({cell["id"] for cell in cells})
-    parser = importlib.import_module(f"workloads.{experiment['workload']}.cli").build_parser()
+    parsers = {}
     for cell in cells:
+        workload = cell["labels"]["workload"]  # an experiment may list several
+        if workload not in parsers:
+            parsers[workload] = importlib.import_module(f"workloads.{workload}.cli").build_parser()
         # What platform_run adds: the scale-up as threads and, for a generated dataset, its directory.
         params = {"threads": cell["labels"]["scaleup"], **cell["params"]}
         if experiment["dataset"]:
             params["data_dir"] = "/var/lib/platbench/datasets/example"
-        argv = workload_argv(params, experiment["workload"])
-        assert argv[:2] == ["-m", f"workloads.{experiment['workload']}"]
-        parser.parse_args(argv[2:])
+        argv = workload_argv(params, workload)
+        assert argv[:2] == ["-m", f"workloads.{workload}"]
+        parsers[workload].parse_args(argv[2:])
+    assert set(parsers) <= set(workloads_of(experiment))
 
 
 @pytest.mark.parametrize(
@@ -111,12 +121,42 @@ def test_mode_shared_is_not_implemented():
 
 def test_an_unknown_workload_lists_the_workloads():
     message = plan_error(overrides={"workload": "resnet_bench"})
-    assert "workload: unknown workload 'resnet_bench'; available: cnn_train, dl_tools, small_models" in message
+    assert "workload: unknown workload 'resnet_bench'; available: cnn_train, dl_tools, " in message
 
 
 def test_a_good_plan_has_its_cells():
     experiment = plan(overrides={"repeats": 1})
     assert experiment["name"] == "smoke" and len(experiment["cells"]) == len(expand(experiment))
+    assert experiment["dropped"] == []
+
+
+def test_the_plan_lists_the_cells_a_workload_cannot_run(monkeypatch):
+    # As if cnn_train needed a peer that only bm gives: its cn cells leave the plan and are listed.
+    needs = workload_needs.Needs(peer_platforms=("bm",))
+    monkeypatch.setitem(workload_needs.NEEDS, "cnn_train", needs)
+    experiment = plan(overrides={"repeats": 1, "scaleup": [2], "cpu_config": ["pin"], "platforms": ["bm", "cn"]})
+    assert [cell["id"] for cell in experiment["cells"]] == ["bm/2/pin/cpu|r0"]
+    assert experiment["dropped"] == [
+        {
+            "workload": "cnn_train",
+            "platform": "cn",
+            "reason": "cnn_train needs a peer, which the lab gives only on bm",
+            "cells": 1,
+        }
+    ]
+    message = plan_error(overrides={"platforms": ["cn"]})
+    assert "workload: cnn_train needs a peer (a second instance of its platform), supported on bm" in message
+
+
+def test_a_plan_of_several_workloads_checks_each_with_its_own_params():
+    message = plan_error(
+        overrides={
+            "workload": ["cnn_train", "small_models"],
+            "params": {},
+            "workload_params": {"cnn_train": {"model": "resnet9000"}},
+        }
+    )
+    assert "workload_params.cnn_train.model: 'resnet9000' is refused by workloads.cnn_train" in message
 
 
 @pytest.mark.parametrize("name", available_experiments(EXPERIMENTS))

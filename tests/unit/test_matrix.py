@@ -320,3 +320,119 @@ def test_overriding_the_dimensions_keeps_what_is_left_of_the_emulated_subset(exp
     assert "emulated.scaleup: [2] must pick from" in invalid(
         experiments, {**guests, "scaleup": [1], "emulated": {"scaleup": [2]}}
     )
+
+
+# Several workloads in one experiment.
+
+MICRO = """\
+name: micro
+workload: [micro_cpu, micro_disk]
+platforms: [bm, cn, vm]
+scaleup: [2]
+cpu_config: [pin]
+processor: [cpu]
+repeats: 2
+params:
+  size: small
+workload_params:
+  micro_cpu:
+    hpl_n: [1000, 2000]
+  micro_disk:
+    size: tiny
+    dd_sizes_mb: "1,100"
+emulated:
+  workloads: [micro_disk]
+  workload_params:
+    micro_disk:
+      dd_sizes_mb: "1"
+"""
+
+
+def test_several_workloads_repeat_then_workload_then_params_then_scenarios(experiments):
+    write(experiments, "micro", MICRO)
+    cells = expand(load_experiment(experiments, "micro"))
+    assert [cell["id"] for cell in cells[:9]] == [
+        "bm/2/pin/cpu|workload=micro_cpu,hpl_n=1000|r0",
+        "cn/2/pin/cpu|workload=micro_cpu,hpl_n=1000|r0",
+        "vm/2/pin/cpu|workload=micro_cpu,hpl_n=1000|r0",
+        "bm/2/pin/cpu|workload=micro_cpu,hpl_n=2000|r0",
+        "cn/2/pin/cpu|workload=micro_cpu,hpl_n=2000|r0",
+        "vm/2/pin/cpu|workload=micro_cpu,hpl_n=2000|r0",
+        "bm/2/pin/cpu|workload=micro_disk|r0",
+        "cn/2/pin/cpu|workload=micro_disk|r0",
+        "vm/2/pin/cpu|workload=micro_disk|r0",
+    ]
+    assert len(cells) == 2 * (2 + 1) * 3 and len({cell["id"] for cell in cells}) == len(cells)
+    cpu, disk = cells[0], cells[6]
+    assert cpu["params"] == {"size": "small", "hpl_n": 1000}
+    assert disk["params"] == {"size": "tiny", "dd_sizes_mb": "1,100"}  # its own params win over the shared ones
+    assert (cpu["labels"]["workload"], disk["labels"]["workload"]) == ("micro_cpu", "micro_disk")
+    assert disk["labels"]["size"] == "tiny"
+
+
+def test_one_workload_keeps_its_cell_ids_for_resume(experiments):
+    write(experiments, "micro", MICRO)
+    ids = [cell["id"] for cell in expand(load_experiment(experiments, "micro", {"workload": "micro_cpu"}))]
+    assert ids[0] == "bm/2/pin/cpu|hpl_n=1000|r0"
+    smoke = expand(load_experiment(experiments, "smoke"))
+    assert smoke[0]["id"] == "bm/1/pin/cpu|r0" and smoke[0]["labels"]["workload"] == "cnn_train"
+
+
+def test_emulated_guests_run_the_workloads_named_with_their_own_overrides(experiments):
+    write(experiments, "micro", MICRO)
+    experiment = load_experiment(experiments, "micro")
+    kept = emulated_subset(expand(experiment), experiment["emulated"])
+    guests = [cell for cell in kept if cell["labels"]["platform"] == "vm"]
+    assert {cell["labels"]["workload"] for cell in guests} == {"micro_disk"}
+    assert all(cell["params"]["dd_sizes_mb"] == "1" and cell["labels"]["emulated"] for cell in guests)
+    assert len([cell for cell in kept if cell["labels"]["platform"] == "bm"]) == 2 * 3
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"workload": []}, "workload: [] must be a lower_snake_case module name or a non-empty list of distinct ones"),
+        ({"workload": ["micro_cpu", "Bad-Name"]}, "workload: ['micro_cpu', 'Bad-Name'] must be a lower_snake_case"),
+        ({"workload": ["micro_cpu", "micro_cpu"]}, "workload: ['micro_cpu', 'micro_cpu'] lists a workload twice"),
+        (
+            {"workload_params": {"micro_gpu": {"x": 1}}},
+            "workload_params: 'micro_gpu' is not a workload of this experiment (micro_cpu, micro_disk); "
+            "name one of them or add it to workload",
+        ),
+        ({"workload_params": {"micro_cpu": {"hpl_n": [1, 1]}}}, "workload_params.micro_cpu.hpl_n: [1, 1] lists"),
+        (
+            {"workload_params": {"micro_cpu": {"platform": "x"}}},
+            "workload_params.micro_cpu: key 'platform' is reserved",
+        ),
+        ({"workload_params": ["micro_cpu"]}, "workload_params: must map workload names to their parameters"),
+        (
+            {"emulated": {"workloads": ["micro_net"]}},
+            "emulated.workloads: ['micro_net'] must pick from the experiment's workloads ['micro_cpu', 'micro_disk']",
+        ),
+        (
+            {"emulated": {"workload_params": {"micro_cpu": {"hpl_n": [1]}}}},
+            "emulated.workload_params.micro_cpu: must map lower_snake_case parameter names to scalars",
+        ),
+    ],
+)
+def test_bad_workload_fields_are_named(changes, expected):
+    data = {
+        "name": "micro",
+        "workload": ["micro_cpu", "micro_disk"],
+        "platforms": ["bm"],
+        "scaleup": [2],
+        "cpu_config": ["pin"],
+        "processor": ["cpu"],
+        "repeats": 1,
+        **changes,
+    }
+    with pytest.raises(ExperimentError) as caught:
+        validate_experiment(data, "micro.yml")
+    assert expected in str(caught.value)
+
+
+def test_overriding_the_workloads_keeps_the_files_emulated_subset_working(experiments):
+    write(experiments, "micro", MICRO)
+    experiment = load_experiment(experiments, "micro", {"workload": ["micro_cpu"]})
+    assert "workloads" not in experiment["emulated"]  # none of its workloads is left: no cut
+    assert {cell["labels"]["workload"] for cell in expand(experiment)} == {"micro_cpu"}

@@ -274,3 +274,29 @@ def test_the_shared_argv_rule_builds_what_placement_builds():
     assert key_of("--batch-size") == "batch_size"
     with pytest.raises(WorkloadArgsError, match="'model' must be a scalar"):
         workload_argv({"model": ["a"]}, "cnn_train")
+
+
+def test_each_workload_of_an_experiment_is_checked_with_its_own_params(fake):
+    exp = experiment(
+        workload=["train", "old"],
+        params={"model": "tiny"},
+        workload_params={"train": {"batch_size": 0}, "old": {"steps": 5}},
+    )
+    problems, warnings = check(fake, exp)
+    assert problems == [
+        "workload_params.train.batch_size: 0 is refused by fakeloads.train: argument --batch-size: expected a "
+        "positive integer, got '0'"
+    ]
+    assert warnings == [
+        "fakeloads.old has no --check-args: its parser's type and choice checks ran at plan time, "
+        "its own further checks did not"
+    ]
+    assert not fake["trained"].exists()
+
+
+def test_every_unknown_workload_is_named(fake):
+    problems, _ = check(fake, experiment(workload=["train", "nope", "gone"]))
+    assert problems == [
+        "workload: unknown workload 'nope'; available: crash, old, train",
+        "workload: unknown workload 'gone'; available: crash, old, train",
+    ]

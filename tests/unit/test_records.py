@@ -1,8 +1,10 @@
 import json
 
 import pytest
+from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import OK, SKIPPED, cell_outcome
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     RESULT_PREFIX,
+    SKIPPED_METRIC,
     RecordError,
     append_samples,
     done_cells,
@@ -10,6 +12,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     parse_result_lines,
     read_samples,
     samples_from_record,
+    skipped_sample,
 )
 
 
@@ -202,3 +205,53 @@ def test_done_cells_are_those_with_a_successful_sample(tmp_path):
     append_samples(path, samples_from_record(make_record(), CELL_LABELS, ENV, RUNTIME))
     append_samples(path, [failed_sample({**CELL_LABELS, "cell": "vm/2/pin/cpu|r1"}, "boom", "", ENV, RUNTIME)])
     assert done_cells(path) == {"cn/2/pin/cpu|r1"}
+
+
+# Per-metric labels and skipped records (workloads/common/record.py: metric(labels=...), status skipped).
+
+
+def test_a_metric_entry_labels_its_own_sample_only():
+    record = make_record(
+        labels={"workload": "micro_cpu", "hpl_n": "1000,2000"},
+        metrics=[
+            {"metric": "hpl_gflops", "value": 50.0, "unit": "GFLOP/s", "labels": {"hpl_n": 1000}},
+            {"metric": "hpl_gflops", "value": 80.0, "unit": "GFLOP/s", "labels": {"hpl_n": 2000, "platform": "x"}},
+            {"metric": "dgemm_gflops", "value": 100.0, "unit": "GFLOP/s"},
+        ],
+    )
+    cell = {**CELL_LABELS, "hpl_n": "1000,2000"}  # the parameter, as the matrix labels the cell
+    first, second, dgemm = samples_from_record(record, cell, ENV, RUNTIME)
+    assert (first["labels"]["hpl_n"], second["labels"]["hpl_n"]) == (1000, 2000)  # the entry's own wins
+    assert second["labels"]["platform"] == "cn"  # never over the scenario's labels
+    assert dgemm["labels"]["hpl_n"] == "1000,2000"
+    assert list(first["labels"])[: len(cell)] == list(cell)  # cell labels first, then the record's
+    assert first["labels"]["workload"] == "micro_cpu"
+
+
+def test_a_skipped_record_is_one_sample_with_its_reason():
+    record = make_record(status="skipped", error="no GPU in this cell", metrics=[], labels={"workload": "micro_gpu"})
+    (sample,) = parse_result_lines(result_line(record))  # a valid record
+    skipped = skipped_sample(sample, CELL_LABELS, ENV, RUNTIME)
+    assert (skipped["metric"], skipped["value"], skipped["unit"]) == (SKIPPED_METRIC, 1, "")
+    assert skipped["metadata"]["reason"] == "no GPU in this cell"
+    assert skipped["labels"]["cell"] == "cn/2/pin/cpu|r1" and skipped["labels"]["workload"] == "micro_gpu"
+
+
+def test_a_skipped_cell_is_done_and_no_failure(tmp_path):
+    labels = {**CELL_LABELS, "cell": "bm/2/pin/cpu|r0"}
+    output = result_line(make_record(status="skipped", error="no GPU in this cell", metrics=[]))
+    status, error, samples = cell_outcome(labels, output, None, ENV, RUNTIME)
+    assert (status, error) == (SKIPPED, "no GPU in this cell")
+    assert [sample["metric"] for sample in samples] == [SKIPPED_METRIC]
+    path = tmp_path / "samples.jsonl"
+    append_samples(path, samples)
+    assert done_cells(path) == {"bm/2/pin/cpu|r0"}  # resume does not run it again
+
+
+def test_ok_and_skipped_records_of_one_cell_keep_both():
+    output = "\n".join(
+        [result_line(make_record()), result_line(make_record(status="skipped", error="no HPCG here", metrics=[]))]
+    )
+    status, error, samples = cell_outcome(CELL_LABELS, output, None, ENV, RUNTIME)
+    assert (status, error) == (OK, None)
+    assert [sample["metric"] for sample in samples] == ["throughput", "elapsed", SKIPPED_METRIC]
