@@ -4,6 +4,8 @@ SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
 EXPERIMENT ?= smoke
+# A size the experiment names in its `sizes` field (e.g. SIZE=small for xu2017-micro); empty: the file's own.
+SIZE ?=
 CAMPAIGN ?= $(EXPERIMENT)-$(shell date +%Y%m%d-%H%M%S)
 PYTEST_ARGS ?=
 
@@ -15,7 +17,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 lab: $(VENV)/.installed
 	ansible-playbook site.yml
-	ansible-playbook playbooks/experiment.yml -e experiment=$(EXPERIMENT) -e campaign=$(CAMPAIGN)
+	ansible-playbook playbooks/experiment.yml -e experiment=$(EXPERIMENT) -e campaign=$(CAMPAIGN) $(if $(SIZE),-e size=$(SIZE))
 	platbench report results/$(CAMPAIGN)
 
 test: $(VENV)/.installed

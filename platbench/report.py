@@ -36,6 +36,9 @@ from ansible_collections.platbench.lab.workloads.common import metric_table
 # The platform every other one is normalized to, and the row order: both from the registry.
 BASELINE = platforms.BASELINE
 DEFAULT_METRICS = ("throughput", "elapsed")
+# A campaign of micro-benchmarks (workloads/micro_*) has no throughput: its main table shows one
+# headline figure per component, and every Diff% table is printed (Xu 2017's way of reporting them).
+MICRO_METRICS = ("hpl_gflops", "stream_triad", "mem_latency", "dd_write", "net_throughput", "gpu_sgemm")
 SCENARIO_LABELS = ["platform", "scaleup", "cpu_config", "processor"]
 # Labels that identify a run rather than what was run: never a row of their own.
 RUN_LABELS = {"scenario", "cell", "repeat", "campaign"}
@@ -241,7 +244,14 @@ def choose_metrics(frame, requested=None):
                 + (", ".join(present) or "none (every cell failed)")
             )
         return list(requested)
+    if "throughput" not in present and is_micro_campaign(present):
+        return [metric for metric in MICRO_METRICS if metric in present]
     return [metric for metric in DEFAULT_METRICS if metric in present] or present
+
+
+def is_micro_campaign(present):
+    """True when the measured metrics hold a micro-benchmark's headline figure."""
+    return any(metric in MICRO_METRICS for metric in present)
 
 
 def _platform_rank(platform):
@@ -884,9 +894,11 @@ def run(args):
         else:
             notes_after.append(roofline_note)
 
-    # Printed: the Diff% of the main table's metrics; every metric with a direction is in the diff_*.md files.
+    # Printed: the Diff% of the main table's metrics (of every metric, for micro-benchmarks without --metric);
+    # every metric with a direction is in the diff_*.md files.
+    every_table = not args.metric and "throughput" not in metrics and is_micro_campaign(metrics)
     diff_written, diff_text, diff_markdown, missing_note = write_diff_tables(
-        results_dir, frame, args.include_emulated, shown=metrics
+        results_dir, frame, args.include_emulated, shown=None if every_table else metrics
     )
     written += diff_written
     if missing_note:

@@ -39,6 +39,12 @@ options:
       - 'For example V({"repeats": 1, "params": {"steps": 3}}) for a quick run, or V({"platforms": ["bm"]}).'
     type: dict
     default: {}
+  size:
+    description:
+      - A size the experiment file names in its C(sizes) field (for example C(small)), merged in before O(overrides).
+      - Empty runs the experiment at the size its file gives.
+    type: str
+    default: ""
 seealso:
   - plugin_type: filter
     plugin: platbench.lab.expand_matrix
@@ -71,6 +77,7 @@ _raw:
     - C(dropped) lists the cells left out because their workload cannot run there (a GPU benchmark's CPU
       cells, a network benchmark on a platform the lab gives no peer), one entry per workload and platform
       or processor, with C(reason) and the number of C(cells).
+    - C(tools) lists the programs its workloads run (hpcc, ioping...), which the runners' precheck looks for.
   type: list
   elements: dict
 """
@@ -80,11 +87,13 @@ import os
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
+from ansible_collections.platbench.lab.plugins.module_utils.workload_needs import tools_for
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     ExperimentError,
     dropped_cells,
     expand,
     load_experiment,
+    workloads_of,
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import checked_params
 
@@ -103,17 +112,27 @@ class LookupModule(LookupBase):
             experiments_dir = os.path.join(self._loader.get_basedir(), experiments_dir)
         experiments_dir = os.path.normpath(experiments_dir)
         overrides = self.get_option("overrides")
+        size = self.get_option("size") or None
 
         experiments = []
         for name in terms:
             source = os.path.join(experiments_dir, f"{name}.yml")
+            if size:
+                source += f" (size {size})"
             if overrides:
                 source += f" (with overrides {overrides!r})"
             try:
-                experiment = load_experiment(experiments_dir, name, overrides)
+                experiment = load_experiment(experiments_dir, name, overrides, size)
                 for warning in checked_params(experiment, source, _COLLECTION_ROOT):
                     display.warning(f"experiment {name}: {warning}")
             except ExperimentError as exc:
                 raise AnsibleLookupError(str(exc)) from None
-            experiments.append({**experiment, "cells": expand(experiment), "dropped": dropped_cells(experiment)})
+            experiments.append(
+                {
+                    **experiment,
+                    "cells": expand(experiment),
+                    "dropped": dropped_cells(experiment),
+                    "tools": tools_for(workloads_of(experiment)),
+                }
+            )
         return experiments

@@ -33,6 +33,7 @@ OPTIONAL_FIELDS = {
     "workload_params": {},
     "dataset": None,
     "emulated": None,
+    "sizes": {},
 }
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
 # Labels every cell carries; a workload parameter may not shadow them. `host` (the inventory
@@ -83,8 +84,29 @@ def deep_merge(base, overrides):
     return merged
 
 
-def load_experiment(experiments_dir, name, overrides=None):
-    """Load, merge ``overrides`` into, and validate the experiment ``name``."""
+def _with_size(data, size, path):
+    """``data`` with its named size (``sizes: {small: {overrides}}``) merged in; the sizes themselves dropped."""
+    sizes = data.get("sizes") or {}
+    if not isinstance(sizes, dict) or not all(isinstance(value, dict) for value in sizes.values()):
+        raise ExperimentError(f"{path}: sizes: must map a size name to the fields it overrides, got {sizes!r}")
+    if size in (None, ""):
+        return {key: value for key, value in data.items() if key != "sizes"}
+    if size not in sizes:
+        raise ExperimentError(
+            f"{path}: unknown size {size!r}; this experiment has "
+            + (", ".join(sorted(sizes)) if sizes else "no sizes (it runs at the size its file gives)")
+            + " (-e size=NAME, or SIZE=NAME with make)"
+        )
+    if "sizes" in sizes[size] or "name" in sizes[size]:
+        raise ExperimentError(f"{path}: sizes.{size}: may not set name or sizes")
+    return deep_merge({key: value for key, value in data.items() if key != "sizes"}, sizes[size])
+
+
+def load_experiment(experiments_dir, name, overrides=None, size=None):
+    """Load the experiment ``name``, merge its named ``size`` then ``overrides`` into it, and validate it.
+
+    A size is a set of overrides the file itself names (``sizes: {small: {...}}``): the study's sizes stay
+    the file's own fields, and ``-e size=small`` runs a cut-down campaign that anyone can reproduce."""
     available = available_experiments(experiments_dir)
     if name not in available:
         raise ExperimentError(
@@ -99,12 +121,13 @@ def load_experiment(experiments_dir, name, overrides=None):
         raise ExperimentError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ExperimentError(f"{path}: expected a mapping of experiment fields, got {type(data).__name__}")
-    source = path
+    data = _with_size(data, size, path)
+    source = path if size in (None, "") else f"{path} (size {size})"
     if overrides:
         if not isinstance(overrides, dict):
             raise ExperimentError(f"{path}: overrides must be a mapping, got {overrides!r}")
         data = deep_merge(data, overrides)
-        source = f"{path} (with overrides {overrides!r})"
+        source = f"{source} (with overrides {overrides!r})"
         if "workload" in overrides:
             data = _without_dropped_workloads(data, overrides)
     # Overriding scaleup, cpu_config or workload alone must not break the file's own `emulated` subset.

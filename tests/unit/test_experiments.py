@@ -9,13 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.errors import AnsibleLookupError
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
 from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv
 from ansible_collections.platbench.lab.plugins.module_utils import workload_needs
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
+    ExperimentError,
     available_experiments,
+    emulated_subset,
     expand,
     load_experiment,
     workloads_of,
@@ -25,10 +28,20 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
-@pytest.mark.parametrize("name", available_experiments(EXPERIMENTS))
-def test_experiment_cells_parse_with_their_workload(name):
-    experiment = load_experiment(EXPERIMENTS, name)
+def experiments_and_sizes():
+    """Every shipped experiment at its own size and at each size its `sizes` field names."""
+    for name in available_experiments(EXPERIMENTS):
+        yield name, None
+        for size in yaml.safe_load((EXPERIMENTS / f"{name}.yml").read_text()).get("sizes") or {}:
+            yield name, size
+
+
+@pytest.mark.parametrize("name, size", list(experiments_and_sizes()))
+def test_experiment_cells_parse_with_their_workload(name, size):
+    experiment = load_experiment(EXPERIMENTS, name, size=size)
     cells = expand(experiment)
+    if experiment["emulated"]:
+        cells += emulated_subset(cells, experiment["emulated"])
     assert len(cells) == len({cell["id"] for cell in cells})
     parsers = {}
     for cell in cells:
@@ -173,3 +186,21 @@ def test_the_workloads_own_checks_run_at_plan_time():
     assert (
         "params.data_dir: '/srv/imagenet' is refused by workloads.cnn_train: --data-dir is read only with --data real"
     ) in message
+
+
+def test_a_size_is_a_named_override_of_the_file():
+    small = load_experiment(EXPERIMENTS, "xu2017-micro", size="small")
+    full = load_experiment(EXPERIMENTS, "xu2017-micro")
+    assert (full["repeats"], small["repeats"]) == (20, 3)
+    assert small["workload_params"]["micro_cpu"]["hpl_n"] == "2000,4000"
+    assert "sizes" not in small
+    # User overrides apply on top of the size.
+    one = load_experiment(EXPERIMENTS, "xu2017-micro", {"repeats": 1}, size="small")
+    assert (one["repeats"], one["workload_params"]["micro_mem"]["chase_mb"]) == (1, "1,64,512")
+
+
+def test_an_unknown_size_names_the_sizes_there_are():
+    with pytest.raises(ExperimentError, match=r"unknown size 'huge'; this experiment has small, tiny"):
+        load_experiment(EXPERIMENTS, "xu2017-micro", size="huge")
+    with pytest.raises(ExperimentError, match=r"unknown size 'small'; this experiment has no sizes"):
+        load_experiment(EXPERIMENTS, "smoke", size="small")
