@@ -4,7 +4,8 @@
 
 Common keys: cell, scenario, platform, placement, host, campaign, name, threads, pinned, cpus,
 cpuset, numa_node, cpu_quota, gpus, argv, env, data_dir, mounts, timeout, runtime; then per
-platform ``process`` (bm, vm, sg, vmsg), ``container`` (cn, vmcn) and ``guest`` (vm, vmcn, vmsg). The placement
+platform ``process`` (bm, vm, sg, vmsg), ``container`` (cn, vmcn) and ``guest`` (vm, vmcn, vmsg), and ``peer``
+for micro_net's cn cells (its network and peer container: plugin_utils/peer.py). The placement
 entry points declare exactly these in ``roles/platform_run/meta/argument_specs.yml``.
 
 A placement file (``roles/platform_run/tasks/run_<platform>.yml``) receives the plan as its
@@ -19,7 +20,7 @@ import hashlib
 import json
 
 from ansible_collections.platbench.lab.plugins.module_utils import apptainer, platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, k8s_job
+from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, k8s_job, peer
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 
@@ -67,10 +68,15 @@ def _digest(text, chars):
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:chars]
 
 
+def instance_key(campaign, host, cell_id):
+    """What tells a cell's instances apart: its campaign, runner host and cell id."""
+    return f"{campaign}|{host}|{cell_id}"
+
+
 def instance_name(campaign, host, cell_id):
     """The container's and the guest's name: unique per campaign, runner host and cell, and
     short enough for libvirt and Docker (``platbench-`` and 12 hex digits)."""
-    return NAME_PREFIX + _digest(f"{campaign}|{host}|{cell_id}", NAME_HASH_CHARS)
+    return NAME_PREFIX + _digest(instance_key(campaign, host, cell_id), NAME_HASH_CHARS)
 
 
 def dataset_dir(datasets_dir, dataset):
@@ -273,6 +279,22 @@ def _container(name, engine_host, image, image_id, argv, env, cpuset, quota, mou
     }
 
 
+def _peer_args(platform, params, key, where):
+    """What micro_net's command line gets on ``platform``: where its peer is (see plugin_utils/peer.py)."""
+    try:
+        peer.check_params(params, where)
+    except peer.PeerPlanError as exc:
+        raise CellPlanError(str(exc)) from None
+    if platform == "bm":
+        return peer.bm_args()
+    if platform == "cn":
+        return ["--peer", peer.peer_address(key)]
+    raise CellPlanError(
+        f"{where}: micro_net needs a peer, which the lab provides on bm (a second process) and cn (a second "
+        f"container) only, not on {platform}: leave {platform} out of this experiment's micro_net cells"
+    )
+
+
 def cell_plan(cell, facts, options=None):
     """Everything placing ``cell`` on its platform on this host needs (see the role's README)."""
     if not isinstance(cell, dict) or not {"id", "labels", "params"} <= set(cell):
@@ -323,6 +345,10 @@ def cell_plan(cell, facts, options=None):
         argv = workload_argv(params, labels["workload"])
     except WorkloadArgsError as exc:
         raise CellPlanError(str(exc)) from None
+    key = instance_key(opts["campaign"], opts["host"], cell["id"])
+    with_peer = peer.needs_peer(labels["workload"])
+    if with_peer:
+        argv += _peer_args(platform.label, params, key, where)
     cache = opts["peak_cache_dir"]
     # Data on the host (a generated dataset or the user's own) read-only, the GEMM peak cache read-write.
     mounts = ([{"source": str(data_dir), "target": str(data_dir), "mode": "ro"}] if data_dir else []) + [
@@ -369,6 +395,8 @@ def cell_plan(cell, facts, options=None):
             "env": plan["env"],
         }
         plan["runtime"]["launcher"] = "taskset" if pinned else "process"
+        if with_peer:
+            plan["runtime"]["peer_address"] = peer.LOOPBACK_PEER
     elif platform.label == "cn":
         plan["env"] = _env(threads, cache, gpus_env)
         plan["container"] = _container(
@@ -388,6 +416,15 @@ def cell_plan(cell, facts, options=None):
         )
         plan["container"]["docker_version"] = opts["docker_version"]
         plan["runtime"].update(launcher="docker", cpu_quota_requested=quota, container_name=name, image=opts["image"])
+        if with_peer:
+            plan["peer"] = peer.container_peer(key, name, cell["params"], plan["container"], plan["timeout"])
+            peer.attach_cell(plan["container"], plan["peer"])
+            plan["runtime"].update(
+                peer_container=plan["peer"]["container"]["name"],
+                peer_address=plan["peer"]["address"],
+                peer_network=plan["peer"]["network"]["name"],
+                peer_subnet=plan["peer"]["network"]["subnet"],
+            )
     elif platform.label == "sg":
         sif = opts["sif"] or {}
         if not sif.get("sif"):

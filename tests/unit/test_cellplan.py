@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import pytest
@@ -214,6 +215,19 @@ def test_the_filter_names_itself_in_its_errors():
 SPECS = yaml.safe_load((REPO / "roles/platform_run/meta/argument_specs.yml").read_text())["argument_specs"]
 
 
+# Sections only some workloads' plans have: micro_net's `peer` (cn).
+WORKLOAD_SECTIONS = {"peer"}
+
+
+def assert_plan_matches_its_specs(plan, sections=frozenset()):
+    spec = SPECS[plan["placement"]]["options"]
+    declared = spec["platform_run_cell_plan"]["options"]
+    assert set(plan) == (set(declared) - WORKLOAD_SECTIONS) | set(sections)
+    assert set(sections) <= set(declared)
+    result = ArgumentSpecValidator(spec).validate({"platform_run_cell_plan": plan})
+    assert result.error_messages == []
+
+
 @pytest.mark.parametrize("processor", ["cpu", "gpu"])
 @pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
 @pytest.mark.parametrize("platform", BUILT)
@@ -224,8 +238,103 @@ def test_the_plan_is_exactly_what_its_entry_point_declares(platform, cpu_config,
         GPU_HOST,
         {**OPTIONS, "dataset": {"generator": "mnist"}, "gpu_assignment": GPU_ASSIGNMENT},
     )
-    spec = SPECS[plan["placement"]]["options"]
-    declared = spec["platform_run_cell_plan"]["options"]
-    assert set(plan) == set(declared)
-    result = ArgumentSpecValidator(spec).validate({"platform_run_cell_plan": plan})
-    assert result.error_messages == []
+    assert_plan_matches_its_specs(plan)
+
+
+def micro_net_cell(platform, cell_id=None, cpu_config="pin", **params):
+    cell = make_cell(platform, cpu_config=cpu_config)
+    cell["params"] = {"duration": 1, **params}
+    cell["labels"] = {**{k: v for k, v in cell["labels"].items() if k not in ("framework", "steps")}, **params}
+    cell["labels"]["workload"] = "micro_net"
+    if cell_id:
+        cell["id"] = cell_id
+    return cell
+
+
+@pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
+def test_micro_net_on_bm_serves_its_own_peer_on_loopback(cpu_config):
+    plan = cell_plan(micro_net_cell("bm", cpu_config=cpu_config), ONE_NODE, OPTIONS)
+    assert plan["argv"] == ["-m", "workloads.micro_net", "--threads", "2", "--duration", "1"] + [
+        "--peer",
+        "127.0.0.1",
+        "--serve-peer",
+    ]
+    # The peer is a child of the workload: under the same taskset, so on the cell's CPUs.
+    assert plan["process"]["argv"][-3:] == ["--peer", "127.0.0.1", "--serve-peer"]
+    assert plan["runtime"]["peer_address"] == "127.0.0.1"
+    assert "peer" not in plan
+    assert_plan_matches_its_specs(plan)
+
+
+@pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
+def test_micro_net_on_cn_gets_a_peer_container_on_a_network_of_its_own(cpu_config):
+    plan = cell_plan(micro_net_cell("cn", cpu_config=cpu_config), ONE_NODE, {**OPTIONS, "timeout": 900})
+    peer, network, container = plan["peer"], plan["peer"]["network"], plan["container"]
+    subnet = ipaddress.ip_network(network["subnet"])
+    assert subnet.prefixlen == 24 and subnet.subnet_of(ipaddress.ip_network("198.18.0.0/15"))
+    assert subnet != ipaddress.ip_network("198.18.0.0/24")  # left to tests
+    assert network["gateway"] == str(subnet.network_address + 1)
+    assert peer["address"] == str(subnet.network_address + 2)
+    assert peer["cell_address"] == str(subnet.network_address + 3)
+    assert network["name"] == "platbench-net-" + plan["name"].removeprefix("platbench-")  # the same hash
+    assert network["driver"] == "bridge" and network["internal"] is True
+    # The cell's container: on that network at .3, told where the peer is.
+    assert plan["argv"][-2:] == ["--peer", peer["address"]]
+    assert container["command"] == ["python"] + plan["argv"]
+    assert container["network_mode"] == network["name"] != "host"
+    assert container["networks"] == [{"name": network["name"], "ipv4_address": peer["cell_address"]}]
+    # The peer: the same image and CPUs, on the network at .2, alive as long as the cell may run.
+    peer_container = peer["container"]
+    assert peer_container["name"] == plan["name"] + "-peer"
+    assert peer_container["image"] == container["image"] and peer_container["image_id"] == container["image_id"]
+    assert peer_container["command"] == [
+        "python",
+        "-m",
+        "workloads.micro_net.peer",
+        "--bind",
+        peer["address"],
+        "--port",
+        "5201",
+        "--pingpong-port",
+        "5202",
+        "--lifetime",
+        "900",
+    ]
+    assert (peer_container["cpuset_cpus"], peer_container["cpus"]) == (container["cpuset_cpus"], container["cpus"])
+    assert peer_container["network_mode"] == network["name"]
+    assert peer_container["networks"] == [{"name": network["name"], "ipv4_address": peer["address"]}]
+    assert "published_ports" not in peer_container and "published_ports" not in container
+    assert peer_container["labels"]["org.platbench.cell"] == plan["cell"]  # teardown finds a leftover
+    assert plan["runtime"]["peer_network"] == network["name"] and plan["runtime"]["peer_subnet"] == network["subnet"]
+    assert_plan_matches_its_specs(plan, {"peer"})
+
+
+def test_the_peer_network_is_the_same_for_a_cell_and_differs_between_cells():
+    def network(cell_id, campaign="c1"):
+        return cell_plan(micro_net_cell("cn", cell_id), ONE_NODE, {**OPTIONS, "campaign": campaign})["peer"]["network"]
+
+    assert network("cn/2/pin/cpu|r0") == network("cn/2/pin/cpu|r0")
+    networks = [network(f"cn/2/pin/cpu|r{repeat}") for repeat in range(20)] + [network("cn/2/pin/cpu|r0", "c2")]
+    assert len({entry["name"] for entry in networks}) == len(networks)
+    # 511 subnets: 21 cells share one now and then (a host runs its cells one at a time, so only a leftover
+    # network of another cell can be in the way), most get their own.
+    assert len({entry["subnet"] for entry in networks}) >= len(networks) - 3
+
+
+def test_the_peer_ports_follow_the_cell_params():
+    plan = cell_plan(micro_net_cell("cn", port=6201, pingpong_port=6202), ONE_NODE, OPTIONS)
+    assert plan["peer"]["container"]["command"][5:9] == ["--port", "6201", "--pingpong-port", "6202"]
+    assert plan["argv"][-6:] == ["--port", "6201", "--pingpong-port", "6202", "--peer", plan["peer"]["address"]]
+
+
+@pytest.mark.parametrize(
+    "platform, params, message",
+    [
+        ("vm", {}, "micro_net needs a peer, which the lab provides on bm .* and cn .* only, not on vm"),
+        ("bm", {"peer": "127.0.0.2"}, "micro_net's peer is chosen by the platform"),
+        ("cn", {"serve_peer": True}, "micro_net's serve_peer is chosen by the platform"),
+    ],
+)
+def test_micro_net_cells_the_platform_cannot_give_a_peer_say_why(platform, params, message):
+    with pytest.raises(CellPlanError, match=message):
+        cell_plan(micro_net_cell(platform, **params), ONE_NODE, OPTIONS)
