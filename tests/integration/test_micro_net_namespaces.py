@@ -34,8 +34,10 @@ def ip(*args):
 
 
 @pytest.fixture
-def two_namespaces():
+def two_namespaces(request):
     """(peer's namespace, its address, client's namespace): fresh names, removed in the finalizer."""
+    if shutil.which("iperf3") is None:
+        request.getfixturevalue("lab")  # the lab build installs iperf3 (platbench.lab.micro_tools)
     if os.geteuid() != 0:
         pytest.skip("network namespaces are created as root")
     if shutil.which("ip") is None:

@@ -286,8 +286,8 @@ def test_nothing_in_cnn_train_imports_its_command_line_back():
         for path in WORKLOAD_FILES
         if any(name.split(".")[-1] == "cli" for name in _imports_and_calls(path)[0])
     ]
-    assert importers == [
-        "workloads/cnn_train/__main__.py",
-        "workloads/dl_tools/__main__.py",
-        "workloads/small_models/__main__.py",
-    ]
+    # Only each workload's entry point imports its command line.
+    assert importers == sorted(
+        path.relative_to(REPO_ROOT).as_posix() for path in REPO_ROOT.glob("workloads/*/__main__.py")
+    )
+    assert "workloads/cnn_train/__main__.py" in importers
