@@ -23,8 +23,8 @@ from . import tools
 from .harness import WorkloadFailed
 from .record import metric
 
-# NB: the HPL block size. Measured on a 2-core Sapphire Rapids guest with OpenBLAS 0.3.21
-# (pthread, SkylakeX kernels) at N = 10000: see DEFAULT_NB_NOTE in the report of issue 13.
+# NB, HPL's block size: 192 beat 128 and 256 at N = 4000 and 8000 on the 2-core Sapphire Rapids
+# development guest (OpenBLAS 0.3.21, pthread, SkylakeX kernels); --hpl-nb changes it.
 DEFAULT_NB = 192
 INPUT_FILE = "hpccinf.txt"
 OUTPUT_FILE = "hpccoutf.txt"
