@@ -9,7 +9,8 @@
 
 It adds the GEMM peak the training workloads measure, in fp64 because HPL is fp64 (``gemm_peak_fp64``:
 torch, this process's threads, cached per scenario like theirs), and ``hpl_gemm_ratio`` per size: the
-one figure computed here, the ratio of two measured figures, HPL's GFLOP/s over that peak.
+one figure computed here, the ratio of two measured figures, HPL's GFLOP/s over that peak. It grows
+with N: one process factorises each panel serially, a share of the work that falls as N grows.
 
 --suite hpcg runs HPCG (``xhpcg``, built from the upstream release by platbench.lab.micro_tools: no
 distribution packages it) and reports its GFLOP/s rating; where it is not installed, the record is
