@@ -1,0 +1,220 @@
+"""Command line and result record of micro_cpu: HPL, DGEMM and STREAM from one HPC Challenge run, or HPCG.
+
+--suite hpcc runs Debian's ``hpcc`` once over the HPL problem sizes (one MPI process, the BLAS on
+--threads threads) and reports, parsed from its output file:
+
+- ``hpl_gflops`` and ``hpl_time`` per problem size (labels ``hpl_n``);
+- ``dgemm_gflops`` (SingleDGEMM) and ``star_dgemm_gflops`` (StarDGEMM);
+- ``stream_copy``/``scale``/``add``/``triad`` (SingleSTREAM, GB/s).
+
+It adds the GEMM peak the training workloads measure, in fp64 because HPL is fp64 (``gemm_peak_fp64``:
+torch, this process's threads, cached per scenario like theirs), and ``hpl_gemm_ratio`` per size: the
+one figure computed here, the ratio of two measured figures, HPL's GFLOP/s over that peak. It grows
+with N: one process factorises each panel serially, a share of the work that falls as N grows.
+
+--suite hpcg runs HPCG (``xhpcg``, built from the upstream release by platbench.lab.micro_tools: no
+distribution packages it) and reports its GFLOP/s rating; where it is not installed, the record is
+skipped with the reason.
+"""
+
+import argparse
+import time
+
+from ..common import hpcc, tools
+from ..common.args import add_check_args, add_run_arguments, check_extra_labels, positive_int, resolve_threads
+from ..common.environment import probe_environment, set_thread_env
+from ..common.harness import Outcome, Terminated, WorkloadFailed, WorkloadSkipped, attempt, error_line, run_workload
+from ..common.record import metric
+from . import hpcg
+
+WORKLOAD = "micro_cpu"
+SUITES = ("hpcc", "hpcg")
+# Xu et al. ran HPL from N = 2,000 to 45,000; "auto" takes those whose matrix fits the instance.
+STUDY_HPL_SIZES = (2000, 5000, 10000, 15000, 20000, 30000, 45000)
+
+
+def hpl_sizes(text):
+    """--hpl-n: "auto" or comma-separated positive sizes, e.g. 2000,5000 (kept in the given order, no repeats)."""
+    if text.strip() == "auto":
+        return "auto"
+    sizes = []
+    for part in text.split(","):
+        try:
+            size = int(part)
+        except ValueError:
+            size = 0
+        if size <= 0:
+            raise argparse.ArgumentTypeError(
+                f"expected auto or comma-separated positive integers such as 2000,5000, got {text!r}"
+            )
+        if size not in sizes:
+            sizes.append(size)
+    return sizes
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m workloads.micro_cpu",
+        description="CPU micro-benchmarks of Xu et al. (2017): HPL, DGEMM and STREAM from one HPC Challenge run "
+        "(Debian's hpcc), against the fp64 GEMM peak of this process, or HPCG; prints one PLATBENCH_RESULT line.",
+    )
+    add = parser.add_argument
+    add("--suite", choices=SUITES, default="hpcc", help="hpcc: HPL, DGEMM, STREAM (default); hpcg: HPCG's rating")
+    add(
+        "--hpl-n",
+        type=hpl_sizes,
+        default="auto",
+        metavar="auto|N1,N2,...",
+        help="HPL problem sizes of the hpcc run; auto (default): the study's sizes "
+        f"{', '.join(map(str, STUDY_HPL_SIZES))} whose N x N matrix of doubles fits in "
+        f"{hpcc.MEMORY_FRACTION:.0%} of the instance's memory (its cgroup limit, else MemTotal). The largest N "
+        "also sizes hpcc's DGEMM, STREAM, RandomAccess and FFT, and so the run's length",
+    )
+    add("--hpl-nb", type=positive_int, default=hpcc.DEFAULT_NB, help=f"HPL block size NB (default {hpcc.DEFAULT_NB})")
+    add(
+        "--hpcg-size",
+        type=hpcg.grid_size,
+        default=hpcg.DEFAULT_SIZE,
+        help=f"HPCG's local grid nx = ny = nz, a multiple of 8 >= 16 (default {hpcg.DEFAULT_SIZE})",
+    )
+    add(
+        "--hpcg-seconds",
+        type=positive_int,
+        default=hpcg.DEFAULT_SECONDS,
+        help=f"HPCG's timed run in seconds (default {hpcg.DEFAULT_SECONDS}; an official rating needs 1800)",
+    )
+    add_run_arguments(add)
+    add_check_args(add, "--threads against the CPUs, and --hpl-n against the memory of the instance that runs the job")
+    return parser
+
+
+def parse_args(argv=None, parser=None):
+    """Parsed and validated arguments; exits 2 on bad input. The sizes are checked against the memory at run start."""
+    parser = parser or build_parser()
+    args = parser.parse_args(argv)
+    resolve_threads(parser, args)
+    check_extra_labels(parser, args.labels_json, _own_labels(args))
+    return args
+
+
+def _own_labels(args):
+    return {"workload": WORKLOAD, "suite": args.suite, "threads": args.threads}
+
+
+def resolve_hpl_sizes(requested, environment):
+    """(sizes, how they were chosen): "auto" filtered to the instance's memory, or the given sizes if they
+    fit; WorkloadFailed saying which size does not fit and the largest that would."""
+    memory = hpcc.instance_memory(environment)
+    if requested != "auto":
+        for size in requested:
+            problem = hpcc.size_problem("--hpl-n", size, environment)
+            if problem is not None:
+                raise WorkloadFailed(problem)
+        return list(requested), "--hpl-n"
+    if memory is None:
+        raise WorkloadFailed(
+            "--hpl-n auto needs the instance's memory, and neither a cgroup limit nor MemTotal could be read: "
+            "give --hpl-n sizes"
+        )
+    sizes = [size for size in STUDY_HPL_SIZES if hpcc.size_problem("--hpl-n", size, environment) is None]
+    if not sizes:
+        raise WorkloadFailed(
+            f"--hpl-n auto: not even the study's smallest size {STUDY_HPL_SIZES[0]} fits in "
+            f"{hpcc.MEMORY_FRACTION:.0%} of this instance's {hpcc.describe_memory(environment)}; "
+            f"give --hpl-n sizes <= {hpcc.largest_fitting_n(memory)}"
+        )
+    share = f"{hpcc.MEMORY_FRACTION:.0%} of {hpcc.describe_memory(environment)}"
+    return sizes, f"auto: the study's sizes whose matrix fits in {share}"
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parse_args(argv, parser)
+    if args.check_args:
+        return 0
+    labels = {**args.labels_json, **_own_labels(args)}
+    metadata = {**probe_environment(), "seed": args.seed}
+    set_thread_env(args.threads)
+    body = _hpcc_body if args.suite == "hpcc" else _hpcg_body
+    return run_workload(WORKLOAD, labels, metadata, lambda run: body(args, run))
+
+
+def _hpcc_body(args, run):
+    sizes, chosen = resolve_hpl_sizes(args.hpl_n, run.metadata)
+    hpcc_path = tools.require(["hpcc"])["hpcc"]
+    run.metadata.update(
+        hpl_sizes=sizes,
+        hpl_sizes_chosen=chosen,
+        tool_versions=tools.versions(["hpcc"]),
+        **hpcc.blas_metadata(hpcc_path),
+    )
+    started = time.perf_counter()
+    output, _ = hpcc.run(sizes, args.threads, args.hpl_nb, hpcc_path)
+    run.metadata.update(hpcc.run_metadata(output, args.hpl_nb), hpcc_seconds=round(time.perf_counter() - started, 3))
+    metrics = []
+    for result in output.hpl:
+        metrics += [
+            metric("hpl_gflops", result.gflops, "GFLOP/s", {"hpl_n": result.n}),
+            metric("hpl_time", result.time, "s", {"hpl_n": result.n}),
+        ]
+    metrics += [
+        metric("dgemm_gflops", output.number("SingleDGEMM_Gflops"), "GFLOP/s"),
+        metric("star_dgemm_gflops", output.number("StarDGEMM_Gflops"), "GFLOP/s"),
+        *hpcc.stream_metrics(output),
+    ]
+    peak_gflops = _fp64_peak_gflops(args, run.metadata)
+    if peak_gflops is not None:
+        metrics.append(metric("gemm_peak_fp64", peak_gflops, "GFLOP/s"))
+        # The one computed figure: a ratio of two measured ones (hpcc's HPL rate, the GEMM peak).
+        metrics += [
+            metric("hpl_gemm_ratio", result.gflops / peak_gflops, "ratio", {"hpl_n": result.n}) for result in output.hpl
+        ]
+    return Outcome(metrics)
+
+
+def _fp64_peak_gflops(args, metadata):
+    """The fp64 GEMM peak in GFLOP/s (--peak-gflops when given; 0: none), or None with the reason in metadata."""
+    if args.peak_gflops is not None:
+        if args.peak_gflops == 0:
+            metadata["gemm_peak_reason"] = "--peak-gflops 0"
+            return None
+        metadata["peak_source"] = "--peak-gflops"
+        return args.peak_gflops
+    peak, error = attempt(_measure_fp64_peak, args.threads, metadata)
+    if isinstance(error, Terminated):
+        raise error
+    if error is not None:
+        metadata["gemm_peak_reason"] = f"measuring the fp64 GEMM peak failed: {error_line(error)}"
+        return None
+    return peak
+
+
+def _measure_fp64_peak(threads, metadata):
+    """The training workloads' GEMM peak (common.peak: torch's faster of mm and a 1x1 convolution, cached
+    per scenario), in float64 on this process's threads."""
+    import torch  # after set_thread_env: its OpenMP pool reads the variables when it loads
+
+    from ..common import peak
+
+    torch.set_num_threads(threads)
+    flops, provenance = peak.gemm_peak(
+        lambda: peak.measure_best(peak.framework_gemms("torch", "float64", "cpu")),
+        "torch",
+        torch.__version__,
+        "float64",
+        "cpu",
+        threads,
+        metadata,
+    )
+    metadata.update(provenance, peak_framework=f"torch {torch.__version__}")
+    return flops / 1e9
+
+
+def _hpcg_body(args, run):
+    path = hpcg.find()
+    if path is None:
+        raise WorkloadSkipped(hpcg.NOT_INSTALLED)
+    run.metadata.update(hpcg_path=path, tool_versions=tools.versions(["xhpcg"]))
+    result = hpcg.run(path, args.hpcg_size, args.hpcg_seconds, args.threads)
+    run.metadata.update(hpcg=result.summary_metadata())
+    return Outcome([metric("hpcg_gflops", result.gflops, "GFLOP/s")])
