@@ -202,6 +202,14 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
         ({"experiment": "smoke", "experiment_overrides": {"processor": ["gpu"]}}, r"'gpu' scenarios.*no NVIDIA GPU"),
         ({"experiment": "smoke", "experiment_overrides": {"repeats": 0}}, r"repeats: 0 must be an integer >= 1"),
         (
+            {"experiment": "xu2017-micro-gpu", "experiment_overrides": {"processor": ["cpu"]}},
+            r"micro_gpu is a GPU benchmark and this experiment's processor is only cpu",
+        ),
+        (
+            {"experiment": "xu2017-micro", "experiment_overrides": {"workload": ["micro_net"], "platforms": ["vm"]}},
+            r"micro_net needs a peer.*supported on bm, cn",
+        ),
+        (
             {"experiment": "smoke", "experiment_overrides": {"params": {"model": "resnet9000"}}},
             r"smoke.yml.*params.model: 'resnet9000'.*invalid choice.*'tiny'",
         ),

@@ -39,8 +39,11 @@ def measured(samples, metric, platform):
     return [s for s in samples if s["metric"] == metric and s["labels"]["platform"] == platform]
 
 
-def test_no_cell_failed_and_micro_net_left_the_vm_platforms_out(micro):
+def test_no_cell_failed_and_hpcg_says_why_it_did_not_run(micro):
     assert [s for s in micro["samples"] if s["metric"] == "failed"] == []
+    skipped = [s for s in micro["samples"] if s["metric"] == "skipped"]
+    assert {(s["labels"]["platform"], s["labels"]["suite"]) for s in skipped} == {("bm", "hpcg"), ("cn", "hpcg")}
+    assert all("micro_tools_hpcg" in s["metadata"]["reason"] for s in skipped), skipped[0]["metadata"]
     assert {s["labels"]["workload"] for s in micro["samples"]} == {"micro_cpu", "micro_mem", "micro_disk", "micro_net"}
 
 
