@@ -131,15 +131,17 @@ def test_an_hpl_size_that_does_not_fit_says_how_much_it_needs_and_what_fits():
 
 @pytest.mark.parametrize("value", ["2000,abc", "0", "-5", "", "2000,,3000"])
 def test_hpl_sizes_must_be_auto_or_positive_integers(value):
-    with pytest.raises(argparse.ArgumentTypeError, match="expected auto or comma-separated positive integers"):
+    with pytest.raises(argparse.ArgumentTypeError, match="expected comma-separated positive integers \\(or auto\\)"):
         cli.hpl_sizes(value)
-    assert cli.hpl_sizes("3000, 2000,3000") == [3000, 2000]
+    assert cli.hpl_sizes("3000, 2000") == [3000, 2000]
+    with pytest.raises(argparse.ArgumentTypeError, match="each value once"):
+        cli.hpl_sizes("3000,2000,3000")
 
 
 def test_a_non_number_hpl_size_is_a_usage_error_before_anything_runs():
     process, records = run_module("micro_cpu", "--hpl-n", "2000,big")
     assert (process.returncode, records) == (2, [])
-    assert "argument --hpl-n: expected auto or comma-separated positive integers" in process.stderr
+    assert "argument --hpl-n: expected comma-separated positive integers (or auto)" in process.stderr
 
 
 def test_a_huge_hpl_size_fails_at_run_start_with_what_fits():

@@ -319,9 +319,9 @@ def test_this_machines_directory_is_described(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["--dd-sizes-mb", "1,x"], "comma-separated list of positive integers"),
-        (["--dd-sizes-mb", "0"], "comma-separated list of positive integers"),
-        (["--dd-sizes-mb", "1,1"], "each size once"),
+        (["--dd-sizes-mb", "1,x"], "comma-separated positive sizes in MiB"),
+        (["--dd-sizes-mb", "0"], "comma-separated positive sizes in MiB"),
+        (["--dd-sizes-mb", "1,1"], "each value once"),
         (["--dd-block-size", "64q"], "block size like 64k"),
         (["--dd-block-size", "0k"], "block size like 64k"),
         (["--dd-block-size", "3", "--dd-sizes-mb", "1,2"], "1, 2 MiB is not a whole number of --dd-block-size"),

@@ -84,7 +84,9 @@ def test_a_working_set_larger_than_half_the_memory_is_refused_with_what_fits():
 def test_working_sets_must_be_positive_integers(value):
     with pytest.raises(argparse.ArgumentTypeError, match="positive sizes in MiB"):
         cli.working_sets(value)
-    assert cli.working_sets("16,1,16") == [16, 1]
+    assert cli.working_sets("16,1") == [16, 1]
+    with pytest.raises(argparse.ArgumentTypeError, match="each value once"):
+        cli.working_sets("16,1,16")
 
 
 def test_a_non_number_working_set_is_a_usage_error_before_anything_runs():

@@ -23,6 +23,19 @@ def positive_int(text):
     return value
 
 
+def positive_int_list(text, what="positive integers", example="1,16,256"):
+    """Comma-separated positive integers, in the given order, each once: "1,16,256" -> [1, 16, 256].
+    ``what`` and ``example`` name them in the message ("positive sizes in MiB", "1,16,256")."""
+    parts = [part.strip() for part in str(text).split(",")]
+    try:
+        values = [positive_int(part) for part in parts]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated {what} such as {example}, got {text!r}") from None
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"expected each value once, got {text!r}")
+    return values
+
+
 def non_negative_int(text):
     try:
         value = int(text)

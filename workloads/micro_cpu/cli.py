@@ -21,7 +21,14 @@ import argparse
 import time
 
 from ..common import hpcc, tools
-from ..common.args import add_check_args, add_run_arguments, check_extra_labels, positive_int, resolve_threads
+from ..common.args import (
+    add_check_args,
+    add_run_arguments,
+    check_extra_labels,
+    positive_int,
+    positive_int_list,
+    resolve_threads,
+)
 from ..common.environment import probe_environment, set_thread_env
 from ..common.harness import Outcome, Terminated, WorkloadFailed, WorkloadSkipped, attempt, error_line, run_workload
 from ..common.record import metric
@@ -34,22 +41,10 @@ STUDY_HPL_SIZES = (2000, 5000, 10000, 15000, 20000, 30000, 45000)
 
 
 def hpl_sizes(text):
-    """--hpl-n: "auto" or comma-separated positive sizes, e.g. 2000,5000 (kept in the given order, no repeats)."""
+    """--hpl-n: "auto" or comma-separated positive sizes, e.g. 2000,5000 (given order, each once)."""
     if text.strip() == "auto":
         return "auto"
-    sizes = []
-    for part in text.split(","):
-        try:
-            size = int(part)
-        except ValueError:
-            size = 0
-        if size <= 0:
-            raise argparse.ArgumentTypeError(
-                f"expected auto or comma-separated positive integers such as 2000,5000, got {text!r}"
-            )
-        if size not in sizes:
-            sizes.append(size)
-    return sizes
+    return positive_int_list(text, "positive integers (or auto)", "2000,5000")
 
 
 def build_parser():

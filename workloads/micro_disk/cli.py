@@ -12,7 +12,14 @@ import argparse
 import os
 
 from ..common import tools
-from ..common.args import add_check_args, add_run_arguments, check_extra_labels, positive_int, resolve_threads
+from ..common.args import (
+    add_check_args,
+    add_run_arguments,
+    check_extra_labels,
+    positive_int,
+    positive_int_list,
+    resolve_threads,
+)
 from ..common.environment import probe_environment
 from ..common.harness import Outcome, WorkloadFailed, run_workload
 from ..common.record import metric
@@ -31,17 +38,8 @@ FIX_DIR = (
 
 
 def size_list(text):
-    """ "1,100,512" -> [1, 100, 512]: positive integers, no repeats."""
-    parts = [part.strip() for part in text.split(",")]
-    try:
-        sizes = [positive_int(part) for part in parts]
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of positive integers (MiB), got {text!r}"
-        ) from None
-    if len(set(sizes)) != len(sizes):
-        raise argparse.ArgumentTypeError(f"expected each size once, got {text!r}")
-    return sizes
+    """--dd-sizes-mb: comma-separated positive sizes in MiB, each once."""
+    return positive_int_list(text, "positive sizes in MiB", "1,100,512")
 
 
 def block_size(text):

@@ -13,7 +13,14 @@ import os
 import time
 
 from ..common import hpcc, tools
-from ..common.args import add_check_args, add_run_arguments, check_extra_labels, non_negative_int, resolve_threads
+from ..common.args import (
+    add_check_args,
+    add_run_arguments,
+    check_extra_labels,
+    non_negative_int,
+    positive_int_list,
+    resolve_threads,
+)
 from ..common.environment import probe_environment, set_thread_env
 from ..common.harness import Outcome, WorkloadFailed, run_workload
 from ..common.record import metric
@@ -24,20 +31,8 @@ DEFAULT_CHASE_MB = (1, 16, 256, 1024)  # L2, L3, then DRAM-sized working sets on
 
 
 def working_sets(text):
-    """--chase-mb: comma-separated positive sizes in MiB, e.g. 1,16,256 (given order, no repeats)."""
-    sizes = []
-    for part in text.split(","):
-        try:
-            size = int(part)
-        except ValueError:
-            size = 0
-        if size <= 0:
-            raise argparse.ArgumentTypeError(
-                f"expected comma-separated positive sizes in MiB such as 1,16,256, got {text!r}"
-            )
-        if size not in sizes:
-            sizes.append(size)
-    return sizes
+    """--chase-mb: comma-separated positive sizes in MiB, e.g. 1,16,256 (given order, each once)."""
+    return positive_int_list(text, "positive sizes in MiB", "1,16,256")
 
 
 def build_parser():
