@@ -465,6 +465,7 @@ def emulated_subset(cells, emulated, guests=platforms.GUESTS):
     overrides = emulated.get("params", {})
     workload_overrides = emulated.get("workload_params") or {}
     kept = []
+    seen = set()  # an override of a varying parameter makes several cells one: it runs once
     for cell in cells:
         labels = cell["labels"]
         if labels["platform"] not in guests:
@@ -478,9 +479,12 @@ def emulated_subset(cells, emulated, guests=platforms.GUESTS):
         ):
             continue
         changes = {**overrides, **workload_overrides.get(labels["workload"], {})}
-        kept.append(
-            {**cell, "params": {**cell["params"], **changes}, "labels": {**labels, **changes, "emulated": True}}
-        )
+        params = {**cell["params"], **changes}
+        identity = (labels["scenario"], labels["repeat"], labels["workload"], repr(sorted(params.items())))
+        if identity in seen:
+            continue
+        seen.add(identity)
+        kept.append({**cell, "params": params, "labels": {**labels, **changes, "emulated": True}})
     return kept
 
 

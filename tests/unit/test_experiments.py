@@ -204,3 +204,15 @@ def test_an_unknown_size_names_the_sizes_there_are():
         load_experiment(EXPERIMENTS, "xu2017-micro", size="huge")
     with pytest.raises(ExperimentError, match=r"unknown size 'small'; this experiment has no sizes"):
         load_experiment(EXPERIMENTS, "smoke", size="small")
+
+
+def test_an_emulated_override_of_a_varying_parameter_runs_the_guest_cell_once():
+    """xu2017-micro's guests run only HPL (suite: hpcc), where bm and cn run HPL and HPCG."""
+    experiment = load_experiment(EXPERIMENTS, "xu2017-micro", size="tiny")
+    guest_cells = [
+        cell
+        for cell in emulated_subset(expand(experiment), experiment["emulated"])
+        if cell["labels"]["platform"] == "vm" and cell["labels"]["workload"] == "micro_cpu"
+    ]
+    assert [cell["params"]["suite"] for cell in guest_cells] == ["hpcc"]
+    assert guest_cells[0]["id"] == "vm/2/pin/cpu|workload=micro_cpu,suite=hpcc|r0"
