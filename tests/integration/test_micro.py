@@ -73,7 +73,7 @@ def test_containers_measure_the_network_over_a_bridge_of_their_own_which_is_remo
     peer = measured(micro["samples"], "net_throughput", "cn")[0]["metadata"]["peer"]
     assert ipaddress.ip_address(peer["address"]) in PEER_NETWORK
     left = subprocess.run(
-        ["docker", "network", "ls", "--quiet", "--filter", "label=org.platbench.cell"],
+        ["docker", "network", "ls", "--quiet", "--filter", f"label=org.platbench.campaign={CAMPAIGN}"],
         capture_output=True,
         text=True,
         check=True,
