@@ -29,7 +29,8 @@ options:
     type: path
     required: true
   template:
-    description: The release's passwords template (C(share/kolla-ansible/etc_examples/kolla/passwords.yml) in its virtualenv).
+    description:
+      - The release's passwords template, C(share/kolla-ansible/etc_examples/kolla/passwords.yml) in its virtualenv.
     type: path
     required: true
   ssh_key_bits:

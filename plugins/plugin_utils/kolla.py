@@ -405,7 +405,9 @@ def config_overrides(settings, hosts_data):
 
 def _host_line(host, data):
     variables = dict(data["connection"], **data["kolla_vars"])
-    words = [host] + [f"{key}={json.dumps(value) if not isinstance(value, str) else value}" for key, value in variables.items()]
+    words = [host] + [
+        f"{key}={value if isinstance(value, str) else json.dumps(value)}" for key, value in variables.items()
+    ]
     for word in words:
         if any(char.isspace() for char in word):
             raise ValueError(f"inventory variable of {host} {word!r} has a blank; kolla's INI inventory cannot hold it")

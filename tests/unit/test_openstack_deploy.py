@@ -89,7 +89,8 @@ def stand_in_venv(root):
     """A 'virtualenv' whose python is this test's, with the release's data files and a recording kolla-ansible."""
     venv = root / "venv"
     (venv / "bin").mkdir(parents=True)
-    (venv / "bin/python").write_text(f'#!/bin/sh\necho "$@" >> "$(dirname "$0")/python.log"\nexec "{sys.executable}" "$@"\n')
+    log = '"$(dirname "$0")/python.log"'
+    (venv / "bin/python").write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec "{sys.executable}" "$@"\n')
     (venv / "bin/kolla-ansible").write_text(FAKE_KOLLA_ANSIBLE)
     for name in ("python", "kolla-ansible"):
         (venv / "bin" / name).chmod(0o755)
@@ -445,7 +446,8 @@ def test_the_inventorys_globals_have_the_last_word_mapping_by_mapping():
     )
     assert layered["nova_compute_virt_type"] == "qemu" and layered["neutron_external_interface"] == "bond1"
     assert layered["enable_heat"] is True and layered["extra"] == {"a": 1}
-    assert kolla.merged({"a": {"b": 1, "c": 2}, "l": [1]}, {"a": {"c": 3}, "l": [2]}) == {"a": {"b": 1, "c": 3}, "l": [2]}
+    merged = kolla.merged({"a": {"b": 1, "c": 2}, "l": [1]}, {"a": {"c": 3}, "l": [2]})
+    assert merged == {"a": {"b": 1, "c": 3}, "l": [2]}
 
 
 def test_a_clean_input_has_no_problem_and_gpus_without_addresses_give_one_spec_per_model():
@@ -462,7 +464,7 @@ def test_a_clean_input_has_no_problem_and_gpus_without_addresses_give_one_spec_p
         ({"globals": {"enable_heat": "no"}}, {}, "sets enable_heat to false while Magnum is enabled"),
         ({"internal_vip": "198.18.0.10"}, {}, "openstack_deploy_internal_vip 198.18.0.10 is the address of ctl1"),
         ({"internal_vip": "vip.example"}, {}, "openstack_deploy_internal_vip is 'vip.example'"),
-        ({"pci_aliases": [dict(H100, name="h100"), dict(H100, name="h100")]}, {}, "the alias name 'h100' is given twice"),
+        ({"pci_aliases": [dict(H100, name="h100")] * 2}, {}, "the alias name 'h100' is given twice"),
         ({"pci_aliases": [dict(H100, name="h100", device_type="type-GPU")]}, {}, "device_type must be one of"),
         ({"compute_hosts": []}, {}, "the inventory group computes (openstack_deploy_compute_group) has no host"),
         ({}, {"dedicated": "0-3", "shared": "2-5,^3"}, "overlap on CPUs 2"),
