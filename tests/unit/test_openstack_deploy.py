@@ -79,6 +79,15 @@ nova
 [ironic:children]
 control
 """
+# Where a release defines its variables: group_vars, roles' defaults, the documented (commented) globals.
+RELEASE_VARIABLES = {
+    "ansible/group_vars/all/common.yml": "openstack_release: x\nkolla_base_distro: x\nkolla_internal_vip_address: x\n"
+    "network_interface: x\nnode_custom_config: x\nneutron_external_interface: x\nenable_haproxy: x\n"
+    "nova_compute_virt_type: x\nenable_ironic: x\nenable_magnum: x\nenable_heat: x\n",
+    "ansible/roles/ironic/defaults/main.yml": "ironic_dnsmasq_interface: x\nironic_dnsmasq_dhcp_ranges:\n"
+    "ironic_cleaning_network:\n  nested_key_is_no_variable: x\n",
+    "etc_examples/kolla/globals.yml": '#openstack_region_name: "RegionOne"\n',
+}
 FAKE_KOLLA_ANSIBLE = """#!/bin/sh
 echo "$*" >> "$(dirname "$0")/calls.log"
 """
@@ -99,6 +108,9 @@ def stand_in_venv(root):
     (share / "etc_examples/kolla/passwords.yml").write_text(PASSWORDS_TEMPLATE)
     (share / "ansible/inventory").mkdir(parents=True)
     (share / "ansible/inventory/multinode").write_text(RELEASE_INVENTORY)
+    for path, text in RELEASE_VARIABLES.items():
+        (share / path).parent.mkdir(parents=True, exist_ok=True)
+        (share / path).write_text(text)
     return venv
 
 
@@ -275,6 +287,7 @@ def test_no_password_reaches_the_output(built):
 
 def test_a_second_run_changes_nothing_and_runs_no_kolla_ansible_step(built):
     assert recap(built["first"])[0] > 0
+    assert "globals.yml sets" not in built["first"].stdout + built["first"].stderr  # every variable is known
     assert recap(built["second"]) == (0, 0), built["second"].stdout[-4000:]
     assert not (built["venv"] / "bin/calls.log").exists()
 
@@ -316,8 +329,15 @@ def test_overrides_the_inventory_no_longer_asks_for_are_removed_and_steps_run_in
         openstack_deploy_pci_aliases=[],
         openstack_deploy_enable_magnum=False,
         openstack_deploy_steps=["deploy", "prechecks", "bootstrap-servers", "post-deploy"],
+        openstack_deploy_globals={"enable_magnun": True, "nested_key_is_no_variable": 1},
     )
     assert recap(run)[1] == 0, run.stdout[-4000:]
+    output = " ".join((run.stdout + run.stderr).split())
+    for typo, hint in (("enable_magnun", " (did you mean enable_magnum?)"), ("nested_key_is_no_variable", "")):
+        assert (
+            f"globals.yml sets {typo}, which this kolla-ansible release does not define, so it has no effect{hint};"
+            in output
+        )
     assert not (config / "config/nova/nova-api.conf").exists() and not (config / "config/magnum.conf").exists()
     assert (config / "config/nova/other.conf").exists() and (config / "config/nova/gpu1/nova.conf").exists()
     (filters,) = values(config / "config/nova/nova-scheduler.conf", "filter_scheduler", "enabled_filters")
