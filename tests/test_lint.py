@@ -29,7 +29,9 @@ def test_ansible_lint_production_profile():
     assert lint.returncode == 0, lint.stdout[-8000:] + lint.stderr[-4000:]
 
 
-@pytest.mark.parametrize("playbook", ["site.yml", "playbooks/experiment.yml", "playbooks/teardown.yml"])
+@pytest.mark.parametrize(
+    "playbook", ["site.yml", "playbooks/experiment.yml", "playbooks/teardown.yml", "playbooks/openstack_cloud.yml"]
+)
 def test_playbook_syntax(playbook):
     check = subprocess.run(
         ["ansible-playbook", "--syntax-check", playbook], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300

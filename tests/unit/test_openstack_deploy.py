@@ -380,18 +380,6 @@ def test_bad_inputs_stop_with_a_message_naming_the_setting_and_write_nothing(tmp
     assert not config.exists()
 
 
-def test_the_playbook_parses():
-    check = subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), "--syntax-check", "playbooks/openstack_cloud.yml"],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
-
-
 # --- the Python that computes them -----------------------------------------------------------------------------
 
 
