@@ -129,6 +129,11 @@ def host_settings(hostvars, hosts):
     """What the role reads of each host: its GPUs, CPU sets, connection and extra kolla inventory variables."""
     found = {}
     for host in hosts:
+        if host not in hostvars:
+            raise ValueError(
+                f"{host} is in a kolla-ansible host group (openstack_deploy_kolla_groups) but not in the inventory; "
+                "add it to the inventory or correct openstack_deploy_kolla_groups"
+            )
         facts = hostvars[host]
         found[host] = {
             "gpus": list(facts.get("openstack_deploy_gpus") or []),

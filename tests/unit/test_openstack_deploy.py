@@ -323,6 +323,9 @@ def test_overrides_the_inventory_no_longer_asks_for_are_removed_and_steps_run_in
     config = tmp_path / "etc-kolla"
     assert recap(deploy(tmp_path, config))[1] == 0
     (config / "config/nova/other.conf").write_text("[DEFAULT]\ndebug = true\n")  # not ours: left alone
+    (config / "config/ironic").mkdir()
+    for name in ("ironic-agent.kernel", "ironic-agent.initramfs"):
+        (config / "config/ironic" / name).write_text("agent\n")
     run = deploy(
         tmp_path,
         config,
@@ -368,15 +371,30 @@ def test_overrides_the_inventory_no_longer_asks_for_are_removed_and_steps_run_in
         ({"openstack_deploy_magnum_network_driver": "weave"}, "openstack_deploy_magnum_network_driver is 'weave'"),
         ({"openstack_deploy_ironic_dhcp_ranges": []}, "openstack_deploy_ironic_dhcp_ranges is empty"),
         ({"openstack_deploy_steps": ["deploy", "upgrade"]}, "openstack_deploy_steps"),
+        (
+            {"openstack_deploy_steps": ["prechecks"]},
+            "Ironic is enabled (openstack_deploy_enable_ironic) but {config}/config/ironic/ironic-agent.kernel and "
+            "{config}/config/ironic/ironic-agent.initramfs do not exist",
+        ),
+        ({"openstack_deploy_kolla_groups": {"storage": ["nas1"]}}, "nas1 is in a kolla-ansible host group"),
     ],
-    ids=["alias-no-host-has", "cpu-sets-overlap", "gpu-without-ids", "magnum-driver", "no-dhcp-range", "step"],
+    ids=[
+        "alias-no-host-has",
+        "cpu-sets-overlap",
+        "gpu-without-ids",
+        "magnum-driver",
+        "no-dhcp-range",
+        "step",
+        "no-ironic-agent",
+        "unknown-host",
+    ],
 )
 def test_bad_inputs_stop_with_a_message_naming_the_setting_and_write_nothing(tmp_path, variables, says):
     stand_in_venv(tmp_path)
     config = tmp_path / "etc-kolla"
     run = deploy(tmp_path, config, **variables)
     assert run.returncode != 0
-    assert says in run.stdout, run.stdout[-3000:]
+    assert says.replace("{config}", str(config)) in " ".join(run.stdout.split()), run.stdout[-3000:]
     assert not config.exists()
 
 
