@@ -54,11 +54,6 @@ def kolla_multinode_inventory(release_inventory, groups, hosts_data):
     return _call("kolla_multinode_inventory", _kolla.multinode_inventory, release_inventory, groups, hosts_data)
 
 
-def kolla_openstack_series(kolla_version):
-    """The OpenStack series a kolla-ansible release deploys (22.2.0 -> 2026.1)."""
-    return _call("kolla_openstack_series", _kolla.openstack_series, kolla_version)
-
-
 class FilterModule:
     """platbench.lab filters for kolla-ansible."""
 
@@ -69,5 +64,4 @@ class FilterModule:
             "kolla_globals": kolla_globals,
             "kolla_config_overrides": kolla_config_overrides,
             "kolla_multinode_inventory": kolla_multinode_inventory,
-            "kolla_openstack_series": kolla_openstack_series,
         }

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.platbench.lab.plugins.filter import kolla as kolla_filters
 from ansible_collections.platbench.lab.plugins.plugin_utils import kolla
 from playbook_run import ENV, REPO
 
@@ -523,3 +525,23 @@ def test_the_release_inventory_must_have_kollas_host_groups_and_host_variables_n
     text = kolla.multinode_inventory(RELEASE_INVENTORY, {"compute": ["gpu1"]}, hosts())
     assert "\n[compute]\ngpu1 ansible_host=198.18.0.11 network_interface=eno2\n" in text
     assert "# service layout" not in text and os.linesep.join(["[nova:children]", "control"]) in text
+
+
+def test_the_filters_answer_bad_arguments_with_the_filters_name():
+    with pytest.raises(AnsibleFilterError, match="kolla_globals: expected the role's settings"):
+        kolla_filters.kolla_globals(["not", "settings"])
+    with pytest.raises(AnsibleFilterError, match="kolla_problems: missing setting 'internal_vip'"):
+        kolla_filters.kolla_problems({k: v for k, v in settings().items() if k != "internal_vip"}, hosts())
+    with pytest.raises(AnsibleFilterError, match="kolla_host_settings: hosts must be a list"):
+        kolla_filters.kolla_host_settings({}, "gpu1")
+    with pytest.raises(AnsibleFilterError, match="kolla_host_settings: nas1 is in a kolla-ansible host group"):
+        kolla_filters.kolla_host_settings({}, ["nas1"])
+    with pytest.raises(AnsibleFilterError, match="kolla_config_overrides: .* kolla-ansible's templating"):
+        kolla_filters.kolla_config_overrides(settings(pci_aliases=[dict(H100, name="{{ gpu }}")]), hosts())
+    assert set(kolla_filters.FilterModule().filters()) == {
+        "kolla_host_settings",
+        "kolla_problems",
+        "kolla_globals",
+        "kolla_config_overrides",
+        "kolla_multinode_inventory",
+    }
