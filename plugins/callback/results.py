@@ -40,7 +40,9 @@ from ansible.plugins.callback import CallbackBase
 from ansible.release import __version__ as ansible_version
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, SKIPPED_METRIC, append_samples
 
-CELL_ACTIONS = "platbench.lab."
+# The actions that record a cell: only their no_log hides a cell (other platbench modules use
+# no_log for passwords and tokens, which is none of the callback's business).
+CELL_ACTIONS = ("platbench.lab.record_cell",)
 SAMPLES_FILE = "samples.jsonl"
 RUN_FILE = "run.json"
 SUMMARY_METRICS = ("throughput", "elapsed")
@@ -213,9 +215,8 @@ class CallbackModule(CallbackBase):
     def _warn_hidden(self, result):
         if self._warned_no_log:
             return
-        # Only platbench's own tasks run cells; no_log elsewhere (credentials) is none of our business.
         action = result._task.resolved_action or result._task.action or ""
-        if not (action.startswith(CELL_ACTIONS) or "platbench_cell" in result._result):
+        if not (action in CELL_ACTIONS or "platbench_cell" in result._result):
             return
         self._warned_no_log = True
         self._display.warning(

@@ -235,6 +235,17 @@ def test_no_log_elsewhere_is_not_warned_about(callback, tmp_path):
     assert callback.recorder.warnings == []
 
 
+def test_no_log_of_other_platbench_modules_is_not_warned_about(callback, tmp_path):
+    # openstack_deploy's passwords module and openstack_instances' credentials run under no_log.
+    callback.v2_runner_on_ok(
+        task_result(
+            {"changed": True, "password": SECRET, "_ansible_no_log": True},
+            task=make_task("platbench.lab.kolla_passwords"),
+        )
+    )
+    assert callback.recorder.warnings == []
+
+
 def test_resumed_campaign_keeps_run_json_and_adds_a_resume(callback, tmp_path):
     (tmp_path / "run.json").write_text(
         json.dumps(
