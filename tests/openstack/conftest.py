@@ -26,6 +26,7 @@ class TestCloud:
     env: dict
     magnum: bool
     magnum_reason: str
+    port_base: int
     cloud: str = CLOUD
     system_cloud: str = SYSTEM_CLOUD
     compute_host: str = COMPUTE_HOST
@@ -60,6 +61,7 @@ def test_cloud():
         env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(layout.clouds_yaml)},
         magnum=facts["magnum"],
         magnum_reason=facts["magnum_reason"],
+        port_base=facts["port_base"],
         venv=layout.venv,
     )
     if started_here:

@@ -4,6 +4,8 @@ import ipaddress
 import json
 import re
 import subprocess
+import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -22,9 +24,13 @@ def token(test_cloud):
 
 
 def get_json(url, auth_token, headers=None):
+    """(status, parsed body); a version document's 300 Multiple Choices is an answer too."""
     request = urllib.request.Request(url, headers={"X-Auth-Token": auth_token, **(headers or {})})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return response.status, json.loads(response.read() or b"null")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
 
 
 def test_every_catalog_service_answers_with_a_project_token(test_cloud):
@@ -119,3 +125,66 @@ def test_nothing_listens_outside_loopback(test_cloud):
             ours.append(address)
             assert ipaddress.ip_address(address.split("%")[0]).is_loopback, line
     assert len(ours) >= 10, "the cloud's services should be among the listening sockets"
+
+
+def test_magnum_validates_templates_and_fails_clusters_with_its_reason(test_cloud, tmp_path):
+    if not test_cloud.magnum:
+        pytest.skip(f"magnum is not running in the test cloud: {test_cloud.magnum_reason}")
+    name = f"fixture-{uuid.uuid4().hex[:8]}"
+    image_file = tmp_path / "tiny.img"
+    image_file.write_bytes(b"\0" * 1024 * 1024)
+    created = []
+    try:
+        image = test_cloud.openstack(
+            "image", "create", "--disk-format", "raw", "--container-format", "bare", "--file", str(image_file),
+            "--property", "os_distro=fedora-coreos", name, "-f", "json",
+        )  # fmt: skip
+        created.append(("image", image["id"]))
+        flavor = test_cloud.openstack(
+            "flavor", "create", "--vcpus", "1", "--ram", "256", "--disk", "1", name, "-f", "json"
+        )
+        created.append(("flavor", flavor["id"]))
+        network = test_cloud.openstack(
+            "network", "create", "--external", "--provider-network-type", "flat", "--provider-physical-network",
+            "physnet1", name, "-f", "json",
+        )  # fmt: skip
+        created.append(("network", network["id"]))
+        test_cloud.openstack("keypair", "create", name)
+        created.append(("keypair", name))
+        template_args = ["--coe", "kubernetes", "--image", image["id"], "--keypair", name, "--external-network"]
+        template_args += [network["id"], "--flavor", flavor["id"], "--master-flavor", flavor["id"]]
+        refused = test_cloud.openstack(
+            "coe",
+            "cluster",
+            "template",
+            "create",
+            *template_args,
+            "--network-driver",
+            "weave",
+            f"{name}-bad",
+            check=False,
+        )
+        assert refused.returncode != 0 and "weave is not supported" in refused.stderr
+        test_cloud.openstack(
+            "coe", "cluster", "template", "create", *template_args, "--network-driver", "flannel", name
+        )
+        created.append(("coe cluster template", name))
+        test_cloud.openstack("coe", "cluster", "create", "--cluster-template", name, "--node-count", "1", name)
+        created.append(("coe cluster", name))
+        cluster = wait_for(lambda: test_cloud.openstack("coe", "cluster", "show", name, "-f", "json"), "CREATE_FAILED")
+        assert "no orchestration" in cluster["status_reason"]
+    finally:
+        for kind, resource_id in reversed(created):
+            test_cloud.openstack(*kind.split(), "delete", resource_id, check=False)
+            if kind == "coe cluster":
+                wait_for(lambda: test_cloud.openstack("coe", "cluster", "list", "-f", "json"), [])
+
+
+def wait_for(read, wanted, attempts=30, interval=2):
+    """Poll ``read`` (bounded) until it is ``wanted`` (or, for a dict, its status is)."""
+    for _attempt in range(attempts):
+        value = read()
+        if value == wanted or (isinstance(value, dict) and value.get("status") == wanted):
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"never reached {wanted!r}; last: {value!r}")

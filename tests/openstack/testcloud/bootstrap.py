@@ -116,7 +116,6 @@ def register_services(layout, secrets):
             }
             for user in SERVICE_USERS
         ],
-        "magnum_trustee": {"domain": "magnum", "user": "magnum_domain_admin", "password": secrets["magnum"]},
     }
     run(layout, [layout.bin("python"), KEYSTONE_SETUP], "keystone-setup", stdin=json.dumps(plan).encode())
 

@@ -207,14 +207,6 @@ def magnum_conf(layout, secrets):
         "database": {"connection": database_url(layout, secrets["mysql"], "magnum")},
         "keystone_authtoken": authtoken(layout, secrets["magnum"], "magnum"),
         "keystone_auth": auth,
-        # Magnum gives each cluster a trustee user in a domain of its own (created at bootstrap).
-        "trust": {
-            "trustee_domain_name": "magnum",
-            "trustee_domain_admin_name": "magnum_domain_admin",
-            "trustee_domain_admin_password": secrets["magnum"],
-            "trustee_keystone_interface": "public",
-            "cluster_user_trust": True,
-        },
         "certificates": {"cert_manager_type": "x509keypair"},
         "cinder_client": {"region_name": REGION},
         "heat_client": {"region_name": REGION},
