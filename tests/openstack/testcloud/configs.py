@@ -152,7 +152,8 @@ def nova_conf(layout, secrets):
         "neutron": auth,
         "glance": {"region_name": REGION},
         "ironic": auth,
-        "scheduler": {"discover_hosts_in_cells_interval": -1},
+        # One worker per service: the cloud runs on 2 cores and a few GB.
+        "scheduler": {"discover_hosts_in_cells_interval": -1, "workers": 1},
         "filter_scheduler": {"enabled_filters": SCHEDULER_FILTERS, "pci_in_placement": True},
         "pci": {
             "device_spec": json.dumps(GPU_MATCH),
@@ -207,6 +208,7 @@ def magnum_conf(layout, secrets):
         "database": {"connection": database_url(layout, secrets["mysql"], "magnum")},
         "keystone_authtoken": authtoken(layout, secrets["magnum"], "magnum"),
         "keystone_auth": auth,
+        "conductor": {"workers": 1},
         "certificates": {"cert_manager_type": "x509keypair"},
         "cinder_client": {"region_name": REGION},
         "heat_client": {"region_name": REGION},
