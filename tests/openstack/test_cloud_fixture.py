@@ -80,36 +80,57 @@ def test_placement_holds_the_two_gpus(test_cloud):
     assert all(inventory == {PCI_RESOURCE_CLASS: 1} for inventory in gpus.values())
 
 
-def test_a_server_reaches_active_and_is_deleted(test_cloud, tmp_path):
-    name = f"fixture-{uuid.uuid4().hex[:8]}"
-    image_file = tmp_path / "tiny.img"
-    image_file.write_bytes(b"\0" * 1024 * 1024)
-    created = []
-    try:
-        image = test_cloud.openstack(
-            "image", "create", "--disk-format", "raw", "--container-format", "bare", "--file", str(image_file), name,
-            "-f", "json",
-        )  # fmt: skip
-        created.append(("image", image["id"]))
-        flavor = test_cloud.openstack(
-            "flavor", "create", "--vcpus", "1", "--ram", "256", "--disk", "1", name, "-f", "json"
+class Scratch:
+    """Creates a test's resources under one random name; deletes them afterwards, newest first."""
+
+    def __init__(self, test_cloud, tmp_path):
+        self.cloud = test_cloud
+        self.tmp_path = tmp_path
+        self.name = f"fixture-{uuid.uuid4().hex[:8]}"
+        self.created = []
+
+    def create(self, kind, *args, timeout=120):
+        """``openstack <kind> create <args> <name> -f json``, remembered for deletion."""
+        resource = self.cloud.openstack(kind, "create", *args, self.name, "-f", "json", timeout=timeout)
+        self.created.append((kind, resource.get("id") or self.name))
+        return resource
+
+    def remember(self, kind, resource_id):
+        self.created.append((kind, resource_id))
+
+    def image(self, *properties):
+        image_file = self.tmp_path / "tiny.img"
+        image_file.write_bytes(b"\0" * 1024 * 1024)
+        return self.create(
+            "image", "--disk-format", "raw", "--container-format", "bare", "--file", str(image_file), *properties
         )
-        created.append(("flavor", flavor["id"]))
-        network = test_cloud.openstack("network", "create", name, "-f", "json")
-        created.append(("network", network["id"]))
-        test_cloud.openstack("subnet", "create", "--network", network["id"], "--subnet-range", "198.18.41.0/24", name)
-        server = test_cloud.openstack(
-            "server", "create", "--image", image["id"], "--flavor", flavor["id"], "--network", network["id"], "--wait",
-            name, "-f", "json", timeout=180,
-        )  # fmt: skip
-        created.append(("server", server["id"]))
-        assert server["status"] == "ACTIVE"
-        test_cloud.openstack("server", "delete", "--wait", server["id"], timeout=180)
-        created.remove(("server", server["id"]))
-        assert test_cloud.openstack("server", "list", "--name", name, "-f", "json") == []
-    finally:
-        for kind, resource_id in reversed(created):
-            test_cloud.openstack(kind, "delete", resource_id, check=False)
+
+    def flavor(self):
+        return self.create("flavor", "--vcpus", "1", "--ram", "256", "--disk", "1")
+
+    def delete_all(self):
+        for kind, resource_id in reversed(self.created):
+            self.cloud.openstack(*kind.split(), "delete", resource_id, check=False)
+            if kind == "coe cluster":
+                wait_for(lambda: self.cloud.openstack("coe", "cluster", "list", "-f", "json"), [])
+
+
+@pytest.fixture
+def scratch(test_cloud, tmp_path):
+    resources = Scratch(test_cloud, tmp_path)
+    yield resources
+    resources.delete_all()
+
+
+def test_a_server_reaches_active_and_is_deleted(test_cloud, scratch):
+    image, flavor = scratch.image(), scratch.flavor()
+    network = scratch.create("network")
+    scratch.create("subnet", "--network", network["id"], "--subnet-range", "198.18.41.0/24")
+    args = ["--image", image["id"], "--flavor", flavor["id"], "--network", network["id"], "--wait"]
+    server = scratch.create("server", *args, timeout=180)
+    assert server["status"] == "ACTIVE"
+    test_cloud.openstack("server", "delete", "--wait", server["id"], timeout=180)
+    assert test_cloud.openstack("server", "list", "--name", scratch.name, "-f", "json") == []
 
 
 def test_nothing_listens_outside_loopback(test_cloud):
@@ -127,57 +148,27 @@ def test_nothing_listens_outside_loopback(test_cloud):
     assert len(ours) >= 10, "the cloud's services should be among the listening sockets"
 
 
-def test_magnum_validates_templates_and_fails_clusters_with_its_reason(test_cloud, tmp_path):
+def test_magnum_validates_templates_and_fails_clusters_with_its_reason(test_cloud, scratch):
     if not test_cloud.magnum:
         pytest.skip(f"magnum is not running in the test cloud: {test_cloud.magnum_reason}")
-    name = f"fixture-{uuid.uuid4().hex[:8]}"
-    image_file = tmp_path / "tiny.img"
-    image_file.write_bytes(b"\0" * 1024 * 1024)
-    created = []
-    try:
-        image = test_cloud.openstack(
-            "image", "create", "--disk-format", "raw", "--container-format", "bare", "--file", str(image_file),
-            "--property", "os_distro=fedora-coreos", name, "-f", "json",
-        )  # fmt: skip
-        created.append(("image", image["id"]))
-        flavor = test_cloud.openstack(
-            "flavor", "create", "--vcpus", "1", "--ram", "256", "--disk", "1", name, "-f", "json"
-        )
-        created.append(("flavor", flavor["id"]))
-        network = test_cloud.openstack(
-            "network", "create", "--external", "--provider-network-type", "flat", "--provider-physical-network",
-            "physnet1", name, "-f", "json",
-        )  # fmt: skip
-        created.append(("network", network["id"]))
-        test_cloud.openstack("keypair", "create", name)
-        created.append(("keypair", name))
-        template_args = ["--coe", "kubernetes", "--image", image["id"], "--keypair", name, "--external-network"]
-        template_args += [network["id"], "--flavor", flavor["id"], "--master-flavor", flavor["id"]]
-        refused = test_cloud.openstack(
-            "coe",
-            "cluster",
-            "template",
-            "create",
-            *template_args,
-            "--network-driver",
-            "weave",
-            f"{name}-bad",
-            check=False,
-        )
-        assert refused.returncode != 0 and "weave is not supported" in refused.stderr
-        test_cloud.openstack(
-            "coe", "cluster", "template", "create", *template_args, "--network-driver", "flannel", name
-        )
-        created.append(("coe cluster template", name))
-        test_cloud.openstack("coe", "cluster", "create", "--cluster-template", name, "--node-count", "1", name)
-        created.append(("coe cluster", name))
-        cluster = wait_for(lambda: test_cloud.openstack("coe", "cluster", "show", name, "-f", "json"), "CREATE_FAILED")
-        assert "no orchestration" in cluster["status_reason"]
-    finally:
-        for kind, resource_id in reversed(created):
-            test_cloud.openstack(*kind.split(), "delete", resource_id, check=False)
-            if kind == "coe cluster":
-                wait_for(lambda: test_cloud.openstack("coe", "cluster", "list", "-f", "json"), [])
+    image, flavor = scratch.image("--property", "os_distro=fedora-coreos"), scratch.flavor()
+    network = scratch.create(
+        "network", "--external", "--provider-network-type", "flat", "--provider-physical-network", "physnet1"
+    )
+    scratch.create("keypair", "--private-key", str(scratch.tmp_path / "key"))
+    name = scratch.name
+    template_args = ["--coe", "kubernetes", "--image", image["id"], "--keypair", name, "--external-network"]
+    template_args += [network["id"], "--flavor", flavor["id"], "--master-flavor", flavor["id"]]
+    refused = test_cloud.openstack(
+        "coe", "cluster", "template", "create", *template_args, "--network-driver", "weave", f"{name}-bad", check=False
+    )
+    assert refused.returncode != 0 and "weave is not supported" in refused.stderr
+    test_cloud.openstack("coe", "cluster", "template", "create", *template_args, "--network-driver", "flannel", name)
+    scratch.remember("coe cluster template", name)
+    test_cloud.openstack("coe", "cluster", "create", "--cluster-template", name, "--node-count", "1", name)
+    scratch.remember("coe cluster", name)
+    cluster = wait_for(lambda: test_cloud.openstack("coe", "cluster", "show", name, "-f", "json"), "CREATE_FAILED")
+    assert "no orchestration" in cluster["status_reason"]
 
 
 def wait_for(read, wanted, attempts=30, interval=2):

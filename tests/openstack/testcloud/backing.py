@@ -9,7 +9,6 @@ from .processes import CloudError
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # the Debian wrapper in /usr/sbin would su to rabbitmq
 EPMD = "epmd"
-START_TIMEOUT = 90
 
 
 def mysql_config(layout):
@@ -50,14 +49,8 @@ def start_mysql(layout):
     )
     if result.returncode != 0:
         raise CloudError(f"mariadb-install-db failed for {datadir}:\n{result.stdout[-1500:]}{result.stderr[-1500:]}")
-    process = processes.start(layout, "mysqld", ["mariadbd", f"--defaults-file={conf}"])
-    processes.wait_until(
-        processes.port_open(layout.port("mysql")),
-        "MariaDB",
-        START_TIMEOUT,
-        layout.log_dir / "mysqld-error.log",
-        process,
-    )
+    argv = ["mariadbd", f"--defaults-file={conf}"]
+    processes.start_listening(layout, "mysqld", argv, layout.port("mysql"), log=layout.log_dir / "mysqld-error.log")
 
 
 def create_databases(layout, password):
@@ -110,16 +103,9 @@ def start_rabbitmq(layout, password):
     for key in ("HOME", "RABBITMQ_MNESIA_BASE", "RABBITMQ_LOG_BASE"):
         (layout.state_dir / env[key]).mkdir(parents=True, exist_ok=True)
     # Our own port mapper, in the foreground, so it is recorded and stopped like the rest.
-    epmd = processes.start(layout, "epmd", [EPMD, "-address", HOST, "-port", env["ERL_EPMD_PORT"]])
-    processes.wait_until(processes.port_open(layout.port("epmd")), "epmd", 20, layout.log_dir / "epmd.log", epmd)
-    process = processes.start(layout, "rabbitmq", [RABBITMQ_SERVER], env)
-    processes.wait_until(
-        processes.port_open(layout.port("rabbitmq")),
-        "RabbitMQ",
-        START_TIMEOUT,
-        layout.log_dir / "rabbitmq.log",
-        process,
-    )
+    epmd = [EPMD, "-address", HOST, "-port", env["ERL_EPMD_PORT"]]
+    processes.start_listening(layout, "epmd", epmd, layout.port("epmd"), timeout=20)
+    processes.start_listening(layout, "rabbitmq", [RABBITMQ_SERVER], layout.port("rabbitmq"), env=env)
 
 
 def transport_url(layout, password):

@@ -84,12 +84,24 @@ def _bring_up(layout, secrets, say):
         keystone.result()
         say(f"keystone up after {time.monotonic() - started:.0f}s")
         bootstrap.register_services(layout, secrets)
-        for name, future in apis.items():
-            process = future.result()
-            services.wait_api(layout, name, process)
+        api_processes = {name: future.result() for name, future in apis.items()}
+    # The workers log in to keystone as they start: only once their users exist.
+    for worker in services.WORKERS:
+        services.start_worker(layout, worker)
+    for name, process in api_processes.items():
+        services.wait_api(layout, name, process)
     say(f"APIs up after {time.monotonic() - started:.0f}s")
+    _check_alive(layout, [worker for worker in services.WORKERS if not worker.startswith("magnum")])
     bootstrap.map_compute_host(layout)
     return {"bring_up_s": round(time.monotonic() - started, 1)}
+
+
+def _check_alive(layout, names):
+    alive = processes.recorded_pids(layout)
+    for name in names:
+        if name not in alive:
+            log = layout.log_dir / f"{name}.log"
+            raise CloudError(f"{name} exited. Last lines of {log}:\n{processes.log_tail(log)}")
 
 
 def _keystone(layout, secrets):
@@ -99,22 +111,17 @@ def _keystone(layout, secrets):
 
 
 def _service(layout, name):
-    """Sync one service's schema, then start its API and its workers."""
+    """Sync one service's schema, then start its API."""
     bootstrap.SCHEMA_SYNCS[name](layout)
-    process = services.start_api(layout, name)
-    for worker, (service, _command) in services.WORKERS.items():
-        if service == name:
-            services.start_worker(layout, worker)
-    return process
+    return services.start_api(layout, name)
 
 
 def _magnum_state(layout):
     time.sleep(MAGNUM_SETTLE_SECONDS)
-    alive = processes.recorded_pids(layout)
-    for name in ("magnum-api", "magnum-conductor"):
-        if name not in alive:
-            log = layout.log_dir / f"{name}.log"
-            return False, f"{name} exited; last lines of {log}:\n{processes.log_tail(log, 10)}"
+    try:
+        _check_alive(layout, ("magnum-api", "magnum-conductor"))
+    except CloudError as error:
+        return False, str(error)
     return True, (
         "magnum-api and magnum-conductor run with the test cloud's no-orchestration driver: templates and "
         "cluster requests are validated, clusters end CREATE_FAILED (no Heat or Cluster API; see the README)"

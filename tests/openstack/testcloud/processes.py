@@ -54,6 +54,14 @@ def start(layout, name, argv, env=None):
     return process
 
 
+def start_listening(layout, name, argv, port, log=None, env=None, timeout=90):
+    """Start a daemon and wait (bounded) until it accepts connections on its loopback port."""
+    process = start(layout, name, argv, env)
+    log = log or layout.log_dir / f"{name}.log"
+    wait_until(port_open(port), f"{name} on port {port}", timeout, log, process)
+    return process
+
+
 def pid_files(layout):
     return sorted(layout.run_dir.glob("*.pid")) if layout.run_dir.is_dir() else []
 
