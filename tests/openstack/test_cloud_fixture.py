@@ -3,6 +3,7 @@
 import ipaddress
 import json
 import re
+import socket
 import subprocess
 import time
 import urllib.error
@@ -11,8 +12,9 @@ import uuid
 
 import pytest
 
-from tests.openstack.testcloud import processes
+from tests.openstack.testcloud import cloud, processes
 from tests.openstack.testcloud.layout import Layout
+from tests.openstack.testcloud.processes import CloudError
 
 pytestmark = pytest.mark.openstack
 
@@ -45,6 +47,23 @@ def test_every_catalog_service_answers_with_a_project_token(test_cloud):
 def test_system_scope_lists_the_fake_hardware_driver(test_cloud):
     drivers = test_cloud.openstack("baremetal", "driver", "list", "-f", "json", system=True)
     assert "fake-hardware" in [driver["name"] for driver in drivers]
+
+
+def test_a_fake_hardware_node_goes_through_its_lifecycle_by_api_alone(test_cloud, scratch):
+    def baremetal(*args):
+        return test_cloud.openstack("baremetal", "--os-baremetal-api-version", "latest", "node", *args)
+
+    node = scratch.create("baremetal node", "--driver", "fake-hardware", "--resource-class", "baremetal", "--name")
+    assert node["provision_state"] == "enroll"
+    for action, state in (
+        ("manage", "manageable"),
+        ("provide", "available"),
+        ("deploy", "active"),
+        ("undeploy", "available"),
+    ):
+        baremetal(action, "--wait", "60", node["uuid"])
+        shown = baremetal("show", node["uuid"], "-f", "json")
+        assert (shown["provision_state"], shown["last_error"]) == (state, None), action
 
 
 def test_compute_host_is_mapped_up_and_sized(test_cloud):
@@ -91,8 +110,8 @@ class Scratch:
 
     def create(self, kind, *args, timeout=120):
         """``openstack <kind> create <args> <name> -f json``, remembered for deletion."""
-        resource = self.cloud.openstack(kind, "create", *args, self.name, "-f", "json", timeout=timeout)
-        self.created.append((kind, resource.get("id") or self.name))
+        resource = self.cloud.openstack(*kind.split(), "create", *args, self.name, "-f", "json", timeout=timeout)
+        self.created.append((kind, resource.get("id") or resource.get("uuid") or self.name))
         return resource
 
     def remember(self, kind, resource_id):
@@ -179,3 +198,14 @@ def wait_for(read, wanted, attempts=30, interval=2):
             return value
         time.sleep(interval)
     raise AssertionError(f"never reached {wanted!r}; last: {value!r}")
+
+
+def test_up_refuses_a_taken_port_naming_it(tmp_path):
+    """No cloud needed: `up` checks every port before it starts anything."""
+    layout = Layout(tmp_path / "cloud", 19200)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", layout.port("nova")))
+        taken.listen()
+        with pytest.raises(CloudError, match=rf"port {layout.port('nova')} on 127\.0\.0\.1 \(nova\) is already in use"):
+            cloud.check_ports_free(layout)
+    assert not layout.state_dir.exists()
