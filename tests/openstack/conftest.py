@@ -20,6 +20,10 @@ from tests.openstack.testcloud.layout import CLOUD, SYSTEM_CLOUD, Layout
 
 @dataclass
 class TestCloud:
+    """What the tests get: clouds.yaml and its two cloud names, the endpoints, an environment with
+    OS_CLIENT_CONFIG_FILE, the fake cloud's facts (compute host, PCI alias, magnum), and
+    ``openstack(...)`` to run the cloud venv's CLI (the controller's venv may lack openstacksdk)."""
+
     clouds_yaml: Path
     state_dir: Path
     endpoints: dict
