@@ -19,7 +19,7 @@ from tests.openstack.testcloud.layout import CLOUD, SYSTEM_CLOUD, Layout
 
 
 @dataclass
-class TestCloud:
+class LiveCloud:
     """What the tests get: clouds.yaml and its two cloud names, the endpoints, an environment with
     OS_CLIENT_CONFIG_FILE, the fake cloud's facts (compute host, PCI alias, magnum), and
     ``openstack(...)`` to run the cloud venv's CLI (the controller's venv may lack openstacksdk)."""
@@ -58,7 +58,7 @@ def test_cloud():
         except Unsupported as reason:
             pytest.skip(f"no OpenStack test cloud: {reason}")
     facts = cloud.facts(layout)
-    yield TestCloud(
+    yield LiveCloud(
         clouds_yaml=layout.clouds_yaml,
         state_dir=layout.state_dir,
         endpoints=facts["endpoints"],
