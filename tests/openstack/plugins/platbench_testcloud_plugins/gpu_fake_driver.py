@@ -2,8 +2,9 @@
 
 nova loads its compute driver as ``nova.virt.<compute_driver>`` only (nova/virt/driver.py), so a
 driver outside nova's tree is not loadable by name. ``nova_compute.main`` (the
-``platbench-nova-compute`` script) registers this module as ``nova.virt.platbench_gpu`` before running nova-compute, and
-nova.conf says ``compute_driver = platbench_gpu.TwoGpuFakeDriver``; nova's tree stays untouched.
+``platbench-nova-compute`` script) registers this module as ``nova.virt.platbench_gpu`` before
+it runs nova-compute, and nova.conf says ``compute_driver = platbench_gpu.TwoGpuFakeDriver``;
+nova's own tree stays untouched.
 """
 
 from nova.virt import fake
