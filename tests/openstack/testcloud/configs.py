@@ -63,6 +63,8 @@ def common(layout, name):
     return {
         "debug": False,
         "state_path": layout.data_dir / name,
+        # `down` waits 10 s before SIGKILL; oslo.service's default grace is 60 s.
+        "graceful_shutdown_timeout": 5,
     }
 
 
@@ -172,7 +174,7 @@ def ironic_conf(layout, secrets):
     fake = {f"enabled_{kind}_interfaces": "fake" for kind in IRONIC_FAKE_INTERFACES}
     return {
         "DEFAULT": {
-            "debug": False,
+            **common(layout, "ironic"),
             "host": "platbench-conductor",
             "auth_strategy": "keystone",
             "transport_url": transport_url(layout, secrets["rabbitmq"]),
