@@ -48,15 +48,36 @@ class LiveCloud:
         return result
 
 
+# The layout of the cloud this session brought up, until it is taken down (None: none, or reused).
+_STARTED_HERE = []
+
+
+def _take_down():
+    while _STARTED_HERE:
+        cloud.down(_STARTED_HERE.pop(), say=lambda line: None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Take the cloud down after the last test of this directory (once that test's own fixtures
+    have deleted what they made), not at the session's end: the tests that follow in `make test`
+    should not share the 2 cores with its idle services."""
+    try:
+        return (yield)
+    finally:
+        if nextitem is None or Path(__file__).parent not in Path(nextitem.path).parents:
+            _take_down()
+
+
 @pytest.fixture(scope="session")
 def test_cloud():
     layout = Layout.from_env()
-    started_here = not cloud.is_up(layout)
-    if started_here:
+    if not cloud.is_up(layout):
         try:
             cloud.up(layout, say=lambda line: None)
         except Unsupported as reason:
             pytest.skip(f"no OpenStack test cloud: {reason}")
+        _STARTED_HERE.append(layout)
     facts = cloud.facts(layout)
     yield LiveCloud(
         clouds_yaml=layout.clouds_yaml,
@@ -68,5 +89,4 @@ def test_cloud():
         port_base=facts["port_base"],
         venv=layout.venv,
     )
-    if started_here:
-        cloud.down(layout, say=lambda line: None)
+    _take_down()
