@@ -35,9 +35,14 @@ def openstack_owned(resources, campaign):
         raise AnsibleFilterError(f"openstack_owned: {exc}") from None
 
 
-def openstack_server_outcome(created, found, server, pci_alias):
-    """active, failed (nova's fault message) or bad_input (what to change)."""
-    return _plan.server_outcome(created, found, server, pci_alias)
+def openstack_server_outcomes(boot_results, found_results, pci_alias):
+    """Per server: active, failed (nova's fault message) or bad_input (what to change)."""
+    return _plan.server_outcomes(boot_results, found_results, pci_alias)
+
+
+def openstack_instances_inventory(plan, server_outcomes, cluster_results, ssh_user):
+    """The hosts to add: name, groups, vars."""
+    return _plan.inventory(plan, server_outcomes, cluster_results, ssh_user)
 
 
 def openstack_auth_problem(result, cloud):
@@ -58,7 +63,8 @@ class FilterModule:
             "openstack_instances_plan": openstack_instances_plan,
             "openstack_instances_describe": openstack_instances_describe,
             "openstack_owned": openstack_owned,
-            "openstack_server_outcome": openstack_server_outcome,
+            "openstack_server_outcomes": openstack_server_outcomes,
+            "openstack_instances_inventory": openstack_instances_inventory,
             "openstack_auth_problem": openstack_auth_problem,
             "openstack_unsatisfiable": openstack_unsatisfiable,
         }

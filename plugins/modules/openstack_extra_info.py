@@ -14,7 +14,9 @@ description:
     and C(platbench.lab.openstack_instances) needs.
   - V(resource_providers) are placement's resource providers with their inventories (the capacity check
     that a flavor fits some compute host before anything is created).
-  - V(coe_cluster_templates) and V(coe_clusters) are Magnum's (teardown finds the campaign's by label).
+  - V(coe_cluster_templates) and V(coe_clusters) are Magnum's (teardown finds the campaign's by label);
+    empty where the cloud has no Magnum.
+  - V(catalog) is which of the services platbench uses the cloud's catalog offers (teardown skips the others).
   - Uses the SDK only for these; everything else goes through C(openstack.cloud) modules.
 version_added: "0.7.0"
 author: platbench developers (@platbench)
@@ -30,7 +32,7 @@ options:
     type: list
     elements: str
     required: true
-    choices: [resource_providers, coe_cluster_templates, coe_clusters]
+    choices: [catalog, resource_providers, coe_cluster_templates, coe_clusters]
 attributes:
   check_mode:
     description: Only reads.
@@ -49,6 +51,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+catalog:
+  description: Which of compute, image, network, baremetal, Magnum and placement the cloud offers.
+  returned: when asked for
+  type: list
+  elements: str
 resource_providers:
   description:
     - Each provider's C(name), C(uuid) and C(inventories)
@@ -98,7 +105,17 @@ def _providers(conn):
     return providers
 
 
+SERVICES = ("compute", "image", "network", "baremetal", "container-infrastructure-management", "placement")
+MAGNUM = "container-infrastructure-management"
+
+
+def _catalog(conn):
+    return [service for service in SERVICES if conn.has_service(service)]
+
+
 def _templates(conn):
+    if not conn.has_service(MAGNUM):
+        return []
     return [
         {
             "id": template.id,
@@ -112,6 +129,8 @@ def _templates(conn):
 
 
 def _clusters(conn):
+    if not conn.has_service(MAGNUM):
+        return []
     return [
         {
             "id": cluster.id,
@@ -124,7 +143,12 @@ def _clusters(conn):
     ]
 
 
-READERS = {"resource_providers": _providers, "coe_cluster_templates": _templates, "coe_clusters": _clusters}
+READERS = {
+    "catalog": _catalog,
+    "resource_providers": _providers,
+    "coe_cluster_templates": _templates,
+    "coe_clusters": _clusters,
+}
 
 
 def main():

@@ -477,6 +477,36 @@ def server_outcome(created, found, server, pci_alias):
     }
 
 
+def server_outcomes(boot_results, found_results, pci_alias):
+    """``server_outcome`` of every server: the registered loop results of openstack.cloud.server (each with its
+    plan server as ``item``) and of openstack.cloud.server_info over those (each with the boot result as ``item``)."""
+    found_by_name = {}
+    for result in found_results or []:
+        name = ((result.get("item") or {}).get("item") or {}).get("name")
+        found_by_name[name] = result.get("servers") or []
+    return [
+        server_outcome(result, found_by_name.get(result["item"]["name"], []), result["item"], pci_alias)
+        for result in boot_results or []
+    ]
+
+
+def cluster_outcome(created, cluster):
+    """A Magnum cluster's outcome, as ``server_outcome``: ``active`` (CREATE_COMPLETE), ``failed`` with Magnum's
+    status reason (CREATE_FAILED, e.g. Heat could not build it), or ``pending`` (still being created)."""
+    status = str(((created or {}).get("cluster") or {}).get("status") or "")
+    reason = ((created or {}).get("cluster") or {}).get("status_reason") or (created or {}).get("msg")
+    if status.endswith("_COMPLETE"):
+        return {"name": cluster["name"], "status": "active", "address": None, "reason": None}
+    if status.endswith("_FAILED") or (created or {}).get("failed"):
+        return {"name": cluster["name"], "status": "failed", "address": None, "reason": f"magnum: {reason}"}
+    return {
+        "name": cluster["name"],
+        "status": "pending",
+        "address": None,
+        "reason": f"magnum: cluster {cluster['name']} is {status or 'not created'}",
+    }
+
+
 def _max_units(inventories):
     units = {}
     for inventory in inventories or []:
@@ -518,3 +548,37 @@ def unsatisfiable(flavors, providers):
                 "or openstack_instances_disk_gb"
             )
     return problems
+
+
+def inventory(plan, server_outcomes, cluster_results, ssh_user):
+    """The hosts add_host adds: every instance of the plan under ``platbench_<platform>`` when it is up, under
+    ``platbench_<platform>_failed`` with the reason when it is not; host vars say platform, flavor, address."""
+    outcomes = {outcome["name"]: outcome for outcome in server_outcomes or []}
+    for result in cluster_results or []:
+        outcomes[result["item"]["name"]] = cluster_outcome(result, result["item"])
+    hosts = []
+    for instance in plan["instances"]:
+        outcome = outcomes.get(instance["name"])
+        if outcome is None and instance["platform"] == "ironic" and plan["ironic_deployments"]:
+            outcome = {"status": "active", "address": instance.get("address"), "reason": None}
+        outcome = outcome or {"status": "failed", "address": None, "reason": "not provisioned"}
+        up = outcome["status"] == "active"
+        host_vars = {
+            "platbench_platform": instance["platform"],
+            "platbench_openstack_flavor": instance["flavor"],
+            "platbench_openstack_scenario": instance["scenario"],
+            "platbench_openstack_cells": instance["cells"],
+            "platbench_openstack_failure": None if up else outcome["reason"],
+        }
+        if up and outcome["address"]:
+            host_vars.update(ansible_host=outcome["address"], ansible_user=ssh_user)
+        if instance["platform"] == "magnum":
+            host_vars["ansible_connection"] = "local"
+        hosts.append(
+            {
+                "name": instance["name"],
+                "groups": [instance["group"] if up else f"{instance['group']}_failed"],
+                "vars": host_vars,
+            }
+        )
+    return hosts
