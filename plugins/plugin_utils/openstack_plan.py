@@ -29,7 +29,7 @@ METADATA_KEY = "platbench_campaign"
 TAG_PREFIX = "platbench-campaign="
 PREFIX_HASH_CHARS = 10
 NETWORK_DRIVERS = ("flannel", "calico")
-IRONIC_DEPLOY_MODES = ("ironic", "nova")
+IRONIC_DEPLOY_MODES = ("standalone", "through_nova")
 # Nova's flavor extra spec keys, per what the scenario asks.
 PIN_SPEC = "hw:cpu_policy"
 PCI_SPEC = "pci_passthrough:alias"
@@ -52,8 +52,8 @@ OPTIONS = {
     "ssh_user": "debian",  # the user add_host connects as
     "ironic_nodes": [],  # the bare-metal nodes to enroll: name, driver, driver_info, address, ...
     "ironic_resource_class": "baremetal",
-    # ironic: deployed through Ironic's API; nova: booted as a server of the baremetal flavor
-    "ironic_deploy": "ironic",
+    # standalone: deployed through Ironic's API; through_nova: booted as a server of the Ironic flavor
+    "ironic_deploy": "standalone",
     "magnum_network_driver": "flannel",
     "magnum_image": None,  # the COE image (Fedora CoreOS) name; default: the campaign's image
     "magnum_external_network": None,
@@ -298,7 +298,7 @@ def instances_plan(cells, options=None):
             "flavor": flavor_name,
             "cells": cell_ids,
         }
-        if platform == "nova" or (platform == "ironic" and opts["ironic_deploy"] == "nova"):
+        if platform == "nova" or (platform == "ironic" and opts["ironic_deploy"] == "through_nova"):
             plan["servers"].append(
                 {
                     **instance,

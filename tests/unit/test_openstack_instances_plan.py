@@ -96,7 +96,7 @@ def test_ironic_nodes_are_prefixed_and_shared_in_turn():
 
 
 def test_ironic_through_nova_boots_servers_of_the_ironic_flavor():
-    plan = op.instances_plan([cell("ironic")], {**OPTIONS, "ironic_nodes": [NODE], "ironic_deploy": "nova"})
+    plan = op.instances_plan([cell("ironic")], {**OPTIONS, "ironic_nodes": [NODE], "ironic_deploy": "through_nova"})
     assert plan["servers"][0]["flavor"] == plan["prefix"] + "ironic-baremetal"
     assert plan["ironic_deployments"] == []
 
