@@ -1,4 +1,5 @@
-"""platbench.lab.openstack_instances live, through ansible-playbook, against the test cloud (conftest.py): flavors, servers (one that finds no valid host, recorded as a failed cell), an Ironic node deployed and undeployed,
+"""platbench.lab.openstack_instances live, through ansible-playbook, against the test cloud (conftest.py):
+flavors, servers (one that finds no valid host, recorded as a failed cell), an Ironic node deployed and undeployed,
 add_host, teardown that leaves the cloud as found, bad input, and no secret in any output."""
 
 from __future__ import annotations
