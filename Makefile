@@ -13,7 +13,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: lab test lint sanity unit venv clean
+.PHONY: lab test lint sanity unit venv clean test-cloud-up test-cloud-down
 
 lab: $(VENV)/.installed
 	ansible-playbook site.yml
@@ -36,6 +36,14 @@ unit: $(VENV)/.installed
 	pytest -m "not lab" $(PYTEST_ARGS)
 
 venv: $(VENV)/.installed
+
+# The OpenStack test cloud on 127.0.0.1 (README "The test cloud"); `make test` starts its own when
+# none is up. TEST_CLOUD_DIR (default .cache/test-cloud) and TEST_CLOUD_PORT_BASE (default 19000) place it.
+test-cloud-up: $(VENV)/.installed
+	$(VENV)/bin/python -m tests.openstack.testcloud up
+
+test-cloud-down: $(VENV)/.installed
+	$(VENV)/bin/python -m tests.openstack.testcloud down
 
 # python3-venv is all the controller needs from the distribution; the playbooks install the rest.
 # ansible-test creates its sanity venvs with it too. python3-apt lets the apt module run in
