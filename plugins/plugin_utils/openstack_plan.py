@@ -534,18 +534,25 @@ def unsatisfiable(flavors, providers):
         specs = item.get("extra_specs") or {}
         if specs.get("resources:VCPU") == "0":
             continue
-        cpu_classes = ("PCPU", "VCPU") if specs.get(PIN_SPEC) == "dedicated" else ("VCPU",)
+        # Nova schedules hw:cpu_policy=dedicated as PCPU: only hosts with [compute] cpu_dedicated_set offer it.
+        cpu_classes = ("PCPU",) if specs.get(PIN_SPEC) == "dedicated" else ("VCPU",)
         wanted = {"MEMORY_MB": item["ram"], "DISK_GB": item["disk"]}
 
         if not any(_fits(host, item["vcpus"], cpu_classes, wanted) for host in units):
             biggest = ", ".join(
                 f"{cls} {max((host.get(cls, 0) for host in units), default=0)}"
-                for cls in ("VCPU", "MEMORY_MB", "DISK_GB")
+                for cls in cpu_classes + ("MEMORY_MB", "DISK_GB")
             )
             problems.append(
                 f"flavor {item['name']} ({item['vcpus']} vCPU, {item['ram']} MB, {item['disk']} GB) fits no compute "
                 f"host (the largest offer {biggest}): lower the experiment's scale-up, openstack_instances_memory_mb "
                 "or openstack_instances_disk_gb"
+                + (
+                    "; pinned (pin) flavors need compute hosts with dedicated CPUs (nova's [compute] "
+                    "cpu_dedicated_set), or drop the pin scenarios"
+                    if cpu_classes == ("PCPU",)
+                    else ""
+                )
             )
     return problems
 

@@ -214,26 +214,28 @@ def test_auth_problems_name_the_cloud_setting():
 
 
 def test_a_flavor_no_host_can_hold_is_a_problem():
-    providers = [
-        {
-            "name": "compute1",
-            "inventories": [
-                {"resource_class": "VCPU", "total": 8, "reserved": 0, "max_unit": 8},
-                {"resource_class": "MEMORY_MB", "total": 16384, "reserved": 512, "max_unit": 16384},
-                {"resource_class": "DISK_GB", "total": 200, "reserved": 0, "max_unit": 200},
-            ],
-        }
+    inventories = [
+        {"resource_class": "VCPU", "total": 8, "reserved": 0, "max_unit": 8},
+        {"resource_class": "MEMORY_MB", "total": 16384, "reserved": 512, "max_unit": 16384},
+        {"resource_class": "DISK_GB", "total": 200, "reserved": 0, "max_unit": 200},
     ]
-    fits = op.flavor(
-        "f1", {"platform": "nova", "scaleup": 8, "cpu_config": "pin", "processor": "cpu"}, op._options(OPTIONS)
-    )
-    assert op.unsatisfiable([fits], providers) == []
-    too_big = {**fits, "name": "f2", "ram": 16384}
-    (problem,) = op.unsatisfiable([too_big], providers)
+    shared_only = [{"name": "compute1", "inventories": inventories}]
+    dedicated = [
+        {"name": "compute2", "inventories": inventories + [{"resource_class": "PCPU", "total": 4, "max_unit": 4}]}
+    ]
+    opts = op._options(OPTIONS)
+    vanilla = op.flavor("f0", {"platform": "nova", "scaleup": 8, "cpu_config": "vnl", "processor": "cpu"}, opts)
+    pinned = op.flavor("f1", {"platform": "nova", "scaleup": 4, "cpu_config": "pin", "processor": "cpu"}, opts)
+    assert op.unsatisfiable([vanilla], shared_only) == []
+    assert op.unsatisfiable([vanilla, pinned], dedicated) == []
+    # Pinned flavors are scheduled as PCPU: a cloud without dedicated CPUs can never hold one.
+    (no_pcpu,) = op.unsatisfiable([pinned], shared_only)
+    assert "f1" in no_pcpu and "PCPU 0" in no_pcpu and "cpu_dedicated_set" in no_pcpu
+    too_big = {**vanilla, "name": "f2", "ram": 16384}
+    (problem,) = op.unsatisfiable([too_big], shared_only)
     assert "f2" in problem and "openstack_instances_memory_mb" in problem and "MEMORY_MB 15872" in problem
-    ironic = op.flavor(
-        "f3", {"platform": "ironic", "scaleup": 1, "cpu_config": "pin", "processor": "cpu"}, op._options(OPTIONS)
-    )
+    assert "cpu_dedicated_set" not in problem
+    ironic = op.flavor("f3", {"platform": "ironic", "scaleup": 1, "cpu_config": "pin", "processor": "cpu"}, opts)
     assert op.unsatisfiable([ironic], []) == []
 
 
