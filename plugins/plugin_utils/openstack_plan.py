@@ -324,6 +324,11 @@ def instances_plan(cells, options=None):
     for deployment in plan["ironic_deployments"]:
         deployed.setdefault(deployment["node"], deployment)
     plan["ironic_node_deployments"] = list(deployed.values())
+    if magnum_clusters and not opts["magnum_external_network"]:
+        raise OpenStackPlanError(
+            "openstack_instances_magnum_external_network: Magnum's cluster templates give their nodes floating IPs "
+            "from an external network: name one (openstack network list --external)"
+        )
     if magnum_clusters:
         plan["magnum"] = {
             "template": {

@@ -379,28 +379,56 @@ def test_an_unknown_cloud_and_wrong_credentials_are_named(test_cloud, tmp_path):
     assert resources(test_cloud) == before
 
 
+EXTERNAL = """
+import sys
+import openstack
+
+cloud, _system, action, name = sys.argv[1:5]
+network = openstack.connect(cloud=cloud).network
+if action == "create":
+    net = network.create_network(
+        name=name, is_router_external=True, provider_network_type="flat", provider_physical_network="physnet1"
+    )
+    network.create_subnet(name=name, network_id=net.id, ip_version=4, cidr="198.18.60.0/24", is_dhcp_enabled=False)
+else:
+    found = network.find_network(name)
+    if found:
+        for subnet in network.subnets(network_id=found.id):
+            network.delete_subnet(subnet)
+        network.delete_network(found)
+print("{}")
+"""
+
+
 def test_magnum_template_and_cluster_up_to_heat(test_cloud, tmp_path):
     if not test_cloud.magnum:
         pytest.skip(f"magnum does not run in the test cloud: {test_cloud.magnum_reason}")
-    before = resources(test_cloud)
+    external = "platbench-test-external"
     prefix = openstack_plan.campaign_prefix(CAMPAIGN)
     dump = tmp_path / "inventory.json"
-    variables = role_vars(
-        test_cloud,
-        tmp_path,
-        openstack_instances_cells=[cell("magnum", 1, "vnl", "cpu")],
-        openstack_instances_magnum_wait=False,
-        inventory_dump=str(dump),
-    )
+    sdk(test_cloud, EXTERNAL, "create", external)
     try:
-        run = apply(test_cloud, tmp_path, variables)
-        assert run.returncode == 0, done(run)
-        listed = resources(test_cloud)
-        assert any(entry.endswith(f" {prefix}k8s") for entry in listed["magnum_templates"]), listed
-        assert any(entry.endswith(f" {prefix}magnum-1-vnl-cpu") for entry in listed["magnum_clusters"]), listed
-        # Without Heat the cluster is never built: its cells go to the failed group with Magnum's status.
-        assert json.loads(dump.read_text())["groups"]["platbench_magnum_failed"] == [f"{prefix}magnum-1-vnl-cpu"]
+        before = resources(test_cloud)
+        variables = role_vars(
+            test_cloud,
+            tmp_path,
+            openstack_instances_cells=[cell("magnum", 1, "vnl", "cpu")],
+            openstack_instances_magnum_wait=False,
+            openstack_instances_magnum_external_network=external,
+            inventory_dump=str(dump),
+        )
+        try:
+            run = apply(test_cloud, tmp_path, variables)
+            assert run.returncode == 0, done(run)
+            listed = resources(test_cloud)
+            assert any(entry.endswith(f" {prefix}k8s") for entry in listed["magnum_templates"]), listed
+            assert any(entry.endswith(f" {prefix}magnum-1-vnl-cpu") for entry in listed["magnum_clusters"]), listed
+            # Without Heat the cluster is never built: its cells go to the failed group with Magnum's status.
+            groups = json.loads(dump.read_text())["groups"]
+            assert groups["platbench_magnum_failed"] == [f"{prefix}magnum-1-vnl-cpu"]
+        finally:
+            teardown = apply(test_cloud, tmp_path, role_vars(test_cloud, tmp_path, openstack_instances_state="absent"))
+        assert teardown.returncode == 0, done(teardown)
+        assert resources(test_cloud) == before
     finally:
-        teardown = apply(test_cloud, tmp_path, role_vars(test_cloud, tmp_path, openstack_instances_state="absent"))
-    assert teardown.returncode == 0, done(teardown)
-    assert resources(test_cloud) == before
+        sdk(test_cloud, EXTERNAL, "delete", external)

@@ -11,7 +11,13 @@ def cell(platform, scaleup=1, cpu_config="vnl", processor="cpu", repeat=0):
     return {"id": f"{platform}/{scaleup}/{cpu_config}/{processor}/r{repeat}", "labels": labels, "params": {}}
 
 
-OPTIONS = {"campaign": "c1", "cloud": "lab", "image_file": "/images/debian.qcow2", "public_key_file": "/k.pub"}
+OPTIONS = {
+    "campaign": "c1",
+    "cloud": "lab",
+    "image_file": "/images/debian.qcow2",
+    "public_key_file": "/k.pub",
+    "magnum_external_network": "public",
+}
 NODE = {
     "name": "node0",
     "driver": "fake-hardware",
@@ -102,7 +108,9 @@ def test_ironic_through_nova_boots_servers_of_the_ironic_flavor():
 
 
 def test_magnum_template_and_clusters():
-    plan = op.instances_plan([cell("magnum", 2, "pin")], {**OPTIONS, "magnum_network_driver": "calico"})
+    options = {**OPTIONS, "magnum_network_driver": "calico", "magnum_external_network": "public"}
+    plan = op.instances_plan([cell("magnum", 2, "pin")], options)
+    assert plan["magnum"]["template"]["external_network"] == "public"
     template = plan["magnum"]["template"]
     assert template["coe"] == "kubernetes" and template["network_driver"] == "calico"
     assert template["labels"] == {"platbench_campaign": "c1"}
@@ -121,6 +129,7 @@ def test_magnum_template_and_clusters():
         ({"gpus_per_cell": 0}, "openstack_instances_gpus_per_cell"),
         ({"pci_alias": "a:b"}, "openstack_instances_pci_alias"),
         ({"ironic_deploy": "maas"}, "openstack_instances_ironic_deploy"),
+        ({"magnum_external_network": None}, "openstack_instances_magnum_external_network"),
         ({"bogus": 1}, "bogus"),
     ],
 )

@@ -60,6 +60,7 @@ BASE = {
     "openstack_instances_campaign": "dry1",
     "openstack_instances_cells": CELLS,
     "openstack_instances_image_file": "/srv/images/debian.qcow2",
+    "openstack_instances_magnum_external_network": "public",
 }
 
 
