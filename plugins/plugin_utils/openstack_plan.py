@@ -56,6 +56,7 @@ OPTIONS = {
     "ironic_deploy": "standalone",
     "magnum_network_driver": "flannel",
     "magnum_image": None,  # the COE image (Fedora CoreOS) name; default: the campaign's image
+    "magnum_os_distro": "fedora-coreos",  # the uploaded image's os_distro when magnum boots it
     "magnum_external_network": None,
     "magnum_master_count": 1,
     "magnum_node_count": 1,
@@ -259,6 +260,8 @@ def instances_plan(cells, options=None):
             "disk_format": opts["image_disk_format"],
             "container_format": "bare",
             "tags": [plan["tag"]],
+            # Magnum takes only images that say which distribution they hold (its drivers are chosen by it).
+            "properties": {"os_distro": opts["magnum_os_distro"]} if "magnum" in platforms_used else {},
         }
     else:
         raise OpenStackPlanError(

@@ -111,6 +111,7 @@ def test_magnum_template_and_clusters():
     options = {**OPTIONS, "magnum_network_driver": "calico", "magnum_external_network": "public"}
     plan = op.instances_plan([cell("magnum", 2, "pin")], options)
     assert plan["magnum"]["template"]["external_network"] == "public"
+    assert plan["image"]["properties"] == {"os_distro": "fedora-coreos"}
     template = plan["magnum"]["template"]
     assert template["coe"] == "kubernetes" and template["network_driver"] == "calico"
     assert template["labels"] == {"platbench_campaign": "c1"}
