@@ -24,6 +24,8 @@ from collections import namedtuple
 #   apptainer             Apptainer installed on the host, at least apptainer.MINIMUM_VERSION
 #   sif                   the SIF of the current workload image (platbench.lab.apptainer)
 #   guest_sif             the guest image carries Apptainer and the SIF of the current workload image
+#   openstack_instance    the campaign's instances of the platform are in the inventory
+#                         (platbench.lab.openstack_instances provisioned them)
 REQUIREMENTS = (
     "venv",
     "engine",
@@ -36,6 +38,7 @@ REQUIREMENTS = (
     "sif",
     "guest_sif",
     "kubernetes",
+    "openstack_instance",
 )
 # How a `gpu` cell's GPUs are handed over when the workload sees the host's own GPUs, numbered as
 # the host's driver numbers them (bm's CUDA_VISIBLE_DEVICES, Apptainer's --nv binds them all);
@@ -57,6 +60,7 @@ Platform = namedtuple(
         "gpu_handover",  # how a `gpu` cell gets its GPUs
         "baseline",  # the platform every other one is normalized to in the report
         "requires",  # REQUIREMENTS this host must meet for the platform to be ready
+        "remote",  # the workload runs on an instance the campaign provisioned, not on the runner host
     ),
 )
 
@@ -76,6 +80,7 @@ PLATFORMS = (
         gpu_handover="CUDA_VISIBLE_DEVICES",
         baseline=True,
         requires=("venv",),
+        remote=False,
     ),
     Platform(
         "cn",
@@ -90,6 +95,7 @@ PLATFORMS = (
         gpu_handover="device_requests",
         baseline=False,
         requires=("engine", "image"),
+        remote=False,
     ),
     Platform(
         "vm",
@@ -104,6 +110,7 @@ PLATFORMS = (
         gpu_handover="hostdev",
         baseline=False,
         requires=("hypervisor", "libvirt", "guest_image"),
+        remote=False,
     ),
     Platform(
         "vmcn",
@@ -118,6 +125,7 @@ PLATFORMS = (
         gpu_handover="hostdev + device_requests",
         baseline=False,
         requires=("hypervisor", "libvirt", "guest_image", "guest_container_image"),
+        remote=False,
     ),
     Platform(
         "vmsg",
@@ -132,6 +140,7 @@ PLATFORMS = (
         gpu_handover="hostdev + --nv",
         baseline=False,
         requires=("hypervisor", "libvirt", "guest_image", "guest_sif"),
+        remote=False,
     ),
     Platform(
         "sg",
@@ -146,6 +155,7 @@ PLATFORMS = (
         gpu_handover="--nv",
         baseline=False,
         requires=("apptainer", "sif"),
+        remote=False,
     ),
     Platform(
         "k8s",
@@ -160,48 +170,52 @@ PLATFORMS = (
         gpu_handover="nvidia.com/gpu + RuntimeClass nvidia",
         baseline=False,
         requires=("kubernetes",),
+        remote=False,
     ),
     Platform(
         "ironic",
-        "an OpenStack bare-metal node",
-        ("platbench.lab.openstack_deploy",),
+        "an OpenStack bare-metal node the campaign deployed; the workload runs over SSH as on bm",
+        ("platbench.lab.openstack_instances", "platbench.lab.host_prep", "platbench.lab.workload_env"),
+        "run_ironic",
         None,
-        "no OpenStack roles yet",
         guest=False,
         container=False,
         cpu_pinning="taskset",
         cpu_vanilla="none (the node's scheduler)",
         gpu_handover="CUDA_VISIBLE_DEVICES",
         baseline=False,
-        requires=(),
+        requires=("openstack_instance",),
+        remote=True,
     ),
     Platform(
         "nova",
-        "an OpenStack Nova VM",
-        ("platbench.lab.openstack_deploy", "platbench.lab.openstack_instances"),
+        "an OpenStack Nova server per scenario; the workload runs over SSH",
+        ("platbench.lab.openstack_instances", "platbench.lab.host_prep", "platbench.lab.workload_env"),
+        "run_nova",
         None,
-        "no OpenStack roles yet",
         guest=True,
         container=False,
         cpu_pinning="flavor hw:cpu_policy=dedicated",
         cpu_vanilla="shared vCPUs",
         gpu_handover="PCI alias",
         baseline=False,
-        requires=(),
+        requires=("openstack_instance",),
+        remote=True,
     ),
     Platform(
         "magnum",
-        "an OpenStack Magnum Kubernetes cluster",
-        ("platbench.lab.openstack_deploy", "platbench.lab.openstack_instances"),
+        "a Kubernetes Job on an OpenStack Magnum cluster per scenario",
+        ("platbench.lab.openstack_instances",),
+        "run_magnum",
         None,
-        "no OpenStack roles yet",
         guest=True,
         container=True,
-        cpu_pinning="flavor hw:cpu_policy=dedicated + static CPU manager",
+        cpu_pinning="flavor hw:cpu_policy=dedicated + Guaranteed QoS",
         cpu_vanilla="CPU limit",
         gpu_handover="PCI alias + nvidia.com/gpu",
         baseline=False,
-        requires=(),
+        requires=("openstack_instance",),
+        remote=True,
     ),
 )
 
@@ -211,6 +225,7 @@ BASELINE = next(platform.label for platform in PLATFORMS if platform.baseline)
 BUILT = tuple(platform.label for platform in PLATFORMS if platform.placement)
 GUESTS = tuple(platform.label for platform in PLATFORMS if platform.guest)
 BUILT_GUESTS = tuple(label for label in GUESTS if label in BUILT)
+REMOTE = tuple(platform.label for platform in PLATFORMS if platform.remote)
 
 
 class UnknownPlatform(ValueError):

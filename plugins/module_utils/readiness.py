@@ -96,10 +96,19 @@ def _kubernetes_problem(host):
     return None
 
 
-def requirement_problem(requirement, host):
-    """Why ``host`` (see ``platform_status``) does not meet ``requirement``, or None."""
+OPENSTACK_FIX = (
+    "set openstack_instances_cloud (a clouds.yaml cloud name) so that playbooks/experiment.yml provisions the "
+    "campaign's instances (role platbench.lab.openstack_instances)"
+)
+
+
+def requirement_problem(requirement, host, label=None):
+    """Why ``host`` (see ``platform_status``) does not meet ``requirement`` for platform ``label``, or None."""
     facts, guest = host["facts"], host["guest_image"]
-    if requirement == "venv":
+    if requirement == "openstack_instance":
+        if not (host.get("openstack_instances") or {}).get(label):
+            return f"the inventory holds no {label} instance of this campaign: {OPENSTACK_FIX}"
+    elif requirement == "venv":
         if not host["venv_present"]:
             return f"no workload environment at {host['prefix']}/venv: run site.yml (role platbench.lab.workload_env)"
     elif requirement == "engine":
@@ -188,6 +197,7 @@ def platform_status(
     sif=None,
     sif_description=apptainer.SIF_DESCRIPTION,
     kubernetes=None,
+    openstack_instances=None,
 ):
     """For every registry platform: ``ready``, ``reason`` ('' when ready), ``skip`` (the host cannot
     run it at all, so an experiment skips it instead of failing), and for the guest platforms
@@ -202,6 +212,10 @@ def platform_status(
 
     ``apptainer_version`` is the host's Apptainer (None: not installed); ``sif`` the SIF description
     (``sif_description``, written by platbench.lab.apptainer) with ``present``: whether its SIF file exists.
+
+    ``openstack_instances``: per OpenStack platform, the inventory hosts of the campaign's instances (up or
+    failed: a failed one's cells are recorded as failed). Without any, the platform is skipped (``skip``):
+    no cloud was given to provision on.
     """
     cluster = dict(kubernetes or {})
     cluster["node_status"] = k8s_node(cluster.get("nodes"), cluster.get("node"))
@@ -217,6 +231,7 @@ def platform_status(
         "apptainer_version": apptainer_version or None,
         "sif": sif or {},
         "sif_description": sif_description,
+        "openstack_instances": openstack_instances or {},
     }
     accelerator = host["facts"].get("vm_accelerator") or None
     status = {}
@@ -224,7 +239,11 @@ def platform_status(
         if not platform.placement:
             entry = {"ready": False, "reason": platforms.not_built_reason(platform.label), "skip": False}
         else:
-            problems = [problem for problem in (requirement_problem(req, host) for req in platform.requires) if problem]
+            problems = [
+                problem
+                for problem in (requirement_problem(req, host, platform.label) for req in platform.requires)
+                if problem
+            ]
             entry = {
                 "ready": not problems,
                 "reason": problems[0] if problems else "",
@@ -234,6 +253,8 @@ def platform_status(
             node = cluster["node_status"]
             entry["node"] = {key: value for key, value in node.items() if key != "images"} if node else None
             entry["skip"] = entry["skip"] or not cluster.get("kubeconfig_present")
+        if "openstack_instance" in platform.requires:
+            entry["skip"] = not host["openstack_instances"].get(platform.label)
         if "hypervisor" in platform.requires:  # guests this host's QEMU runs
             entry.update(accelerator=accelerator, emulated=accelerator == "tcg")
         status[platform.label] = entry

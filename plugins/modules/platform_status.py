@@ -79,6 +79,14 @@ options:
     description: Where O(platforms) was set, for the error message.
     type: str
     default: platforms
+  openstack_instances:
+    description:
+      - Per OpenStack platform (ironic, nova, magnum), the inventory hosts of the campaign's instances, up or
+        failed (groups C(platbench_<platform>) and C(platbench_<platform>_failed), which
+        C(platbench.lab.openstack_instances) adds).
+      - A platform without any is skipped, with the reason.
+    type: dict
+    default: {}
 attributes:
   check_mode:
     description: Reads the same state as in a real run; the module never changes the host.
@@ -219,6 +227,7 @@ def main():
             "sif_description": {"type": "path", "default": apptainer.SIF_DESCRIPTION},
             "platforms": {"type": "list", "elements": "str", "default": []},
             "platforms_source": {"type": "str", "default": "platforms"},
+            "openstack_instances": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -246,6 +255,7 @@ def main():
         apptainer_version=version,
         sif=sif,
         sif_description=params["sif_description"],
+        openstack_instances=params["openstack_instances"],
     )
     module.exit_json(
         changed=False,

@@ -20,7 +20,7 @@ import hashlib
 import json
 
 from ansible_collections.platbench.lab.plugins.module_utils import apptainer, platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, k8s_job, peer
+from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, k8s_job, openstack_plan, peer
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 
@@ -57,6 +57,7 @@ OPTIONS = {
     "k8s_poll_delay": 5,  # k8s: seconds between two looks at the Job
     "sif": {},  # the SIF description (sg), platbench.lab.apptainer's current.json
     "apptainer_version": None,  # the host's Apptainer (sg)
+    "openstack_kubeconfig_dir": "/var/lib/platbench/openstack",  # magnum: where each cluster's kubeconfig is
 }
 
 
@@ -183,7 +184,7 @@ def k8s_gpu_env(count):
 
 def _k8s(plan, cell, threads, pinned, gpu_count, argv, mounts, opts):
     """The k8s sections of the plan: ``job`` (the batch/v1 Job) and ``kubernetes`` (where and how to run it)."""
-    if not opts["k8s_node"]:
+    if not opts["k8s_node"] and plan["platform"] == "k8s":
         raise CellPlanError(
             f"cell {cell['id']}: no Kubernetes node for {opts['host']}: set platform_run_k8s_node, or let "
             "platbench.lab.platform_status find it (platform_run's capabilities)"
@@ -232,6 +233,35 @@ def _k8s(plan, cell, threads, pinned, gpu_count, argv, mounts, opts):
         k8s_memory=resources["limits"]["memory"],
         k8s_gpus_requested=gpu_count,
     )
+
+
+def _openstack(plan, cell, platform, threads, pinned, gpu_count, argv, mounts, opts):
+    """ironic and nova: the workload as a process on the campaign's instance of the scenario, over SSH (the
+    instance's workload environment at ``prefix``, as on bm); magnum: a Job on the scenario's cluster, with its
+    kubeconfig and no node of its own (the cluster's scheduler chooses)."""
+    labels = cell["labels"]
+    instance = openstack_plan.instance_name(opts["campaign"], labels)
+    plan["openstack"] = {"instance": instance, "group": openstack_plan.group_name(platform.label)}
+    plan["runtime"].update(openstack_instance=instance, gpus_requested=gpu_count or None)
+    if platform.label == "magnum":
+        cluster_opts = {
+            **opts,
+            "kubeconfig": f"{str(opts['openstack_kubeconfig_dir']).rstrip('/')}/{instance}.kubeconfig",
+            "k8s_node": None,
+        }
+        _k8s(plan, cell, threads, pinned, gpu_count, argv, mounts, cluster_opts)
+        # The cluster's nodes pull the workload image; no role imports it there as on k8s.
+        plan["job"]["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "IfNotPresent"
+        return
+    # Nova pins through the flavor (hw:cpu_policy=dedicated): inside the server every vCPU is the scenario's.
+    # A bare-metal node is the whole machine: taskset gives the scenario its first CPUs.
+    taskset = ["taskset", "--cpu-list", f"0-{threads - 1}"] if pinned and platform.label == "ironic" else []
+    plan["process"] = {
+        "argv": taskset + [f"{opts['prefix']}/venv/bin/python"] + argv,
+        "chdir": opts["prefix"],
+        "env": plan["env"],
+    }
+    plan["runtime"]["launcher"] = "taskset over ssh" if taskset else "ssh"
 
 
 def _options(options):
@@ -315,21 +345,22 @@ def cell_plan(cell, facts, options=None):
     wants_gpu = labels["processor"] == "gpu"
     where = f"cell {cell['id']} on {opts['host']}"
     try:
+        # An OpenStack instance's CPUs and GPUs are its flavor's, not the runner's.
         cpus, node = (
             choose_cpus(facts.get("cpus_allowed", []), threads, opts["reserved_cpus"], facts.get("numa_nodes"))
-            if pinned
+            if pinned and not platform.remote
             else ([], None)
         )
         # The assignment is checked for every cell, so a bad one never passes unnoticed.
         gpu_pools.checked_assignment(opts["gpu_assignment"], facts.get("gpus"), opts["host"])
         gpus = (
             choose_gpus(platform, facts, opts["gpu_assignment"], opts["gpus_per_cell"], opts["host"])
-            if wants_gpu
+            if wants_gpu and not platform.remote
             else []
         )
     except (CellPlanError, gpu_pools.GpuAssignmentError) as exc:
         raise CellPlanError(f"{where}: {exc}") from None
-    gpu_count = len(gpus)
+    gpu_count = int(opts["gpus_per_cell"]) if wants_gpu and platform.remote else len(gpus)
     if platform.label == "k8s":
         # The device plugin chooses the pod's GPUs among the node's: the host's PCI addresses are not known
         # here, only how many it gets (as many as a cn cell); kubelet's CPU manager likewise picks the cores.
@@ -355,7 +386,9 @@ def cell_plan(cell, facts, options=None):
         {"source": str(cache), "target": str(cache), "mode": "rw"}
     ]
     name = instance_name(opts["campaign"], opts["host"], cell["id"])
-    gpus_env = k8s_gpu_env(gpu_count) if platform.label == "k8s" else gpu_env(platform, gpus, facts)
+    # The device plugin (k8s, magnum) or the flavor (nova, ironic) chooses the GPUs: only their count is known.
+    counted = platform.label == "k8s" or platform.remote
+    gpus_env = k8s_gpu_env(gpu_count) if counted else gpu_env(platform, gpus, facts)
     # Inside a guest the GPUs passed through are numbered from 0.
     renumbered = list(range(len(gpus)))
 
@@ -522,6 +555,9 @@ def cell_plan(cell, facts, options=None):
     elif platform.label == "k8s":
         plan["env"] = _env(threads, cache, gpus_env)
         _k8s(plan, cell, threads, pinned, gpu_count, argv, mounts, opts)
+    elif platform.remote:
+        plan["env"] = _env(threads, cache, gpus_env, None if platform.container else {"PYTHONPATH": opts["prefix"]})
+        _openstack(plan, cell, platform, threads, pinned, gpu_count, argv, mounts, opts)
     else:  # a new platform with a placement file needs its branch here (README, "Adding a platform")
         raise CellPlanError(f"{where}: platform {platform.label} has a placement file but no cell plan")
     return plan

@@ -106,7 +106,8 @@ def job(name, namespace, node, image, command, env, mounts, timeout, labels, ann
         volume_mounts.append({"name": volume, "mountPath": mount["target"], "readOnly": mount["mode"] == "ro"})
     pod_spec = {
         "restartPolicy": "Never",
-        "nodeSelector": {HOSTNAME_LABEL: node},
+        # No node (magnum): the cluster's scheduler chooses.
+        "nodeSelector": {HOSTNAME_LABEL: node} if node else {},
         "tolerations": [{"key": CONTROL_PLANE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
         # The workload talks to no API server and needs no service environment.
         "automountServiceAccountToken": False,

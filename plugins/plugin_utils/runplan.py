@@ -69,7 +69,9 @@ def plan_problems(
     allowed = [int(cpu) for cpu in facts.get("cpus_allowed", [])]
     reserved = {int(cpu) for cpu in reserved_cpus or ()}
     offered = len(set(allowed) - reserved)
-    most = max(int(cell["labels"]["scaleup"]) for cell in cells)
+    # The cells of OpenStack platforms run on the campaign's instances: their flavors give CPUs and GPUs.
+    local = [cell for cell in cells if cell["labels"]["platform"] not in platforms.REMOTE]
+    most = max((int(cell["labels"]["scaleup"]) for cell in local), default=0)
     if most > offered:
         problems.append(
             f"Experiment '{name}' asks for scale-up {most}, but {host} offers {offered} CPUs "
@@ -77,7 +79,7 @@ def plan_problems(
             f"Lower 'scaleup' in experiments/{name}.yml or run on a bigger host."
         )
     problems.extend(_node_problems(name, cells, status, skipped))
-    gpu_problems, summary = _gpu_problems(name, cells, status, facts, host, gpu_assignment, guest_image)
+    gpu_problems, summary = _gpu_problems(name, local, status, facts, host, gpu_assignment, guest_image)
     problems.extend(gpu_problems)
     return {"problems": problems, "skipped": skipped, "gpu_summary": summary}
 

@@ -17,6 +17,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     dataset_dir,
     instance_name,
 )
+from unbuilt import REASON, make_unbuilt
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_NODE = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
@@ -52,7 +53,8 @@ OPTIONS = {
     "sif": {"sif": "/var/lib/platbench/sif/workload-cdcdcdcdcdcd.sif", "image_id": "sha256:" + "cd" * 32},
     "apptainer_version": "1.4.5",
 }
-BUILT = [p.label for p in platforms.PLATFORMS if p.placement]
+# The OpenStack platforms run on the campaign's instances: tests/unit/test_openstack_instances_cellplan.py.
+BUILT = [p.label for p in platforms.PLATFORMS if p.placement and not p.remote]
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
 
 
@@ -193,7 +195,6 @@ def test_names_depend_on_campaign_host_and_cell():
             r"cell bm/16/pin/cpu\|r0 on runner-a: scale-up 16 needs 16 CPUs",
         ),
         (make_cell("cn", processor="gpu"), ONE_NODE, OPTIONS, "a 'gpu' cell needs a GPU"),
-        (make_cell("ironic"), ONE_NODE, OPTIONS, "platform ironic is not built by this release"),
         (make_cell("lxc"), ONE_NODE, OPTIONS, "unknown platform 'lxc'; known: bm"),
         (make_cell("bm"), ONE_NODE, {"campaign": "c"}, "option 'host' is required"),
         (make_cell("bm"), ONE_NODE, {**OPTIONS, "colour": 1}, "unknown option"),
@@ -338,3 +339,9 @@ def test_the_peer_ports_follow_the_cell_params():
 def test_micro_net_cells_the_platform_cannot_give_a_peer_say_why(platform, params, message):
     with pytest.raises(CellPlanError, match=message):
         cell_plan(micro_net_cell(platform, **params), ONE_NODE, OPTIONS)
+
+
+def test_a_platform_not_built_is_refused_with_the_reason(monkeypatch):
+    make_unbuilt(monkeypatch, "sg")
+    with pytest.raises(CellPlanError, match=f"platform sg is not built by this release of platbench .{REASON}"):
+        cell_plan(make_cell("sg"), ONE_NODE, OPTIONS)

@@ -9,6 +9,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status, summary
 from ansible_collections.platbench.lab.plugins.modules import platform_status as module
+from unbuilt import REASON, make_unbuilt
 
 IMAGE = "sha256:" + "1" * 64
 OLD_IMAGE = "sha256:" + "2" * 64
@@ -35,11 +36,32 @@ def test_a_complete_kvm_host_runs_every_built_platform():
     assert "accelerator" not in result["bm"]
 
 
-def test_every_registry_platform_is_reported_and_unbuilt_ones_say_so():
+def test_every_registry_platform_is_reported_and_unbuilt_ones_say_so(monkeypatch):
+    assert list(status()) == list(platforms.LABELS)
+    make_unbuilt(monkeypatch, "sg")
     result = status()
-    assert list(result) == list(platforms.LABELS)
-    for label in ("ironic", "nova", "magnum"):
-        assert not result[label]["ready"] and "not built by this release" in result[label]["reason"]
+    assert not result["sg"]["ready"] and "not built by this release" in result["sg"]["reason"]
+    assert REASON in result["sg"]["reason"]
+
+
+def test_openstack_platforms_are_ready_with_the_campaigns_instances_and_skipped_without():
+    without = status()
+    for label in platforms.REMOTE:
+        assert without[label]["skip"] and not without[label]["ready"]
+        assert f"the inventory holds no {label} instance of this campaign" in without[label]["reason"]
+        assert "openstack_instances_cloud" in without[label]["reason"]
+    with_nova = platform_status(
+        KVM_HOST,
+        "/opt/platbench",
+        True,
+        "platbench/workload:latest",
+        IMAGE,
+        "/var/lib/platbench/guest/current.json",
+        GUEST,
+        openstack_instances={"nova": ["pb-0123456789-nova-1-vnl-cpu"], "ironic": []},
+    )
+    assert with_nova["nova"] == {"ready": True, "reason": "", "skip": False}
+    assert with_nova["ironic"]["skip"] and with_nova["magnum"]["skip"]
 
 
 @pytest.mark.parametrize(

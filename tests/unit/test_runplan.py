@@ -11,6 +11,7 @@ from ansible_collections.platbench.lab.plugins.module_utils.readiness import pla
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples, done_cells
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
+from unbuilt import make_unbuilt
 
 FACTS = {"cpus_allowed": [0, 1], "gpu_count": 0, "docker_engine": True, "vm_accelerator": "tcg", "libvirt_daemon": True}
 GUEST = {"container_image_id": "sha256:1"}
@@ -97,18 +98,36 @@ def test_a_plan_this_host_can_run_has_no_problem():
     assert problems(experiment()) == {"problems": [], "skipped": {}, "gpu_summary": ""}
 
 
-def test_an_unbuilt_platform_and_a_missing_piece_fail_with_their_reason():
+def test_an_unbuilt_platform_and_a_missing_piece_fail_with_their_reason(monkeypatch):
+    make_unbuilt(monkeypatch, "sg")
     status = platform_status({**FACTS, "docker_engine": False}, "/opt/platbench", True, "img", None, "/g", {})
-    found = problems(experiment(platforms=["bm", "cn", "ironic"]), status)["problems"]
+    found = problems(experiment(platforms=["bm", "cn", "sg"]), status)["problems"]
     assert len(found) == 2
     assert found[0].startswith("Experiment 'smoke' asks for platform cn, which runner-a cannot run: no Docker engine")
-    assert "platform ironic, which runner-a cannot run: not built by this release" in found[1]
+    assert "platform sg, which runner-a cannot run: not built by this release" in found[1]
     assert "platform_run_skip_unavailable=true" in found[1]
-    assert problems(experiment(platforms=["bm", "ironic"]), status, skip_unavailable=True) == {
+    assert problems(experiment(platforms=["bm", "sg"]), status, skip_unavailable=True) == {
         "problems": [],
-        "skipped": {"ironic": status["ironic"]["reason"]},
+        "skipped": {"sg": status["sg"]["reason"]},
         "gpu_summary": "",
     }
+
+
+def test_openstack_cells_are_skipped_without_instances_and_never_checked_against_the_runner():
+    status = platform_status(FACTS, "/opt/platbench", True, "img", "sha256:1", "/g", GUEST)
+    plan = experiment(platforms=["bm", "nova"])
+    assert problems(plan, status) == {
+        "problems": [],
+        "skipped": {"nova": status["nova"]["reason"]},
+        "gpu_summary": "",
+    }
+    ready = platform_status(
+        FACTS, "/opt/platbench", True, "img", "sha256:1", "/g", GUEST, openstack_instances={"nova": ["pb-x"]}
+    )
+    # More CPUs and GPUs than the runner has: the flavor gives them on the cloud.
+    big = {**plan, "cells": [cell for cell in plan["cells"] if cell["labels"]["platform"] == "nova"]}
+    big["cells"] = [{**cell, "labels": {**cell["labels"], "scaleup": 64, "processor": "gpu"}} for cell in big["cells"]]
+    assert problems(big, ready) == {"problems": [], "skipped": {}, "gpu_summary": ""}
 
 
 def test_guests_without_qemu_are_skipped_not_failed():
