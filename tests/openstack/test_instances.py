@@ -52,15 +52,15 @@ def cell(platform, scaleup, cpu_config, processor):
     return {"id": f"{scenario}|r0", "scenario": scenario, "params": {"framework": "tensorflow"}, "labels": labels}
 
 
-# A CPU server, three 1-GPU servers for the cloud's two GPUs (the third finds no valid host), an Ironic node.
-# No pinned server: the test cloud's compute host has no dedicated CPUs (PCPU), so the capacity check refuses
-# pinned flavors before anything is created (test_a_flavor_no_host_can_hold_is_named_before_anything_is_created).
+# A CPU server, three 1-GPU servers for the cloud's two GPUs (the third finds no valid host), an Ironic node,
+# and a pinned server on two of the compute host's four dedicated CPUs (PCPU).
 CELLS = [
     cell("nova", 1, "vnl", "cpu"),
     cell("nova", 1, "vnl", "gpu"),
     cell("nova", 2, "vnl", "gpu"),
     cell("nova", 4, "vnl", "gpu"),
     cell("ironic", 1, "vnl", "cpu"),
+    cell("nova", 2, "pin", "cpu"),
 ]
 PLAYBOOK = [
     {
@@ -283,6 +283,7 @@ def test_provision_record_and_tear_down(test_cloud, tmp_path):
         assert flavors[f"{prefix}nova-1-vnl-cpu"] == {}
         assert flavors[f"{prefix}nova-1-vnl-gpu"] == {"pci_passthrough:alias": f"{PCI_ALIAS}:1"}
         assert flavors[f"{prefix}nova-4-vnl-gpu"] == {"pci_passthrough:alias": f"{PCI_ALIAS}:1"}
+        assert flavors[f"{prefix}nova-2-pin-cpu"] == {"hw:cpu_policy": "dedicated"}
         assert flavors[f"{prefix}ironic-baremetal"] == {
             "resources:CUSTOM_BAREMETAL": "1",
             "resources:VCPU": "0",
@@ -290,9 +291,10 @@ def test_provision_record_and_tear_down(test_cloud, tmp_path):
             "resources:DISK_GB": "0",
         }
 
-        # Servers: the CPU one and two GPU ones ACTIVE, tagged; the third GPU one deleted after its ERROR.
+        # Servers: the CPU, pinned and two GPU ones ACTIVE, tagged; the third GPU one deleted after its ERROR.
         servers = seen["servers"]
-        active = [f"{prefix}nova-1-vnl-cpu", f"{prefix}nova-1-vnl-gpu", f"{prefix}nova-2-vnl-gpu"]
+        names = ("nova-1-vnl-cpu", "nova-1-vnl-gpu", "nova-2-vnl-gpu", "nova-2-pin-cpu")
+        active = [f"{prefix}{name}" for name in names]
         assert sorted(servers) == sorted(active), servers
         for name in active:
             assert servers[name] == {"status": "ACTIVE", "metadata": {"platbench_campaign": CAMPAIGN}}
@@ -300,6 +302,11 @@ def test_provision_record_and_tear_down(test_cloud, tmp_path):
         for name in active:
             classes = {rc for provider in seen["allocations"][name].values() for rc in provider["resources"]}
             assert any("PCI" in rc for rc in classes) == ("gpu" in name), (name, seen["allocations"][name])
+        # The pinned server holds dedicated CPUs, the others shared ones.
+        for name in active:
+            used = {rc for provider in seen["allocations"][name].values() for rc in provider["resources"]}
+            wanted, other = ("PCPU", "VCPU") if "-pin-" in name else ("VCPU", "PCPU")
+            assert wanted in used and other not in used, (name, used)
 
         # The Ironic node: enrolled, made available and deployed.
         assert seen["nodes"] == {f"{prefix}node0": {"provision_state": "active", "resource_class": "baremetal"}}
@@ -351,11 +358,12 @@ def test_a_flavor_no_host_can_hold_is_named_before_anything_is_created(test_clou
     assert run.returncode != 0
     assert "fits no compute host" in run.stdout and "openstack_instances_memory_mb" in run.stdout, done(run)
     assert "Create the flavors" not in run.stdout
-    # A pinned flavor (hw:cpu_policy=dedicated) on a cloud whose compute host offers no dedicated CPUs.
-    pinned_cells = [cell("nova", 1, "pin", "cpu")]
+    # A pinned flavor (hw:cpu_policy=dedicated) wanting more dedicated CPUs (PCPU) than the compute host's four.
+    pinned_cells = [cell("nova", 8, "pin", "cpu")]
     pinned = apply(test_cloud, tmp_path, role_vars(test_cloud, tmp_path, openstack_instances_cells=pinned_cells))
     assert pinned.returncode != 0
-    assert "nova-1-pin-cpu (1 vCPU" in pinned.stdout and "cpu_dedicated_set" in pinned.stdout, done(pinned)
+    assert "nova-8-pin-cpu (8 vCPU" in pinned.stdout and "PCPU 4" in pinned.stdout, done(pinned)
+    assert "cpu_dedicated_set" in pinned.stdout
     assert "Create the flavors" not in pinned.stdout
     assert resources(test_cloud) == before
 
@@ -418,20 +426,16 @@ def test_magnum_template_and_cluster_up_to_heat(test_cloud, tmp_path):
             inventory_dump=str(dump),
         )
         try:
+            # The test cloud's Magnum driver validates the template as Magnum does and fails every cluster
+            # where Heat would start (testcloud's no-orchestration driver).
             run = apply(test_cloud, tmp_path, variables)
-            if "not supported by any loaded cluster driver" in run.stdout:
-                # This Magnum loads no cluster driver (they build clusters with Heat, which the test cloud lacks):
-                # the template is refused, the failure says Magnum's reason, and what was created is deleted.
-                assert run.returncode != 0 and "no cluster drivers are loaded" in run.stdout, done(run)
-                assert "everything it had created on cloud" in run.stdout
-            else:
-                assert run.returncode == 0, done(run)
-                listed = resources(test_cloud)
-                assert any(entry.endswith(f" {prefix}k8s") for entry in listed["magnum_templates"]), listed
-                assert any(entry.endswith(f" {prefix}magnum-1-vnl-cpu") for entry in listed["magnum_clusters"])
-                # Without Heat the cluster is never built: its cells go to the failed group with Magnum's status.
-                groups = json.loads(dump.read_text())["groups"]
-                assert groups["platbench_magnum_failed"] == [f"{prefix}magnum-1-vnl-cpu"]
+            assert run.returncode == 0, done(run)
+            listed = resources(test_cloud)
+            assert any(entry.endswith(f" {prefix}k8s") for entry in listed["magnum_templates"]), listed
+            assert any(entry.endswith(f" {prefix}magnum-1-vnl-cpu") for entry in listed["magnum_clusters"])
+            # The cluster is never built: its cells go to the failed group with Magnum's status.
+            groups = json.loads(dump.read_text())["groups"]
+            assert groups["platbench_magnum_failed"] == [f"{prefix}magnum-1-vnl-cpu"]
         finally:
             teardown = apply(test_cloud, tmp_path, role_vars(test_cloud, tmp_path, openstack_instances_state="absent"))
         assert teardown.returncode == 0, done(teardown)

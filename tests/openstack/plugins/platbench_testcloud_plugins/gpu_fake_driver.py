@@ -1,4 +1,5 @@
-"""nova's fake hypervisor, sized like a small GPU host: 8 vCPUs, 16 GiB, 200 GB, 2 NVIDIA H100.
+"""nova's fake hypervisor, sized like a small GPU host: 8 shared vCPUs, 4 dedicated CPUs (PCPU, for
+``hw:cpu_policy=dedicated`` flavors), 16 GiB, 200 GB, 2 NVIDIA H100.
 
 nova loads its compute driver as ``nova.virt.<compute_driver>`` only (nova/virt/driver.py), so a
 driver outside nova's tree is not loadable by name. ``nova_compute.main`` (the
@@ -7,6 +8,7 @@ it runs nova-compute, and nova.conf says ``compute_driver = platbench_gpu.TwoGpu
 nova's own tree stays untouched.
 """
 
+import nova.conf
 from nova.virt import fake
 from oslo_serialization import jsonutils
 
@@ -41,3 +43,20 @@ class TwoGpuFakeDriver(fake.FakeDriverWithoutFakeNodes):
                 ]
             )
         return resources
+
+    def update_provider_tree(self, provider_tree, nodename, allocations=None):
+        # nova schedules pinned flavors on PCPU, which only a driver that reads [compute]
+        # cpu_dedicated_set reports (libvirt does); the fake one reports VCPU alone.
+        super().update_provider_tree(provider_tree, nodename, allocations)
+        dedicated = nova.conf.CONF.compute.cpu_dedicated_set
+        if dedicated:
+            inventory = dict(provider_tree.data(nodename).inventory)
+            inventory["PCPU"] = {
+                "total": len(dedicated),
+                "min_unit": 1,
+                "max_unit": len(dedicated),
+                "step_size": 1,
+                "allocation_ratio": 1.0,
+                "reserved": 0,
+            }
+            provider_tree.update_inventory(nodename, inventory)
