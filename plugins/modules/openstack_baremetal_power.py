@@ -14,7 +14,7 @@ description:
     (C(Node has unknown power state None)), and has no way to set it first; a node of a power interface that
     reports none until it is set (C(fake-hardware)) stays so. This powers such a node off through openstacksdk
     and waits until Ironic reports it; a node with a known power state is left alone.
-version_added: "0.7.0"
+version_added: "0.8.0"
 author: platbench developers (@platbench)
 requirements:
   - openstacksdk (the version requirements.txt pins)

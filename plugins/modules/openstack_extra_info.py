@@ -18,7 +18,7 @@ description:
     empty where the cloud has no Magnum.
   - V(catalog) is which of the services platbench uses the cloud's catalog offers (teardown skips the others).
   - Uses the SDK only for these; everything else goes through C(openstack.cloud) modules.
-version_added: "0.7.0"
+version_added: "0.8.0"
 author: platbench developers (@platbench)
 requirements:
   - openstacksdk (the version requirements.txt pins)

@@ -15,7 +15,7 @@ description:
     the cluster's CA, and a kubeconfig naming the cluster's API address, the CA, the certificate and the key.
   - The file is written with mode 0600; the key never leaves it (the result holds only the path).
   - A cluster that is not C(CREATE_COMPLETE) or C(UPDATE_COMPLETE) fails with its status and reason.
-version_added: "0.7.0"
+version_added: "0.8.0"
 author: platbench developers (@platbench)
 requirements:
   - openstacksdk (the version requirements.txt pins)
