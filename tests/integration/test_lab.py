@@ -186,9 +186,15 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
             {"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "sg"]}},
             r"platform sg.*Apptainer is not installed on this host.*platbench\.lab\.apptainer",
         ),
+        # The OpenStack platforms provision on the cloud named; one clouds.yaml does not have stops them all.
         (
-            {"experiment": "smoke", "experiment_overrides": {"platforms": ["bm", "ironic"]}},
-            r"platform ironic.*not built",
+            {
+                "experiment": "smoke",
+                "experiment_overrides": {"platforms": ["bm", "nova"]},
+                "openstack_instances_cloud": "no-such-cloud",
+                "openstack_instances_image_name": "debian-12",
+            },
+            r"openstack_instances_cloud: there is no cloud 'no-such-cloud'",
         ),
         # An address in the GPU assignment that is no NVIDIA GPU of the host stops even a CPU-only plan.
         (

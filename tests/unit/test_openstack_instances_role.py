@@ -92,3 +92,12 @@ def test_a_cloud_name_clouds_yaml_does_not_have_is_named(setup, tmp_path):
     # It stopped before anything could be created.
     assert "Create the flavors" not in done.stdout
     assert "pw-never-shown-4711" not in done.stdout + done.stderr
+
+
+def test_a_setting_the_plan_refuses_is_named_in_the_output(setup, tmp_path):
+    # The plan task itself hides its result (BMC credentials); its refusal must still reach the user.
+    variables = {key: value for key, value in BASE.items() if key != "openstack_instances_image_file"}
+    done = run(setup, tmp_path, variables)
+    assert done.returncode != 0
+    assert "set openstack_instances_image_file (uploaded to glance) or openstack_instances_image_name" in done.stdout
+    assert "Log in to cloud" not in done.stdout
