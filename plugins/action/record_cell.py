@@ -9,6 +9,7 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.release import __version__ as ansible_version
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.failures import describe_failure, failure_output
 from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import (
     FAILED,
@@ -43,7 +44,7 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("cell", "campaign", "output", "error", "failure", "runtime"))
+    _VALID_ARGS = frozenset(("cell", "campaign", "plan", "results", "engines", "output", "error", "failure", "runtime"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -63,22 +64,21 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("record_cell needs 'campaign' with 'name' and 'results_dir'")
 
         failure = args.get("failure")
-        output = args.get("output") or ""
+        output, runtime, observed_error = self._observed(args)
         if failure and not output.strip():
             output = failure_output((failure or {}).get("result") if isinstance(failure, dict) else None)
         output = _tail(output)
-        error = args.get("error") or (failure_error(failure, output) if failure else None)
-        env = self._environment(task_vars)
-        status, error, samples = cell_outcome(
-            cell_labels(cell, campaign["name"]), output, error, env, args.get("runtime") or {}
-        )
+        error = args.get("error") or observed_error or (failure_error(failure, output) if failure else None)
+        env = self._environment(task_vars, args.get("engines") or {})
+        status, error, samples = cell_outcome(cell_labels(cell, campaign["name"]), output, error, env, runtime)
         result.update(
             changed=False,
             platbench_cell={"id": cell["id"], "scenario": cell.get("scenario"), "labels": cell["labels"]},
             platbench_campaign={
                 "name": campaign["name"],
                 "results_dir": os.path.abspath(os.path.expanduser(campaign["results_dir"])),
-                "experiment": campaign.get("experiment", {}),
+                # The one place the expanded cells leave the experiment: run.json keeps its definition.
+                "experiment": {k: v for k, v in (campaign.get("experiment") or {}).items() if k != "cells"},
             },
             platbench_status=status,
             platbench_error=error,
@@ -95,7 +95,25 @@ class ActionModule(ActionBase):
         return result
 
     @staticmethod
-    def _environment(task_vars):
+    def _observed(args):
+        """The output, runtime and error of the cell: with ``plan``, what its kind maps from the engine's
+        registered ``results`` (plugins/plugin_utils/placements/), on top of what the plan asked for;
+        without, the ``output`` and ``runtime`` given."""
+        plan = args.get("plan") or {}
+        runtime = dict(args.get("runtime") or {})
+        if not plan:
+            return args.get("output") or "", runtime, None
+        if not isinstance(plan, dict) or not isinstance(args.get("results") or {}, dict):
+            raise AnsibleActionFail("record_cell: 'plan' (a cell_plan) and 'results' must be mappings")
+        try:
+            observed = placements.observed(plan, args.get("results") or {})
+        except (placements.PlacementError, ValueError) as exc:
+            raise AnsibleActionFail(f"record_cell: {exc}") from None
+        runtime = {**runtime, **(plan.get("runtime") or {}), **observed.runtime}
+        return args.get("output") or observed.output, runtime, observed.error
+
+    @staticmethod
+    def _environment(task_vars, engines):
         """What the host looked like to Ansible; the workload adds what it saw itself."""
         facts = task_vars.get("ansible_facts", {})
         lab = facts.get("platbench", {})
@@ -110,6 +128,8 @@ class ActionModule(ActionBase):
             "numa_nodes": len(lab.get("numa_nodes", {})) or None,
             "gpu_count": lab.get("gpu_count"),
             "host_virt": lab.get("virt"),
-            "docker_version": task_vars.get("platform_run_docker_version"),
+            # The host's Docker engine as platform_status found it (the `engines` argument), as the record has always
+            # said; a container cell's own engine and its version (docker_version, podman_version) are in its runtime.
+            "docker_version": (engines.get("docker") or {}).get("version"),
             "ansible_version": ansible_version,
         }

@@ -46,6 +46,7 @@ CELL_ACTIONS = ("platbench.lab.record_cell",)
 SAMPLES_FILE = "samples.jsonl"
 RUN_FILE = "run.json"
 SUMMARY_METRICS = ("throughput", "elapsed")
+STATUSES = ("ok", "failed", "skipped")  # what record_cell decides a cell ended as
 FAILED_SHOWN = 20  # failed cells listed by name at the end of a run; the file has them all
 _COLLECTION_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
@@ -80,7 +81,7 @@ def _write_atomically(path, document):
 
 def _open_campaign(campaign):
     """run.json content for this run: a new campaign, or a resumed one with this run added to ``resumes``."""
-    experiment = {key: value for key, value in (campaign.get("experiment") or {}).items() if key != "cells"}
+    experiment = campaign.get("experiment") or {}  # without its expanded cells (record_cell leaves them out)
     session = {
         "started": _now(),
         "finished": None,
@@ -112,13 +113,6 @@ def _summary(samples):
     # The headline metrics only; the file has them all.
     shown = [s for s in samples if s["metric"] in SUMMARY_METRICS] or samples[:2]
     return ", ".join(f"{sample['metric']}={sample['value']:.4g} {sample['unit']}" for sample in shown)
-
-
-def _status_of(samples):
-    """ok, failed or skipped, from the samples alone (an action that gave no platbench_status)."""
-    if samples[0]["metric"] == FAILED_METRIC:
-        return "failed"
-    return "skipped" if all(sample["metric"] == SKIPPED_METRIC for sample in samples) else "ok"
 
 
 def _first_line(error):
@@ -192,11 +186,11 @@ class CallbackModule(CallbackBase):
         if not isinstance(cell, dict):
             return
         samples = data.get("platbench_samples")
-        if not _valid_samples(samples):
-            # Nothing to persist: say so rather than invent a sample the action did not decide.
+        if not _valid_samples(samples) or data.get("platbench_status") not in STATUSES:
+            # Nothing to persist: say so rather than invent a sample or a status the action did not decide.
             self._display.warning(
                 f"platbench: the result of task '{result._task.get_name()}' for cell "
-                f"{cell.get('id')} carries no platbench_samples; that cell was not recorded"
+                f"{cell.get('id')} carries no platbench_samples and platbench_status; that cell was not recorded"
             )
             return
 
@@ -204,7 +198,7 @@ class CallbackModule(CallbackBase):
         session = self._session(campaign, result._host.get_name(), data.get("platbench_env") or {})
         append_samples(os.path.join(campaign["results_dir"], SAMPLES_FILE), samples)
 
-        status = data.get("platbench_status") or _status_of(samples)
+        status = data["platbench_status"]
         session["cells"][status] = session["cells"].get(status, 0) + 1
         if status == "failed":
             self._failed.setdefault(campaign["results_dir"], []).append(

@@ -12,8 +12,10 @@ import os
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.module_utils import platforms as _registry
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as _gpus
+from ansible_collections.platbench.lab.plugins.plugin_utils import identities as _identities
 from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job as _k8s_job
 from ansible_collections.platbench.lab.plugins.plugin_utils import kubernetes_config as _kubernetes
+from ansible_collections.platbench.lab.plugins.plugin_utils import tool_checks as _tool_checks
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     CellPlanError,
     choose_cpus,
@@ -121,6 +123,35 @@ def platforms(labels=None, source="platforms"):
     except _registry.UnknownPlatform as exc:
         raise AnsibleFilterError(f"{exc}. Fix the list and run again.") from None
     return [_registry.as_dict(_registry.BY_LABEL[label]) for label in wanted]
+
+
+def platform_roles(labels, kind=None, applied=(), source="platforms"):
+    """The roles that build the platforms ``labels`` (of ``kind`` only, when given), in registry order, each
+    once, less those ``applied`` already."""
+    try:
+        wanted = _registry.check_labels(labels, source)
+    except _registry.UnknownPlatform as exc:
+        raise AnsibleFilterError(f"{exc}. Fix the list and run again.") from None
+    if kind is not None and kind not in _registry.KINDS:
+        raise AnsibleFilterError(f"platform_roles: unknown kind {kind!r}; known: {', '.join(_registry.KINDS)}")
+    roles = [
+        role
+        for entry in _registry.PLATFORMS
+        if entry.label in wanted and kind in (None, entry.kind) and entry.placement
+        for role in entry.roles
+    ]
+    return [role for role in dict.fromkeys(roles) if role not in set(applied or ())]
+
+
+def instance_groups(entries, groups):
+    """Per platform of the cloud_instance kind (``entries``: ``platforms`` filter results), the inventory hosts
+    of its instances, up (its ``group``) or failed (its ``failed_group``)."""
+    groups = groups or {}
+    return {
+        entry["label"]: list(groups.get(entry["group"]) or []) + list(groups.get(entry["failed_group"]) or [])
+        for entry in entries
+        if entry.get("group")
+    }
 
 
 def cell_plan(cell, facts, options=None, **more):
@@ -266,6 +297,34 @@ def nvidia_device_plugin_manifests(settings):
     )
 
 
+def tool_checks(plan, status, image):
+    """Where this runner looks for the workloads' tools: ``{where, argv, fix}`` per place."""
+    return _tool_checks.checks(_mapping(plan, "the plan", "tool_checks"), status or {}, image)
+
+
+def tool_problems(results, tools, host):
+    """A message per place the tool check found a tool missing (the looped command's results)."""
+    return _tool_checks.problems(results, tools or [], host)
+
+
+def base_image_tag(packages, suite):
+    """The workload image's base image tag, ``<suite>-<8 hex of the sorted packages>``."""
+    return _identities.base_image_tag(suite, packages)
+
+
+def wheelhouse_name(requirements, python_version):
+    """The wheelhouse directory name of a requirement list and Python version."""
+    return _identities.wheelhouse_name(requirements, python_version)
+
+
+def guest_rootfs_id(inputs, nvidia=None, apptainer_deb=None):
+    """The guest root file system's id from its inputs (GPU and Apptainer inputs only where they apply)."""
+    try:
+        return _identities.guest_rootfs_id(_mapping(inputs, "the inputs", "guest_rootfs_id"), nvidia, apptainer_deb)
+    except (KeyError, ValueError) as exc:
+        raise AnsibleFilterError(f"guest_rootfs_id: {exc}") from None
+
+
 class FilterModule:
     """platbench.lab filters."""
 
@@ -279,6 +338,13 @@ class FilterModule:
             "emulated_subset": emulated_subset,
             "platforms": platforms,
             "cell_plan": cell_plan,
+            "instance_groups": instance_groups,
+            "tool_checks": tool_checks,
+            "base_image_tag": base_image_tag,
+            "wheelhouse_name": wheelhouse_name,
+            "guest_rootfs_id": guest_rootfs_id,
+            "tool_problems": tool_problems,
+            "platform_roles": platform_roles,
             "dataset_dir": dataset_dir,
             "plan_problems": plan_problems,
             "cells_to_run": cells_to_run,

@@ -14,8 +14,8 @@ from collections import namedtuple
 
 # Requirements a host must meet before a platform is ready (checked by platform_status):
 #   venv                  the bare-metal workload environment (<prefix>/venv/bin/python)
-#   engine                a Docker engine answering on the host
-#   image                 the workload image built in that engine
+#   engine                the platform's container engine (its `engine`) answering on the host
+#   image                 the current workload image in that engine (Podman: the same image id as Docker's)
 #   hypervisor            KVM or at least QEMU (TCG) on the host; without it the platform is skipped
 #   libvirt               libvirtd answering
 #   guest_image           the guest image description (platbench.lab.guest_image)
@@ -40,182 +40,254 @@ REQUIREMENTS = (
     "kubernetes",
     "openstack_instance",
 )
-# How a `gpu` cell's GPUs are handed over when the workload sees the host's own GPUs, numbered as
-# the host's driver numbers them (bm's CUDA_VISIBLE_DEVICES, Apptainer's --nv binds them all);
-# the other handovers show a container only its own GPUs, renumbered from 0.
-HOST_GPU_VIEW = ("CUDA_VISIBLE_DEVICES", "--nv")
+# Kinds of placement: how a cell's workload is put on its platform. Each kind is code written once:
+# plugins/plugin_utils/placements/<kind>.py plans its section of the cell plan and maps what its engine
+# reported into the sample's runtime; roles/platform_run/tasks/<kind>.yml executes it.
+#   process         a process on the runner host (or, inside a guest or an instance, on that machine)
+#   container       a container run by a container engine (ENGINES)
+#   guest           a throwaway libvirt guest of the runner host, the workload inside it as an ``inner`` kind
+#   k8s_job         a Kubernetes Job
+#   cloud_instance  an instance the campaign provisioned from a cloud, the workload on it as an ``inner`` kind
+KINDS = ("process", "container", "guest", "k8s_job", "cloud_instance")
+# What may run inside the kinds that hold another.
+INNER_KINDS = {"guest": ("process", "container"), "cloud_instance": ("process", "k8s_job")}
+# How a process kind starts the workload: the workload environment's python, or `apptainer exec` of the SIF.
+LAUNCHERS = ("venv", "apptainer")
+# The container engines of the container kind.
+ENGINES = ("docker", "podman")
+# What a `gpu` cell's workload sees of its GPUs:
+#   host        the host's GPUs, numbered as the host's driver numbers them, checked by their host bus ids
+#   own         only its own, numbered from 0, checked by their host bus ids
+#   passthrough passed through into a guest: numbered from 0, bus ids the guest's own (only counted)
+#   scheduled   a scheduler (device plugin, flavor) chooses them: only how many is known in advance
+GPU_VIEWS = ("host", "own", "passthrough", "scheduled")
+# How `pin` gives the scenario its CPUs.
+PINNINGS = ("taskset", "cpuset", "vcpupin", "cpu_manager", "flavor")
+# Where micro_net's network peer runs, on platforms that can host one: a second process on the loopback,
+# or a second container on a bridge network of the cell's own (plugins/plugin_utils/peer.py).
+PEERS = ("loopback", "bridge")
+# What a cloud instance is, for the plan that provisions it (plugins/plugin_utils/openstack_plan.py).
+INSTANCES = ("baremetal_node", "server", "coe_cluster")
+# The inventory group every cloud instance whose workload runs as a venv process joins (besides its
+# platform's group), so that one play installs the workload environment on all of them.
+PROCESS_INSTANCES_GROUP = "platbench_process_instances"
 
-Platform = namedtuple(
-    "Platform",
-    (
-        "label",  # the `platform` label of cells and samples
-        "description",  # what it is, one line
-        "roles",  # the roles that build it, in order
-        "placement",  # the platform_run entry point (tasks/<placement>.yml) placing a cell on it; None: not built
-        "unbuilt",  # why it is not built in this release (None when placement is set)
-        "guest",  # runs inside a QEMU/KVM guest (emulated under TCG where the host has no usable KVM)
-        "container",  # the workload runs in a Docker container (the workload image)
-        "cpu_pinning",  # how `pin` gives the scenario its CPUs
-        "cpu_vanilla",  # what `vnl` does
-        "gpu_handover",  # how a `gpu` cell gets its GPUs
-        "baseline",  # the platform every other one is normalized to in the report
-        "requires",  # REQUIREMENTS this host must meet for the platform to be ready
-        "remote",  # the workload runs on an instance the campaign provisioned, not on the runner host
-    ),
+_FIELDS = (
+    "label",  # the `platform` label of cells and samples
+    "description",  # what it is, one line
+    "roles",  # the roles that build it, in order
+    "kind",  # KINDS: how a cell is placed on it
+    "inner",  # guest, cloud_instance: the kind the workload runs as inside (INNER_KINDS); else None
+    "launcher",  # a process (outer or inner): LAUNCHERS; else None
+    "engine",  # a container (outer or inner): ENGINES; else None
+    "gpu_view",  # GPU_VIEWS: what a `gpu` cell's workload sees of its GPUs
+    "pinning",  # PINNINGS: how `pin` gives the scenario its CPUs
+    "peer",  # PEERS: where micro_net's peer runs, or None (the platform cannot host one)
+    "requires",  # REQUIREMENTS this host must meet for the platform to be ready
+    "instance",  # cloud_instance: INSTANCES, what the cloud provisions; else None
+    "baseline",  # the platform every other one is normalized to in the report
+    "unbuilt",  # why this release does not build it, or None
+    # Prose for people (README, `platbench.lab.platforms`); nothing compares it.
+    "cpu_pinning",  # how `pin` gives the scenario its CPUs
+    "cpu_vanilla",  # what `vnl` does
+    "gpu_handover",  # how a `gpu` cell gets its GPUs
 )
+
+
+class Platform(namedtuple("Platform", _FIELDS)):
+    """One registry entry; what follows from its fields is a property, never a second field."""
+
+    __slots__ = ()
+
+    @property
+    def placement(self):
+        """The kind's placement task file (roles/platform_run/tasks/<kind>.yml), or None when not built."""
+        return None if self.unbuilt else self.kind
+
+    @property
+    def remote(self):
+        """The workload runs on an instance the campaign provisioned, not on the runner host."""
+        return self.kind == "cloud_instance"
+
+    @property
+    def guest(self):
+        """The workload runs in a libvirt guest of the runner host (emulated under TCG without KVM)."""
+        return self.kind == "guest"
+
+    @property
+    def workload_kind(self):
+        """The kind that runs the workload itself: the inner kind of a guest or an instance."""
+        return self.inner or self.kind
+
+    @property
+    def group(self):
+        """cloud_instance: the inventory group of the campaign's instances (add_host puts them there)."""
+        return f"platbench_{self.label}" if self.remote else None
+
+    @property
+    def failed_group(self):
+        """cloud_instance: the inventory group of the instances that did not come up, with the reason."""
+        return f"platbench_{self.label}_failed" if self.remote else None
+
+    @property
+    def gpu_pool(self):
+        """Which of the runner host's GPUs a `gpu` cell draws from: `host` (kept by the host's driver; a
+        device plugin on the runner's node chooses among them too), `guests` (bound to vfio-pci, passed
+        through), or None (the instance's flavor chooses: not the runner's GPUs at all)."""
+        if self.remote:
+            return None
+        return "guests" if self.gpu_view == "passthrough" else "host"
+
 
 NOT_BUILT = "not built by this release of platbench"
 
+
+def _entry(label, description, roles, kind, **fields):
+    defaults = {"inner": None, "launcher": None, "engine": None, "peer": None, "instance": None}
+    defaults.update(baseline=False, unbuilt=None)
+    return Platform(label=label, description=description, roles=tuple(roles), kind=kind, **{**defaults, **fields})
+
+
 PLATFORMS = (
-    Platform(
+    _entry(
         "bm",
         "the host itself: a process from the bare-metal venv",
         ("platbench.lab.host_prep", "platbench.lab.workload_env"),
-        "run_bm",
-        None,
-        guest=False,
-        container=False,
+        "process",
+        launcher="venv",
+        gpu_view="host",
+        pinning="taskset",
+        peer="loopback",
+        requires=("venv",),
+        baseline=True,
         cpu_pinning="taskset",
         cpu_vanilla="none (the host scheduler)",
         gpu_handover="CUDA_VISIBLE_DEVICES",
-        baseline=True,
-        requires=("venv",),
-        remote=False,
     ),
-    Platform(
+    _entry(
         "cn",
         "a Docker container on the host",
         ("platbench.lab.docker", "platbench.lab.workload_image"),
-        "run_cn",
-        None,
-        guest=False,
-        container=True,
+        "container",
+        engine="docker",
+        gpu_view="own",
+        pinning="cpuset",
+        peer="bridge",
+        requires=("engine", "image"),
         cpu_pinning="cpuset-cpus",
         cpu_vanilla="--cpus quota",
         gpu_handover="device_requests",
-        baseline=False,
-        requires=("engine", "image"),
-        remote=False,
     ),
-    Platform(
+    _entry(
         "vm",
         "a throwaway libvirt guest per cell; the workload runs over SSH",
         ("platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
-        "run_vm",
-        None,
-        guest=True,
-        container=False,
+        "guest",
+        inner="process",
+        launcher="venv",
+        gpu_view="passthrough",
+        pinning="vcpupin",
+        requires=("hypervisor", "libvirt", "guest_image"),
         cpu_pinning="vcpupin",
         cpu_vanilla="none (the host scheduler)",
         gpu_handover="hostdev",
-        baseline=False,
-        requires=("hypervisor", "libvirt", "guest_image"),
-        remote=False,
     ),
-    Platform(
+    _entry(
         "vmcn",
         "the guest's Docker engine running the workload image",
         ("platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
-        "run_vmcn",
-        None,
-        guest=True,
-        container=True,
+        "guest",
+        inner="container",
+        engine="docker",
+        gpu_view="passthrough",
+        pinning="vcpupin",
+        requires=("hypervisor", "libvirt", "guest_image", "guest_container_image"),
         cpu_pinning="vcpupin + cpuset-cpus",
         cpu_vanilla="--cpus quota in the guest",
         gpu_handover="hostdev + device_requests",
-        baseline=False,
-        requires=("hypervisor", "libvirt", "guest_image", "guest_container_image"),
-        remote=False,
     ),
-    Platform(
+    _entry(
         "vmsg",
         "Apptainer in a throwaway libvirt guest (the SIF on a read-only disk)",
         ("platbench.lab.apptainer", "platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
-        "run_vmsg",
-        None,
-        guest=True,
-        container=True,
+        "guest",
+        inner="process",
+        launcher="apptainer",
+        gpu_view="passthrough",
+        pinning="vcpupin",
+        requires=("hypervisor", "libvirt", "guest_image", "guest_sif"),
         cpu_pinning="vcpupin + taskset",
         cpu_vanilla="--cpus quota in the guest",
         gpu_handover="hostdev + --nv",
-        baseline=False,
-        requires=("hypervisor", "libvirt", "guest_image", "guest_sif"),
-        remote=False,
     ),
-    Platform(
+    _entry(
         "sg",
         "Apptainer on the host: the workload image as a SIF",
         ("platbench.lab.docker", "platbench.lab.workload_image", "platbench.lab.apptainer"),
-        "run_sg",
-        None,
-        guest=False,
-        container=True,
+        "process",
+        launcher="apptainer",
+        gpu_view="host",
+        pinning="taskset",
+        requires=("apptainer", "sif"),
         cpu_pinning="taskset",
         cpu_vanilla="--cpus quota",
         gpu_handover="--nv",
-        baseline=False,
-        requires=("apptainer", "sif"),
-        remote=False,
     ),
-    Platform(
+    _entry(
         "k8s",
         "a Kubernetes Job pinned to the runner's node (kubeadm, flannel, NVIDIA device plugin)",
         ("platbench.lab.kubernetes",),
-        "run_k8s",
-        None,
-        guest=False,
-        container=True,
+        "k8s_job",
+        gpu_view="scheduled",
+        pinning="cpu_manager",
+        requires=("kubernetes",),
         cpu_pinning="static CPU manager, Guaranteed QoS",
         cpu_vanilla="CPU limit",
         gpu_handover="nvidia.com/gpu + RuntimeClass nvidia",
-        baseline=False,
-        requires=("kubernetes",),
-        remote=False,
     ),
-    Platform(
+    _entry(
         "ironic",
         "an OpenStack bare-metal node the campaign deployed; the workload runs over SSH as on bm",
         ("platbench.lab.openstack_instances", "platbench.lab.host_prep", "platbench.lab.workload_env"),
-        "run_ironic",
-        None,
-        guest=False,
-        container=False,
+        "cloud_instance",
+        inner="process",
+        launcher="venv",
+        instance="baremetal_node",
+        gpu_view="scheduled",
+        pinning="taskset",
+        requires=("openstack_instance",),
         cpu_pinning="taskset",
         cpu_vanilla="none (the node's scheduler)",
         gpu_handover="CUDA_VISIBLE_DEVICES",
-        baseline=False,
-        requires=("openstack_instance",),
-        remote=True,
     ),
-    Platform(
+    _entry(
         "nova",
         "an OpenStack Nova server per scenario; the workload runs over SSH",
         ("platbench.lab.openstack_instances", "platbench.lab.host_prep", "platbench.lab.workload_env"),
-        "run_nova",
-        None,
-        guest=True,
-        container=False,
+        "cloud_instance",
+        inner="process",
+        launcher="venv",
+        instance="server",
+        gpu_view="scheduled",
+        pinning="flavor",
+        requires=("openstack_instance",),
         cpu_pinning="flavor hw:cpu_policy=dedicated",
         cpu_vanilla="shared vCPUs",
         gpu_handover="PCI alias",
-        baseline=False,
-        requires=("openstack_instance",),
-        remote=True,
     ),
-    Platform(
+    _entry(
         "magnum",
         "a Kubernetes Job on an OpenStack Magnum cluster per scenario",
         ("platbench.lab.openstack_instances",),
-        "run_magnum",
-        None,
-        guest=True,
-        container=True,
+        "cloud_instance",
+        inner="k8s_job",
+        instance="coe_cluster",
+        gpu_view="scheduled",
+        pinning="flavor",
+        requires=("openstack_instance",),
         cpu_pinning="flavor hw:cpu_policy=dedicated + Guaranteed QoS",
         cpu_vanilla="CPU limit",
         gpu_handover="PCI alias + nvidia.com/gpu",
-        baseline=False,
-        requires=("openstack_instance",),
-        remote=True,
     ),
 )
 
@@ -226,6 +298,11 @@ BUILT = tuple(platform.label for platform in PLATFORMS if platform.placement)
 GUESTS = tuple(platform.label for platform in PLATFORMS if platform.guest)
 BUILT_GUESTS = tuple(label for label in GUESTS if label in BUILT)
 REMOTE = tuple(platform.label for platform in PLATFORMS if platform.remote)
+
+
+def labels_where(**fields):
+    """The labels whose entries have every given field value (``kind="container"``, ``remote=True``, ...)."""
+    return tuple(p.label for p in PLATFORMS if all(getattr(p, name) == value for name, value in fields.items()))
 
 
 class UnknownPlatform(ValueError):
@@ -264,12 +341,45 @@ def not_built_reason(label):
     return f"{NOT_BUILT} ({platform.unbuilt}; it places workloads on: {', '.join(BUILT)})"
 
 
+PROPERTIES = ("placement", "remote", "guest", "workload_kind", "group", "failed_group", "gpu_pool")
+
+
 def as_dict(platform):
-    """A registry entry as plain data (for Ansible)."""
+    """A registry entry as plain data (for Ansible), its properties included."""
     entry = platform._asdict()
     entry["roles"] = list(platform.roles)
     entry["requires"] = list(platform.requires)
+    entry.update({name: getattr(platform, name) for name in PROPERTIES})
     return entry
+
+
+def entry_problems(platform):
+    """What is wrong with one registry entry (typed fields out of their sets, a kind without what it needs)."""
+    problems = []
+    enums = {
+        "kind": KINDS,
+        "gpu_view": GPU_VIEWS,
+        "pinning": PINNINGS,
+        "peer": PEERS + (None,),
+        "launcher": LAUNCHERS + (None,),
+        "engine": ENGINES + (None,),
+        "instance": INSTANCES + (None,),
+    }
+    for field, allowed in enums.items():
+        if getattr(platform, field) not in allowed:
+            problems.append(f"{field} {getattr(platform, field)!r} is not one of {allowed}")
+    if platform.inner not in INNER_KINDS.get(platform.kind, (None,)):
+        problems.append(f"a {platform.kind} holds {INNER_KINDS.get(platform.kind, 'nothing')}, not {platform.inner!r}")
+    if (platform.launcher is None) == (platform.workload_kind == "process"):
+        problems.append("a launcher is set exactly when the workload runs as a process")
+    if (platform.engine is None) == (platform.workload_kind == "container"):
+        problems.append("an engine is set exactly when the workload runs in a container")
+    if (platform.instance is None) == platform.remote:
+        problems.append("an instance is set exactly for the cloud_instance kind")
+    unknown = set(platform.requires) - set(REQUIREMENTS)
+    if unknown:
+        problems.append(f"unknown requirements {sorted(unknown)}")
+    return [f"platform {platform.label}: {problem}" for problem in problems]
 
 
 def in_words(labels, joiner=" and "):

@@ -9,7 +9,7 @@ module gathers the inputs and calls ``platform_status``.
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer, platforms
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, platforms
 
 APPTAINER_FIX = apptainer.INSTALL_FIX
 
@@ -111,12 +111,8 @@ def requirement_problem(requirement, host, label=None):
     elif requirement == "venv":
         if not host["venv_present"]:
             return f"no workload environment at {host['prefix']}/venv: run site.yml (role platbench.lab.workload_env)"
-    elif requirement == "engine":
-        if not facts.get("docker_engine"):
-            return "no Docker engine answers on this host: run site.yml (role platbench.lab.docker) or start dockerd"
-    elif requirement == "image":
-        if not host["image_id"]:
-            return f"image {host['image']} is not built: run site.yml (role platbench.lab.workload_image)"
+    elif requirement in ("engine", "image"):
+        return _engine_problem(requirement, platforms.get(label).engine, host)
     elif requirement == "hypervisor":
         if not facts.get("vm_accelerator"):
             return "neither KVM nor QEMU on this host: run site.yml (role platbench.lab.kvm_host)"
@@ -140,6 +136,25 @@ def requirement_problem(requirement, host, label=None):
         return _apptainer_problem(requirement, host)
     else:
         raise ValueError(f"unknown requirement {requirement!r}; known: {', '.join(platforms.REQUIREMENTS)}")
+    return None
+
+
+def _engine_problem(requirement, engine, host):
+    """The platform's container engine does not answer, or does not hold the current workload image."""
+    name, (engine_role, image_role) = engines.NAMES[engine], engines.ROLES[engine]
+    found = host["engines"].get(engine) or {}
+    if requirement == "engine":
+        if not found.get("answers"):
+            start = " or start dockerd" if engine == "docker" else ""
+            return f"no {name} engine answers on this host: run site.yml (role {engine_role}){start}"
+        return None
+    if not found.get("image_id"):
+        return f"image {host['image']} is not built: run site.yml (role {image_role})"
+    if found["image_id"] != host["image_id"]:
+        return (
+            f"{name} holds workload image {_short(found['image_id'])}, not the current {_short(host['image_id'])}: "
+            f"run site.yml (role {image_role}) to refresh it"
+        )
     return None
 
 
@@ -198,6 +213,7 @@ def platform_status(
     sif_description=apptainer.SIF_DESCRIPTION,
     kubernetes=None,
     openstack_instances=None,
+    engines_found=None,
 ):
     """For every registry platform: ``ready``, ``reason`` ('' when ready), ``skip`` (the host cannot
     run it at all, so an experiment skips it instead of failing), and for the guest platforms
@@ -212,6 +228,9 @@ def platform_status(
 
     ``apptainer_version`` is the host's Apptainer (None: not installed); ``sif`` the SIF description
     (``sif_description``, written by platbench.lab.apptainer) with ``present``: whether its SIF file exists.
+
+    ``engines_found``: per container engine, what ``engines.probe`` found (``answers``, ``version``, ``image_id``);
+    the workload image's current id (``image_id``) is Docker's, where it is built.
 
     ``openstack_instances``: per OpenStack platform, the inventory hosts of the campaign's instances (up or
     failed: a failed one's cells are recorded as failed). Without any, the platform is skipped (``skip``):
@@ -232,6 +251,7 @@ def platform_status(
         "sif": sif or {},
         "sif_description": sif_description,
         "openstack_instances": openstack_instances or {},
+        "engines": engines_found or {},
     }
     accelerator = host["facts"].get("vm_accelerator") or None
     status = {}
@@ -249,6 +269,8 @@ def platform_status(
                 "reason": problems[0] if problems else "",
                 "skip": "hypervisor" in platform.requires and not accelerator,
             }
+        if platform.engine:
+            entry["engine"] = platform.engine
         if "kubernetes" in platform.requires:
             node = cluster["node_status"]
             entry["node"] = {key: value for key, value in node.items() if key != "images"} if node else None

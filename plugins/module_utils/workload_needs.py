@@ -3,8 +3,8 @@
 """What a workload needs from a cell, in one table: the plan and the prechecks read it, nothing else guesses.
 
 - ``processor``: the only processor the workload measures anything on (``"gpu"``: a GPU benchmark), None: any.
-- ``peer_platforms``: the workload measures between two instances of its platform (a network peer) and the
-  lab gives a cell its peer only on these platforms; None: no peer needed.
+- ``peer``: the workload measures between two instances of its platform (a network peer); the lab gives a
+  cell its peer only on the platforms whose registry entry has a ``peer`` (``peer_platforms()``).
 - ``tools``: the programs the workload runs, which the lab installs (the tool precheck asks for them).
 
 A workload missing from the table needs nothing beyond what every cell has. Stdlib only.
@@ -14,18 +14,30 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+
 
 class Needs(NamedTuple):
     processor: str | None = None
-    peer_platforms: tuple | None = None
+    peer: bool = False
     tools: tuple = ()
+
+    @property
+    def peer_platforms(self):
+        """The platforms that give a cell of this workload its peer (None: no peer needed)."""
+        return peer_platforms() if self.peer else None
+
+
+def peer_platforms():
+    """The built platforms that can host a network peer (the registry's ``peer``), in registry order."""
+    return tuple(platform.label for platform in platforms.PLATFORMS if platform.peer and platform.placement)
 
 
 NEEDS = {
     "micro_cpu": Needs(tools=("hpcc",)),
     "micro_mem": Needs(tools=("hpcc",)),
     "micro_disk": Needs(tools=("dd", "ioping", "fio")),
-    "micro_net": Needs(peer_platforms=("bm", "cn"), tools=("iperf3",)),
+    "micro_net": Needs(peer=True, tools=("iperf3",)),
     "micro_gpu": Needs(processor="gpu"),
 }
 

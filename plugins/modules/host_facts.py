@@ -24,6 +24,11 @@ options:
     description: Path of the libvirt daemon socket probed for a running libvirtd.
     type: path
     default: /var/run/libvirt/libvirt-sock
+  gpu_assignment:
+    description:
+      - Which GPUs stay with the host and which go to guests, PCI address to C(host) or C(guests).
+      - Read on the controller (the action plugin); default the task's C(platbench_gpu_assignment).
+    type: dict
 attributes:
   check_mode:
     description: Reads the same facts as in a real run; the module never changes the host.
@@ -49,7 +54,11 @@ ansible_facts:
   type: dict
   contains:
     platbench:
-      description: CPU topology, GPUs, KVM, service manager and container engine state.
+      description:
+        - CPU topology, GPUs, KVM, service manager and container engine state.
+        - C(host_gpus) and C(guest_gpus) (sorted PCI addresses) say which GPUs stay with the host and which go
+          to guests under O(gpu_assignment); C(gpu_assignment_problems) lists what is wrong with it (an entry
+          with a problem is left out, so its GPU stays with the host).
       type: dict
       sample:
         cpu_model: Intel(R) Xeon(R) Platinum 8481C
@@ -68,6 +77,9 @@ ansible_facts:
             iommu_group: null
             slot_functions: ["0000:3b:00.1"]
         gpu_count: 1
+        host_gpus: ["0000:3b:00.0"]
+        guest_gpus: []
+        gpu_assignment_problems: []
         kvm: {device: true, usable: true, hw_virt: false, iommu_groups: 0}
         iommu: {firmware_table: DMAR, enabled: false, groups: 0}
         qemu_binary: /usr/bin/qemu-system-x86_64
@@ -240,6 +252,8 @@ def main():
         argument_spec={
             "docker_socket": {"type": "path", "default": "/var/run/docker.sock"},
             "libvirt_socket": {"type": "path", "default": "/var/run/libvirt/libvirt-sock"},
+            # Used on the controller by the action plugin (host_gpus, guest_gpus); nothing to read here.
+            "gpu_assignment": {"type": "dict"},
         },
         supports_check_mode=True,
     )

@@ -11,12 +11,12 @@ module: platform_status
 short_description: Work out which platbench platforms a host can run now, and why not
 description:
   - Checks every platform of the platform registry (C(plugins/module_utils/platforms.py)) against the host,
-    requirement by requirement (bare-metal venv, Docker engine, workload image, KVM or QEMU, libvirtd, guest image,
+    requirement by requirement (bare-metal venv, container engine, workload image, KVM or QEMU, libvirtd, guest image,
     Apptainer and its SIF, a Kubernetes cluster with this host's node Ready and holding the workload image), and
     returns for each whether it is ready and, if not, why and what to run.
-  - Reads the bare-metal venv, the guest image description and the SIF description on the host itself, and asks
-    C(apptainer --version) which Apptainer is installed; takes the capability facts of
-    M(platbench.lab.host_facts) and the workload image id from the Docker engine as arguments.
+  - Reads the bare-metal venv, the guest image description and the SIF description on the host itself, asks
+    C(apptainer --version) which Apptainer is installed and each container engine (C(docker), C(podman)) for its
+    version and the workload image's id; takes the capability facts of M(platbench.lab.host_facts) as an argument.
   - Fails, naming the unknown labels and the known ones, when O(platforms) names a platform the registry does not
     know (for example a typo in the inventory's C(platbench_platforms)).
   - Changes nothing.
@@ -35,13 +35,6 @@ options:
     description: The workload image reference, named in the reason when it is not built.
     type: str
     default: platbench/workload:latest
-  images:
-    description:
-      - What C(community.docker.docker_image_info) found for O(image) in the host's engine (its C(images)); empty
-        when the image is not built or no engine runs.
-    type: list
-    elements: dict
-    default: []
   guest_image:
     description: The guest image description written by platbench.lab.guest_image (vm, vmcn).
     type: path
@@ -132,9 +125,16 @@ emulated:
   type: list
   elements: str
 image_id:
-  description: The workload image's id in the host's engine, or null.
+  description: The workload image's id in the host's Docker engine (where it is built), or null.
   returned: always
   type: str
+engines:
+  description:
+    - Per container engine a platform of the registry uses (C(docker), C(podman)) - C(answers), its C(version), and
+      the C(image_id) of the workload image it holds (Docker's form, C(sha256:...)), or null.
+  returned: always
+  type: dict
+  sample: {"docker": {"answers": true, "version": "26.1.5", "image_id": "sha256:0123"}}
 guest_image:
   description: The guest image description, or an empty dict when there is none.
   returned: always
@@ -165,7 +165,7 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer, platforms
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, platforms
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status, summary
 
 
@@ -204,6 +204,20 @@ def kubernetes_input(kubeconfig, node, nodes_result):
     }
 
 
+def used_engines():
+    """The container engines some platform of the registry runs the workload in."""
+    return sorted({platform.engine for platform in platforms.PLATFORMS if platform.engine and platform.placement})
+
+
+def run(module, argv):
+    """``(rc, stdout)`` of a command, or None when its executable is not installed."""
+    executable = module.get_bin_path(argv[0])
+    if not executable:
+        return None
+    rc, out, _err = module.run_command([executable] + argv[1:])
+    return rc, out
+
+
 def installed_apptainer(module):
     """The version `apptainer --version` reports, or None when it is not installed or does not answer."""
     executable = module.get_bin_path("apptainer")
@@ -219,7 +233,6 @@ def main():
             "facts": {"type": "dict", "required": True},
             "prefix": {"type": "path", "default": "/opt/platbench"},
             "image": {"type": "str", "default": "platbench/workload:latest"},
-            "images": {"type": "list", "elements": "dict", "default": []},
             "guest_image": {"type": "path", "default": "/var/lib/platbench/guest/current.json"},
             "kubeconfig": {"type": "path", "default": "/etc/kubernetes/admin.conf"},
             "k8s_node": {"type": "str", "default": ""},
@@ -238,10 +251,14 @@ def main():
         module.fail_json(msg=f"{exc}. Fix the list and run again.")
     guest, warning = read_guest_image(params["guest_image"])
     sif, sif_warning = read_guest_image(params["sif_description"], "SIF description")
+    found = {
+        engine: engines.probe(lambda argv: run(module, argv), engine, params["image"]) for engine in used_engines()
+    }
     if sif:
         sif["present"] = bool(sif.get("sif")) and os.path.isfile(str(sif["sif"]))
     version = installed_apptainer(module)
-    image_id = next((image.get("Id") for image in params["images"] if image.get("Id")), None)
+    # The current workload image is the one built in Docker (Podman loads it from there).
+    image_id = (found.get("docker") or {}).get("image_id")
     node_name = kubernetes_node_name(params["k8s_node"])
     status = platform_status(
         params["facts"],
@@ -256,12 +273,14 @@ def main():
         sif=sif,
         sif_description=params["sif_description"],
         openstack_instances=params["openstack_instances"],
+        engines_found=found,
     )
     module.exit_json(
         changed=False,
         platforms=status,
         guest_image=guest,
         image_id=image_id,
+        engines=found,
         sif=sif,
         apptainer_version=version,
         ready=[label for label in platforms.LABELS if status[label]["ready"]],

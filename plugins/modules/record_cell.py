@@ -31,6 +31,29 @@ options:
     description: C(name), C(results_dir) and the C(experiment) definition.
     type: dict
     required: true
+  plan:
+    description:
+      - The cell's plan (C(platbench.lab.cell_plan)). With it, the cell's output, runtime and, where the engine says
+        the workload failed (a Kubernetes Job ended C(Failed)), its error come from O(results), mapped by the plan's
+        kind in Python (C(plugins/plugin_utils/placements/)), on top of the plan's C(runtime) (what was asked).
+    type: dict
+    default: {}
+    version_added: "0.9.0"
+  engines:
+    description:
+      - The runner's container engines as C(platbench.lab.platform_status) found them (C(platform_run_engines)),
+        per engine its C(version); Docker's is recorded as C(docker_version) in the host's environment (C(run.json)
+        and every sample's metadata), a container cell's own engine version in its runtime.
+    type: dict
+    default: {}
+    version_added: "0.9.0"
+  results:
+    description:
+      - What the kind's placement task file registered, by name - C(process), C(container), C(guest) (C(vm_guest)),
+        C(vcpus), C(k8s_job), C(k8s_pods), C(k8s_log), C(instance); empty for those it did not run.
+    type: dict
+    default: {}
+    version_added: "0.9.0"
   output:
     description:
       - What the workload printed (stdout, and stderr after it).
@@ -54,7 +77,9 @@ options:
     type: dict
     version_added: "0.4.0"
   runtime:
-    description: What the platform did (launcher, cpuset or quota asked, container and image id, rc).
+    description:
+      - What the platform did (launcher, cpuset or quota asked, container and image id, rc), when no O(plan) is
+        given; with one, added under what the plan and its results say.
     type: dict
     default: {}
 attributes:

@@ -24,7 +24,10 @@ import hashlib
 import ipaddress
 import re
 
-OPENSTACK_PLATFORMS = ("ironic", "nova", "magnum")
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+
+# The platforms provisioned from the cloud (the registry's cloud_instance kind), in registry order.
+OPENSTACK_PLATFORMS = platforms.REMOTE
 METADATA_KEY = "platbench_campaign"
 TAG_PREFIX = "platbench-campaign="
 PREFIX_HASH_CHARS = 10
@@ -92,8 +95,13 @@ def instance_name(campaign, labels):
 
 
 def group_name(platform):
-    """The inventory group of a platform's instances."""
-    return f"platbench_{platform}"
+    """The inventory group of a platform's instances (the registry's ``group``)."""
+    return platforms.get(platform).group
+
+
+def _instance(platform):
+    """What the cloud makes for the platform: the registry's ``instance`` (baremetal_node, server, coe_cluster)."""
+    return platforms.get(platform).instance
 
 
 def _options(options):
@@ -153,7 +161,7 @@ def resource_class_spec(resource_class):
 def flavor(name, labels, opts):
     """The flavor of a scenario: vCPUs = the scale-up; pinned for ``pin``; the PCI alias for ``gpu``;
     on Ironic the node's resource class and no standard resources (the node is consumed whole)."""
-    if labels["platform"] == "ironic":
+    if _instance(labels["platform"]) == "baremetal_node":
         return {
             "name": name,
             "vcpus": 1,
@@ -230,6 +238,7 @@ def instances_plan(cells, options=None):
     prefix = campaign_prefix(campaign)
     scenarios = _scenarios(cells)
     platforms_used = sorted({key[0] for key in scenarios}, key=OPENSTACK_PLATFORMS.index)
+    instances_used = {_instance(platform) for platform in platforms_used}
     plan = {
         "campaign": campaign,
         "cloud": opts["cloud"],
@@ -244,7 +253,7 @@ def instances_plan(cells, options=None):
         "ironic_nodes": [],
         "servers": [],
         "ironic_deployments": [],
-        "magnum": None,
+        "coe": None,
         "instances": [],
     }
     if not scenarios:
@@ -261,7 +270,7 @@ def instances_plan(cells, options=None):
             "container_format": "bare",
             "tags": [plan["tag"]],
             # Magnum takes only images that say which distribution they hold (its drivers are chosen by it).
-            "properties": {"os_distro": opts["magnum_os_distro"]} if "magnum" in platforms_used else {},
+            "properties": {"os_distro": opts["magnum_os_distro"]} if "coe_cluster" in instances_used else {},
         }
     else:
         raise OpenStackPlanError(
@@ -275,7 +284,7 @@ def instances_plan(cells, options=None):
         "name": f"{prefix}net",
         "subnet": {"name": f"{prefix}subnet", "cidr": str(network)},
     }
-    if "ironic" in platforms_used:
+    if "baremetal_node" in instances_used:
         plan["ironic_nodes"] = _ironic_nodes(opts["ironic_nodes"], prefix, opts)
         if not plan["ironic_nodes"]:
             raise OpenStackPlanError(
@@ -289,9 +298,11 @@ def instances_plan(cells, options=None):
         platform, scaleup, cpu_config, processor = key
         labels = {"platform": platform, "scaleup": scaleup, "cpu_config": cpu_config, "processor": processor}
         name = instance_name(campaign, labels)
+        kind = _instance(platform)
         flavor_name = f"{prefix}{platform}-{scenario_slug(labels)}"
-        if platform == "ironic":
-            flavor_name = f"{prefix}ironic-{opts['ironic_resource_class'].lower()}"
+        if kind == "baremetal_node":
+            # One flavor for every bare-metal scenario: the node is consumed whole.
+            flavor_name = f"{prefix}{platform}-{opts['ironic_resource_class'].lower()}"
         flavors.setdefault(flavor_name, flavor(flavor_name, labels, opts))
         instance = {
             "name": name,
@@ -301,7 +312,7 @@ def instances_plan(cells, options=None):
             "flavor": flavor_name,
             "cells": cell_ids,
         }
-        if platform == "nova" or (platform == "ironic" and opts["ironic_deploy"] == "through_nova"):
+        if kind == "server" or (kind == "baremetal_node" and opts["ironic_deploy"] == "through_nova"):
             plan["servers"].append(
                 {
                     **instance,
@@ -311,7 +322,7 @@ def instances_plan(cells, options=None):
                     "metadata": dict(plan["metadata"]),
                 }
             )
-        elif platform == "ironic":
+        elif kind == "baremetal_node":
             # Scenarios share the nodes in turn: a bare-metal node runs one cell at a time, like bm's host.
             node = plan["ironic_nodes"][ironic_index % len(plan["ironic_nodes"])]
             ironic_index += 1
@@ -333,7 +344,7 @@ def instances_plan(cells, options=None):
             "from an external network: name one (openstack network list --external)"
         )
     if magnum_clusters:
-        plan["magnum"] = {
+        plan["coe"] = {
             "template": {
                 "name": f"{prefix}k8s",
                 "coe": "kubernetes",
@@ -379,10 +390,10 @@ def describe(plan):
         lines.append(f"server {server['name']} of flavor {server['flavor']} for {len(server['cells'])} cell(s)")
     for deployment in plan["ironic_node_deployments"]:
         lines.append(f"Ironic deployment of {deployment['node']} (image {plan['image']['name']})")
-    if plan["magnum"]:
-        template = plan["magnum"]["template"]
+    if plan["coe"]:
+        template = plan["coe"]["template"]
         lines.append(f"Magnum cluster template {template['name']} (kubernetes, {template['network_driver']})")
-        for cluster in plan["magnum"]["clusters"]:
+        for cluster in plan["coe"]["clusters"]:
             lines.append(f"Magnum cluster {cluster['name']} of flavor {cluster['flavor']}")
     return lines
 
@@ -574,7 +585,8 @@ def inventory(plan, server_outcomes, cluster_results, ssh_user):
     hosts = []
     for instance in plan["instances"]:
         outcome = outcomes.get(instance["name"])
-        if outcome is None and instance["platform"] == "ironic" and plan["ironic_deployments"]:
+        kind = _instance(instance["platform"])
+        if outcome is None and kind == "baremetal_node" and plan["ironic_deployments"]:
             outcome = {"status": "active", "address": instance.get("address"), "reason": None}
         outcome = outcome or {"status": "failed", "address": None, "reason": "not provisioned"}
         up = outcome["status"] == "active"
@@ -587,12 +599,16 @@ def inventory(plan, server_outcomes, cluster_results, ssh_user):
         }
         if up and outcome["address"]:
             host_vars.update(ansible_host=outcome["address"], ansible_user=ssh_user)
-        if instance["platform"] == "magnum":
+        workload_kind = platforms.get(instance["platform"]).workload_kind
+        if workload_kind == "k8s_job":
+            # Its cells are Jobs created from the runner through the cluster's kubeconfig.
             host_vars["ansible_connection"] = "local"
+        # Instances that run the workload as a process also join one group, which gets the bare-metal environment.
+        shared = [platforms.PROCESS_INSTANCES_GROUP] if up and workload_kind == "process" else []
         hosts.append(
             {
                 "name": instance["name"],
-                "groups": [instance["group"] if up else f"{instance['group']}_failed"],
+                "groups": [instance["group"] if up else platforms.get(instance["platform"]).failed_group, *shared],
                 "vars": host_vars,
             }
         )

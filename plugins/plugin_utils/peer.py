@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+
 WORKLOAD = "micro_net"
 SUPERNET = ipaddress.ip_network("198.18.0.0/15")
 # Left to tests and hand-made set-ups, never given to a cell.
@@ -45,18 +47,44 @@ def needs_peer(workload):
     return workload == WORKLOAD
 
 
+# How each of the registry's peer kinds (its ``peer`` field) gives a cell its peer, in words.
+PEER_WORDS = {"loopback": "a second process", "bridge": "a second container"}
+PEER_CHOSEN = {
+    "loopback": f"a child process on {LOOPBACK_PEER}",
+    "bridge": "a peer container on a network of the cell's own",
+}
+
+
+def _peer_platforms():
+    return [platform for platform in platforms.PLATFORMS if platform.peer and platform.placement]
+
+
 def check_params(params, where):
     """The platform chooses the peer: params that name one are refused, rather than silently overridden."""
     given = [key for key in PLATFORM_PARAMS if key in params]
     if given:
+        chosen = "; ".join(f"{platform.label}: {PEER_CHOSEN[platform.peer]}" for platform in _peer_platforms())
         raise PeerPlanError(
-            f"{where}: micro_net's {', '.join(given)} is chosen by the platform (bm: a child process on "
-            f"{LOOPBACK_PEER}; cn: a peer container on a network of the cell's own): remove it from the params"
+            f"{where}: micro_net's {', '.join(given)} is chosen by the platform ({chosen}): remove it from the params"
         )
 
 
+def peer_args(platform, params, key, where):
+    """What micro_net's command line gets on ``platform`` (a registry entry): where its peer is."""
+    check_params(params, where)
+    if platform.peer == "loopback":
+        return bm_args()
+    if platform.peer == "bridge":
+        return ["--peer", peer_address(key)]
+    offered = platforms.in_words([f"{p.label} ({PEER_WORDS[p.peer]})" for p in _peer_platforms()])
+    raise PeerPlanError(
+        f"{where}: micro_net needs a peer, which the lab provides on {offered} only, not on {platform.label}: "
+        f"leave {platform.label} out of this experiment's micro_net cells"
+    )
+
+
 def bm_args():
-    """What a bm cell adds to micro_net's command line: the peer as its own child process on loopback."""
+    """What a loopback-peer cell (bm) adds to micro_net's command line: the peer as its own child on loopback."""
     return ["--peer", LOOPBACK_PEER, "--serve-peer"]
 
 

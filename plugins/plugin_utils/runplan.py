@@ -115,7 +115,12 @@ def _gpu_problems(name, cells, status, facts, host, assignment, guest_image):
     each kind of platform's gpu scenarios use here ("" without gpu scenarios)."""
     gpus = facts.get("gpus") or []
     problems = gpu_pools.assignment_problems(assignment, gpus, host)
-    gpu_platforms = list(dict.fromkeys(c["labels"]["platform"] for c in cells if c["labels"]["processor"] == "gpu"))
+    # Only platforms drawing on this host's GPUs: an instance's are its flavor's.
+    gpu_platforms = [
+        label
+        for label in dict.fromkeys(c["labels"]["platform"] for c in cells if c["labels"]["processor"] == "gpu")
+        if platforms.BY_LABEL[label].gpu_pool
+    ]
     if not gpu_platforms:
         return problems, ""
     if not gpus:
@@ -123,8 +128,8 @@ def _gpu_problems(name, cells, status, facts, host, assignment, guest_image):
         return problems + [f"Experiment '{name}' has processor 'gpu' scenarios, but {reason}."], ""
     if problems:  # the pools cannot be worked out from an assignment that does not hold
         return problems, ""
-    on_host = [label for label in gpu_platforms if not platforms.BY_LABEL[label].guest]
-    in_guests = [label for label in gpu_platforms if platforms.BY_LABEL[label].guest]
+    on_host = [label for label in gpu_platforms if platforms.BY_LABEL[label].gpu_pool == "host"]
+    in_guests = [label for label in gpu_platforms if platforms.BY_LABEL[label].gpu_pool == "guests"]
     bound = gpu_pools.drivers(gpus)
     reasons, uses = [], []
     if on_host:

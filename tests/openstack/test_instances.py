@@ -100,8 +100,7 @@ PLAYBOOK = [
                 "vars": {
                     "platform_run_plan": {"name": "live", "cells": "{{ record_cells }}"},
                     "platform_run_campaign": CAMPAIGN,
-                    "platform_run_image_id": None,
-                    "platform_run_docker_version": None,
+                    "platform_run_engines": {},
                     "platform_run_guest": {},
                     "platform_run_sif": {},
                     "platform_run_apptainer_version": None,
@@ -317,6 +316,8 @@ def test_provision_record_and_tear_down(test_cloud, tmp_path):
         assert sorted(groups["platbench_nova"]) == sorted(active)
         assert groups["platbench_nova_failed"] == [f"{prefix}nova-4-vnl-gpu"]
         assert groups["platbench_ironic"] == [f"{prefix}ironic-1-vnl-cpu"]
+        # The instances that run the workload as a process get the bare-metal environment (experiment.yml).
+        assert sorted(groups["platbench_process_instances"]) == sorted([*active, f"{prefix}ironic-1-vnl-cpu"])
         hostvars = inventory["hostvars"]
         assert hostvars[active[0]]["platbench_platform"] == "nova"
         assert hostvars[active[0]]["platbench_openstack_flavor"] == f"{prefix}nova-1-vnl-cpu"

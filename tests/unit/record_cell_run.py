@@ -17,8 +17,9 @@ TASK_VARS = {
         "distribution_version": "12",
         "platbench": {"cpu_model": "Xeon", "cpu_count": 8, "numa_nodes": {"0": [0, 1]}},
     },
-    "platform_run_docker_version": "27.3.1",
 }
+# The runner's engines, as cell.yml passes them (platform_run_engines).
+ENGINES = {"docker": {"answers": True, "version": "27.3.1", "image_id": "sha256:" + "a" * 64}}
 RUNTIME = {"container_id": "abc123", "cpuset_requested": "2-3", "launcher": "docker", "rc": 0}
 
 
@@ -88,6 +89,7 @@ def record_cell(results_dir, cell_id="cn/2/pin/cpu|r0", output=None, runtime=Non
             "campaign": make_campaign(results_dir),
             "output": record_line() + "\n" if output is None else output,
             "runtime": dict(RUNTIME) if runtime is None else runtime,
+            "engines": ENGINES,
             **args,
         }
     )

@@ -6,8 +6,6 @@ import ipaddress
 from pathlib import Path
 
 import pytest
-import yaml
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.platbench.lab.plugins.filter.platbench import cell_plan as cell_plan_filter
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
@@ -17,6 +15,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     dataset_dir,
     instance_name,
 )
+from plan_options import assert_plan_matches_its_specs, plan_options
 from unbuilt import REASON, make_unbuilt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,21 +37,23 @@ GPU_HOST = {
     ],
 }
 GPU_ASSIGNMENT = {"0000:af:00.0": "guests"}
-OPTIONS = {
-    "host": "runner-a",
-    "campaign": "c1",
-    "guest_image": {
+OPTIONS = plan_options(
+    host="runner-a",
+    campaign="c1",
+    guest_image={
         "container_image_id": "sha256:" + "ab" * 32,
         "sif_disk": "/var/lib/platbench/guest/sif-abababababab.img",
         "sif_image_id": "sha256:" + "ab" * 32,
         "apptainer_version": "1.4.5",
     },
-    "image_id": "sha256:" + "cd" * 32,
-    "docker_version": "24.0.5",
-    "k8s_node": "runner-a",
-    "sif": {"sif": "/var/lib/platbench/sif/workload-cdcdcdcdcdcd.sif", "image_id": "sha256:" + "cd" * 32},
-    "apptainer_version": "1.4.5",
-}
+    engines={
+        "docker": {"answers": True, "version": "24.0.5", "image_id": "sha256:" + "cd" * 32},
+        "podman": {"answers": True, "version": "4.3.1", "image_id": "sha256:" + "cd" * 32},
+    },
+    k8s_node="runner-a",
+    sif={"sif": "/var/lib/platbench/sif/workload-cdcdcdcdcdcd.sif", "image_id": "sha256:" + "cd" * 32},
+    apptainer_version="1.4.5",
+)
 # The OpenStack platforms run on the campaign's instances: tests/unit/test_openstack_instances_cellplan.py.
 BUILT = [p.label for p in platforms.PLATFORMS if p.placement and not p.remote]
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
@@ -86,7 +87,7 @@ def make_cell(platform, scaleup=2, cpu_config="pin", processor="cpu", **params):
 def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, topology, pinned_cpus, node):
     plan = cell_plan(make_cell(platform, cpu_config=cpu_config), topology, OPTIONS)
     pinned = cpu_config == "pin"
-    assert plan["placement"] == f"run_{platform}" and plan["platform"] == platform
+    assert plan["placement"] == plan["kind"] == platforms.get(platform).kind and plan["platform"] == platform
     # On k8s kubelet's static CPU manager chooses the cores (tests/unit/test_k8s_job.py).
     chosen = pinned and platform != "k8s"
     assert plan["cpus"] == (pinned_cpus if chosen else [])
@@ -102,6 +103,7 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
     expected = {
         "bm": {"process"},
         "cn": {"container"},
+        "pd": {"container"},
         "vm": {"guest", "process"},
         "vmcn": {"guest", "container"},
         "k8s": set(),  # its `job` and `kubernetes`: tests/unit/test_k8s_job.py
@@ -118,13 +120,15 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         container = plan["container"]
         assert container["command"] == ["python"] + plan["argv"] and container["network_mode"] == "none"
         assert container["cpus"] == (None if pinned else 2.0)
-        assert container["device_requests"] == []
+        # No GPU: Docker gets no device request, Podman no CDI device.
+        assert container.get("device_requests", []) == [] and container.get("devices", []) == []
         assert container["labels"] == {
             "org.platbench.cell": plan["cell"],
             "org.platbench.campaign": "c1",
             "org.platbench.host": "runner-a",
         }
-    if platform == "cn":
+    if platform in ("cn", "pd"):
+        assert plan["container"]["engine"] == {"cn": "docker", "pd": "podman"}[platform]
         assert plan["container"]["engine_host"] == "runner-a" and plan["container"]["cpuset_cpus"] == (
             plan["cpuset"] or None
         )
@@ -196,7 +200,12 @@ def test_names_depend_on_campaign_host_and_cell():
         ),
         (make_cell("cn", processor="gpu"), ONE_NODE, OPTIONS, "a 'gpu' cell needs a GPU"),
         (make_cell("lxc"), ONE_NODE, OPTIONS, "unknown platform 'lxc'; known: bm"),
-        (make_cell("bm"), ONE_NODE, {"campaign": "c"}, "option 'host' is required"),
+        (
+            make_cell("bm"),
+            ONE_NODE,
+            {"campaign": "c"},
+            r"option\(s\) host \(from inventory_hostname\), .*given",
+        ),
         (make_cell("bm"), ONE_NODE, {**OPTIONS, "colour": 1}, "unknown option"),
     ],
 )
@@ -210,23 +219,7 @@ def test_the_filter_names_itself_in_its_errors():
 
     with pytest.raises(AnsibleFilterError, match="cell_plan: cell .* scale-up 16"):
         cell_plan_filter(make_cell("bm", scaleup=16), ONE_NODE, OPTIONS)
-    assert cell_plan_filter(make_cell("bm"), ONE_NODE, {"campaign": "c1"}, host="h")["host"] == "h"
-
-
-SPECS = yaml.safe_load((REPO / "roles/platform_run/meta/argument_specs.yml").read_text())["argument_specs"]
-
-
-# Sections only some workloads' plans have: micro_net's `peer` (cn).
-WORKLOAD_SECTIONS = {"peer"}
-
-
-def assert_plan_matches_its_specs(plan, sections=frozenset()):
-    spec = SPECS[plan["placement"]]["options"]
-    declared = spec["platform_run_cell_plan"]["options"]
-    assert set(plan) == (set(declared) - WORKLOAD_SECTIONS) | set(sections)
-    assert set(sections) <= set(declared)
-    result = ArgumentSpecValidator(spec).validate({"platform_run_cell_plan": plan})
-    assert result.error_messages == []
+    assert cell_plan_filter(make_cell("bm"), ONE_NODE, {**OPTIONS, "host": "r"}, host="h")["host"] == "h"
 
 
 @pytest.mark.parametrize("processor", ["cpu", "gpu"])

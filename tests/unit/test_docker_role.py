@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.platbench.lab.plugins.action.host_facts import gpu_facts
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "roles/docker/templates/daemon.json.j2"
@@ -97,7 +98,11 @@ def toolkit_wanted(tmp_path, gpus, assignment, toolkit="auto"):
                     "tasks": [
                         {
                             "inject_facts": {
-                                "facts": {"os_family": "Debian", "distribution": "Debian", "platbench": {"gpus": gpus}}
+                                "facts": {
+                                    "os_family": "Debian",
+                                    "distribution": "Debian",
+                                    "platbench": {"gpus": gpus, **gpu_facts(assignment, gpus, "localhost")},
+                                }
                             }
                         },
                         {"ansible.builtin.include_role": {"name": "platbench.lab.docker", "tasks_from": "precheck"}},
@@ -125,10 +130,6 @@ def toolkit_wanted(tmp_path, gpus, assignment, toolkit="auto"):
     return json.loads(out.read_text())
 
 
-@pytest.mark.skipif(
-    "gpus_assigned_to" not in (REPO / "plugins/filter/platbench.py").read_text(),
-    reason="the precheck reads platbench_gpu_assignment through platbench.lab.gpus_assigned_to",
-)
 @pytest.mark.parametrize(
     "gpus, assignment, toolkit, expected",
     [
@@ -149,7 +150,11 @@ def run_nvidia_part(tmp_path, variables):
     (tmp_path / "library").mkdir(exist_ok=True)
     (tmp_path / "library/inject_facts.py").write_text(INJECT_FACTS)
     playbook = tmp_path / "play.yml"
-    facts = {"os_family": "Debian", "distribution": "Debian", "platbench": {"gpus": GPUS, "systemd_pid1": True}}
+    facts = {
+        "os_family": "Debian",
+        "distribution": "Debian",
+        "platbench": {"gpus": GPUS, "systemd_pid1": True, **gpu_facts({}, GPUS, "localhost")},
+    }
     playbook.write_text(
         json.dumps(
             [

@@ -145,8 +145,8 @@ def test_a_good_plan_has_its_cells():
 
 def test_the_plan_lists_the_cells_a_workload_cannot_run(monkeypatch):
     # As if cnn_train needed a peer that only bm gives: its cn cells leave the plan and are listed.
-    needs = workload_needs.Needs(peer_platforms=("bm",))
-    monkeypatch.setitem(workload_needs.NEEDS, "cnn_train", needs)
+    monkeypatch.setitem(workload_needs.NEEDS, "cnn_train", workload_needs.Needs(peer=True))
+    monkeypatch.setattr(workload_needs, "peer_platforms", lambda: ("bm",))
     experiment = plan(overrides={"repeats": 1, "scaleup": [2], "cpu_config": ["pin"], "platforms": ["bm", "cn"]})
     assert [cell["id"] for cell in experiment["cells"]] == ["bm/2/pin/cpu|r0"]
     assert experiment["dropped"] == [

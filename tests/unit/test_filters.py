@@ -11,6 +11,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
 from ansible.template import Templar, trust_as_template
 from ansible_collections.platbench.lab.plugins.filter.platbench import cpuset_for, expand_matrix, workload_argv
+from plan_options import plan_options
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = {
@@ -99,7 +100,7 @@ def test_filters_by_fqcn_in_a_template():
 def test_registry_and_cell_plan_filters_by_fqcn_in_a_template():
     assert render(
         "{{ 'all' | platbench.lab.platforms | selectattr('placement') | map(attribute='label') | list }}"
-    ) == ["bm", "cn", "vm", "vmcn", "vmsg", "sg", "k8s", "ironic", "nova", "magnum"]
+    ) == ["bm", "cn", "pd", "vm", "vmcn", "vmsg", "sg", "k8s", "ironic", "nova", "magnum"]
     assert (
         render("{{ ['vmcn'] | platbench.lab.platforms | map(attribute='cpu_pinning') | first }}")
         == "vcpupin + cpuset-cpus"
@@ -113,8 +114,9 @@ def test_registry_and_cell_plan_filters_by_fqcn_in_a_template():
         "labels": {"platform": "bm", "scaleup": 1, "cpu_config": "pin", "processor": "cpu", "workload": "w"},
     }
     plan = render(
-        "{{ cell | platbench.lab.cell_plan(facts, {'host': 'h', 'campaign': 'c'}) }}",
+        "{{ cell | platbench.lab.cell_plan(facts, options) }}",
         cell=cell,
+        options=plan_options(host="h", campaign="c"),
         facts={"cpus_allowed": [0, 1, 2]},
     )
     assert plan["process"]["argv"][:4] == ["taskset", "--cpu-list", "2", "/opt/platbench/venv/bin/python"]

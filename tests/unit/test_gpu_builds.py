@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.platbench.lab.plugins.action.host_facts import gpu_facts
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
@@ -33,10 +34,6 @@ from ansible.module_utils.basic import AnsibleModule
 module = AnsibleModule(argument_spec={"facts": {"type": "dict", "required": True}})
 module.exit_json(changed=False, ansible_facts=module.params["facts"])
 """
-needs_assignment_filter = pytest.mark.skipif(
-    "gpus_assigned_to" not in (REPO / "plugins/filter/platbench.py").read_text(),
-    reason="the roles' defaults read platbench_gpu_assignment through platbench.lab.gpus_assigned_to",
-)
 
 
 def play(tmp_path, tasks, variables=None, facts=None):
@@ -119,11 +116,17 @@ def picked_lists(tmp_path, assignment, gpus):
             tmp_path / "out.json",
         )
     ]
-    ok(play(tmp_path, tasks, {"platbench_gpu_assignment": assignment}, facts={"platbench": {"gpus": gpus}}))
+    ok(
+        play(
+            tmp_path,
+            tasks,
+            {"platbench_gpu_assignment": assignment},
+            facts={"platbench": {"gpus": gpus, **gpu_facts(assignment, gpus, "localhost")}},
+        )
+    )
     return json.loads((tmp_path / "out.json").read_text())
 
 
-@needs_assignment_filter
 @pytest.mark.parametrize(
     "assignment, gpus, bm, image, guest",
     [
@@ -190,7 +193,7 @@ def image_context(tmp_path, gpu):
         "workload_image_workloads_source": str(workloads),
         "wheelhouse_dir": str(wheelhouses),
     }
-    ok(play(tmp_path, tasks, variables, facts={"platbench": {"gpus": []}}))
+    ok(play(tmp_path, tasks, variables, facts={"platbench": {"gpus": [], **gpu_facts({}, [], "localhost")}}))
     found = json.loads((tmp_path / "out.json").read_text())
     files = sorted(str(p.relative_to(context)) for p in context.rglob("*") if p.is_file())
     return found, context, files
@@ -236,7 +239,14 @@ def guest_ids(tmp_path, **extra):
         },
         dump(["guest_image_rootfs_id"], tmp_path / "out.json"),
     ]
-    ok(play(tmp_path, tasks, dict(GUEST_VARS, **extra), facts={"platbench": {"gpus": []}}))
+    ok(
+        play(
+            tmp_path,
+            tasks,
+            dict(GUEST_VARS, **extra),
+            facts={"platbench": {"gpus": [], **gpu_facts({}, [], "localhost")}},
+        )
+    )
     return json.loads((tmp_path / "out.json").read_text())["guest_image_rootfs_id"]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan
+from plan_options import plan_options
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "tests/roles/vm/render_domain.yml"
@@ -20,7 +21,7 @@ GPUS = [
     {"pci_address": "0000:af:00.0", "device_id": "0x20b0", "driver": "vfio-pci", "iommu_group": "40"},
 ]
 FACTS = {"cpus_allowed": [0, 1, 2, 3], "numa_nodes": {"0": [0, 1, 2, 3]}, "gpus": GPUS, "gpu_count": 2}
-OPTIONS = {"host": "gpu1", "campaign": "c1", "gpu_assignment": {"0000:af:00.0": "guests"}}
+OPTIONS = plan_options(host="gpu1", campaign="c1", gpu_assignment={"0000:af:00.0": "guests"})
 
 
 def render(tmp_path, platform, processor):

@@ -15,6 +15,7 @@ from ansible_collections.platbench.lab.plugins.modules.host_facts import slot_fu
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
 from ansible_collections.platbench.lab.plugins.plugin_utils.gpus import assignment_problems, cuda_indexes
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, validate_experiment
+from plan_options import plan_options
 
 HOST_GPU, GUEST_GPU = "0000:3b:00.0", "0000:af:00.0"
 
@@ -33,12 +34,12 @@ def gpu(address, driver, slot=()):
 GPUS = [gpu(HOST_GPU, "nvidia"), gpu(GUEST_GPU, "vfio-pci", [GUEST_GPU[:-1] + "1"])]
 ASSIGNMENT = {GUEST_GPU: "guests", HOST_GPU: "host"}
 FACTS = {"cpus_allowed": [0, 1, 2, 3], "numa_nodes": {"0": [0, 1, 2, 3]}, "gpus": GPUS, "gpu_count": 2}
-OPTIONS = {
-    "host": "gpu1",
-    "campaign": "c1",
-    "gpu_assignment": ASSIGNMENT,
-    "guest_image": {"container_image_id": "sha256:" + "ab" * 32, "nvidia_driver": "580.95.05"},
-}
+OPTIONS = plan_options(
+    host="gpu1",
+    campaign="c1",
+    gpu_assignment=ASSIGNMENT,
+    guest_image={"container_image_id": "sha256:" + "ab" * 32, "nvidia_driver": "580.95.05"},
+)
 
 
 def make_cell(platform, processor="gpu", scaleup=1):
@@ -234,6 +235,7 @@ STATUS = platform_status(
     "sha256:1",
     "/g.json",
     {"container_image_id": "sha256:1"},
+    engines_found={"docker": {"answers": True, "version": "26.1.5", "image_id": "sha256:1"}},
 )
 
 

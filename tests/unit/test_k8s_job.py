@@ -18,6 +18,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.k8s_job import (
     qos_class,
     quantity,
 )
+from plan_options import plan_options
 
 KUBERNETES = "1.33.0"
 # One GPU left with the host (the device plugin advertises it), one given to guests on vfio-pci.
@@ -30,13 +31,13 @@ GPU_NODE = {
         {"pci_address": "0000:af:00.0", "device_id": "0x20b0", "driver": "vfio-pci", "iommu_group": "40"},
     ],
 }
-OPTIONS = {
-    "host": "Runner-A",
-    "campaign": "lin2018 single",
-    "k8s_node": "runner-a",
-    "image": "platbench/workload:0123456789ab",
-    "gpu_assignment": {"0000:af:00.0": "guests"},
-}
+OPTIONS = plan_options(
+    host="Runner-A",
+    campaign="lin2018 single",
+    k8s_node="runner-a",
+    image="platbench/workload:0123456789ab",
+    gpu_assignment={"0000:af:00.0": "guests"},
+)
 DATASET = {"generator": "mnist", "args": {"images": 600}}
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -75,7 +76,7 @@ def test_the_job_is_a_valid_kubernetes_object(cpu_config, processor, dataset):
     plan = plan_for(cpu_config, processor, dataset)
     job = plan["job"]
     kubernetes_validate.validate(job, KUBERNETES, strict=True)
-    assert plan["placement"] == "run_k8s" and job["metadata"]["name"] == plan["name"]
+    assert plan["placement"] == "k8s_job" and job["metadata"]["name"] == plan["name"]
     assert job["metadata"]["namespace"] == plan["kubernetes"]["namespace"] == "platbench"
     spec = job["spec"]
     assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == plan["timeout"] == 3600

@@ -1,5 +1,6 @@
 """The k8s platform around its Job: readiness (kubeconfig, cluster, node, image), the prechecks of the
-runner's node, and run_k8s.yml against an API server that does not answer (the Job is still deleted)."""
+runner's node, and the k8s_job kind (k8s_job.yml) against an API server that does not answer (the Job is still
+deleted)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ansible_collections.platbench.lab.plugins.modules import platform_status as
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
+from plan_options import plan_options
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "tests/roles/platform_run/k8s_unreachable.yml"
@@ -217,7 +219,7 @@ def test_a_cluster_that_does_not_answer_fails_the_cell_and_the_job_is_still_dele
         "labels": {"platform": "k8s", "scaleup": 1, "cpu_config": "pin", "processor": "cpu", "workload": "cnn_train"},
     }
     plan = cell_plan(
-        cell, FACTS, {"host": "localhost", "campaign": "c", "k8s_node": "n", "kubeconfig": str(kubeconfig)}
+        cell, FACTS, plan_options(host="localhost", campaign="c", k8s_node="n", kubeconfig=str(kubeconfig))
     )
     outcome_file = tmp_path / "outcome.json"
     variables = tmp_path / "vars.json"

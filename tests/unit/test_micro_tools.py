@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
+from ansible_collections.platbench.lab.plugins.plugin_utils import tool_checks
 
 from workloads.common import tools
 from workloads.common.harness import WorkloadFailed
@@ -15,9 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_precheck_script_prints_exactly_the_missing_tools():
-    script = yaml.safe_load((REPO / "roles/platform_run/defaults/main.yml").read_text())["platform_run_tools_script"]
     done = subprocess.run(
-        ["sh", "-c", script, "sh", "sh", "platbench-no-such-tool", "ls", "platbench-nor-this"],
+        ["sh", "-c", tool_checks.SCRIPT, "sh", "sh", "platbench-no-such-tool", "ls", "platbench-nor-this"],
         capture_output=True,
         text=True,
         check=True,
@@ -46,3 +45,39 @@ def test_versions_come_from_the_package_database_where_there_is_one():
     found = tools.versions(["dd"])
     assert set(found) == {"dd"}
     assert found["dd"] is None or found["dd"][0].isdigit()
+
+
+PLAN = {"platforms": ["bm", "cn", "vm"], "tools": ["dd", "iperf3"]}
+
+
+def test_the_runner_looks_on_the_host_and_in_the_image_of_each_ready_engine():
+    checks = tool_checks.checks(PLAN, {"cn": {"ready": True}}, "platbench/workload:abc")
+    assert [check["where"] for check in checks] == [
+        "on the host (bm)",
+        "in the workload image platbench/workload:abc (cn)",
+    ]
+    assert checks[0]["argv"] == ["sh", "-c", tool_checks.SCRIPT, "sh", "dd", "iperf3"]
+    assert checks[1]["argv"][:8] == [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--entrypoint",
+        "sh",
+        "platbench/workload:abc",
+    ]
+    assert checks[1]["argv"][-3:] == ["sh", "dd", "iperf3"]
+    # A container platform that is not ready is not asked; guests never are.
+    assert [check["where"] for check in tool_checks.checks(PLAN, {}, "img")] == ["on the host (bm)"]
+    assert tool_checks.checks({"platforms": ["vm"], "tools": ["dd"]}, {}, "img") == []
+
+
+def test_a_missing_tool_is_named_with_its_package_and_the_fix():
+    checks = tool_checks.checks(PLAN, {"cn": {"ready": True}}, "img")
+    results = [{"item": checks[0], "stdout": "dd\niperf3\n"}, {"item": checks[1], "stdout": ""}]
+    assert tool_checks.problems(results, PLAN["tools"], "lab1") == [
+        "dd, iperf3 not installed on the host (bm) on lab1, and the experiment's workloads run dd, iperf3. "
+        "Install the Debian package(s) coreutils, iperf3: the role platbench.lab.micro_tools installs them on lab "
+        "hosts (playbooks/lab_host.yml, run by site.yml)."
+    ]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.platbench.lab.plugins.action.host_facts import gpu_facts
 from ansible_collections.platbench.lab.plugins.plugin_utils import nvidia_driver
 from test_docker_role import INJECT_FACTS
 
@@ -198,13 +199,15 @@ def test_check_mode_here_skips_the_gpu_less_host_saying_why_and_changes_nothing(
 def plan_for(tmp_path, facts, gpus, variables):
     """The role's plan and kept GPUs for a host with these facts and GPUs, as tasks/plan.yml decides them."""
     out = tmp_path / "plan.json"
+    # What host_facts reports from the inventory's assignment (plugins/action/host_facts.py).
+    kept = gpu_facts(variables.get("platbench_gpu_assignment") or {}, gpus, "localhost")
     play = [
         {
             "name": "Driver plan",
             "hosts": "localhost",
             "gather_facts": False,
             "tasks": [
-                {"inject_facts": {"facts": dict(facts, platbench={"gpus": gpus, "systemd_pid1": True})}},
+                {"inject_facts": {"facts": dict(facts, platbench={"gpus": gpus, "systemd_pid1": True, **kept})}},
                 {"ansible.builtin.include_role": {"name": "platbench.lab.nvidia_driver", "tasks_from": "plan"}},
                 {
                     "ansible.builtin.copy": {
@@ -303,7 +306,14 @@ def load_and_persist(tmp_path, broken=False):
             "gather_facts": False,
             "environment": {"PATH": "%s:%s" % (bin_dir, os.environ["PATH"])},
             "tasks": [
-                {"inject_facts": {"facts": dict(DEBIAN_12, platbench={"gpus": GPUS, "systemd_pid1": False})}},
+                {
+                    "inject_facts": {
+                        "facts": dict(
+                            DEBIAN_12,
+                            platbench={"gpus": GPUS, "systemd_pid1": False, **gpu_facts({}, GPUS, "localhost")},
+                        )
+                    }
+                },
                 {"ansible.builtin.set_fact": {"nvidia_driver_packages": {"changed": False}}},
                 {"ansible.builtin.include_role": dict(include, tasks_from="load")},
                 {

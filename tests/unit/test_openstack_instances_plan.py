@@ -110,12 +110,12 @@ def test_ironic_through_nova_boots_servers_of_the_ironic_flavor():
 def test_magnum_template_and_clusters():
     options = {**OPTIONS, "magnum_network_driver": "calico", "magnum_external_network": "public"}
     plan = op.instances_plan([cell("magnum", 2, "pin")], options)
-    assert plan["magnum"]["template"]["external_network"] == "public"
+    assert plan["coe"]["template"]["external_network"] == "public"
     assert plan["image"]["properties"] == {"os_distro": "fedora-coreos"}
-    template = plan["magnum"]["template"]
+    template = plan["coe"]["template"]
     assert template["coe"] == "kubernetes" and template["network_driver"] == "calico"
     assert template["labels"] == {"platbench_campaign": "c1"}
-    cluster = plan["magnum"]["clusters"][0]
+    cluster = plan["coe"]["clusters"][0]
     assert cluster["template"] == template["name"] and cluster["flavor"] == plan["prefix"] + "magnum-2-pin-cpu"
 
 
@@ -196,11 +196,11 @@ def test_inventory_groups_up_and_failed_instances():
         {"name": plan["servers"][0]["name"], "status": "active", "address": "198.18.40.5", "reason": None},
         {"name": plan["servers"][1]["name"], "status": "failed", "address": None, "reason": "nova: No valid host"},
     ]
-    cluster = plan["magnum"]["clusters"][0]
+    cluster = plan["coe"]["clusters"][0]
     clusters = [{"item": cluster, "cluster": {"status": "CREATE_FAILED", "status_reason": "no heat"}}]
     hosts = {host["name"]: host for host in op.inventory(plan, outcomes, clusters, "debian")}
     up = hosts[plan["servers"][0]["name"]]
-    assert up["groups"] == ["platbench_nova"]
+    assert up["groups"] == ["platbench_nova", "platbench_process_instances"]
     assert up["vars"]["ansible_host"] == "198.18.40.5" and up["vars"]["ansible_user"] == "debian"
     assert up["vars"]["platbench_platform"] == "nova" and up["vars"]["platbench_openstack_failure"] is None
     down = hosts[plan["servers"][1]["name"]]
@@ -209,7 +209,10 @@ def test_inventory_groups_up_and_failed_instances():
         and down["vars"]["platbench_openstack_failure"] == "nova: No valid host"
     )
     ironic = hosts[plan["ironic_deployments"][0]["name"]]
-    assert ironic["groups"] == ["platbench_ironic"] and ironic["vars"]["ansible_host"] == "198.18.41.10"
+    assert (
+        ironic["groups"] == ["platbench_ironic", "platbench_process_instances"]
+        and ironic["vars"]["ansible_host"] == "198.18.41.10"
+    )
     assert hosts[cluster["name"]]["groups"] == ["platbench_magnum_failed"]
     assert hosts[cluster["name"]]["vars"]["platbench_openstack_failure"] == "magnum: no heat"
 

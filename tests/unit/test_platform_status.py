@@ -17,7 +17,15 @@ KVM_HOST = {"docker_engine": True, "vm_accelerator": "kvm", "libvirt_daemon": Tr
 GUEST = {"rootfs_id": "r1", "container_image_id": IMAGE}
 
 
-def status(facts=None, venv=True, image_id=IMAGE, guest=None):
+def answering(image_id=IMAGE):
+    """Both container engines answer and hold the workload image ``image_id`` (None: not there)."""
+    return {
+        "docker": {"answers": True, "version": "26.1.5", "image_id": image_id},
+        "podman": {"answers": True, "version": "4.3.1", "image_id": image_id},
+    }
+
+
+def status(facts=None, venv=True, image_id=IMAGE, guest=None, engines=None):
     return platform_status(
         KVM_HOST if facts is None else facts,
         "/opt/platbench",
@@ -26,12 +34,13 @@ def status(facts=None, venv=True, image_id=IMAGE, guest=None):
         image_id,
         "/var/lib/platbench/guest/current.json",
         GUEST if guest is None else guest,
+        engines_found=answering(image_id) if engines is None else engines,
     )
 
 
 def test_a_complete_kvm_host_runs_every_built_platform():
     result = status()
-    assert [label for label in platforms.LABELS if result[label]["ready"]] == ["bm", "cn", "vm", "vmcn"]
+    assert [label for label in platforms.LABELS if result[label]["ready"]] == ["bm", "cn", "pd", "vm", "vmcn"]
     assert result["vm"] == {"ready": True, "reason": "", "skip": False, "accelerator": "kvm", "emulated": False}
     assert "accelerator" not in result["bm"]
 
@@ -72,8 +81,22 @@ def test_openstack_platforms_are_ready_with_the_campaigns_instances_and_skipped_
             "bm",
             "no workload environment at /opt/platbench/venv: run site.yml (role platbench.lab.workload_env)",
         ),
-        ({"facts": {**KVM_HOST, "docker_engine": False}}, "cn", "no Docker engine answers on this host"),
+        (
+            {"engines": {**answering(), "docker": {"answers": False}}},
+            "cn",
+            "no Docker engine answers on this host: run site.yml (role platbench.lab.docker) or start dockerd",
+        ),
+        (
+            {"engines": {**answering(), "podman": {"answers": False}}},
+            "pd",
+            "no Podman engine answers on this host: run site.yml (role platbench.lab.podman)",
+        ),
         ({"image_id": None}, "cn", "image platbench/workload:latest is not built: run site.yml"),
+        (
+            {"engines": {**answering(), "podman": {"answers": True, "version": "4.3.1", "image_id": None}}},
+            "pd",
+            "image platbench/workload:latest is not built: run site.yml (role platbench.lab.podman)",
+        ),
         ({"facts": {**KVM_HOST, "libvirt_daemon": False}}, "vm", "libvirtd does not answer"),
         ({"guest": {}}, "vm", "no guest image at /var/lib/platbench/guest/current.json"),
         ({"guest": {"rootfs_id": "r1"}}, "vmcn", "the guest image carries no container image"),
@@ -112,7 +135,22 @@ def run_module(capsys, args):
     return json.loads(capsys.readouterr().out)
 
 
-def test_the_module_reads_the_venv_and_guest_image_itself(tmp_path, capsys):
+def engines_on_the_command_line(monkeypatch, installed):
+    """The module asks each engine on its command line: here only ``installed`` ones answer, holding IMAGE."""
+    asked = []
+
+    def run(_module, argv):
+        asked.append(argv)
+        if argv[0] not in installed:
+            return None
+        return (0, "26.1.5\n") if argv[1] == "version" else (0, IMAGE + "\n")
+
+    monkeypatch.setattr(module, "run", run)
+    return asked
+
+
+def test_the_module_reads_the_venv_and_guest_image_itself(tmp_path, capsys, monkeypatch):
+    asked = engines_on_the_command_line(monkeypatch, {"docker"})
     (tmp_path / "venv" / "bin").mkdir(parents=True)
     (tmp_path / "venv" / "bin" / "python").write_text("")
     guest = tmp_path / "current.json"
@@ -122,17 +160,19 @@ def test_the_module_reads_the_venv_and_guest_image_itself(tmp_path, capsys):
         {
             "facts": KVM_HOST,
             "prefix": str(tmp_path),
-            "images": [{"Id": IMAGE}],
             "guest_image": str(guest),
             "platforms": ["bm", "vmcn", "sg"],
         },
     )
     assert result["ready"] == ["bm", "cn", "vm", "vmcn"] and result["emulated"] == []
+    assert ["docker", "image", "inspect", "--format", "{{.Id}}", "platbench/workload:latest"] in asked
+    assert not result["platforms"]["pd"]["ready"] and "no Podman engine answers" in result["platforms"]["pd"]["reason"]
     assert result["guest_image"] == GUEST and result["image_id"] == IMAGE and not result["changed"]
     assert result["summary"][0] == "bm: ready" and result["summary"][2].startswith("sg: skipped: ")
 
 
-def test_the_module_without_venv_or_guest_image(tmp_path, capsys):
+def test_the_module_without_venv_or_guest_image(tmp_path, capsys, monkeypatch):
+    engines_on_the_command_line(monkeypatch, set())
     result = run_module(
         capsys,
         {
@@ -157,7 +197,7 @@ def test_the_module_rejects_an_unknown_platform_naming_the_setting(tmp_path, cap
     assert result["failed"]
     assert result["msg"].startswith(
         "platbench_platforms (the inventory's group_vars/all.yml): unknown platform(s) "
-        "'docker'; known: bm, cn, vm, vmcn, vmsg, sg, k8s"
+        "'docker'; known: bm, cn, pd, vm, vmcn, vmsg, sg, k8s"
     )
 
 

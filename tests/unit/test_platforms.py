@@ -1,4 +1,5 @@
-"""The platform registry is the one place platforms are named, and everything agrees with it."""
+"""The platform registry is the one place platforms are named, and everything agrees with it; a new platform of an
+existing kind is a registry entry and nothing else (see test_platform_guard.py for the other half)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import matrix
+from ansible_collections.platbench.lab.plugins.plugin_utils import matrix, placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan
+from plan_options import plan_options
 from unbuilt import REASON, make_unbuilt
 
 from platbench import report
@@ -16,6 +20,7 @@ from platbench import report
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "platform_run"
 BUILT = [platform for platform in platforms.PLATFORMS if platform.placement]
+SPECS = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]
 
 
 def role_dir(fqcn):
@@ -30,18 +35,36 @@ def test_labels_are_unique_and_one_platform_is_the_baseline():
     assert platforms.PLATFORMS[0].baseline  # the report lists the baseline first
 
 
+@pytest.mark.parametrize("platform", platforms.PLATFORMS, ids=lambda p: p.label)
+def test_every_entry_is_well_typed(platform):
+    assert platforms.entry_problems(platform) == []
+
+
+def test_a_badly_typed_entry_is_named():
+    problems = platforms.entry_problems(platforms.BY_LABEL["vmcn"]._replace(engine=None, gpu_view="renumbered"))
+    assert "platform vmcn: gpu_view 'renumbered' is not one of" in problems[0]
+    assert "platform vmcn: an engine is set exactly when the workload runs in a container" in problems
+    problems = platforms.entry_problems(platforms.BY_LABEL["vm"]._replace(inner="k8s_job", launcher=None))
+    assert problems == ["platform vm: a guest holds ('process', 'container'), not 'k8s_job'"]
+
+
 @pytest.mark.parametrize("platform", BUILT, ids=lambda p: p.label)
-def test_every_built_platform_has_its_roles_placement_file_and_argument_specs(platform):
+def test_every_built_platform_has_its_roles_and_its_kind(platform):
     for role in platform.roles:
         assert (role_dir(role) / "tasks" / "main.yml").is_file(), role
-    assert (ROLE / "tasks" / f"{platform.placement}.yml").is_file()
-    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]
-    plan = specs[platform.placement]["options"]["platform_run_cell_plan"]
-    assert plan["type"] == "dict" and plan["required"] is True
-    assert set(plan["options"]) >= {"cell", "placement", "argv", "env", "cpuset", "gpus", "runtime", "timeout"}
-    assert platform.placement == f"run_{platform.label}"
+    assert platform.placement == platform.kind in placements.KINDS
     assert not platform.unbuilt
-    assert set(platform.requires) <= set(platforms.REQUIREMENTS)
+
+
+def test_every_kind_has_its_module_task_file_and_argument_spec():
+    assert set(placements.KINDS) == set(platforms.KINDS)
+    for kind in platforms.KINDS:
+        assert (ROLE / "tasks" / f"{kind}.yml").is_file(), kind
+        plan = SPECS[kind]["options"]["platform_run_cell_plan"]
+        assert plan["type"] == "dict" and plan["required"] is True
+        assert set(plan["options"]) >= {"cell", "kind", "placement", "argv", "env", "cpuset", "gpus", "runtime"}
+    # Entry points: the role's own (main, capabilities) and one per kind, no more.
+    assert set(SPECS) == {"main", "capabilities", *platforms.KINDS}
 
 
 def test_every_platform_of_this_release_is_built():
@@ -56,11 +79,11 @@ def test_a_platform_not_built_says_why(monkeypatch):
     assert platforms.not_built_reason("nova") is None
 
 
-def test_every_placement_entry_point_is_a_registry_platform():
-    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]
-    placements = {name for name in specs if name.startswith("run_")}
-    assert placements == {p.placement for p in BUILT}
-    assert {path.stem for path in (ROLE / "tasks").glob("run_*.yml")} == placements
+def test_cloud_instance_groups_come_from_the_registry():
+    assert platforms.labels_where(kind="cloud_instance") == platforms.REMOTE
+    assert {label: platforms.get(label).group for label in platforms.REMOTE} == {
+        label: f"platbench_{label}" for label in platforms.REMOTE
+    }
 
 
 def readme_platform_rows():
@@ -70,45 +93,113 @@ def readme_platform_rows():
     return {re.match(r"\| `([^`]+)`", row).group(1): row for row in rows}
 
 
-def test_the_readme_has_a_row_per_platform_saying_whether_it_is_built():
+def test_the_readme_has_a_row_per_platform_naming_its_kind():
     rows = readme_platform_rows()
     assert list(rows) == list(platforms.LABELS)
     for platform in platforms.PLATFORMS:
         row = rows[platform.label]
         if platform.placement:
-            assert f"run_{platform.label}.yml" in row, row
+            assert f"`{platform.kind}`" in row, row
         else:
             assert "not built" in row, row
 
 
-def yaml_files():
-    for pattern in ("roles/**/*.yml", "playbooks/*.yml", "site.yml"):
-        yield from sorted(REPO.glob(pattern))
+# One made-up platform of each kind, as a registry entry alone would add it.
+NEW_PLATFORMS = {
+    "process": {"kind": "process", "launcher": "venv", "gpu_view": "host", "pinning": "taskset"},
+    "container": {"kind": "container", "engine": "podman", "gpu_view": "own", "pinning": "cpuset"},
+    "guest": {
+        "kind": "guest",
+        "inner": "container",
+        "engine": "docker",
+        "gpu_view": "passthrough",
+        "pinning": "vcpupin",
+    },
+    "k8s_job": {"kind": "k8s_job", "gpu_view": "scheduled", "pinning": "cpu_manager"},
+    "cloud_instance": {
+        "kind": "cloud_instance",
+        "inner": "process",
+        "launcher": "venv",
+        "instance": "server",
+        "gpu_view": "scheduled",
+        "pinning": "flavor",
+    },
+}
 
 
-def label_lists(text):
-    """Flow lists ([vm, vmcn], ['bm', 'cn']) and block lists of platform labels in a file."""
-    found = []
-    for match in re.finditer(r"\[([^\[\]]*)\]", text):
-        items = [item.strip().strip("'\"") for item in match.group(1).split(",") if item.strip()]
-        if len(items) >= 2 and all(item in platforms.BY_LABEL for item in items):
-            found.append(match.group(0))
-    for block in re.finditer(r"(?:^[ \t]*- *['\"]?([a-z0-9]+)['\"]?[ \t]*\n){2,}", text, re.M):
-        items = re.findall(r"- *['\"]?([a-z0-9]+)", block.group(0))
-        if all(item in platforms.BY_LABEL for item in items):
-            found.append(block.group(0))
-    return found
+def add_platform(monkeypatch, label, **fields):
+    entry = platforms._entry(
+        label,
+        "a new platform",
+        ("platbench.lab.host_prep",),
+        cpu_pinning="",
+        cpu_vanilla="",
+        gpu_handover="",
+        **{"requires": (), **fields},
+    )
+    monkeypatch.setattr(platforms, "PLATFORMS", platforms.PLATFORMS + (entry,))
+    monkeypatch.setattr(platforms, "BY_LABEL", {**platforms.BY_LABEL, label: entry})
+    monkeypatch.setattr(platforms, "LABELS", platforms.LABELS + (label,))
+    return entry
 
 
-def test_no_role_or_playbook_lists_platform_labels_by_hand():
-    offenders = {str(path.relative_to(REPO)): label_lists(path.read_text()) for path in yaml_files()}
-    assert {path: lists for path, lists in offenders.items() if lists} == {}
+def validate(plan):
+    """The plan against its kind's entry point, as include_role validates it."""
+    options = SPECS[plan["placement"]]["options"]
+    result = ArgumentSpecValidator(options).validate({"platform_run_cell_plan": plan})
+    return result.error_messages
 
 
-def test_the_literal_list_detector_finds_what_it_is_meant_to():
-    assert label_lists("x: \"{{ p | intersect(['vm', 'vmcn']) }}\"") == ["['vm', 'vmcn']"]
-    assert label_lists("a:\n  - bm\n  - cn\n")
-    assert label_lists("x: [cpu, gpu]") == [] and label_lists("a:\n  - bm\n  - other\n") == []
+@pytest.mark.parametrize("kind", list(NEW_PLATFORMS))
+@pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
+def test_a_new_platform_of_each_kind_is_a_registry_entry_alone(monkeypatch, kind, cpu_config):
+    entry = add_platform(monkeypatch, "zz", **NEW_PLATFORMS[kind])
+    assert platforms.entry_problems(entry) == []
+    cell = {
+        "id": f"zz/2/{cpu_config}/cpu|r0",
+        "scenario": f"zz/2/{cpu_config}/cpu",
+        "params": {"framework": "tensorflow", "model": "tiny", "steps": 3},
+        "labels": {
+            "platform": "zz",
+            "scaleup": 2,
+            "cpu_config": cpu_config,
+            "processor": "cpu",
+            "workload": "cnn_train",
+            "experiment": "e",
+            "repeat": 0,
+        },
+    }
+    options = plan_options(
+        k8s_node="node1",
+        guest_image={"container_image_id": "sha256:" + "b" * 64},
+        engines={"podman": {"answers": True, "version": "4.3.1", "image_id": "sha256:" + "a" * 64}},
+    )
+    plan = cell_plan(cell, {"cpus_allowed": [0, 1, 2, 3]}, options)
+    assert plan["platform"] == "zz" and plan["placement"] == kind
+    assert validate(plan) == []
+
+
+def test_the_validation_catches_a_plan_its_kind_does_not_declare():
+    plan = cell_plan(
+        {
+            "id": "bm/1/pin/cpu|r0",
+            "params": {"framework": "tensorflow", "model": "tiny"},
+            "labels": {
+                "platform": "bm",
+                "scaleup": 1,
+                "cpu_config": "pin",
+                "processor": "cpu",
+                "workload": "cnn_train",
+                "experiment": "e",
+                "repeat": 0,
+            },
+        },
+        {"cpus_allowed": [0, 1]},
+        plan_options(),
+    )
+    assert validate(plan) == []
+    assert validate({**plan, "container": {}})
+    assert validate({**plan, "process": {**plan["process"], "become": "perhaps"}})
 
 
 def test_matrix_and_report_read_the_registry():
@@ -144,7 +235,7 @@ def test_unknown_labels_are_named_with_the_known_ones():
     with pytest.raises(
         platforms.UnknownPlatform,
         match=r"platbench_platforms: unknown platform\(s\) 'docker'; "
-        r"known: bm, cn, vm, vmcn, vmsg, sg",
+        r"known: bm, cn, pd, vm, vmcn, vmsg, sg",
     ):
         platforms.check_labels(["bm", "docker"], "platbench_platforms")
     with pytest.raises(platforms.UnknownPlatform, match="must be a list"):

@@ -33,6 +33,15 @@ def test_results_dir_is_made_absolute(tmp_path, monkeypatch):
     assert record_cell("results/x")["platbench_campaign"]["results_dir"] == str(tmp_path / "results" / "x")
 
 
+def test_the_experiment_reaches_run_json_without_its_expanded_cells(tmp_path):
+    campaign = make_campaign(tmp_path)
+    campaign["experiment"] = {**campaign["experiment"], "cells": [make_cell("bm/2/pin/cpu|r0")]}
+    result = run_record_cell(
+        {"cell": make_cell("bm/2/pin/cpu|r0"), "campaign": campaign, "output": record_line() + "\n"}
+    )
+    assert result["platbench_campaign"]["experiment"] == {"name": "smoke", "repeats": 1}
+
+
 def test_error_makes_one_failed_sample_with_error_and_output_tail_and_a_warning(tmp_path):
     output = "\n".join(f"log line {number}" for number in range(200)) + "\nKilled"
     result = record_cell(tmp_path, output=output, error="docker run exited with 137")

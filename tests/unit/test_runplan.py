@@ -15,7 +15,10 @@ from unbuilt import make_unbuilt
 
 FACTS = {"cpus_allowed": [0, 1], "gpu_count": 0, "docker_engine": True, "vm_accelerator": "tcg", "libvirt_daemon": True}
 GUEST = {"container_image_id": "sha256:1"}
-READY = platform_status(FACTS, "/opt/platbench", True, "img", "sha256:1", "/g.json", GUEST)
+# What platbench.lab.platform_status found of the container engines: Docker answers, with the workload image.
+ENGINES = {"docker": {"answers": True, "version": "26.1.5", "image_id": "sha256:1"}}
+NO_DOCKER = {"docker": {"answers": False, "version": None, "image_id": None}}
+READY = platform_status(FACTS, "/opt/platbench", True, "img", "sha256:1", "/g.json", GUEST, engines_found=ENGINES)
 
 
 def experiment(**fields):
@@ -45,7 +48,9 @@ def test_cells_are_labelled_with_their_host_and_guests_cut_to_the_emulated_subse
 
 
 def test_platforms_not_ready_are_left_out():
-    status = platform_status({**FACTS, "docker_engine": False}, "/opt/platbench", True, "img", None, "/g", {})
+    status = platform_status(
+        {**FACTS, "docker_engine": False}, "/opt/platbench", True, "img", None, "/g", {}, engines_found=NO_DOCKER
+    )
     ids = [cell["id"] for cell in cells_to_run(experiment(), status, "a")["cells"]]
     assert ids and all(i.startswith("bm/") for i in ids)
 
@@ -100,7 +105,9 @@ def test_a_plan_this_host_can_run_has_no_problem():
 
 def test_an_unbuilt_platform_and_a_missing_piece_fail_with_their_reason(monkeypatch):
     make_unbuilt(monkeypatch, "sg")
-    status = platform_status({**FACTS, "docker_engine": False}, "/opt/platbench", True, "img", None, "/g", {})
+    status = platform_status(
+        {**FACTS, "docker_engine": False}, "/opt/platbench", True, "img", None, "/g", {}, engines_found=NO_DOCKER
+    )
     found = problems(experiment(platforms=["bm", "cn", "sg"]), status)["problems"]
     assert len(found) == 2
     assert found[0].startswith("Experiment 'smoke' asks for platform cn, which runner-a cannot run: no Docker engine")
@@ -114,7 +121,7 @@ def test_an_unbuilt_platform_and_a_missing_piece_fail_with_their_reason(monkeypa
 
 
 def test_openstack_cells_are_skipped_without_instances_and_never_checked_against_the_runner():
-    status = platform_status(FACTS, "/opt/platbench", True, "img", "sha256:1", "/g", GUEST)
+    status = platform_status(FACTS, "/opt/platbench", True, "img", "sha256:1", "/g", GUEST, engines_found=ENGINES)
     plan = experiment(platforms=["bm", "nova"])
     assert problems(plan, status) == {
         "problems": [],
@@ -122,7 +129,15 @@ def test_openstack_cells_are_skipped_without_instances_and_never_checked_against
         "gpu_summary": "",
     }
     ready = platform_status(
-        FACTS, "/opt/platbench", True, "img", "sha256:1", "/g", GUEST, openstack_instances={"nova": ["pb-x"]}
+        FACTS,
+        "/opt/platbench",
+        True,
+        "img",
+        "sha256:1",
+        "/g",
+        GUEST,
+        openstack_instances={"nova": ["pb-x"]},
+        engines_found=ENGINES,
     )
     # More CPUs and GPUs than the runner has: the flavor gives them on the cloud.
     big = {**plan, "cells": [cell for cell in plan["cells"] if cell["labels"]["platform"] == "nova"]}
@@ -131,7 +146,9 @@ def test_openstack_cells_are_skipped_without_instances_and_never_checked_against
 
 
 def test_guests_without_qemu_are_skipped_not_failed():
-    status = platform_status({**FACTS, "vm_accelerator": None}, "/opt/platbench", True, "img", "sha256:1", "/g", GUEST)
+    status = platform_status(
+        {**FACTS, "vm_accelerator": None}, "/opt/platbench", True, "img", "sha256:1", "/g", GUEST, engines_found=ENGINES
+    )
     result = problems(experiment(), status)
     assert result["problems"] == [] and list(result["skipped"]) == ["vm"]
 

@@ -14,6 +14,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
 from ansible_collections.platbench.lab.plugins.modules import platform_status as module
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
+from plan_options import plan_options
 
 IMAGE = "sha256:" + "cd" * 32
 OLD_IMAGE = "sha256:" + "ef" * 32
@@ -31,15 +32,15 @@ GUEST = {
     "sif_image_id": IMAGE,
     "sif_disk": "/var/lib/platbench/guest/sif-workload-cdcdcdcdcdcd.img",
 }
-OPTIONS = {
-    "host": "gpu1",
-    "campaign": "c1",
-    "image_id": IMAGE,
-    "gpu_assignment": {"0000:1a:00.0": "host", HOST_GPU: "host", GUEST_GPU: "guests"},
-    "guest_image": GUEST,
-    "sif": {"image": "platbench/workload:abc", "image_id": IMAGE, "sif": SIF, "apptainer_version": "1.4.5"},
-    "apptainer_version": "1.4.5",
-}
+OPTIONS = plan_options(
+    host="gpu1",
+    campaign="c1",
+    engines={"docker": {"answers": True, "version": "26.1.5", "image_id": IMAGE}},
+    gpu_assignment={"0000:1a:00.0": "host", HOST_GPU: "host", GUEST_GPU: "guests"},
+    guest_image=GUEST,
+    sif={"image": "platbench/workload:abc", "image_id": IMAGE, "sif": SIF, "apptainer_version": "1.4.5"},
+    apptainer_version="1.4.5",
+)
 ARGV = ["-m", "workloads.cnn_train", "--threads", "2", "--steps", "3"]
 CACHE = "/var/cache/platbench"
 
@@ -89,7 +90,7 @@ def make_cell(platform, cpu_config, processor, scaleup=2):
 )
 def test_sg_command_lines(cpu_config, processor, argv):
     plan = cell_plan(make_cell("sg", cpu_config, processor), FACTS, OPTIONS)
-    assert plan["placement"] == "run_sg" and "container" not in plan and "guest" not in plan
+    assert plan["placement"] == "process" and "container" not in plan and "guest" not in plan
     assert plan["process"]["argv"] == argv + ARGV
     # With --cleanenv only APPTAINERENV_* variables reach the workload: every one of the plan's.
     assert plan["process"]["env"] == {f"APPTAINERENV_{name}": value for name, value in plan["env"].items()}
@@ -107,8 +108,9 @@ def test_sg_sees_the_hosts_gpus_as_bm_does_and_cn_keeps_its_own_numbering():
     assert json.loads(sg["env"]["PLATBENCH_EXPECTED_GPUS"]) == {"count": 2, "pci_bus_ids": sg["gpus"]}
     assert sg["process"]["env"]["APPTAINERENV_CUDA_VISIBLE_DEVICES"] == "0,1"
     assert cn["container"]["device_requests"][0]["device_ids"] == ["0", "1"]
-    assert platforms.get("sg").gpu_handover in platforms.HOST_GPU_VIEW
-    assert platforms.get("cn").gpu_handover not in platforms.HOST_GPU_VIEW
+    # The registry's typed field says so: sg sees the host's GPUs, cn its own.
+    assert platforms.get("sg").gpu_view == platforms.get("bm").gpu_view == "host"
+    assert platforms.get("cn").gpu_view == "own"
 
 
 def test_a_data_dir_is_bound_read_only_before_the_cache():
@@ -162,7 +164,7 @@ GUEST_SIF = "/opt/platbench/sif/workload.sif"
 def test_vmsg_command_lines(cpu_config, processor, argv):
     plan = cell_plan(make_cell("vmsg", cpu_config, processor), FACTS, OPTIONS)
     pinned = cpu_config == "pin"
-    assert plan["placement"] == "run_vmsg" and "container" not in plan
+    assert plan["placement"] == "guest" and plan["guest"]["inner"] == "process" and "container" not in plan
     assert plan["process"]["argv"] == argv + ARGV
     guest = plan["guest"]
     # The guest like vm: vCPUs pinned one to one for pin, the GPU passed through, the SIF disk read-only.
@@ -317,7 +319,11 @@ def test_the_module_asks_apptainer_and_reads_the_sif_description(tmp_path, capsy
     sif.write_bytes(b"SIF")
     description = tmp_path / "current.json"
     description.write_text(json.dumps({**OPTIONS["sif"], "sif": str(sif), "image_id": OLD_IMAGE}))
-    args = {"facts": KVM_HOST, "images": [{"Id": IMAGE}], "sif_description": str(description)}
+    # Docker answers and holds IMAGE (the module asks each engine on its command line).
+    monkeypatch.setattr(
+        module, "run", lambda _m, argv: (0, "26.1.5") if argv[:2] == ["docker", "version"] else (0, IMAGE)
+    )
+    args = {"facts": KVM_HOST, "sif_description": str(description)}
     with patch_module_args(args), pytest.raises(SystemExit):
         module.main()
     result = json.loads(capsys.readouterr().out)

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan
+from plan_options import plan_options
 from workload_run import ENV, FRAMEWORKS, REPO_ROOT, metric_values, only_record, records_of
 
 # A bm cpu cell on a host with two GPUs (one kept by the host, one for guests): the GPU variables
@@ -28,7 +29,7 @@ _CELL = {
 _PLAN = cell_plan(
     _CELL,
     {"cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}, "gpus": _GPUS, "gpu_count": 2},
-    {"host": "gpu1", "campaign": "c1", "gpu_assignment": {"0000:af:00.0": "guests"}},
+    plan_options(host="gpu1", campaign="c1", gpu_assignment={"0000:af:00.0": "guests"}),
 )
 CPU_CELL_ENV = {
     name: _PLAN["env"][name]

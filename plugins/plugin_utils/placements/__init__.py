@@ -1,0 +1,58 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""Placement kinds: the code each kind of platform runs with, written once per kind.
+
+Every platform of the registry (``plugins/module_utils/platforms.py``) names its kind; a kind's module
+here does two things, and ``roles/platform_run/tasks/<kind>.yml`` executes what it planned:
+
+- ``plan(ctx, plan)`` adds the kind's sections to a cell plan (``process``, ``container``, ``guest``,
+  ``job``/``kubernetes``, ``openstack``) and what was asked of the platform to ``plan["runtime"]``;
+- ``observed(plan, results)`` maps what the engine reported after the run (the registered results of the
+  kind's task file) into the cell's output, its runtime metadata and, where the engine says the workload
+  failed without the task failing, an error.
+
+Kinds that hold another (a guest, a cloud instance) plan and map their inner kind through ``inner``.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements import (
+    cloud_instance,
+    container,
+    guest,
+    k8s_job,
+    process,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
+    Observed,
+    PlacementError,
+    Placing,
+)
+
+KINDS = {
+    "process": process,
+    "container": container,
+    "guest": guest,
+    "k8s_job": k8s_job,
+    "cloud_instance": cloud_instance,
+}
+# The registered results each kind's task file leaves for record_cell (roles/platform_run/tasks/cell.yml
+# forgets them before every cell, so a cell never reads the one before's).
+RESULTS = ("process", "container", "guest", "vcpus", "k8s_job", "k8s_pods", "k8s_log", "instance")
+
+__all__ = ["KINDS", "RESULTS", "Observed", "PlacementError", "Placing", "plan_sections", "observed"]
+
+
+def plan_sections(ctx, plan):
+    """Add the sections of ``ctx.platform``'s kind to ``plan``."""
+    KINDS[ctx.platform.kind].plan(ctx, plan)
+
+
+def observed(plan, results):
+    """What ``plan``'s engine reported (``results``: registered results by RESULTS name), as an Observed."""
+    platform = platforms.get(plan.get("platform"), "the cell plan's platform")
+    unknown = sorted(set(results or {}) - set(RESULTS))
+    if unknown:
+        raise PlacementError(f"unknown result(s) {', '.join(unknown)}; known: {', '.join(RESULTS)}")
+    return KINDS[platform.kind].observed(plan, {name: (results or {}).get(name) or {} for name in RESULTS})

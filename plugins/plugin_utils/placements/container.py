@@ -1,0 +1,122 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""The container kind: the workload image run to completion by a container engine (the registry's
+``engine``: Docker or Podman), on the runner host or in a guest.
+
+``pin`` = ``--cpuset-cpus``, ``vnl`` = a ``--cpus`` quota; no network (``none``) except micro_net's
+bridge to its peer; never privileged. GPUs: Docker's ``device_requests`` for the NVIDIA runtime,
+Podman's CDI devices (``nvidia.com/gpu=INDEX``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ansible_collections.platbench.lab.plugins.module_utils import engines
+from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
+from ansible_collections.platbench.lab.plugins.plugin_utils import peer
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError
+
+# The CDI device kind nvidia-ctk generates for each GPU (platbench.lab.podman writes the spec).
+CDI_GPU = "nvidia.com/gpu"
+
+
+@dataclass
+class EngineHost:
+    """Where the engine runs and what it holds, as the kind holding the container describes it."""
+
+    host: str  # the inventory host (or guest) whose engine runs the container
+    image: str | None
+    image_id: str | None
+    cpuset: str = ""  # --cpuset-cpus there, "" for none
+    mounts: list = field(default_factory=list)  # host directories mounted into the container
+    device_ids: list = field(default_factory=list)  # the engine's GPU indexes
+    engine_version: str | None = None
+    in_guest: bool = False
+
+
+def runner_engine(ctx):
+    """The runner host's own engine (cn, pd): the workload image the host's engine holds."""
+    engine = (ctx.opts["engines"] or {}).get(ctx.platform.engine) or {}
+    return EngineHost(
+        host=ctx.opts["host"],
+        image=ctx.opts["image"],
+        image_id=engine.get("image_id"),
+        cpuset=ctx.cpuset,
+        mounts=ctx.mounts,
+        # nvidia-smi's index on the host: PCI order among the GPUs the driver sees.
+        device_ids=gpu_pools.cuda_indexes(ctx.gpus, ctx.facts.get("gpus")),
+        engine_version=engine.get("version"),
+    )
+
+
+def _gpus(engine, device_ids):
+    if engine == "podman":
+        return {"devices": [f"{CDI_GPU}={index}" for index in device_ids]}
+    requests = [{"driver": "nvidia", "device_ids": [str(index) for index in device_ids], "capabilities": [["gpu"]]}]
+    return {"device_requests": requests if device_ids else []}
+
+
+def plan(ctx, plan, where=None):
+    """plan["container"] (arguments of the engine's container module) and, for micro_net on a platform whose
+    peer is a bridge, plan["peer"] (plugins/plugin_utils/peer.py)."""
+    where = where or runner_engine(ctx)
+    engine = ctx.platform.engine
+    plan["env"] = ctx.env()
+    plan["container"] = {
+        "engine": engine,
+        "engine_host": where.host,
+        "engine_version": where.engine_version,
+        "name": ctx.name,
+        "image": where.image,
+        "image_id": where.image_id,
+        "command": ["python"] + ctx.argv,
+        "env": plan["env"],
+        "cpuset_cpus": where.cpuset or None,
+        "cpus": ctx.quota,
+        "volumes": [f"{m['source']}:{m['target']}:{m['mode']}" for m in where.mounts],
+        "network_mode": "none",
+        **_gpus(engine, where.device_ids),
+        "labels": {
+            "org.platbench.cell": ctx.cell["id"],
+            "org.platbench.campaign": str(ctx.opts["campaign"]),
+            "org.platbench.host": str(ctx.opts["host"]),
+        },
+    }
+    plan["runtime"].update(launcher=engine, cpu_quota_requested=ctx.quota, container_name=ctx.name, image=where.image)
+    if where.in_guest:
+        plan["runtime"]["in_guest_cpuset"] = where.cpuset or None
+    if ctx.peer and ctx.platform.peer == "bridge":
+        if engine != "docker":
+            raise PlacementError(f"{ctx.where}: micro_net's bridge peer runs on the Docker engine only, not {engine}")
+        plan["peer"] = peer.container_peer(ctx.key, ctx.name, ctx.params, plan["container"], plan["timeout"])
+        peer.attach_cell(plan["container"], plan["peer"])
+        plan["runtime"].update(
+            peer_container=plan["peer"]["container"]["name"],
+            peer_address=plan["peer"]["address"],
+            peer_network=plan["peer"]["network"]["name"],
+            peer_subnet=plan["peer"]["network"]["subnet"],
+        )
+
+
+def observed(plan, results):
+    """The container's output and what the engine applied (its inspected HostConfig), by engine."""
+    result = results.get("container") or {}
+    planned = plan.get("container") or {}
+    applied = result.get("container") or {}
+    host_config = applied.get("HostConfig") or {}
+    runtime = {
+        "engine_cpuset_cpus": host_config.get("CpusetCpus"),
+        "engine_nano_cpus": host_config.get("NanoCpus"),
+        "engine_network_mode": host_config.get("NetworkMode"),
+        "container_id": applied.get("Id"),
+        "image_id": engines.image_id(applied.get("Image")) or planned.get("image_id"),
+        f"{planned.get('engine', 'docker')}_version": planned.get("engine_version"),
+    }
+    if planned.get("engine") == "podman":
+        output = f"{result.get('stdout', '')}\n{result.get('stderr', '')}" if "stdout" in result else ""
+        runtime["rc"] = (applied.get("State") or {}).get("ExitCode")
+    else:
+        output = applied.get("Output") or ""
+        runtime["rc"] = result.get("status")
+    return Observed(output=output, runtime=runtime if result else {})

@@ -1,0 +1,97 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""The guest kind: a throwaway libvirt guest per cell (platbench.lab.vm), the workload inside it as the
+registry's ``inner`` kind (a process over SSH, or a container in the guest's own engine).
+
+``pin`` pins each vCPU (and the emulator threads) one to one to a host CPU; inside, the workload then
+takes every vCPU. GPUs go in by PCI passthrough and are numbered from 0 in the guest.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements import container, process
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
+    GUEST_PREFIX,
+    Observed,
+    PlacementError,
+)
+
+INNER = {"process": process, "container": container}
+
+
+def plan(ctx, plan):
+    """plan["guest"] (arguments of platbench.lab.vm) and the inner kind's section, run in the guest."""
+    image = ctx.opts["guest_image"] or {}
+    apptainer_inside = ctx.platform.launcher == "apptainer"
+    if apptainer_inside and not image.get("sif_disk"):
+        raise PlacementError(f"{ctx.where}: the guest image has no SIF disk: {apptainer.GUEST_FIX}")
+    memory = int(ctx.opts["vm_memory_mb"])
+    plan["guest"] = {
+        "name": ctx.name,
+        "vcpus": ctx.threads,
+        "cpu_pins": ctx.cpus,
+        "emulator_cpus": ctx.cpus,
+        "memory_mb": memory,
+        "hugepages": bool(ctx.opts["vm_hugepages"]),
+        "with_container_disk": ctx.platform.inner == "container",
+        "hostdevs": list(ctx.gpus),
+        # Apptainer inside: the SIF's read-only disk, mounted at apptainer.GUEST_SIF_DIR in the guest.
+        "extra_disks": (
+            [{"path": image.get("sif_disk"), "format": "raw", "readonly": True}] if apptainer_inside else []
+        ),
+        "inner": ctx.platform.inner,
+    }
+    plan["runtime"].update(
+        guest_domain=ctx.name,
+        guest_vcpus=ctx.threads,
+        vcpu_pins_requested=ctx.cpuset or None,
+        emulator_pins_requested=ctx.cpuset or None,
+        guest_memory_mb=memory,
+    )
+    # The guest's vCPUs are pinned on the host; in the guest the workload takes them all.
+    in_guest = ",".join(str(vcpu) for vcpu in range(ctx.threads)) if ctx.pinned else ""
+    if ctx.platform.inner == "container":
+        image_id = image.get("container_image_id")
+        inside = container.EngineHost(
+            host=ctx.name,
+            image=image_id,
+            image_id=image_id,
+            cpuset=in_guest,
+            # Only the GEMM peak cache: the host's data directories are not in the guest.
+            mounts=ctx.mounts[-1:],
+            device_ids=list(range(len(ctx.gpus))),
+            in_guest=True,
+        )
+        container.plan(ctx, plan, inside)
+    else:
+        machine = process.Machine(
+            host=ctx.name,
+            prefix=GUEST_PREFIX,
+            over_ssh=True,
+            become=False,
+            # The cache lives and dies with the throwaway guest: a scratch directory, not a bind.
+            scratch=[ctx.cache],
+            sif=apptainer.GUEST_SIF_PATH if apptainer_inside else None,
+            sif_image_id=image.get("sif_image_id"),
+            apptainer_version=image.get("apptainer_version"),
+            apptainer_cpuset=in_guest,
+        )
+        process.plan(ctx, plan, machine)
+
+
+def observed(plan, results):
+    """The inner kind's outcome, and how the guest ran: its accelerator (KVM or TCG), the vCPU threads'
+    affinity as the host sees it, its boot time, rootfs and SSH port."""
+    inner = INNER[(plan.get("guest") or {}).get("inner", "process")].observed(plan, results)
+    guest, vcpus = results.get("guest") or {}, results.get("vcpus") or {}
+    if guest:
+        inner.runtime.update(
+            accelerator=guest.get("accelerator"),
+            guest_boot_to_ready_s=float(guest["boot_to_ready_s"]) if guest.get("boot_to_ready_s") else None,
+            guest_rootfs=guest.get("rootfs_id"),
+            ssh_port=guest.get("ssh_port"),
+        )
+    if vcpus:
+        inner.runtime.update(vcpu_thread_kind=vcpus.get("vcpu_thread_kind"), vcpu_affinity=vcpus.get("vcpu_affinity"))
+    return Observed(output=inner.output, runtime=inner.runtime, error=inner.error)

@@ -1,0 +1,109 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""The process kind: the workload as a process on a machine (the runner host, a guest, a cloud instance).
+
+Its launcher (the registry's ``launcher``) is the workload environment's python (``venv``) or
+``apptainer exec`` of the workload image's SIF (``apptainer``). On the runner host ``pin`` puts
+``taskset`` in front; in a guest the vCPUs are pinned on the host instead, and on an instance its
+flavor or ``taskset`` over its own CPUs does (the machine says which).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer
+from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, peer
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
+    Observed,
+    PlacementError,
+    process_output,
+)
+
+
+@dataclass
+class Machine:
+    """Where the process runs, as the kind holding it describes it."""
+
+    host: str  # the inventory host (or guest) the command is delegated to
+    prefix: str  # where the workload environment is there
+    taskset: str = ""  # CPUs (there) the process is pinned to with taskset, "" for none
+    over_ssh: bool = False  # the runner reaches it over SSH (a guest, an instance)
+    become: bool = True  # run as root (the runner host); guests and instances run as their user
+    binds: list = field(default_factory=list)  # host directories Apptainer binds (on the runner host)
+    scratch: list = field(default_factory=list)  # directories Apptainer gives as scratch (in a throwaway guest)
+    sif: str | None = None  # the SIF there (launcher apptainer)
+    sif_image_id: str | None = None
+    apptainer_version: str | None = None
+    apptainer_cpuset: str = ""  # CPUs Apptainer's taskset gets (in a guest: every vCPU for pin)
+
+
+def runner_machine(ctx):
+    """The runner host itself (bm, sg)."""
+    sif = ctx.opts["sif"] or {}
+    return Machine(
+        host=ctx.opts["host"],
+        prefix=ctx.opts["prefix"],
+        taskset=ctx.cpuset if ctx.pinned else "",
+        binds=ctx.mounts,
+        sif=sif.get("sif"),
+        sif_image_id=sif.get("image_id"),
+        apptainer_version=ctx.opts["apptainer_version"] or sif.get("apptainer_version"),
+        apptainer_cpuset=ctx.cpuset,
+    )
+
+
+def plan(ctx, plan, machine=None):
+    """plan["process"]: argv, chdir, env, and where it runs (host, become)."""
+    machine = machine or runner_machine(ctx)
+    if ctx.platform.launcher == "apptainer":
+        if not machine.sif:
+            fix = apptainer.GUEST_FIX if machine.over_ssh else apptainer.INSTALL_FIX
+            raise PlacementError(f"{ctx.where}: no SIF of the workload image: {fix}")
+        plan["env"] = ctx.env()
+        plan["process"] = {
+            "argv": apptainer_plan.exec_argv(
+                machine.sif,
+                ctx.argv,
+                binds=machine.binds,
+                scratch=machine.scratch,
+                gpu=ctx.gpu_count > 0,
+                cpu_quota=ctx.quota,
+                cpuset=machine.apptainer_cpuset,
+            ),
+            "chdir": "/",
+            "env": apptainer_plan.process_env(plan["env"]),
+        }
+        plan["runtime"].update(
+            launcher="apptainer",
+            cpu_quota_requested=ctx.quota,
+            sif=machine.sif,
+            sif_image_id=machine.sif_image_id,
+            apptainer_version=machine.apptainer_version,
+        )
+        if machine.over_ssh:
+            plan["runtime"]["in_guest_cpuset"] = machine.apptainer_cpuset or None
+        else:
+            plan["runtime"]["image"] = (ctx.opts["sif"] or {}).get("image")
+    else:
+        plan["env"] = ctx.env({"PYTHONPATH": machine.prefix})
+        taskset = ["taskset", "--cpu-list", machine.taskset] if machine.taskset else []
+        plan["process"] = {
+            "argv": taskset + [f"{machine.prefix}/venv/bin/python"] + ctx.argv,
+            "chdir": machine.prefix,
+            "env": plan["env"],
+        }
+        if machine.over_ssh:
+            plan["runtime"]["launcher"] = "taskset over ssh" if taskset else "ssh"
+        else:
+            plan["runtime"]["launcher"] = "taskset" if taskset else "process"
+    plan["process"].update(host=machine.host, become=machine.become)
+    if ctx.platform.peer == "loopback" and ctx.peer:
+        plan["runtime"]["peer_address"] = peer.LOOPBACK_PEER
+
+
+def observed(plan, results):
+    """The command's output and exit code."""
+    result = results.get("process") or {}
+    runtime = {"rc": result["rc"]} if "rc" in result else {}
+    return Observed(output=process_output(result), runtime=runtime)
