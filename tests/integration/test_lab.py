@@ -1,4 +1,4 @@
-"""End to end on this machine: site.yml builds bm + cn, the smoke experiment runs on both."""
+"""End to end on this machine: site.yml builds bm, cn and pd, the smoke experiment runs on the three."""
 
 from __future__ import annotations
 
@@ -15,10 +15,16 @@ from labrun import REPO, failed_messages, output_of, read_samples, run_playbook
 
 pytestmark = pytest.mark.lab
 
-# The smoke experiment, cut to one repeat of a few steps: 2 platforms x 2 scale-ups x 2 CPU configs
+# The smoke experiment, cut to one repeat of a few steps: 3 platforms x 2 scale-ups x 2 CPU configs
 # (vm and vmcn have tests of their own in test_vm.py).
-SMOKE_OVERRIDES = {"platforms": ["bm", "cn"], "repeats": 1, "params": {"warmup_steps": 2, "steps": 8, "batch_size": 16}}
+SMOKE_OVERRIDES = {
+    "platforms": ["bm", "cn", "pd"],
+    "repeats": 1,
+    "params": {"warmup_steps": 2, "steps": 8, "batch_size": 16},
+}
 CAMPAIGN = "it-smoke"
+# The container platforms and their engines: cn and pd run the same image.
+ENGINES = {"cn": "docker", "pd": "podman"}
 
 
 def parse_cpuset(text):
@@ -58,13 +64,13 @@ def by_metric(samples, metric):
     return [s for s in samples if s["metric"] == metric]
 
 
-def test_every_cell_of_both_platforms_is_measured(smoke):
+def test_every_cell_of_every_platform_is_measured(smoke):
     samples = smoke["samples"]
     assert by_metric(samples, "failed") == []
     cells = {s["labels"]["cell"] for s in by_metric(samples, "throughput")}
-    assert len(cells) == 8
+    assert len(cells) == 12
     scenarios = {s["labels"]["scenario"] for s in by_metric(samples, "throughput")}
-    assert scenarios == {"%s/%d/%s/cpu" % (p, n, c) for p in ("bm", "cn") for n in (1, 2) for c in ("pin", "vnl")}
+    assert scenarios == {"%s/%d/%s/cpu" % (p, n, c) for p in ("bm", "cn", "pd") for n in (1, 2) for c in ("pin", "vnl")}
     for sample in by_metric(samples, "throughput") + by_metric(samples, "elapsed"):
         assert sample["value"] > 0
         labels = sample["labels"]
@@ -91,24 +97,33 @@ def test_every_cell_of_both_platforms_is_measured(smoke):
 
 def test_container_samples_ran_in_a_pinned_container(smoke):
     allowed = set(os.sched_getaffinity(0))
+    images = {
+        s["metadata"]["image_id"]
+        for s in by_metric(smoke["samples"], "throughput")
+        if s["labels"]["platform"] in ENGINES
+    }
+    assert len(images) == 1  # Podman holds Docker's image, id kept
     for sample in by_metric(smoke["samples"], "throughput"):
         labels, meta = sample["labels"], sample["metadata"]
         scaleup = labels["scaleup"]
-        if labels["platform"] == "cn":
-            # Seen from inside: a Docker container, and the engine confirms no network.
-            assert meta["virt"] == "docker"
+        container = labels["platform"] in ENGINES
+        if container:
+            # Seen from inside: a container of that engine, and the engine confirms no network and the same image.
+            engine = ENGINES[labels["platform"]]
+            assert meta["virt"] == engine and meta["launcher"] == engine and meta[f"{engine}_version"]
             assert re.fullmatch(r"[0-9a-f]{64}", meta["container_id"])
             assert meta["engine_network_mode"] == "none"
+            assert meta["image_id"].startswith("sha256:")
         else:
-            assert meta["virt"] != "docker" and not meta.get("container_id")
+            assert meta["virt"] not in ENGINES.values() and not meta.get("container_id")
         if labels["cpu_config"] == "pin":
             seen = parse_cpuset(meta["cpuset"])
             assert len(seen) == scaleup and seen == parse_cpuset(meta["cpuset_requested"])
-            if labels["platform"] == "cn":
+            if container:
                 assert parse_cpuset(meta["engine_cpuset_cpus"]) == seen
         else:
             assert parse_cpuset(meta["cpuset"]) == allowed
-            if labels["platform"] == "cn":
+            if container:
                 assert meta["cgroup_cpu_quota"] == pytest.approx(scaleup)
                 assert int(meta["engine_nano_cpus"]) == scaleup * 10**9
 
