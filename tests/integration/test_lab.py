@@ -157,7 +157,7 @@ def test_rerun_resumes_without_measuring_again(smoke):
     )
     assert runner.rc == 0, failed_messages(runner)
     assert len(read_samples(smoke["dir"])) == before
-    assert "0 cells to run, 8 already measured" in output_of(runner)
+    assert "0 cells to run, 12 already measured" in output_of(runner)
 
 
 def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
