@@ -56,6 +56,18 @@ OPTIONS = plan_options(
 )
 # The OpenStack platforms run on the campaign's instances: tests/unit/test_openstack_instances_cellplan.py.
 BUILT = [p.label for p in platforms.PLATFORMS if p.placement and not p.remote]
+# Each built platform's kind, its placement (roles/platform_run/tasks/<kind>.yml); a guest's inner kind.
+KINDS = {
+    "bm": "process",
+    "cn": "container",
+    "pd": "container",
+    "vm": "guest",
+    "vmcn": "guest",
+    "vmsg": "guest",
+    "sg": "process",
+    "k8s": "k8s_job",
+}
+GUEST_INNER = {"vm": "process", "vmcn": "container", "vmsg": "process"}
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
 
 
@@ -87,7 +99,8 @@ def make_cell(platform, scaleup=2, cpu_config="pin", processor="cpu", **params):
 def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, topology, pinned_cpus, node):
     plan = cell_plan(make_cell(platform, cpu_config=cpu_config), topology, OPTIONS)
     pinned = cpu_config == "pin"
-    assert plan["placement"] == plan["kind"] == platforms.get(platform).kind and plan["platform"] == platform
+    assert plan["placement"] == plan["kind"] == KINDS[platform] == platforms.get(platform).kind
+    assert plan["platform"] == platform
     # On k8s kubelet's static CPU manager chooses the cores (tests/unit/test_k8s_job.py).
     chosen = pinned and platform != "k8s"
     assert plan["cpus"] == (pinned_cpus if chosen else [])
@@ -120,8 +133,9 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         container = plan["container"]
         assert container["command"] == ["python"] + plan["argv"] and container["network_mode"] == "none"
         assert container["cpus"] == (None if pinned else 2.0)
-        # No GPU: Docker gets no device request, Podman no CDI device.
-        assert container.get("device_requests", []) == [] and container.get("devices", []) == []
+        # No GPU: Docker gets no device request, Podman no CDI device (each engine only its own key).
+        gpu_key = {"docker": "device_requests", "podman": "devices"}[container["engine"]]
+        assert container[gpu_key] == [] and not ({"device_requests", "devices"} - {gpu_key}) & set(container)
         assert container["labels"] == {
             "org.platbench.cell": plan["cell"],
             "org.platbench.campaign": "c1",
@@ -134,8 +148,12 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         )
         assert plan["container"]["image"] == "platbench/workload:latest"
         assert plan["container"]["volumes"] == ["/var/cache/platbench:/var/cache/platbench:rw"]
+    if "process" in plan:
+        # A process runs on the runner, or in the guest (reached over ssh by its name).
+        assert plan["process"]["host"] == (plan["name"] if "guest" in plan else "runner-a")
     if "guest" in plan:
         guest = plan["guest"]
+        assert guest["inner"] == GUEST_INNER[platform]
         assert guest["name"] == plan["name"] and guest["vcpus"] == 2
         assert guest["cpu_pins"] == guest["emulator_cpus"] == plan["cpus"]
         assert guest["with_container_disk"] == (platform == "vmcn")
@@ -144,7 +162,7 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         assert plan["runtime"]["launcher"] == "ssh"
     if platform == "vmcn":
         # The vCPUs are pinned on the host; in the guest the container takes all of them.
-        assert plan["container"]["engine_host"] == plan["guest"]["name"]
+        assert plan["container"]["engine"] == "docker" and plan["container"]["engine_host"] == plan["guest"]["name"]
         assert plan["container"]["cpuset_cpus"] == ("0,1" if pinned else None)
         assert plan["container"]["image"] == OPTIONS["guest_image"]["container_image_id"]
 
@@ -206,6 +224,12 @@ def test_names_depend_on_campaign_host_and_cell():
             {"campaign": "c"},
             r"option\(s\) host \(from inventory_hostname\), .*given",
         ),
+        (
+            make_cell("bm"),
+            ONE_NODE,
+            {**OPTIONS, "host": None},
+            r"^option\(s\) host \(from inventory_hostname\) must be given$",
+        ),
         (make_cell("bm"), ONE_NODE, {**OPTIONS, "colour": 1}, "unknown option"),
     ],
 )
@@ -219,6 +243,9 @@ def test_the_filter_names_itself_in_its_errors():
 
     with pytest.raises(AnsibleFilterError, match="cell_plan: cell .* scale-up 16"):
         cell_plan_filter(make_cell("bm", scaleup=16), ONE_NODE, OPTIONS)
+    # The filter's keyword gives the host, alone or over the options' own.
+    without_host = {name: value for name, value in OPTIONS.items() if name != "host"}
+    assert cell_plan_filter(make_cell("bm"), ONE_NODE, without_host, host="h")["host"] == "h"
     assert cell_plan_filter(make_cell("bm"), ONE_NODE, {**OPTIONS, "host": "r"}, host="h")["host"] == "h"
 
 

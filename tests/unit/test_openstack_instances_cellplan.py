@@ -3,20 +3,18 @@ CPUs or GPUs, and exactly what their placement entry points declare."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan
 from plan_options import assert_plan_matches_its_specs, plan_options
 
-REPO = Path(__file__).resolve().parents[2]
-SPECS = yaml.safe_load((REPO / "roles/platform_run/meta/argument_specs.yml").read_text())["argument_specs"]
 # The runner: 2 CPUs and no GPU; the cells ask for more, which their flavors give on the cloud.
 RUNNER = {"cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}, "gpu_count": 0, "gpus": []}
 OPTIONS = plan_options(host="localhost", campaign="c1", image="registry.example/platbench/workload:1", gpus_per_cell=2)
+# What runs on each platform's instance (its inner kind), and what the instance is called in messages.
+INNER = {"ironic": "process", "nova": "process", "magnum": "k8s_job"}
+NOUN = {"ironic": "instance", "nova": "instance", "magnum": "cluster"}
 
 
 def make_cell(platform, scaleup=4, cpu_config="pin", processor="gpu"):
@@ -44,14 +42,15 @@ def make_cell(platform, scaleup=4, cpu_config="pin", processor="gpu"):
 def test_the_plan_is_exactly_what_its_entry_point_declares(platform, cpu_config, processor):
     cell = make_cell(platform, cpu_config=cpu_config, processor=processor)
     plan = cell_plan(cell, RUNNER, OPTIONS)
+    assert plan["placement"] == plan["kind"] == "cloud_instance"
     assert_plan_matches_its_specs(plan)
     # The instance the role adds under its platform's group, by the same function.
     assert plan["openstack"] == {
         "instance": openstack_plan.instance_name("c1", cell["labels"]),
-        "group": platforms.get(platform).group,
-        "failed_group": platforms.get(platform).failed_group,
-        "inner": platforms.get(platform).inner,
-        "noun": plan["openstack"]["noun"],
+        "group": f"platbench_{platform}",
+        "failed_group": f"platbench_{platform}_failed",
+        "inner": INNER[platform],
+        "noun": NOUN[platform],
     }
     assert plan["cpus"] == [] and plan["gpus"] == [] and plan["cpuset"] == ""
     gpus = 2 if processor == "gpu" else 0
