@@ -73,7 +73,12 @@ class ActionModule(ActionBase):
         status, error, samples = cell_outcome(cell_labels(cell, campaign["name"]), output, error, env, runtime)
         result.update(
             changed=False,
-            platbench_cell={"id": cell["id"], "scenario": cell.get("scenario"), "labels": cell["labels"]},
+            platbench_cell={
+                "id": cell["id"],
+                "scenario": cell.get("scenario"),
+                "labels": cell["labels"],
+                "kind": (args.get("plan") or {}).get("kind"),
+            },
             platbench_campaign={
                 "name": campaign["name"],
                 "results_dir": os.path.abspath(os.path.expanduser(campaign["results_dir"])),

@@ -24,6 +24,10 @@ description:
     the first line of its error (after Ansible's recap, where a failed cell's record task counts as ok so that
     the campaign goes on; its warning shows in the play output).
   - Timing comes from the workloads themselves, never from task durations.
+  - Records the orchestration's own cost of every cell in C(run.json), under C(overhead) by cell id. C(before_launch_s)
+    runs from the runner host deciding to run the cell (the cell selection, or the sample of its previous cell on disk)
+    to the workload's launch (its record's C(metadata.launched_at)); C(after_exit_s) from its record to its samples
+    synced to disk. Each entry names the cell's C(kind) and C(platform). Guests' clocks may differ from the host's.
   - Honours C(no_log) - a hidden result is not recorded, and a warning says so.
 requirements:
   - Enable with C(callbacks_enabled = platbench.lab.results) in C(ansible.cfg).
@@ -34,6 +38,7 @@ import json
 import os
 import platform
 import socket
+import time
 
 import yaml
 from ansible.plugins.callback import CallbackBase
@@ -47,6 +52,8 @@ SAMPLES_FILE = "samples.jsonl"
 RUN_FILE = "run.json"
 SUMMARY_METRICS = ("throughput", "elapsed")
 STATUSES = ("ok", "failed", "skipped")  # what record_cell decides a cell ended as
+# The fact platform_run's precheck sets when a runner host has chosen its cells: the start of its first cell.
+SELECTION_FACT = "platform_run_selection"
 FAILED_SHOWN = 20  # failed cells listed by name at the end of a run; the file has them all
 _COLLECTION_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
@@ -115,6 +122,21 @@ def _summary(samples):
     return ", ".join(f"{sample['metric']}={sample['value']:.4g} {sample['unit']}" for sample in shown)
 
 
+def cell_overhead(cell, sample, decided, on_disk):
+    """The orchestration's seconds around one cell's workload (see DOCUMENTATION), or None without a record's
+    launch time (a cell that failed before its workload started)."""
+    launched = (sample.get("metadata") or {}).get("launched_at")
+    exited = sample.get("timestamp")
+    if not isinstance(launched, (int, float)) or not isinstance(exited, (int, float)):
+        return None
+    return {
+        "kind": cell.get("kind"),
+        "platform": (cell.get("labels") or {}).get("platform"),
+        "before_launch_s": None if decided is None else round(launched - decided, 3),
+        "after_exit_s": round(on_disk - exited, 3),
+    }
+
+
 def _first_line(error):
     lines = str(error or "").strip().splitlines() or ["no error message"]
     return lines[0][:160]
@@ -139,8 +161,11 @@ class CallbackModule(CallbackBase):
         self._campaigns = {}  # results_dir -> {"doc": run.json content, "session": this run's part of it}
         self._failed = {}  # results_dir -> [(cell id, first line of its error)] of this run
         self._warned_no_log = False
+        self._decided = {}  # host -> when it decided to run its next cell (epoch seconds)
 
     def v2_runner_on_ok(self, result):
+        if SELECTION_FACT in (result._result.get("ansible_facts") or {}):
+            self._decided[result._host.get_name()] = time.time()
         self._record(result)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
@@ -195,8 +220,16 @@ class CallbackModule(CallbackBase):
             return
 
         campaign = data["platbench_campaign"]
-        session = self._session(campaign, result._host.get_name(), data.get("platbench_env") or {})
+        host = result._host.get_name()
+        session = self._session(campaign, host, data.get("platbench_env") or {})
         append_samples(os.path.join(campaign["results_dir"], SAMPLES_FILE), samples)
+        on_disk = time.time()
+        overhead = cell_overhead(cell, samples[0], self._decided.get(host), on_disk)
+        self._decided[host] = on_disk  # the next cell of this host is decided from here
+        if overhead:
+            session.setdefault("overhead", {})[cell["id"]] = overhead
+            run_doc = self._campaigns[campaign["results_dir"]]["doc"]
+            _write_atomically(os.path.join(campaign["results_dir"], RUN_FILE), run_doc)
 
         status = data["platbench_status"]
         session["cells"][status] = session["cells"].get(status, 0) + 1

@@ -1,6 +1,7 @@
 """The results callback, loaded by Ansible's plugin loader and fed real task results."""
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -288,3 +289,55 @@ def test_a_skipped_cell_is_recorded_counted_and_no_failure(callback, tmp_path):
     assert callback.recorder.lines[-1] == (
         f"platbench: campaign smoke-20261122: cells ok: 1, failed: 0, skipped: 1; samples in {tmp_path}/samples.jsonl"
     )
+
+
+class FakeClock:
+    """time.time() of the callback, set by the test."""
+
+    def __init__(self, now):
+        self.now = now
+
+    def time(self):
+        return self.now
+
+
+def test_each_cells_orchestration_overhead_is_in_run_json(callback, tmp_path, monkeypatch):
+    clock = FakeClock(1764000000.0)
+    monkeypatch.setattr(sys.modules[type(callback).__module__], "time", clock)
+    results_dir = tmp_path / "smoke-20261125"
+    selection = {"ansible_facts": {"platform_run_selection": {"cells": [], "done": 0}}}
+    callback.v2_runner_on_ok(task_result(selection, task=make_task("ansible.builtin.set_fact")))
+
+    def timed_record(launched, exited):
+        record = json.loads(record_line().removeprefix("PLATBENCH_RESULT "))
+        record["timestamp"] = exited
+        record["metadata"]["launched_at"] = launched
+        return "PLATBENCH_RESULT " + json.dumps(record) + "\n"
+
+    # Launched 0.4 s after the selection, ran 3 s, on disk 0.25 s after its record.
+    first = cell_result(results_dir, "bm/2/pin/cpu|r0", output=timed_record(1764000000.4, 1764000003.4))
+    first["platbench_cell"]["kind"] = "process"
+    clock.now = 1764000003.65
+    callback.v2_runner_on_ok(task_result(first))
+    # The next cell of the host is decided from the previous one's sample on disk.
+    second = cell_result(results_dir, "cn/2/pin/cpu|r0", output=timed_record(1764000004.55, 1764000006.0))
+    second["platbench_cell"]["kind"] = "container"
+    clock.now = 1764000006.5
+    callback.v2_runner_on_ok(task_result(second))
+    # A cell that failed before its workload ran has no launch time and no entry.
+    callback.v2_runner_on_ok(task_result(cell_result(results_dir, "bm/2/pin/cpu|r1", error="no such host")))
+
+    assert run_json(results_dir)["overhead"] == {
+        "bm/2/pin/cpu|r0": {"kind": "process", "platform": "bm", "before_launch_s": 0.4, "after_exit_s": 0.25},
+        "cn/2/pin/cpu|r0": {"kind": "container", "platform": "cn", "before_launch_s": 0.9, "after_exit_s": 0.5},
+    }
+
+
+def test_a_host_without_a_selection_has_no_before_launch_figure(callback, tmp_path):
+    results_dir = tmp_path / "c"
+    record = json.loads(record_line().removeprefix("PLATBENCH_RESULT "))
+    record["metadata"]["launched_at"] = record["timestamp"] - 9.5
+    result = cell_result(results_dir, output="PLATBENCH_RESULT " + json.dumps(record) + "\n")
+    callback.v2_runner_on_ok(task_result(result))
+    [entry] = run_json(results_dir)["overhead"].values()
+    assert entry["before_launch_s"] is None and entry["after_exit_s"] > 0

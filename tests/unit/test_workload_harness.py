@@ -84,6 +84,9 @@ def test_an_exception_becomes_the_failed_record_and_tells_the_hooks(capsys):
     assert (code, record["status"], record["metrics"]) == (1, "failed", [])
     assert record["error"] == "MemoryError: too big" and told == ["MemoryError: too big"]
     assert record["labels"] == {"model": "tiny", "device": "cpu"}
+    launched = record["metadata"].pop("launched_at")
+    # This test process was launched before the record, and not in the future.
+    assert 0 < record["timestamp"] - launched < 24 * 3600
     assert record["metadata"] == {"stage": "training", "devices": []}
     assert "Traceback" in stderr and stderr.rstrip().endswith("MemoryError: too big")
 

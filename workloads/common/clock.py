@@ -29,3 +29,9 @@ def process_elapsed():
     if elapsed is None or elapsed < 0:
         return time.monotonic() - _IMPORT_MONOTONIC
     return elapsed
+
+
+def launched_at():
+    """The wall-clock time (epoch seconds) this process was launched: where the orchestration's part of a
+    cell ends and the workload's begins (the controller measures the gap, plugins/callback/results.py)."""
+    return time.time() - process_elapsed()

@@ -28,6 +28,8 @@ The harness owns what every workload needs and none should re-implement:
   from it (count, or bus ids when given), the run is failed with what was planned and what was
   seen; a malformed value fails the run before the body starts;
 - ``WorkloadSkipped`` becomes a ``skipped`` record (no metrics, the reason as its error), exit code 0;
+- ``metadata.launched_at``: the wall-clock time the process was launched, so that the controller can tell
+  its own overhead (decision to launch, exit to sample on disk) from the workload's time;
 - exactly one ``PLATBENCH_RESULT`` line; the exit code is 0 for an ok or skipped record, 1 for a failed one.
 A usage error found by the body (``parser.error``, a SystemExit) is not a run: no record, exit 2.
 
@@ -42,7 +44,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from . import gpus
-from .clock import process_elapsed
+from .clock import launched_at, process_elapsed
 from .flops import training_flop_metrics
 from .record import emit_record, metric, metric_value
 
@@ -173,6 +175,8 @@ def run_workload(workload, labels, metadata, body):
     """Runs ``body(run)`` (a WorkloadRun; returns an Outcome) and prints its one record; returns the exit code."""
     for stop_signal in STOP_SIGNALS:
         signal.signal(stop_signal, _raise_terminated)
+    # When the process was launched, as the wall clock says: the controller times its own overhead with it.
+    metadata.setdefault("launched_at", round(launched_at(), 3))
     expected, error = attempt(gpus.expected_from_env, os.environ)
     run = WorkloadRun(workload, labels, metadata, expected)
     if error is None:
