@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import shlex
 from pathlib import Path
 
 import pytest
@@ -148,9 +149,19 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         )
         assert plan["container"]["image"] == "platbench/workload:latest"
         assert plan["container"]["volumes"] == ["/var/cache/platbench:/var/cache/platbench:rw"]
+    if "container" in plan:
+        # Docker's exited containers on the runner host are pruned with the campaign; the others go with their cell.
+        expected_removal = "campaign" if platform == "cn" else "cell"
+        assert plan["container"]["removal"] == expected_removal
     if "process" in plan:
         # A process runs on the runner, or in the guest (reached over ssh by its name).
         assert plan["process"]["host"] == (plan["name"] if "guest" in plan else "runner-a")
+        # The shell line that ansible.builtin.raw runs is the same directory, environment and argv, quoted.
+        words = shlex.split(plan["process"]["command"])
+        assert words[:4] == ["cd", plan["process"]["chdir"], "&&", "exec"] and words[4] == "env"
+        env_words = words[5 : 5 + len(plan["process"]["env"])]
+        assert dict(word.split("=", 1) for word in env_words) == plan["process"]["env"]
+        assert words[5 + len(env_words) :] == plan["process"]["argv"]
     if "guest" in plan:
         guest = plan["guest"]
         assert guest["inner"] == GUEST_INNER[platform]

@@ -84,6 +84,10 @@ def plan(ctx, plan, where=None):
         },
     }
     plan["runtime"].update(launcher=engine, cpu_quota_requested=ctx.quota, container_name=ctx.name, image=where.image)
+    # A Docker container on the runner host stays, exited, until its host's cells are done, and then goes with the
+    # others of the campaign in one prune (tasks/main.yml): a removal per cell costs a second module run per cell.
+    # A failed run's container, a guest's and one beside a peer are removed with their cell.
+    plan["container"]["removal"] = "campaign" if engine == "docker" and not where.in_guest else "cell"
     if where.in_guest:
         plan["runtime"]["in_guest_cpuset"] = where.cpuset or None
     if ctx.peer and ctx.platform.peer == "bridge":
@@ -91,6 +95,7 @@ def plan(ctx, plan, where=None):
             raise PlacementError(f"{ctx.where}: micro_net's bridge peer runs on the Docker engine only, not {engine}")
         plan["peer"] = peer.container_peer(ctx.key, ctx.name, ctx.params, plan["container"], plan["timeout"])
         peer.attach_cell(plan["container"], plan["peer"])
+        plan["container"]["removal"] = "cell"
         plan["runtime"].update(
             peer_container=plan["peer"]["container"]["name"],
             peer_address=plan["peer"]["address"],
