@@ -12,7 +12,7 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from playbook_run import ENV, REPO, recap, run_playbook
+from playbook_run import ENV, REPO, run_playbook
 
 PLAYBOOK = REPO / "tests/roles/apptainer/apply.yml"
 DEB = b"not a real package: check mode only asks whether the file is there\n"
@@ -65,15 +65,15 @@ def apply_role(tmp_path, variables, *options):
 )
 def test_bad_input_fails_before_anything_is_installed(tmp_path, extra, expected):
     run = apply_role(tmp_path, role_vars(tmp_path, **extra), "--check")
-    assert recap(run)[1] == 1
-    assert expected in " ".join((run.stdout + run.stderr).split())
+    assert run.recap()[1] == 1
+    assert expected in " ".join(run.output.split())
     assert not (tmp_path / "deb").exists()
 
 
 def check_mode_output(run):
-    changed, failed = recap(run)
-    assert failed == 0, run.stdout[-3000:]
-    return changed, " ".join(run.stdout.split())
+    changed, failed = run.recap()
+    assert failed == 0, run.output[-3000:]
+    return changed, " ".join(run.output.split())
 
 
 def test_check_mode_on_a_fresh_debian_host_says_what_it_would_fetch_and_stops_before_the_sif(tmp_path):
@@ -100,16 +100,9 @@ def test_check_mode_with_the_directory_there_asks_the_server_for_the_deb(tmp_pat
     assert list((tmp_path / "deb").iterdir()) == []
 
 
-def test_the_playbook_passes_syntax_check():
-    run = subprocess.run(
-        ["ansible-playbook", "--syntax-check", "playbooks/lab_apptainer.yml"],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
+def test_the_playbook_passes_syntax_check(playbook):
+    run = playbook("playbooks/lab_apptainer.yml", None, "--syntax-check", timeout=120)
+    assert run.rc == 0, run.output
 
 
 @pytest.mark.parametrize(

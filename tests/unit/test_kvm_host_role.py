@@ -4,7 +4,7 @@ can run (no GPU, no IOMMU, no /dev/kvm), applied for real to temp dirs with inje
 from __future__ import annotations
 
 import pytest
-from playbook_run import REPO, recap, run_playbook
+from playbook_run import REPO, run_playbook
 
 PLAYBOOK = REPO / "tests/roles/kvm_host/apply.yml"
 
@@ -79,7 +79,7 @@ def without_comments(text):
 def test_check_mode_writes_nothing_and_shows_the_config(tmp_path):
     out = tmp_path / "out"
     run = apply_role(tmp_path, host_vars(out, kvm_host_isolated_cpus=[3, 2]), "--check", "--diff")
-    assert recap(run)[1] == 0, run.stdout[-4000:]
+    assert run.recap()[1] == 0, run.output[-4000:]
     assert not out.exists()
     for line in (
         "+" + grub_line("intel_iommu=on iommu=pt isolcpus=2,3 nohz_full=2,3 rcu_nocbs=2,3").strip(),
@@ -90,15 +90,15 @@ def test_check_mode_writes_nothing_and_shows_the_config(tmp_path):
         "+vfio_iommu_type1",
         "REBOOT NEEDED",
     ):
-        assert line in run.stdout, line
+        assert line in run.output, line
 
 
 def test_intel_passthrough_config_is_exact_and_idempotent(tmp_path):
     out = tmp_path / "out"
     variables = host_vars(out, kvm_host_isolated_cpus=[2, 3], kvm_host_hugepages=16, kvm_host_hugepages_at_boot=True)
     first = apply_role(tmp_path, variables)
-    assert recap(first)[1] == 0, first.stdout[-4000:]
-    assert recap(first)[0] > 0
+    assert first.recap()[1] == 0, first.output[-4000:]
+    assert first.recap()[0] > 0
     files = {name: without_comments(text) for name, text in written(out).items()}
     # Only the guests' GPU (and its audio function) leaves the host driver, though both are the same model.
     assert files == {
@@ -113,9 +113,9 @@ def test_intel_passthrough_config_is_exact_and_idempotent(tmp_path):
         "sysctl.conf": "vm.nr_hugepages=16\n",
     }
     # The parameters are not on this kernel's command line, so it asks for a reboot, without one.
-    assert "REBOOT NEEDED" in first.stdout and "intel_iommu=on" in first.stdout.split("REBOOT NEEDED")[1]
+    assert "REBOOT NEEDED" in first.output and "intel_iommu=on" in first.output.split("REBOOT NEEDED")[1]
     second = apply_role(tmp_path, variables)
-    assert recap(second) == (0, 0), second.stdout[-4000:]
+    assert second.recap() == (0, 0), second.output[-4000:]
 
 
 def test_amd_host_gets_amd_iommu_and_the_gpus_of_the_override(tmp_path):
@@ -131,7 +131,7 @@ def test_amd_host_gets_amd_iommu_and_the_gpus_of_the_override(tmp_path):
             kvm_host_passthrough_gpus=["0000:af:00.0", "0000:3b:00.0"],
         ),
     )
-    assert recap(run)[1] == 0, run.stdout[-4000:]
+    assert run.recap()[1] == 0, run.output[-4000:]
     files = written(out)
     assert without_comments(files["grub.d/platbench.cfg"]) == grub_line("amd_iommu=on iommu=pt")
     assert without_comments(files["rules.d/" + RULES]) == rule("0000:3b:00.0") + rule("0000:3b:00.1") + rule(
@@ -150,8 +150,8 @@ def test_no_passthrough_keeps_isolated_cpus_and_removes_the_vfio_binding(tmp_pat
             out, kvm_host_gpu_passthrough="never", kvm_host_isolated_cpus=[3], kvm_host_fail_when_reboot_needed=True
         ),
     )
-    assert recap(run)[1] == 1
-    assert "REBOOT NEEDED" in run.stdout and "isolcpus=3" in run.stdout
+    assert run.recap()[1] == 1
+    assert "REBOOT NEEDED" in run.output and "isolcpus=3" in run.output
     assert written(out) == {
         "grub.d/platbench.cfg": "# Managed by platbench.lab.kvm_host: kernel parameters for "
         "benchmark guests.\n" + grub_line("isolcpus=3 nohz_full=3 rcu_nocbs=3")
@@ -202,10 +202,10 @@ def test_no_passthrough_keeps_isolated_cpus_and_removes_the_vfio_binding(tmp_pat
 def test_bad_input_fails_before_anything_is_written(tmp_path, extra, expected):
     out = tmp_path / "out"
     run = apply_role(tmp_path, host_vars(out, **extra))
-    assert recap(run)[1] == 1, run.stdout[-4000:]
-    message = " ".join(run.stdout.split())
+    assert run.recap()[1] == 1, run.output[-4000:]
+    message = " ".join(run.output.split())
     for text in expected:
-        assert text in message, run.stdout[-4000:]
+        assert text in message, run.output[-4000:]
     assert not out.exists()
 
 
@@ -215,10 +215,10 @@ def test_auto_without_a_gpu_for_guests_takes_none_and_says_which_stay(tmp_path):
     stale.parent.mkdir(parents=True)
     stale.write_text(rule("0000:d8:00.0"))
     run = apply_role(tmp_path, host_vars(out, platbench_gpu_assignment={"0000:d8:00.0": "host"}))
-    assert recap(run)[1] == 0, run.stdout[-4000:]
+    assert run.recap()[1] == 0, run.output[-4000:]
     # No binding files, no IOMMU parameters: nothing to change, and the old binding is gone.
     assert written(out) == {}
-    message = " ".join(run.stdout.split())
+    message = " ".join(run.output.split())
     assert (
         "GPUs of localhost - bound to vfio-pci for vm/vmcn guests: none; left with the host driver for bm/cn: "
         "0000:3b:00.0, 0000:d8:00.0 (platbench_gpu_assignment, kvm_host_gpu_passthrough=auto)" in message

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 
-import yaml
 from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan
-from playbook_run import run_playbook
 
 CAMPAIGN = "placement1"
 LABELS = {
@@ -30,7 +28,7 @@ CELL = {
 FAULT = "nova: No valid host was found. There are not enough hosts available."
 
 
-def playbook(instance, group, failure):
+def plays(instance, group, failure):
     return [
         {
             "name": "Add the instance as openstack_instances does",
@@ -75,13 +73,11 @@ def playbook(instance, group, failure):
     ]
 
 
-def test_a_cell_whose_server_failed_is_recorded_with_novas_reason(tmp_path):
+def test_a_cell_whose_server_failed_is_recorded_with_novas_reason(tmp_path, playbook):
     instance = openstack_plan.instance_name(CAMPAIGN, LABELS)
-    path = tmp_path / "play.yml"
-    path.write_text(yaml.safe_dump(playbook(instance, "platbench_nova_failed", FAULT), sort_keys=False))
     results = tmp_path / "results" / CAMPAIGN
-    run = run_playbook(path, tmp_path, {"platform_run_results_dir": str(results)})
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    run = playbook(plays(instance, "platbench_nova_failed", FAULT), {"platform_run_results_dir": str(results)})
+    assert run.rc == 0, run.output[-4000:]
     (sample,) = [json.loads(line) for line in (results / "samples.jsonl").read_text().splitlines()]
     assert sample["metric"] == "failed"
     assert f"nova instance {instance} of campaign {CAMPAIGN} is not up: {FAULT}" in sample["metadata"]["error"]

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 import tomllib
-from playbook_run import REPO, recap, run_playbook
+from playbook_run import REPO, run_playbook
 
 PLAYBOOK = REPO / "tests/roles/podman/apply.yml"
 
@@ -29,7 +29,7 @@ def hard_limit(option):
 )
 def test_bad_inputs_are_refused_before_anything_runs(tmp_path, extra, expected):
     run = run_playbook(PLAYBOOK, tmp_path, {"podman_image": "platbench/workload:latest", **extra})
-    assert run.returncode != 0 and expected in run.stdout, run.stdout[-3000:]
+    assert run.rc != 0 and expected in run.output, run.output[-3000:]
 
 
 def test_the_drop_in_sets_runc_and_a_limit_the_host_allows_and_a_second_run_changes_nothing(tmp_path):
@@ -43,17 +43,17 @@ def test_the_drop_in_sets_runc_and_a_limit_the_host_allows_and_a_second_run_chan
         "podman_nproc_limit": 1 << 40,
     }
     first = run_playbook(PLAYBOOK, tmp_path, variables)
-    assert recap(first) == (2, 0), first.stdout[-3000:]
+    assert first.recap() == (2, 0), first.output[-3000:]
     conf = tomllib.loads((conf_dir / "50-platbench.conf").read_text())
     nofile, nproc = hard_limit("n") or 1 << 40, hard_limit("u") or 1 << 40
     assert conf == {
         "containers": {"default_ulimits": [f"nofile={nofile}:{nofile}", f"nproc={nproc}:{nproc}"]},
         "engine": {"runtime": "runc"},
     }
-    assert recap(run_playbook(PLAYBOOK, tmp_path, variables)) == (0, 0)
+    assert run_playbook(PLAYBOOK, tmp_path, variables).recap() == (0, 0)
 
     smaller = run_playbook(PLAYBOOK, tmp_path, {**variables, "podman_nofile_limit": 1024})
-    assert recap(smaller) == (1, 0)
+    assert smaller.recap() == (1, 0)
     assert 'default_ulimits = ["nofile=1024:1024", "nproc=' in (conf_dir / "50-platbench.conf").read_text()
 
 
@@ -77,9 +77,9 @@ def test_gpu_hosts_get_the_cdi_spec_from_nvidia_ctk_once(tmp_path):
         "podman_test_path": f"{bin_dir}:{os.environ['PATH']}",
     }
     first = run_playbook(PLAYBOOK, tmp_path, variables)
-    assert recap(first) == (1, 0), first.stdout[-3000:]
+    assert first.recap() == (1, 0), first.output[-3000:]
     assert spec.read_text().split() == ["cdi", "generate", f"--output={spec}"]
-    assert recap(run_playbook(PLAYBOOK, tmp_path, variables)) == (0, 0)  # the spec is there: not rewritten
+    assert run_playbook(PLAYBOOK, tmp_path, variables).recap() == (0, 0)  # the spec is there: not rewritten
 
 
 def test_without_nvidia_ctk_the_cdi_step_says_what_to_apply(tmp_path):
@@ -89,5 +89,5 @@ def test_without_nvidia_ctk_the_cdi_step_says_what_to_apply(tmp_path):
         "podman_cdi_spec": str(tmp_path / "nvidia.yaml"),
     }
     run = run_playbook(PLAYBOOK, tmp_path, variables)
-    assert run.returncode != 0
-    assert "nvidia-ctk is not installed. Apply platbench.lab.docker first" in run.stdout, run.stdout[-3000:]
+    assert run.rc != 0
+    assert "nvidia-ctk is not installed. Apply platbench.lab.docker first" in run.output, run.output[-3000:]

@@ -1,0 +1,130 @@
+"""The one way the tests run a playbook: ansible-playbook through ansible-runner, as a user's command line
+would, with this checkout's ansible.cfg and the venv's Ansible first on PATH.
+
+Role tests apply a role (or some of its task files) to this machine (the inventory ``localhost,``, the
+default) with injected variables; the lab tests run the repository's playbooks against the lab's
+inventory (``LAB_INVENTORY``). Every run has a directory of its own and gives back its exit status, what
+it printed (ansible-playbook's errors included: both streams go to one terminal) and Ansible's events,
+which hold each task's result. The ``playbook`` fixture (tests/conftest.py) binds a run to the test's
+tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ansible_runner
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+THIS_HOST = "localhost,"
+LAB_INVENTORY = REPO / "inventories" / "local"
+# What every run adds to the environment: the checkout's ansible.cfg (collections path, callbacks), plain
+# output, the venv's Ansible first, and a library with the test modules below.
+ANSIBLE_ENV = {
+    "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+    "ANSIBLE_NOCOLOR": "1",
+    "ANSIBLE_FORCE_COLOR": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PATH": f"{REPO / '.venv/bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+}
+# The same environment for the few tests that call `ansible` (one module) or another tool directly.
+ENV = dict(os.environ, **ANSIBLE_ENV)
+# A module that hands the play the facts a real platbench.lab.host_facts (or setup) run would have gathered,
+# for roles that read GPUs, distributions or CPUs this machine does not have: `inject_facts: {facts: {...}}`.
+INJECT_FACTS = """#!/usr/bin/python
+from ansible.module_utils.basic import AnsibleModule
+
+module = AnsibleModule(argument_spec={"facts": {"type": "dict", "required": True}}, supports_check_mode=True)
+module.exit_json(changed=False, ansible_facts=module.params["facts"])
+"""
+
+
+@dataclass(frozen=True)
+class PlaybookRun:
+    """How one ansible-playbook run ended: its exit status, its output and its events (ansible-runner's)."""
+
+    rc: int
+    status: str
+    output: str
+    events: list = field(repr=False)
+
+    @property
+    def stats(self):
+        """The play recap by counter and host ({'changed': {'localhost': 2}, 'failures': {}, ...}); {} when the
+        run stopped before any play (a syntax error)."""
+        found = [event["event_data"] for event in self.events if event.get("event") == "playbook_on_stats"]
+        return found[-1] if found else {}
+
+    def recap(self, host="localhost"):
+        """(changed, failed) of ``host`` in the play recap."""
+        stats = self.stats
+        assert stats, f"no play recap (rc {self.rc}):\n{self.output[-4000:]}"
+        assert host in stats.get("processed", {}), f"{host} is not in the recap:\n{self.output[-4000:]}"
+        return stats.get("changed", {}).get(host, 0), stats.get("failures", {}).get(host, 0)
+
+    def failed_messages(self):
+        """The msg of every failed task, for assertions and for readable test failures."""
+        messages = []
+        for event in self.events:
+            # A failing loop reports each item's message in its own event.
+            if event.get("event") in ("runner_on_failed", "runner_item_on_failed"):
+                res = event["event_data"].get("res", {})
+                messages.append(str(res.get("msg", res)))
+        return messages
+
+    def results(self, task):
+        """The results of every host's run of the task named ``task`` that did not fail or skip, in order."""
+        return [
+            event["event_data"]["res"]
+            for event in self.events
+            if event.get("event") == "runner_on_ok" and event["event_data"].get("task") == task
+        ]
+
+
+def run_playbook(playbook, workdir, variables=None, *options, inventory=THIS_HOST, env=None, timeout=300):
+    """Run ``playbook`` with ``variables`` as extra vars and ``options`` on the command line (``--check``...).
+
+    playbook: a path (relative to the repository, or absolute), or a list of plays, written to
+    ``workdir/play.yml`` (so that a test's ``library/`` or files beside it are found). inventory: a host list
+    (``"a,b,"``) or a path. env: more environment variables. A run that outlives ``timeout`` seconds is
+    stopped and raises TimeoutError with the end of its output."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if isinstance(playbook, (str, Path)):
+        path = REPO / playbook
+    else:
+        path = workdir / "play.yml"
+        path.write_text(yaml.safe_dump(playbook, sort_keys=False))
+    private = Path(tempfile.mkdtemp(prefix="ansible-run-", dir=workdir))
+    (private / "library").mkdir()
+    (private / "library/inject_facts.py").write_text(INJECT_FACTS)
+    runner = ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(REPO),
+        playbook=str(path),
+        inventory=[str(inventory)],
+        extravars=variables or {},
+        cmdline=shlex.join(str(option) for option in options) or None,
+        envvars={**ANSIBLE_ENV, "ANSIBLE_LIBRARY": str(private / "library"), **(env or {})},
+        quiet=True,
+        timeout=timeout,
+    )
+    artifacts = Path(runner.config.artifact_dir)
+    output = (artifacts / "stdout").read_text() if (artifacts / "stdout").exists() else ""
+    if runner.status == "timeout":
+        raise TimeoutError(f"{path} ran past {timeout} s:\n{output[-4000:]}")
+    # Read from the files: ansible-runner's own reader waits a minute for events a failed start never writes.
+    events = [json.loads(event.read_text()) for event in (artifacts / "job_events").glob("*.json")]
+    events.sort(key=lambda event: event["counter"])
+    return PlaybookRun(rc=runner.rc, status=runner.status, output=output, events=events)
+
+
+def read_samples(campaign_dir):
+    """The samples an experiment's runs recorded in ``campaign_dir``."""
+    path = Path(campaign_dir) / "samples.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
