@@ -2,6 +2,7 @@
 (``ansible_collections.platbench.lab``, through ``collections/``) and the ``platbench`` package;
 and the ``playbook`` fixture, through which the tests run playbooks (playbook_run.py)."""
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,6 +21,25 @@ for path in (REPO, COLLECTIONS):
 # Ansible's collection loader must own every ansible_collections import before the first
 # one happens: plugins loaded by FQCN and modules imported by tests are then the same modules.
 init_plugin_loader([str(COLLECTIONS)])
+
+# The suite's own rules: the allowed skips (tests/skips.py), the durations per group and the budget.
+pytest_plugins = ["tests.suite"]
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    """The local lab, built once per session by site.yml (the first run on a fresh machine does the real
+    work): root on Debian, with Debian's package mirror. Only tests marked ``lab`` use it (tests/suite.py)."""
+    from tests import skips
+    from tests.integration.labrun import failed_messages, output_of
+    from tests.integration.labrun import run_playbook as run_lab_playbook
+
+    skips.unless_root("the lab is built as root (packages, Docker engine, /opt/platbench)")
+    assert shutil.which("apt-get"), "the local lab is built on Debian/Ubuntu hosts: run the lab tests on one"
+    tmp = tmp_path_factory.mktemp("site")
+    runner = run_lab_playbook("site.yml", tmp)
+    assert runner.rc == 0, "site.yml failed: %s\n%s" % (failed_messages(runner), output_of(runner)[-6000:])
+    return runner
 
 
 @pytest.fixture

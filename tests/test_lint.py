@@ -10,13 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests import skips
+
 REPO = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
 # ruff is pinned in requirements.txt; look beside this interpreter first (the venv's bin/).
 RUFF = shutil.which("ruff", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
 
 
-@pytest.mark.skipif(not shutil.which("ansible-lint"), reason="ansible-lint is installed by `make venv`")
+@skips.requires(commands=["ansible-lint"])
 def test_ansible_lint_production_profile():
     lint = subprocess.run(
         ["ansible-lint", "--offline", "--profile", "production"],
@@ -39,12 +41,12 @@ def test_playbook_syntax(playbook):
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-@pytest.mark.skipif(not RUFF, reason="ruff is installed by `make venv`")
 @pytest.mark.parametrize(
     "command", [["check", "--output-format", "concise"], ["format", "--check", "--diff"]], ids=["check", "format"]
 )
 def test_ruff(command):
     """The rules and the format are in pyproject.toml ([tool.ruff]); `ruff check --fix .` and
     `ruff format .` fix most findings."""
+    assert RUFF, f"ruff is missing (beside {sys.executable} and on PATH): `make venv` installs it (requirements.txt)"
     ruff = subprocess.run([RUFF, *command, "."], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert ruff.returncode == 0, ruff.stdout[-8000:] + ruff.stderr[-2000:]

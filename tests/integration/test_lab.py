@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from labrun import REPO, failed_messages, output_of, read_samples, run_playbook
+
+from tests import skips
 
 pytestmark = pytest.mark.lab
 
@@ -245,12 +245,9 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
     ],
 )
 def test_bad_input_stops_before_any_cell_runs(tmp_path, extravars, expected):
-    if os.geteuid() != 0:
-        pytest.skip("reaching the host's prechecks needs root")
-    if "gpu" in str(extravars) and any(
-        Path(vendor).read_text().strip() == "0x10de" for vendor in glob.glob("/sys/bus/pci/devices/*/vendor")
-    ):
-        pytest.skip("this host has an NVIDIA GPU, so a GPU scenario is valid here")
+    skips.unless_root("reaching the host's prechecks needs root")
+    if "gpu" in str(extravars):
+        skips.unless_no_gpu("a GPU scenario is valid here")
     results = tmp_path / "results"
     runner = run_playbook(
         "playbooks/experiment.yml", tmp_path, dict(extravars, campaign="it-bad", platbench_results_dir=str(results))

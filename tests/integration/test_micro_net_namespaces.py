@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import skips
 from workloads.common.record import parse_result_lines
 from workloads.micro_net.peer import READY_PREFIX
 from workloads.micro_net.processes import stop_process, wait_for_line
@@ -38,12 +39,9 @@ def two_namespaces(request):
     """(peer's namespace, its address, client's namespace): fresh names, removed in the finalizer."""
     if shutil.which("iperf3") is None:
         request.getfixturevalue("lab")  # the lab build installs iperf3 (platbench.lab.micro_tools)
-    if os.geteuid() != 0:
-        pytest.skip("network namespaces are created as root")
-    if shutil.which("ip") is None:
-        pytest.skip("iproute2's `ip` is not installed")
-    if shutil.which("iperf3") is None:
-        pytest.skip("iperf3 is not installed (Debian: iperf3; the lab installs it with platbench.lab.micro_tools)")
+    skips.unless_root("network namespaces are created as root")
+    skips.require(commands=["ip"], by="iproute2 (Debian: `apt-get install iproute2`)")
+    skips.require(commands=["iperf3"], by="the lab (platbench.lab.micro_tools, run by site.yml)")
     tag = secrets.token_hex(3)
     peer_ns, client_ns = f"platbench-it-{tag}-peer", f"platbench-it-{tag}-client"
     peer_if, client_if = f"pbv{tag}p", f"pbv{tag}c"  # interface names: 15 characters at most

@@ -4,7 +4,6 @@ KVM where it is usable and under QEMU's emulator (TCG) elsewhere, then torn down
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -12,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from labrun import failed_messages, output_of, read_samples, run_playbook
+
+from tests import skips
 
 pytestmark = pytest.mark.lab
 
@@ -60,10 +61,8 @@ def assert_nothing_left():
 
 @pytest.fixture(scope="module")
 def guest_lab(lab):
-    if not shutil.which("qemu-system-x86_64"):
-        pytest.skip("no QEMU on this host (qemu-system-x86_64): the vm platforms cannot run here")
-    if not GUEST_IMAGE.is_file():
-        pytest.skip(f"site.yml built no guest image ({GUEST_IMAGE}); see its platform summary")
+    skips.require(commands=["qemu-system-x86_64"], by="the lab (platbench.lab.kvm_host, run by site.yml)")
+    assert GUEST_IMAGE.is_file(), f"site.yml built no guest image ({GUEST_IMAGE}); see its platform summary"
     facts = subprocess.run(
         [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "platbench.lab.host_facts"],
         capture_output=True,

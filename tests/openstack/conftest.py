@@ -1,7 +1,8 @@
 """The ``test_cloud`` session fixture: a real OpenStack control plane on 127.0.0.1 (see testcloud/).
 
 Reuses a cloud that ``make test-cloud-up`` left up (and leaves it up); otherwise brings one up for
-the session and takes it down at the end. Skips, never fails, where the machine cannot run it.
+the session and takes it down at the end. Skips only when not root, or when MariaDB or RabbitMQ cannot be
+installed here (install.Unsupported); a start failure is an error that shows the daemon's log.
 """
 
 import json
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import skips
 from tests.openstack.testcloud import cloud
 from tests.openstack.testcloud.configs import COMPUTE_HOST, PCI_ALIAS
 from tests.openstack.testcloud.install import Unsupported
@@ -73,10 +75,11 @@ def pytest_runtest_teardown(item, nextitem):
 def test_cloud():
     layout = Layout.from_env()
     if not cloud.is_up(layout):
+        skips.unless_root("the test cloud installs MariaDB and RabbitMQ with apt-get and runs them")
         try:
             cloud.up(layout, say=lambda line: None)
         except Unsupported as reason:
-            pytest.skip(f"no OpenStack test cloud: {reason}")
+            skips.skip(skips.CLOUD_NOT_INSTALLABLE, str(reason))
         _STARTED_HERE.append(layout)
     facts = cloud.facts(layout)
     yield LiveCloud(

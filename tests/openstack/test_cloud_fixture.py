@@ -12,8 +12,9 @@ import uuid
 
 import pytest
 
-from tests.openstack.testcloud import cloud, processes
-from tests.openstack.testcloud.layout import Layout
+from tests import skips
+from tests.openstack.testcloud import backing, cloud, install, processes
+from tests.openstack.testcloud.layout import Layout, new_secrets
 from tests.openstack.testcloud.processes import CloudError
 
 pytestmark = pytest.mark.openstack
@@ -168,8 +169,7 @@ def test_nothing_listens_outside_loopback(test_cloud):
 
 
 def test_magnum_validates_templates_and_fails_clusters_with_its_reason(test_cloud, scratch):
-    if not test_cloud.magnum:
-        pytest.skip(f"magnum is not running in the test cloud: {test_cloud.magnum_reason}")
+    assert test_cloud.magnum, f"magnum is not running in the test cloud: {test_cloud.magnum_reason}"
     image, flavor = scratch.image("--property", "os_distro=fedora-coreos"), scratch.flavor()
     network = scratch.create(
         "network", "--external", "--provider-network-type", "flat", "--provider-physical-network", "physnet1"
@@ -209,3 +209,27 @@ def test_up_refuses_a_taken_port_naming_it(tmp_path):
         with pytest.raises(CloudError, match=rf"port {layout.port('nova')} on 127\.0\.0\.1 \(nova\) is already in use"):
             cloud.check_ports_free(layout)
     assert not layout.state_dir.exists()
+
+
+def test_a_mariadb_that_does_not_start_is_an_error_with_its_log_not_a_skip(tmp_path, monkeypatch):
+    """Only what cannot be installed skips (install.Unsupported); a start failure, of our own
+    configuration included, is an error that shows MariaDB's own words."""
+    skips.unless_root("MariaDB is installed with apt-get and started as root")
+    try:
+        install.check_host()
+        install.ensure_debian_packages()
+    except install.Unsupported as reason:
+        skips.skip(skips.CLOUD_NOT_INSTALLABLE, str(reason))
+    layout = Layout(tmp_path / "cloud", 19500)
+    cloud.check_ports_free(layout)
+    real_config = backing.mysql_config
+    monkeypatch.setattr(backing, "mysql_config", lambda layout: real_config(layout) + "no-such-option = 1\n")
+    monkeypatch.setattr(backing, "start_rabbitmq", lambda layout, password: None)  # MariaDB alone
+    try:
+        with pytest.raises(CloudError) as raised:
+            cloud._bring_up(layout, new_secrets(), say=lambda line: None)
+    finally:
+        processes.stop_all(layout)
+    assert not isinstance(raised.value, install.Unsupported)
+    assert str(raised.value).startswith("MariaDB did not start: "), raised.value
+    assert "no-such-option" in str(raised.value), raised.value  # MariaDB's complaint, from its output or log

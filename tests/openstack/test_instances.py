@@ -410,8 +410,7 @@ print("{}")
 
 
 def test_magnum_template_and_cluster_up_to_heat(test_cloud, tmp_path):
-    if not test_cloud.magnum:
-        pytest.skip(f"magnum does not run in the test cloud: {test_cloud.magnum_reason}")
+    assert test_cloud.magnum, f"magnum does not run in the test cloud: {test_cloud.magnum_reason}"
     external = "platbench-test-external"
     prefix = openstack_plan.campaign_prefix(CAMPAIGN)
     dump = tmp_path / "inventory.json"

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -76,21 +73,7 @@ def test_dataset_generators_exist(name):
 # Plan-time checks through the experiment lookup, with the real workloads and their own parsers.
 
 
-def _check_args_supported():
-    """The workloads have --check-args (the workload harness is merged): checks beyond argparse's run too."""
-    done = subprocess.run(
-        [sys.executable, "-m", "workloads.cnn_train", "--check-args", "--model", "tiny"],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        check=False,
-    )
-    return done.returncode == 0
-
-
 REPO = EXPERIMENTS.parent
-_CHECK_ARGS = _check_args_supported()
-needs_check_args = pytest.mark.skipif(not _CHECK_ARGS, reason="the workloads have no --check-args yet")
 
 
 def plan(name="smoke", overrides=None):
@@ -179,7 +162,6 @@ def test_every_shipped_experiment_passes_the_plan_time_check(name):
     assert all("has no --check-args" in warning for warning in warnings)
 
 
-@needs_check_args
 def test_the_workloads_own_checks_run_at_plan_time():
     # --data-dir without --data real passes argparse; only cnn_train's own check refuses it.
     message = plan_error(overrides={"params": {"data_dir": "/srv/imagenet"}})

@@ -1,7 +1,6 @@
 """Model FLOPs counted from the models themselves, against published figures and against each
 other (the Keras and PyTorch versions of every network are the same architecture)."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests import skips
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-needs_frameworks = pytest.mark.skipif(
-    importlib.util.find_spec("torch") is None or importlib.util.find_spec("tensorflow") is None,
-    reason="needs torch and tensorflow",
-)
+needs_frameworks = skips.requires(modules=["torch", "tensorflow"])
 
 GMAC = 2e9  # FLOPs in a billion multiply-adds
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import pytest
 from workload_run import metric_values, only_record, records_of, run_module
 
+from tests import skips
 from workloads.common import gpus, tools
 from workloads.common.harness import WorkloadFailed
 from workloads.micro_disk import cli, measure, mounts
@@ -418,10 +419,7 @@ def test_a_tool_failing_midway_removes_its_files(in_process, capsys, monkeypatch
 
 # --- the workload, run for real at a tiny size ----------------------------------------------------------------
 
-needs_tools = pytest.mark.skipif(
-    not (shutil.which("dd") and shutil.which("ioping")),
-    reason="ioping (package ioping) is not installed here; tests/integration/test_micro.py runs micro_disk in the lab",
-)
+needs_tools = skips.needs_lab("dd", "ioping")
 
 
 @needs_tools
@@ -455,8 +453,7 @@ def test_tiny_run_measures_dd_and_ioping_and_removes_its_files(tmp_path):
     assert not directory.exists(), "the run made the directory, so it removes it with its files"
 
 
-@needs_tools
-@pytest.mark.skipif(not shutil.which("fio"), reason="fio (package fio) is not installed here")
+@skips.needs_lab("dd", "ioping", "fio")
 def test_tiny_run_with_fio_measures_every_profile_in_an_existing_dir_and_keeps_it(tmp_path):
     process, records = run_module(
         "micro_disk",

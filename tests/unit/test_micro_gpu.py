@@ -17,22 +17,20 @@ import torch
 from test_workload_check_args import check_args
 from workload_run import only_record, run_module
 
+from tests import skips
 from workloads.common.harness import WorkloadFailed
 from workloads.common.metric_table import lookup
 from workloads.micro_gpu import benchmarks, cli, reference
 from workloads.micro_gpu.settings import MIB, TRANSPOSE_VARIANTS
 
-needs_triton = pytest.mark.skipif(
-    importlib.util.find_spec("triton") is None,
-    reason="triton is not installed here (it comes with PyPI's CUDA torch, not with the CPU venv's torch): "
-    "the transpose kernels are run in Triton's interpreter only where it is",
-)
+# Triton's interpreter runs the kernels on CPU tensors; `make venv` installs triton for it (requirements.txt).
+needs_triton = skips.requires(modules=["triton"])
 
 
 # -- the skip path --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible: the skip path is not taken")
+@skips.needs_no_gpu("a CUDA device may be visible")
 def test_without_cuda_the_run_records_one_skipped_sample_and_exits_0():
     process, records = run_module("micro_gpu", "--repeats", 1, "--threads", 1, "--labels-json", '{"repeat": 3}')
     record = only_record(process, records)

@@ -2,13 +2,13 @@
 against the instance's memory, and the workload run as the hosts run it (`python -m workloads.micro_mem`)."""
 
 import argparse
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from workload_run import only_record, run_module
 
+from tests import skips
 from workloads.common import chase, hpcc
 from workloads.common.harness import WorkloadFailed
 from workloads.common.metric_table import METRICS
@@ -16,10 +16,7 @@ from workloads.micro_mem import cli
 
 DATA = Path(__file__).parent / "data"
 GIB = 1 << 30
-needs_hpcc = pytest.mark.skipif(
-    shutil.which("hpcc") is None,
-    reason="hpcc is not installed here (Debian package hpcc); tests/integration/test_micro.py runs it on the lab",
-)
+needs_hpcc = skips.needs_lab("hpcc")
 
 
 def environment(total_gib, limit_gib=None):

@@ -1,6 +1,5 @@
 """micro_net: iperf3's JSON report, the ping-pong and its statistics, the address rule, and a real run on loopback."""
 
-import shutil
 import socket
 import threading
 import time
@@ -9,11 +8,12 @@ from pathlib import Path
 import pytest
 from workload_run import metric_values, only_record, run_module
 
+from tests import skips
 from workloads.micro_net import cli, iperf, peer, pingpong
 from workloads.micro_net.addresses import AddressRefused, allowed_address
 
 DATA = Path(__file__).parent / "data"
-needs_iperf3 = pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 is not installed (Debian: iperf3)")
+needs_iperf3 = skips.needs_lab("iperf3")
 
 
 def free_port():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +13,12 @@ import pytest
 import yaml
 from ansible_collections.platbench.lab.plugins.action.host_facts import gpu_facts
 from ansible_collections.platbench.lab.plugins.plugin_utils import nvidia_driver
-from test_docker_role import INJECT_FACTS
+from playbook_run import run_playbook
+
+from tests import skips
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles/nvidia_driver"
-BIN = Path(sys.executable).parent
-ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
 CUDA = "https://developer.download.nvidia.com/compute/cuda/repos"
 DEBIAN_12 = {
     "os_family": "Debian",
@@ -43,21 +42,10 @@ GPUS = [
 ]
 
 
-def run_playbook(tmp_path, plays, variables, *options):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(json.dumps(plays))
-    (tmp_path / "library").mkdir(exist_ok=True)
-    (tmp_path / "library/inject_facts.py").write_text(INJECT_FACTS)
+def apply(tmp_path, plays, variables, *options):
+    """The plays on this machine, connected locally, with this interpreter."""
     variables = dict(variables, ansible_python_interpreter=sys.executable)
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook), "-e", json.dumps(variables)]
-        + list(options),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=ENV,
-    )
+    return run_playbook(plays, tmp_path, variables, "-c", "local", *options, timeout=180)
 
 
 # --- the plan, per distribution -------------------------------------------------------------------------------
@@ -152,7 +140,7 @@ def test_persistence_mode_is_switched_only_where_nvidia_smi_reports_it_off():
 # --- the files, as the tools that read them parse them ----------------------------------------------------------
 
 
-@pytest.mark.skipif(not shutil.which("apt-cache"), reason="apt parses the pin; this machine has no apt")
+@skips.requires(commands=["apt-cache"], by="apt (the suite runs on Debian, as the lab does)")
 def test_apt_reads_the_branch_pin_without_a_complaint_and_would_complain_about_a_broken_one(tmp_path):
     def apt_says(text):
         (tmp_path / "pin").write_text(text)
@@ -190,10 +178,10 @@ def test_nouveau_is_blacklisted_by_a_conf_file_that_rebuilds_the_initramfs():
 
 def test_check_mode_here_skips_the_gpu_less_host_saying_why_and_changes_nothing(tmp_path):
     play = [{"name": "Driver", "hosts": "localhost", "gather_facts": True, "roles": ["platbench.lab.nvidia_driver"]}]
-    run = run_playbook(tmp_path, play, {}, "--check")
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "skipped on localhost, which keeps no NVIDIA GPU for itself" in run.stdout
-    assert "changed=0" in run.stdout and "Keep nouveau off the GPUs" not in run.stdout
+    run = apply(tmp_path, play, {}, "--check")
+    assert run.rc == 0, run.output[-6000:]
+    assert "skipped on localhost, which keeps no NVIDIA GPU for itself" in run.output
+    assert "changed=0" in run.output and "Keep nouveau off the GPUs" not in run.output
 
 
 def plan_for(tmp_path, facts, gpus, variables):
@@ -218,13 +206,13 @@ def plan_for(tmp_path, facts, gpus, variables):
             ],
         }
     ]
-    run = run_playbook(tmp_path, play, variables)
+    run = apply(tmp_path, play, variables)
     return run, (json.loads(out.read_text()) if out.exists() else None)
 
 
 def test_a_debian_gpu_host_gets_the_pinned_driver_and_a_host_giving_all_its_gpus_to_guests_gets_none(tmp_path):
     run, found = plan_for(tmp_path, DEBIAN_12, GPUS, {"platbench_gpu_assignment": {"0000:d8:00.0": "guests"}})
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert run.rc == 0, run.output[-6000:]
     assert found["gpus"] == ["0000:3b:00.0"]
     assert found["plan"]["cuda_repo_url"] == CUDA + "/debian12/x86_64/"
     assert "nvidia-driver" in found["plan"]["packages"] and "Pin: version 580.*" in found["plan"]["apt_pin"]
@@ -233,14 +221,14 @@ def test_a_debian_gpu_host_gets_the_pinned_driver_and_a_host_giving_all_its_gpus
     run, found = plan_for(
         tmp_path, DEBIAN_12, GPUS, {"platbench_gpu_assignment": every_gpu_to_guests, "nvidia_driver_repo": "debian"}
     )
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert run.rc == 0, run.output[-6000:]
     assert found["gpus"] == []
 
 
 def test_a_gpu_host_with_a_branch_its_repository_lacks_stops_before_anything_changes(tmp_path):
     run, found = plan_for(tmp_path, DEBIAN_12, GPUS, {"nvidia_driver_repo": "debian", "nvidia_driver_branch": "580"})
-    assert run.returncode != 0 and found is None
-    assert "Debian 12's archive packages only driver branch 535" in run.stdout
+    assert run.rc != 0 and found is None
+    assert "Debian 12's archive packages only driver branch 535" in run.output
 
 
 @pytest.mark.parametrize(
@@ -253,22 +241,15 @@ def test_a_gpu_host_with_a_branch_its_repository_lacks_stops_before_anything_cha
 )
 def test_bad_inputs_stop_every_host_with_a_message_naming_the_variable(tmp_path, variables, says):
     play = [{"name": "Driver", "hosts": "localhost", "gather_facts": False, "roles": ["platbench.lab.nvidia_driver"]}]
-    run = run_playbook(tmp_path, play, variables, "--check")
-    assert run.returncode != 0
-    assert says in run.stdout, run.stdout[-3000:]
-    assert "Keep nouveau off the GPUs" not in run.stdout
+    run = apply(tmp_path, play, variables, "--check")
+    assert run.rc != 0
+    assert says in run.output, run.output[-3000:]
+    assert "Keep nouveau off the GPUs" not in run.output
 
 
-def test_the_gpu_drivers_playbook_parses():
-    check = subprocess.run(
-        [str(BIN / "ansible-playbook"), "--syntax-check", "playbooks/lab_gpu_drivers.yml"],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
+def test_the_gpu_drivers_playbook_parses(playbook):
+    check = playbook("playbooks/lab_gpu_drivers.yml", None, "--syntax-check", timeout=120)
+    assert check.rc == 0, check.output
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh
@@ -323,10 +304,10 @@ def load_and_persist(tmp_path, broken=False):
             ],
         }
     ]
-    run = run_playbook(tmp_path, play, {})
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    run = apply(tmp_path, play, {})
+    assert run.rc == 0, run.output[-6000:]
     calls = bin_dir / "state.calls"
-    return run.stdout, (calls.read_text().splitlines() if calls.exists() else [])
+    return run.output, (calls.read_text().splitlines() if calls.exists() else [])
 
 
 def test_persistence_mode_is_turned_on_only_where_it_is_off_and_a_second_run_changes_nothing(tmp_path):

@@ -9,6 +9,7 @@ import yaml
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 
 from platbench import cli, report
+from tests import skips
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -242,7 +243,7 @@ def test_all_cells_failed_still_reports_the_failures(tmp_path, capsys):
 
 
 def test_chart_is_a_png_normalized_to_bm(campaign, capsys):
-    pytest.importorskip("matplotlib")
+    skips.require(modules=["matplotlib"])
     assert report.main([str(campaign)]) == 0
     assert "report.png" in capsys.readouterr().err
     assert (campaign / "report.png").read_bytes().startswith(b"\x89PNG")
@@ -257,7 +258,7 @@ def test_chart_is_skipped_with_a_note_without_matplotlib(campaign, capsys, monke
 
 
 def test_chart_is_skipped_without_any_bm_baseline(tmp_path):
-    pytest.importorskip("matplotlib")
+    skips.require(modules=["matplotlib"])
     rows = [{"platform": "cn", "scaleup": 1, "throughput mean": 1.0, "throughput ratio to bm": None}]
     note = report.write_chart(tmp_path / "report.png", rows, ["platform", "scaleup"], "throughput", "images/sec")
     assert note == "report.png skipped: no bm baseline to normalize throughput to"
@@ -365,7 +366,7 @@ def test_chart_skips_tcg_rows_unless_included(guests, tmp_path):
         "vm",
         "vmcn",
     ]
-    pytest.importorskip("matplotlib")
+    skips.require(modules=["matplotlib"])
     only_tcg = [row for row in rows if row["platform"] == "vmcn"]
     chart = tmp_path / "chart.png"
     note = report.write_chart(chart, only_tcg, keys, "throughput", "images/sec")
@@ -483,7 +484,7 @@ def test_roofline_points_are_scenario_means_under_the_median_measured_roofs(gpu_
 
 
 def test_a_gpu_campaign_gets_the_roofline_figure_and_the_host_to_device_split(gpu_campaign, capsys):
-    pytest.importorskip("matplotlib")
+    skips.require(modules=["matplotlib"])
     assert report.main([str(gpu_campaign)]) == 0
     out = capsys.readouterr()
     assert "wrote report.csv, report.md, report.png, h2d_split.csv, roofline.png" in out.err

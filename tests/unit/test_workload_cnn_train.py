@@ -1,14 +1,15 @@
 """workloads.cnn_train, run as the hosts run it: `python -m workloads.cnn_train` in a subprocess."""
 
-import importlib.util
 import math
-import shutil
 import subprocess
 import sys
 
 import pytest
 from workload_run import ENV, FIRST_CPU, FRAMEWORKS, REPO_ROOT, metric_values, only_record, run_module
 
+from tests import skips
+
+needs_taskset = skips.requires(commands=["taskset"], by="util-linux (in every Debian system)")
 TINY_ARGS = "--model tiny --image-size 32 --batch-size 8 --warmup-steps 1 --threads 1".split()
 
 
@@ -16,7 +17,7 @@ def run_workload(*args, one_cpu=False):
     return run_module("cnn_train", *args, one_cpu=one_cpu)
 
 
-@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset missing")
+@needs_taskset
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_tiny_run_reports_a_complete_record(framework):
     labels = '{"experiment": "unit", "repeat": 0}'
@@ -89,7 +90,7 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset missing")
+@needs_taskset
 @pytest.mark.parametrize("args, expected", BAD_INPUTS, ids=[" ".join(args) for args, _ in BAD_INPUTS])
 def test_bad_input_exits_2_and_says_what_was_expected(args, expected):
     process, records = run_workload("--model", "tiny", *args, one_cpu=True)
@@ -99,7 +100,7 @@ def test_bad_input_exits_2_and_says_what_was_expected(args, expected):
         assert text in process.stderr
 
 
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch missing")
+needs_torch = skips.requires(modules=["torch"])
 
 
 @needs_torch

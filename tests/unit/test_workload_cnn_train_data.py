@@ -11,19 +11,14 @@ from pathlib import Path
 import pytest
 from workload_run import metric_values, records_of
 
+from tests import skips
 from workloads.common import RESULT_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GENERATOR = "python -m workloads.datasets.imagenet"
-needs_tf = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="tensorflow missing")
-needs_torch = pytest.mark.skipif(
-    importlib.util.find_spec("torch") is None or importlib.util.find_spec("PIL") is None,
-    reason="torch or Pillow missing",
-)
-needs_jpeg_encoder = pytest.mark.skipif(
-    importlib.util.find_spec("PIL") is None and importlib.util.find_spec("tensorflow") is None,
-    reason="neither Pillow nor tensorflow to write JPEGs",
-)
+needs_tf = skips.requires(modules=["tensorflow"])
+needs_torch = skips.requires(modules=["torch", "PIL"])
+needs_jpeg_encoder = skips.requires(modules=["PIL"])
 CLASSES, IMAGES = 4, 64
 
 

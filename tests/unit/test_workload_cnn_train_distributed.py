@@ -1,6 +1,5 @@
 """cnn_train --mode ps|distributed: a parameter server and workers as real processes on 127.0.0.1."""
 
-import importlib.util
 import os
 import socket
 import subprocess
@@ -11,15 +10,24 @@ from pathlib import Path
 import pytest
 from workload_run import metric_values, records_of
 
+from tests import skips
 from workloads.cnn_train.cluster.addresses import AddressError, format_host_list, parse_host_list
 from workloads.cnn_train.devices import partition, visible_gpus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CPUS = sorted(os.sched_getaffinity(0))
-needs_tf = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="tensorflow missing")
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch missing")
-needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="one worker per CPU: needs 2 CPUs")
+needs_tf = skips.requires(modules=["tensorflow"])
+needs_torch = skips.requires(modules=["torch"])
+needs_two_cpus = pytest.mark.usefixtures("two_cpus")
 TINY = ["--model", "tiny", "--image-size", "32", "--batch-size", "8", "--net-timeout", "60"]
+
+
+@pytest.fixture
+def two_cpus():
+    assert len(CPUS) >= 2, (
+        f"one worker per CPU needs two CPUs; this process may use {CPUS} only: run the tests on a machine "
+        "(or under a CPU affinity) with at least two CPUs"
+    )
 
 
 def command(*args):
@@ -132,8 +140,7 @@ def test_cpus_are_split_evenly():
 
 @pytest.fixture(scope="module")
 def jpeg_dataset(tmp_path_factory):
-    if importlib.util.find_spec("PIL") is None and importlib.util.find_spec("tensorflow") is None:
-        pytest.skip("neither Pillow nor tensorflow to write JPEGs")
+    skips.require(modules=["PIL"])
     out = tmp_path_factory.mktemp("imagenet") / "jpeg"
     generator = [sys.executable, "-m", "workloads.datasets.imagenet", "--out", str(out)]
     subprocess.run(

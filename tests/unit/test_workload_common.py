@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import skips
 from workloads.common import (
     RESULT_PREFIX,
     emit_record,
@@ -188,25 +189,46 @@ def test_probe_sees_a_narrowed_affinity():
 CGROUP_V1 = Path("/sys/fs/cgroup")
 
 
-@pytest.mark.skipif(
-    not (os.geteuid() == 0 and (CGROUP_V1 / "cpu/cpu.cfs_quota_us").exists() and (CGROUP_V1 / "memory").is_dir()),
-    reason="needs root and the cgroup v1 cpu and memory hierarchies",
-)
-def test_probe_reads_cgroup_v1_limits():
-    name = f"platbench-test-{os.getpid()}"
-    cpu_dir, memory_dir = CGROUP_V1 / "cpu" / name, CGROUP_V1 / "memory" / name
-    cpu_dir.mkdir()
-    memory_dir.mkdir()
+def cgroup_v2_root():
+    """The mount point of the unified hierarchy (cgroup v2) when it holds the cpu and memory controllers."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields, _, tail = line.partition(" - ")
+        if tail.split()[0] == "cgroup2":
+            mount = Path(fields.split()[4])
+            if {"cpu", "memory"} <= set((mount / "cgroup.controllers").read_text().split()):
+                return mount
+    return None
+
+
+def limit_cgroups(name):
+    """{cgroup directory: {file: value}} of a CPU quota of 1.5 cores and a 1 GiB memory limit, in the
+    hierarchy this machine mounts: cgroup v1's cpu and memory, or else cgroup v2 (a child of its root)."""
+    if (CGROUP_V1 / "cpu/cpu.cfs_quota_us").exists() and (CGROUP_V1 / "memory").is_dir():
+        return {
+            CGROUP_V1 / "cpu" / name: {"cpu.cfs_quota_us": "150000"},
+            CGROUP_V1 / "memory" / name: {"memory.limit_in_bytes": str(1 << 30)},
+        }
+    root = cgroup_v2_root()
+    assert root is not None, "this machine mounts neither cgroup v1's cpu and memory nor cgroup v2 with both"
+    return {root / name: {"cpu.max": "150000 100000", "memory.max": str(1 << 30)}}
+
+
+@skips.needs_root("a test cgroup is made and the probe's process moved into it")
+def test_probe_reads_the_cgroup_limits():
+    directories = limit_cgroups(f"platbench-test-{os.getpid()}")
+    for directory in directories:
+        directory.mkdir()
     try:
-        (cpu_dir / "cpu.cfs_quota_us").write_text("150000")
-        (memory_dir / "memory.limit_in_bytes").write_text(str(1 << 30))
+        for directory, files in directories.items():
+            for name, value in files.items():
+                (directory / name).write_text(value)
+        # Writing 0 to cgroup.procs moves the writing process itself.
+        moves = "".join(f"open('{directory}/cgroup.procs', 'w').write('0'); " for directory in directories)
         child = run_python(
-            # Writing 0 to cgroup.procs moves the writing process itself.
-            f"open('{cpu_dir}/cgroup.procs', 'w').write('0'); open('{memory_dir}/cgroup.procs', 'w').write('0');"
-            " import json; from workloads.common import probe_environment as p; e = p();"
+            moves + "import json; from workloads.common import probe_environment as p; e = p();"
             " print(json.dumps([e['cgroup_cpu_quota'], e['memory_limit_bytes']]))"
         )
     finally:
-        cpu_dir.rmdir()
-        memory_dir.rmdir()
+        for directory in directories:
+            directory.rmdir()
     assert json.loads(child.stdout) == [1.5, 1 << 30]

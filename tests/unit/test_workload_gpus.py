@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests import skips
 from workloads.common import gpus
 
 H100 = ("0000:3b:00.0", "NVIDIA H100 80GB HBM3", "GPU-1f0e9d8c-0000-4000-8000-00000000003b", 0)
@@ -195,7 +196,7 @@ def test_tensorflow_reports_its_gpus_with_the_bus_id_of_its_device_description()
     ]
 
 
-@pytest.mark.skipif(Path("/proc/driver/nvidia/gpus").exists(), reason="this host has NVIDIA GPUs")
+@skips.needs_no_gpu()
 def test_on_a_machine_without_gpus_the_probe_finds_none():
     assert gpus.probe_devices() == []
     assert gpus.stdlib_devices({}) == []

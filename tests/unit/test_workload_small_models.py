@@ -1,7 +1,6 @@
 """workloads.small_models, run as the hosts run it: `python -m workloads.small_models` in a subprocess,
 on MNIST idx files and an aclImdb folder written by the generators."""
 
-import importlib.util
 import json
 import math
 import os
@@ -11,9 +10,10 @@ import sys
 import pytest
 from workload_run import REPO_ROOT, metric_values, only_record, run_module
 
+from tests import skips
 from workloads.datasets import imdb, mnist
 
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch missing")
+needs_torch = skips.requires(modules=["torch"])
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 """Running a workload as the hosts run it (`python -m workloads.NAME` in a subprocess), for the tests."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -9,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import skips
 from workloads.common.record import parse_result_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +20,7 @@ ENV = {
     "PLATBENCH_CACHE_DIR": tempfile.mkdtemp(prefix="platbench-test-cache-"),
 }
 FRAMEWORKS = [
-    pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} missing"))
+    pytest.param(name, marks=skips.requires(modules=[module]))
     for name, module in [("tensorflow", "tensorflow"), ("torch", "torch")]
 ]
 

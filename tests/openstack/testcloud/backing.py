@@ -108,6 +108,13 @@ def start_rabbitmq(layout, password):
     processes.start_listening(layout, "rabbitmq", [RABBITMQ_SERVER], layout.port("rabbitmq"), env=env)
 
 
+def rabbitmq_log_tail(layout):
+    """The tail of RabbitMQ's own log files (its console output is in rabbitmq.log)."""
+    logs = sorted((layout.log_dir / "rabbitmq").glob("*.log"))
+    tails = [f"Last lines of {log}:\n{processes.log_tail(log)}" for log in logs]
+    return "\n".join(tails) or f"(RabbitMQ wrote no log file in {layout.log_dir / 'rabbitmq'})"
+
+
 def transport_url(layout, password):
     return f"rabbit://openstack:{password}@{HOST}:{layout.port('rabbitmq')}/"
 

@@ -70,17 +70,19 @@ def _bring_up(layout, secrets, say):
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=8) as pool:
         rabbit = pool.submit(backing.start_rabbitmq, layout, secrets["rabbitmq"])
+        # A start failure (our own configuration included) is an error with the daemon's log, not Unsupported:
+        # only what cannot be installed is (install.py).
         try:
             backing.start_mysql(layout)
             backing.create_databases(layout, secrets["mysql"])
         except CloudError as error:
-            raise install.Unsupported(f"MariaDB did not start here: {error}") from error
+            raise CloudError(f"MariaDB did not start: {error}") from error
         keystone = pool.submit(_keystone, layout, secrets)
         apis = {name: pool.submit(_service, layout, name) for name in bootstrap.SCHEMA_SYNCS}
         try:
             rabbit.result()
         except CloudError as error:
-            raise install.Unsupported(f"RabbitMQ did not start here: {error}") from error
+            raise CloudError(f"RabbitMQ did not start: {error}\n{backing.rabbitmq_log_tail(layout)}") from error
         keystone.result()
         say(f"keystone up after {time.monotonic() - started:.0f}s")
         bootstrap.register_services(layout, secrets)

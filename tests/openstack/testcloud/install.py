@@ -29,7 +29,8 @@ POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 
 
 class Unsupported(CloudError):
-    """This machine cannot run the test cloud (tests skip, never fail, on this)."""
+    """MariaDB or RabbitMQ cannot be installed on this machine: the only reason the live tests skip
+    (tests/skips.py); anything that fails once they are installed, their start included, is an error."""
 
 
 def check_host():

@@ -1,0 +1,177 @@
+"""tests/suite.py, the suite's own rules: on pytest sessions of their own (pytester) and function by function."""
+
+import pytest
+
+from tests import skips, suite
+
+pytest_plugins = ["pytester"]
+
+
+def run(pytester, source, *args, path="tests/unit/test_it.py"):
+    """A session of its own with the suite's rules loaded, over one test file at ``path``."""
+    target = pytester.path / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(source)
+    return pytester.runpytest_inprocess("-p", "tests.suite", "-p", "no:cacheprovider", *args)
+
+
+def test_a_skip_for_an_unlisted_reason_fails_the_session_naming_the_test_and_the_reason(pytester):
+    result = run(
+        pytester,
+        "import pytest\n"
+        "def test_ok():\n    pass\n"
+        "def test_guarded():\n    pytest.skip('the feature is not written yet')\n",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*skips and xfails that are not allowed*",
+            "tests/unit/test_it.py::test_guarded: skipped for a reason not listed in tests/skips.py: "
+            "the feature is not written yet",
+            "1 test(s) broke the skip rule*",
+        ]
+    )
+
+
+def test_skips_with_the_listed_reasons_pass(pytester):
+    result = run(
+        pytester,
+        "import pytest\nfrom tests import skips\n"
+        "@pytest.mark.skipif(True, reason=skips.message(skips.NO_GPU, 'needs a CUDA device'))\n"
+        "def test_marked():\n    pass\n"
+        "def test_called():\n    skips.skip(skips.NO_KUBELET, 'the k8s Job runs on a node')\n"
+        "@pytest.fixture\ndef cloud():\n    skips.skip(skips.CLOUD_NOT_INSTALLABLE, 'apt-get failed')\n"
+        "def test_in_a_fixture(cloud):\n    pass\n",
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(skipped=3)
+    assert "not allowed" not in result.stdout.str()
+
+
+def test_a_skip_that_only_looks_like_a_listed_reason_fails(pytester):
+    result = run(pytester, "import pytest\ndef test_it():\n    pytest.skip('not rooted yet')\n")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.parametrize(
+    "decorator", ["@pytest.mark.xfail(reason='flaky')", "@pytest.mark.xfail(reason='fixed', strict=False)"]
+)
+def test_xfail_fails_the_session_whether_the_test_fails_or_passes(pytester, decorator):
+    body = "assert False" if "flaky" in decorator else "pass"
+    result = run(pytester, f"import pytest\n{decorator}\ndef test_it():\n    {body}\n")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*test_it: xfail is not allowed*"])
+
+
+def test_a_run_that_collects_no_test_fails_and_says_so(pytester):
+    result = run(pytester, "def helper():\n    pass\n")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*no test ran*", "*a run that tests nothing is a failure*"])
+
+
+def test_a_run_whose_marker_expression_deselects_everything_fails(pytester):
+    result = run(pytester, "def test_it():\n    pass\n", "-m", "lab")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_a_missing_requirement_fails_the_test_naming_what_installs_it(pytester):
+    result = run(
+        pytester,
+        "from tests import skips\n"
+        "@skips.requires(modules=['platbench_no_such_module'], commands=['platbench-no-such-tool'])\n"
+        "def test_it():\n    pass\n",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(errors=1)  # at setup, before the test runs
+    result.stdout.fnmatch_lines(
+        [
+            "*the Python module 'platbench_no_such_module' (in *) and the command `platbench-no-such-tool` (on PATH)"
+            " are missing: `make venv` (requirements.txt) installs them*"
+        ]
+    )
+
+
+def test_a_test_using_the_lab_without_the_lab_marker_is_refused_at_collection(pytester):
+    result = run(
+        pytester,
+        "import pytest\n@pytest.fixture(scope='session')\ndef lab():\n    raise AssertionError('built')\n"
+        "def test_it(lab):\n    pass\n",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "tests/unit/test_it.py::test_it uses the `lab` fixture but is not marked `lab`" in result.stderr.str()
+
+
+def test_the_durations_summary_counts_each_group(pytester):
+    for path, source in {
+        "tests/unit/test_u.py": "def test_a():\n    pass\ndef test_b():\n    pass\n",
+        "tests/unit/test_l.py": "import pytest\npytestmark = pytest.mark.lab\ndef test_c():\n    pass\n",
+        "tests/integration/test_i.py": "def test_d():\n    pass\n",
+        "tests/openstack/test_o.py": "def test_e():\n    pass\n",
+        "tests/test_lint.py": "def test_f():\n    pass\n",
+    }.items():
+        (pytester.path / path).parent.mkdir(parents=True, exist_ok=True)
+        (pytester.path / path).write_text(source)
+    pytester.makeini("[pytest]\nmarkers =\n    lab: the lab\n")
+    result = pytester.runpytest_inprocess("-p", "tests.suite", "-p", "no:cacheprovider", "tests")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "*durations per group*",
+            "unit * s  (2 tests)",
+            "lab * s  (2 tests)",
+            "OpenStack * s  (1 tests)",
+            "lint * s  (1 tests)",
+            "total * s  = * min of wall time; budget 45 min (tests/suite.py BUDGET_MINUTES)",
+        ]
+    )
+    assert "WARNING" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    "nodeid, markers, group",
+    [
+        ("tests/unit/test_matrix.py::test_x", {"parametrize"}, "unit"),
+        ("tests/unit/test_micro_net.py::test_real_run", {"lab", "usefixtures"}, "lab"),
+        ("tests/integration/test_vm.py::test_vm[kvm]", set(), "lab"),
+        ("tests/integration/test_lab.py::test_smoke", {"lab"}, "lab"),
+        ("tests/openstack/test_instances.py::test_nova", {"openstack"}, "openstack"),
+        ("tests/unit/test_cloud_client.py::test_y", {"openstack"}, "openstack"),
+        ("tests/test_lint.py::test_ruff[check]", set(), "lint"),
+        ("tests/unit/test_lint_rules.py::test_z", set(), "unit"),
+    ],
+)
+def test_a_test_is_grouped_by_its_markers_then_its_path(nodeid, markers, group):
+    assert suite.group_of(nodeid, markers) == group
+
+
+def groups(**seconds):
+    return {group: {"seconds": seconds.get(group, 0.0), "tests": 1} for group in suite.GROUPS}
+
+
+def test_under_budget_the_summary_has_no_warning():
+    lines, over = suite.budget_lines(groups(unit=300.0, lab=900.0), 1500.0, {"a": 1.0}, budget_minutes=45)
+    assert not over
+    assert lines[:4] == [
+        "unit         300.0 s  (1 tests)",
+        "lab          900.0 s  (1 tests)",
+        "OpenStack      0.0 s  (1 tests)",
+        "lint           0.0 s  (1 tests)",
+    ]
+    assert lines[4] == "total       1500.0 s  = 25.0 min of wall time; budget 45 min (tests/suite.py BUDGET_MINUTES)"
+    assert len(lines) == 5
+
+
+def test_over_budget_the_summary_warns_and_names_the_slowest_tests_slowest_first():
+    per_test = {f"tests/unit/test_{n:02d}.py::test": float(n) for n in range(15)}
+    lines, over = suite.budget_lines(groups(lab=2900.0), 2760.0, per_test, budget_minutes=45, slowest=10)
+    assert over
+    assert lines[5] == "WARNING: 46.0 min is over the 45 min budget; the 10 slowest tests (setup + call + teardown):"
+    assert lines[6:] == [f"      {n:4.1f} s  tests/unit/test_{n:02d}.py::test" for n in range(14, 4, -1)]
+
+
+def test_the_allowed_reasons_are_matched_as_a_whole_prefix():
+    assert skips.allowed_reason(skips.message(skips.NOT_ROOT, "apt-get needs it")) is skips.NOT_ROOT
+    assert skips.allowed_reason(skips.NO_APPTAINER.text) is skips.NO_APPTAINER
+    assert skips.allowed_reason("not rooted") is None
+    assert skips.allowed_reason("tensorflow missing") is None
