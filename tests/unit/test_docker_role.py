@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from ansible_collections.platbench.lab.plugins.action.host_facts import gpu_facts
-
-from tests import skips
+from playbook_run import run_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "roles/docker/templates/daemon.json.j2"
@@ -75,59 +75,39 @@ GPUS = [
     {"pci_address": "0000:3b:00.0", "device_id": "0x20b0", "driver": "nvidia", "iommu_group": "30"},
     {"pci_address": "0000:d8:00.0", "device_id": "0x20b0", "driver": "vfio-pci", "iommu_group": "31"},
 ]
-INJECT_FACTS = """#!/usr/bin/python
-from ansible.module_utils.basic import AnsibleModule
-
-module = AnsibleModule(argument_spec={"facts": {"type": "dict", "required": True}})
-module.exit_json(changed=False, ansible_facts=module.params["facts"])
-"""
 
 
 def toolkit_wanted(tmp_path, gpus, assignment, toolkit="auto"):
     """docker_with_nvidia as the role's precheck decides it for a Debian host with these GPUs."""
-    (tmp_path / "library").mkdir(exist_ok=True)
-    (tmp_path / "library/inject_facts.py").write_text(INJECT_FACTS)
     out = tmp_path / "out.json"
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        json.dumps(
-            [
+    plays = [
+        {
+            "name": "Docker precheck",
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "tasks": [
                 {
-                    "name": "Docker precheck",
-                    "hosts": "localhost",
-                    "gather_facts": False,
-                    "tasks": [
-                        {
-                            "inject_facts": {
-                                "facts": {
-                                    "os_family": "Debian",
-                                    "distribution": "Debian",
-                                    "platbench": {"gpus": gpus, **gpu_facts(assignment, gpus, "localhost")},
-                                }
-                            }
-                        },
-                        {"ansible.builtin.include_role": {"name": "platbench.lab.docker", "tasks_from": "precheck"}},
-                        {"ansible.builtin.copy": {"content": "{{ docker_with_nvidia | to_json }}", "dest": str(out)}},
-                    ],
-                }
-            ]
-        )
-    )
+                    "inject_facts": {
+                        "facts": {
+                            "os_family": "Debian",
+                            "distribution": "Debian",
+                            "platbench": {"gpus": gpus, **gpu_facts(assignment, gpus, "localhost")},
+                        }
+                    }
+                },
+                {"ansible.builtin.include_role": {"name": "platbench.lab.docker", "tasks_from": "precheck"}},
+                {"ansible.builtin.copy": {"content": "{{ docker_with_nvidia | to_json }}", "dest": str(out)}},
+            ],
+        }
+    ]
     variables = {
         "platbench_gpu_assignment": assignment,
         "docker_nvidia_toolkit": toolkit,
         "ansible_python_interpreter": sys.executable,
     }
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]
-        + ["-e", json.dumps(variables)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
-    )
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    run = run_playbook(plays, tmp_path, variables, timeout=120)
+    assert run.rc == 0, run.output[-6000:]
     return json.loads(out.read_text())
 
 
@@ -148,53 +128,40 @@ def test_auto_installs_the_toolkit_only_when_the_host_keeps_a_gpu(tmp_path, gpus
 
 def run_nvidia_part(tmp_path, variables):
     """roles/docker/tasks/nvidia.yml in check mode on this machine (no NVIDIA driver), as a Debian host."""
-    (tmp_path / "library").mkdir(exist_ok=True)
-    (tmp_path / "library/inject_facts.py").write_text(INJECT_FACTS)
-    playbook = tmp_path / "play.yml"
     facts = {
         "os_family": "Debian",
         "distribution": "Debian",
         "platbench": {"gpus": GPUS, "systemd_pid1": True, **gpu_facts({}, GPUS, "localhost")},
     }
-    playbook.write_text(
-        json.dumps(
-            [
-                {
-                    "name": "Docker NVIDIA part",
-                    "hosts": "localhost",
-                    "gather_facts": False,
-                    "tasks": [
-                        {"inject_facts": {"facts": facts}},
-                        {"ansible.builtin.include_role": {"name": "platbench.lab.docker", "tasks_from": "nvidia"}},
-                    ],
-                }
-            ]
-        )
-    )
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]
-        + ["--check", "-e", json.dumps(dict(variables, ansible_python_interpreter=sys.executable))],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1"),
-    )
+    plays = [
+        {
+            "name": "Docker NVIDIA part",
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "tasks": [
+                {"inject_facts": {"facts": facts}},
+                {"ansible.builtin.include_role": {"name": "platbench.lab.docker", "tasks_from": "nvidia"}},
+            ],
+        }
+    ]
+    variables = dict(variables, ansible_python_interpreter=sys.executable)
+    return run_playbook(plays, tmp_path, variables, "--check", timeout=120)
 
 
-@skips.needs_no_gpu("its NVIDIA driver may answer")
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine's NVIDIA driver answers")
 def test_toolkit_with_an_externally_managed_driver_stops_when_the_driver_does_not_answer(tmp_path):
     run = run_nvidia_part(tmp_path, {"docker_nvidia_install_driver": False})
-    assert run.returncode != 0
-    assert "its NVIDIA driver does not answer" in run.stdout, run.stdout[-3000:]
-    assert "Run platbench.lab.nvidia_driver" in run.stdout
+    assert run.rc != 0
+    assert "its NVIDIA driver does not answer" in run.output, run.output[-3000:]
+    assert "Run platbench.lab.nvidia_driver" in run.output
     # Stopped before the toolkit's repository was touched.
-    assert "Add NVIDIA's container toolkit apt repository" not in run.stdout
+    assert "Add NVIDIA's container toolkit apt repository" not in run.output
 
 
 def test_toolkit_installs_the_driver_first_through_the_driver_role(tmp_path):
     # A driver setting no host can use stops the driver role, hence the toolkit, before anything changes.
     run = run_nvidia_part(tmp_path, {"nvidia_driver_branch": "latest"})
-    assert run.returncode != 0
-    assert "platbench.lab.nvidia_driver: nvidia_driver_branch is 'latest'" in run.stdout, run.stdout[-3000:]
-    assert "Add NVIDIA's container toolkit apt repository" not in run.stdout
+    assert run.rc != 0
+    assert "platbench.lab.nvidia_driver: nvidia_driver_branch is 'latest'" in run.output, run.output[-3000:]
+    assert "Add NVIDIA's container toolkit apt repository" not in run.output

@@ -6,18 +6,16 @@ and tag, the guest's hash inputs, apt sources and driver version, and the docker
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from ansible_collections.platbench.lab.plugins.action.host_facts import gpu_facts
+from playbook_run import run_playbook
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
 INVENTORY_VARS = REPO / "inventories/local/group_vars/all.yml"
 SETTINGS = yaml.safe_load(INVENTORY_VARS.read_text())
 CPU_LIST = SETTINGS["platbench_workload_requirements"]
@@ -27,47 +25,22 @@ GPU_FACTS = [
     {"pci_address": HOST_GPU, "device_id": "0x20b0", "driver": "nvidia", "iommu_group": "30"},
     {"pci_address": GUEST_GPU, "device_id": "0x20b0", "driver": "vfio-pci", "iommu_group": "31"},
 ]
-# A module that hands the play the facts a real host_facts run would have gathered.
-INJECT_FACTS = """#!/usr/bin/python
-from ansible.module_utils.basic import AnsibleModule
-
-module = AnsibleModule(argument_spec={"facts": {"type": "dict", "required": True}})
-module.exit_json(changed=False, ansible_facts=module.params["facts"])
-"""
 
 
 def play(tmp_path, tasks, variables=None, facts=None):
     """Runs tasks on localhost; returns the variables the last task wrote to tmp_path/out.json."""
-    (tmp_path / "library").mkdir(exist_ok=True)
-    (tmp_path / "library/inject_facts.py").write_text(INJECT_FACTS)
     pre = [{"name": "Inject facts", "inject_facts": {"facts": facts}}] if facts is not None else []
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "name": "GPU builds",
-                    "hosts": "localhost",
-                    "gather_facts": False,
-                    "vars_files": [str(INVENTORY_VARS)],
-                    "tasks": pre + tasks,
-                }
-            ],
-            sort_keys=False,
-        )
-    )
-    vars_file = tmp_path / "vars.json"
-    vars_file.write_text(json.dumps(dict(variables or {}, ansible_python_interpreter=sys.executable)))
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)]
-        + ["-e", "@%s" % vars_file],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return run
+    plays = [
+        {
+            "name": "GPU builds",
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "vars_files": [str(INVENTORY_VARS)],
+            "tasks": pre + tasks,
+        }
+    ]
+    return run_playbook(plays, tmp_path, dict(variables or {}, ansible_python_interpreter=sys.executable))
 
 
 def dump(names, dest):
@@ -77,7 +50,7 @@ def dump(names, dest):
 
 
 def ok(run):
-    assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-3000:]
+    assert run.rc == 0, run.output[-8000:]
     return run
 
 
@@ -413,8 +386,8 @@ def test_debian_with_a_branch_debian_lacks_is_refused_with_what_to_set(tmp_path)
     run = driver_settings_check(
         tmp_path, guest_image_nvidia_driver_repo="debian", guest_image_nvidia_driver_branch="580"
     )
-    assert run.returncode != 0
-    message = " ".join(run.stdout.split())
+    assert run.rc != 0
+    message = " ".join(run.output.split())
     assert (
         "guest_image_nvidia_driver_repo is debian, but Debian bookworm packages no NVIDIA driver branch 580" in message
     )
@@ -425,9 +398,9 @@ def test_a_driver_repository_the_role_does_not_know_is_refused_before_any_task(t
     # The argument specs stop the role before its first task (which would read the host).
     tasks = [{"name": "Build a guest", "ansible.builtin.include_role": {"name": "platbench.lab.guest_image"}}]
     run = play(tmp_path, tasks, dict(GUEST_VARS, guest_image_nvidia_driver_repo="ubuntu"))
-    assert run.returncode != 0
-    assert "guest_image_nvidia_driver_repo must be one of: nvidia, debian, got: ubuntu" in run.stdout
-    assert "Check the inputs and the host" not in run.stdout
+    assert run.rc != 0
+    assert "guest_image_nvidia_driver_repo must be one of: nvidia, debian, got: ubuntu" in run.output
+    assert "Check the inputs and the host" not in run.output
 
 
 def driver_version(tmp_path, dpkg_lines):
@@ -442,7 +415,7 @@ def driver_version(tmp_path, dpkg_lines):
         dump(["guest_image_nvidia_driver"], tmp_path / "out.json"),
     ]
     run = play(tmp_path, tasks, {"guest_image_dpkg_sources": {"stdout_lines": dpkg_lines}})
-    return run, (json.loads((tmp_path / "out.json").read_text()) if run.returncode == 0 else None)
+    return run, (json.loads((tmp_path / "out.json").read_text()) if run.rc == 0 else None)
 
 
 def test_the_driver_version_comes_from_the_guest_package_database(tmp_path):
@@ -457,13 +430,13 @@ def test_the_driver_version_comes_from_the_guest_package_database(tmp_path):
             "installed nvidia-container-toolkit 1.17.8-1",
         ],
     )
-    assert found == {"guest_image_nvidia_driver": "535.261.03"}, run.stdout[-3000:]
+    assert found == {"guest_image_nvidia_driver": "535.261.03"}, run.output[-3000:]
 
 
 def test_a_gpu_guest_without_its_driver_fails_with_what_to_check(tmp_path):
     run, _ = driver_version(tmp_path, ["installed dkms 3.0.10-8+deb12u1"])
-    assert run.returncode != 0
-    message = " ".join(run.stdout.split())
+    assert run.rc != 0
+    message = " ".join(run.output.split())
     assert "source package nvidia-graphics-drivers (branch 580, repository nvidia)" in message
     assert "lists none" in message and "guest_image_nvidia_packages" in message
 
