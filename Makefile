@@ -15,10 +15,13 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: lab test lint sanity unit venv clean test-cloud-up test-cloud-down
 
+# The campaign runs through `platbench run` (progress, ETA, summary; README "Running an experiment"). It exits 1
+# when a cell failed: the table of the others is still shown, and make then fails with that status.
 lab: $(VENV)/.installed
 	ansible-playbook site.yml
-	ansible-playbook playbooks/experiment.yml -e experiment=$(EXPERIMENT) -e campaign=$(CAMPAIGN) $(if $(SIZE),-e size=$(SIZE))
-	platbench report results/$(CAMPAIGN)
+	campaign=$(CAMPAIGN); platbench run $(EXPERIMENT) --campaign $$campaign $(if $(SIZE),--size $(SIZE)); status=$$?; \
+	  if [ $$status -le 1 ] && [ -s results/$$campaign/samples.jsonl ]; then platbench report results/$$campaign || exit; fi; \
+	  exit $$status
 
 test: $(VENV)/.installed
 	pytest $(PYTEST_ARGS)

@@ -87,19 +87,11 @@ import os
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
-from ansible_collections.platbench.lab.plugins.module_utils.workload_needs import tools_for
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
-    ExperimentError,
-    dropped_cells,
-    expand,
-    load_experiment,
-    workloads_of,
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import (
+    COLLECTION_EXPERIMENTS,
+    plan_experiment,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import checked_params
-
-# plugins/lookup/experiment.py -> the collection root, which holds the workloads package
-_COLLECTION_ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-_COLLECTION_EXPERIMENTS = os.path.join(_COLLECTION_ROOT, "experiments")
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError
 
 display = Display()
 
@@ -107,7 +99,7 @@ display = Display()
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
-        experiments_dir = os.path.expanduser(self.get_option("experiments_dir") or _COLLECTION_EXPERIMENTS)
+        experiments_dir = os.path.expanduser(self.get_option("experiments_dir") or COLLECTION_EXPERIMENTS)
         if not os.path.isabs(experiments_dir):
             experiments_dir = os.path.join(self._loader.get_basedir(), experiments_dir)
         experiments_dir = os.path.normpath(experiments_dir)
@@ -116,23 +108,11 @@ class LookupModule(LookupBase):
 
         experiments = []
         for name in terms:
-            source = os.path.join(experiments_dir, f"{name}.yml")
-            if size:
-                source += f" (size {size})"
-            if overrides:
-                source += f" (with overrides {overrides!r})"
             try:
-                experiment = load_experiment(experiments_dir, name, overrides, size)
-                for warning in checked_params(experiment, source, _COLLECTION_ROOT):
-                    display.warning(f"experiment {name}: {warning}")
+                experiment, warnings = plan_experiment(experiments_dir, name, overrides, size)
             except ExperimentError as exc:
                 raise AnsibleLookupError(str(exc)) from None
-            experiments.append(
-                {
-                    **experiment,
-                    "cells": expand(experiment),
-                    "dropped": dropped_cells(experiment),
-                    "tools": tools_for(workloads_of(experiment)),
-                }
-            )
+            for warning in warnings:
+                display.warning(f"experiment {name}: {warning}")
+            experiments.append(experiment)
         return experiments

@@ -128,26 +128,49 @@ def load_experiment(experiments_dir, name, overrides=None, size=None):
             raise ExperimentError(f"{path}: overrides must be a mapping, got {overrides!r}")
         data = deep_merge(data, overrides)
         source = f"{source} (with overrides {overrides!r})"
-        if "workload" in overrides:
-            data = _without_dropped_workloads(data, overrides)
-    # Overriding scaleup, cpu_config or workload alone must not break the file's own `emulated` subset.
-    strict_emulated = (
-        not overrides or "emulated" in overrides or not {"scaleup", "cpu_config", "workload"} & set(overrides)
-    )
-    return validate_experiment(data, source, expected_name=name, strict_emulated=strict_emulated)
+        data = _narrowed(data, overrides)
+    return validate_experiment(data, source, expected_name=name)
 
 
-def _without_dropped_workloads(data, overrides):
-    """``data`` whose workload was overridden: the file's per-workload parameters of the workloads no longer
-    listed are left out (where the overrides did not give those fields themselves)."""
-    kept = set(_as_list(data["workload"]))
+# The emulated subset's fields that pick values of an experiment dimension: field -> that dimension.
+_EMULATED_PICKS = {"scaleup": "scaleup", "cpu_config": "cpu_config", "workloads": "workload"}
+
+
+def _narrowed(data, overrides):
+    """``data`` (the file merged with ``overrides``) without the file's settings that applied only to what the
+    overrides removed: the ``workload_params`` (top level and emulated) of workloads no longer listed, and the
+    values of the emulated subset's ``scaleup``, ``cpu_config`` and ``workloads`` that the overridden dimension
+    no longer has (a subset field left with none cuts nothing). What the overrides give themselves is kept as
+    given, and validated as strictly as the file's own fields."""
     data = copy.deepcopy(data)
-    if isinstance(data.get("workload_params"), dict) and "workload_params" not in overrides:
-        data["workload_params"] = {key: value for key, value in data["workload_params"].items() if key in kept}
-    emulated = data.get("emulated")
-    if isinstance(emulated, dict) and isinstance(emulated.get("workload_params"), dict) and "emulated" not in overrides:
-        emulated["workload_params"] = {key: value for key, value in emulated["workload_params"].items() if key in kept}
+    kept = set(map(str, _as_list(data.get("workload"))))
+    if "workload" in overrides and "workload_params" in data:
+        data["workload_params"] = _kept_workload_params(data["workload_params"], overrides.get("workload_params"), kept)
+    emulated, given = data.get("emulated"), overrides.get("emulated", {})
+    if not (isinstance(emulated, dict) and isinstance(given, dict)):
+        return data  # none, replaced by the overrides, or not a mapping (validation says so)
+    for field, dimension in _EMULATED_PICKS.items():
+        if field not in emulated or field in given or dimension not in overrides:
+            continue
+        offered = _as_list(data.get(dimension))
+        picked = [value for value in _as_list(emulated[field]) if value in offered]
+        if picked:
+            emulated[field] = picked
+        else:
+            del emulated[field]
+    if "workload" in overrides and "workload_params" in emulated:
+        emulated["workload_params"] = _kept_workload_params(
+            emulated["workload_params"], given.get("workload_params"), kept
+        )
     return data
+
+
+def _kept_workload_params(workload_params, given, kept):
+    """``workload_params`` without the entries of workloads not ``kept``, but for those the overrides ``given``."""
+    if not isinstance(workload_params, dict):
+        return workload_params
+    given = given if isinstance(given, dict) else {}
+    return {key: value for key, value in workload_params.items() if key in kept or key in given}
 
 
 def _as_list(value):
@@ -166,9 +189,9 @@ def _is_scalar(value):
 def _check_choices(field, values, allowed, problems):
     if not values:
         problems.append(f"{field}: must name at least one of {', '.join(allowed)}")
-    for value in values:
-        if value not in allowed:
-            problems.append(f"{field}: unknown value {value!r}; allowed: {', '.join(allowed)}")
+    unknown = {repr(value): value for value in values if value not in allowed}  # each named once
+    for value in unknown.values():
+        problems.append(f"{field}: unknown value {value!r}; allowed: {', '.join(allowed)}")
     if len(set(map(str, values))) != len(values):
         problems.append(f"{field}: {values!r} lists a value twice")
 
@@ -261,15 +284,14 @@ def _check_dataset(dataset, params, problems):
         problems.append("dataset: give either 'dataset' (generated data) or params.data_dir (your own data), not both")
 
 
-def _check_emulated(emulated, experiment, problems, strict=True, workloads=None):
+def _check_emulated(emulated, experiment, problems, workloads=None):
     """``emulated``: the subset of vm/vmcn cells run where guests are emulated (no KVM), e.g.
     ``{scaleup: [2], cpu_config: [pin], repeats: 1, params: {steps: 10}}``; absent = all cells.
     ``workloads``: the experiment's workloads emulated guests run (default: all); ``workload_params``:
     per-workload overrides, applied after ``params``.
 
-    ``strict``: its scaleup, cpu_config and workloads must pick from the experiment's. Not strict (the
-    experiment's dimensions were overridden, its ``emulated`` field was not): the subset keeps
-    the values the experiment still has, and a dimension left with none is not cut at all.
+    Its scaleup, cpu_config and workloads must pick from the experiment's (where overrides narrowed a
+    dimension, load_experiment has already cut the file's own subset to what is left: ``_narrowed``).
     Returns ``emulated`` normalized."""
     if emulated is None:
         return None
@@ -284,12 +306,7 @@ def _check_emulated(emulated, experiment, problems, strict=True, workloads=None)
         if field in emulated:
             values = _as_list(emulated[field])
             kept = [value for value in values if value in offered]
-            if not strict:
-                if kept:
-                    emulated[field] = kept
-                else:
-                    del emulated[field]
-            elif not values or len(kept) != len(values):
+            if not values or len(kept) != len(values):
                 problems.append(
                     f"emulated.{field}: {emulated[field]!r} must pick from the experiment's {field} {offered!r}"
                 )
@@ -308,12 +325,11 @@ def _check_emulated(emulated, experiment, problems, strict=True, workloads=None)
     return emulated
 
 
-def validate_experiment(data, source="experiment", expected_name=None, strict_emulated=True):
+def validate_experiment(data, source="experiment", expected_name=None):
     """Return ``data`` normalized (scalars of the dimension fields made lists, defaults
     filled in), or raise ExperimentError listing every problem, each naming ``source``.
 
     ``expected_name`` is the file's name, which the ``name`` field must repeat.
-    ``strict_emulated``: see ``_check_emulated``.
     """
     problems = []
     unknown = sorted(set(data) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS), key=str)
@@ -363,11 +379,12 @@ def validate_experiment(data, source="experiment", expected_name=None, strict_em
     _check_params(experiment["params"], problems)
     _check_workload_params(experiment["workload_params"], workloads, problems)
     _check_dataset(experiment["dataset"], experiment["params"], problems)
-    experiment["emulated"] = _check_emulated(experiment["emulated"], experiment, problems, strict_emulated, workloads)
+    experiment["emulated"] = _check_emulated(experiment["emulated"], experiment, problems, workloads)
     if workloads is not None:
         _check_needs(experiment, workloads, problems)
 
     if problems:
+        problems = list(dict.fromkeys(problems))  # two checks may find the same thing: it is said once
         raise ExperimentError(f"{source}: invalid experiment:\n  - " + "\n  - ".join(problems))
     return experiment
 

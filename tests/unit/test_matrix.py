@@ -436,3 +436,50 @@ def test_overriding_the_workloads_keeps_the_files_emulated_subset_working(experi
     experiment = load_experiment(experiments, "micro", {"workload": ["micro_cpu"]})
     assert "workloads" not in experiment["emulated"]  # none of its workloads is left: no cut
     assert {cell["labels"]["workload"] for cell in expand(experiment)} == {"micro_cpu"}
+
+
+def test_a_value_listed_twice_is_named_once(experiments):
+    message = invalid(experiments, {"platforms": ["bm", "xx", "xx"]})
+    assert message.count("platforms: unknown value 'xx'") == 1
+    assert "platforms: ['bm', 'xx', 'xx'] lists a value twice" in message
+    assert len(message.splitlines()) == len(set(message.splitlines()))
+
+
+def test_narrowing_drops_the_files_settings_of_what_it_removed_and_keeps_the_overrides_own(experiments):
+    """The workload narrowed while other fields of workload_params and emulated are overridden too: the file's
+    parameters of the workloads left out go, the subset's other fields stay; what the overrides give stays."""
+    write(experiments, "micro", MICRO)
+    experiment = load_experiment(
+        experiments,
+        "micro",
+        {
+            "workload": ["micro_cpu"],
+            "workload_params": {"micro_cpu": {"hpl_n": 500}},
+            "emulated": {"repeats": 1},
+        },
+    )
+    assert experiment["workload_params"] == {"micro_cpu": {"hpl_n": 500}}
+    assert experiment["emulated"] == {"repeats": 1, "workload_params": {}}
+    assert {cell["labels"]["workload"] for cell in expand(experiment)} == {"micro_cpu"}
+    # Parameters the overrides give for a workload they leave out are still refused.
+    for overrides, expected in (
+        (
+            {"workload_params": {"micro_disk": {"size": "x"}}},
+            "workload_params: 'micro_disk' is not a workload of this experiment (micro_cpu)",
+        ),
+        (
+            {"emulated": {"workloads": ["micro_disk"]}},
+            "emulated.workloads: ['micro_disk'] must pick from the experiment's workloads ['micro_cpu']",
+        ),
+    ):
+        with pytest.raises(ExperimentError) as caught:
+            load_experiment(experiments, "micro", {"workload": ["micro_cpu"], **overrides})
+        assert expected in str(caught.value)
+
+
+def test_narrowing_a_dimension_keeps_the_files_subset_when_the_overrides_set_other_subset_fields(experiments):
+    (experiments / "smoke.yml").write_text(SMOKE + "emulated: {scaleup: [2], cpu_config: [pin], repeats: 1}\n")
+    experiment = load_experiment(
+        experiments, "smoke", {"platforms": ["bm", "vm"], "scaleup": [1], "emulated": {"params": {"steps": 1}}}
+    )
+    assert experiment["emulated"] == {"cpu_config": ["pin"], "repeats": 1, "params": {"steps": 1}}

@@ -1,0 +1,436 @@
+"""Run an experiment: plan it here, then drive playbooks/experiment.yml through ansible-runner and follow it.
+
+The experiment is planned in this process first, as the playbook's lookup plans it (load, validate, check the
+workload parameters): bad input stops here with its message alone, before any host is touched. Then the
+playbook runs; its events drive a line per cell (i/N, the cell, its time, the ETA per platform kind) and a
+closing summary. Exit status: 0 every cell ok (or skipped by design; or none left to run in a resumed
+campaign), 1 a cell or the playbook failed, 2 bad input or no host can run any cell of the plan, 130 Ctrl-C
+(after the running cell is stopped and cleaned up: rerun the same command, same --campaign, to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import re
+import shlex
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import ansible_runner
+import yaml
+
+# platbench/__init__.py has put the platbench.lab collection on the import path.
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
+    EMULATED_FIELDS,
+    OPTIONAL_FIELDS,
+    REQUIRED_FIELDS,
+    ExperimentError,
+    load_experiment,
+    workloads_of,
+)
+from ansible_collections.platbench.lab.workloads.common.args import positive_int
+
+from platbench.campaign import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, SAMPLES_FILE, Campaign
+from platbench.processes import kill_sessions, sessions_below
+from platbench.progress import display_for
+
+REPO = Path(__file__).resolve().parent.parent
+PLAYBOOK = REPO / "playbooks" / "experiment.yml"
+TEARDOWN = REPO / "playbooks" / "teardown.yml"
+EXPERIMENTS = REPO / "experiments"
+INVENTORY = REPO / "inventories" / "local"
+RESULTS = REPO / "results"
+ANSIBLE_LOG = "ansible.log"  # Ansible's own output of each run, next to the samples
+POLL_SECONDS = 0.25  # how often the display moves and a Ctrl-C is acted on
+_CAMPAIGN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+# What --set may set: the experiment's fields (matrix.py), mappings by their keys. An UPPER-CASE key stands
+# for any name (a workload parameter, a workload); None: a value (a scalar or a list).
+_PARAMS = {"NAME": None}
+_WORKLOAD_PARAMS = {"WORKLOAD": {"NAME": None}}
+_MAPPINGS = {
+    "params": _PARAMS,
+    "workload_params": _WORKLOAD_PARAMS,
+    "dataset": {"generator": None, "args": _PARAMS},
+    "emulated": {
+        field: {"params": _PARAMS, "workload_params": _WORKLOAD_PARAMS}.get(field) for field in EMULATED_FIELDS
+    },
+}
+_NOT_SET = ("name", "sizes")  # the file's own: its name, and the sizes --size picks from
+SET_KEYS = {field: _MAPPINGS.get(field) for field in (*REQUIRED_FIELDS, *OPTIONAL_FIELDS) if field not in _NOT_SET}
+# The options that set a field themselves, and the extra variables they own.
+_OPTION_FIELDS = {"platforms": "--platforms", "workload": "--workloads", "repeats": "--repeats"}
+_RESERVED_VARS = ("experiment", "campaign", "experiment_overrides", "size", "platbench_results_dir")
+
+
+class UsageError(Exception):
+    """Bad input: its message is all that is printed, and the exit status is 2."""
+
+
+def add_arguments(parser):
+    parser.add_argument("experiment", help="an experiment of experiments/ (its file name without .yml)")
+    parser.add_argument(
+        "--campaign",
+        help="the campaign's name, results/CAMPAIGN (default: EXPERIMENT-YYYYmmdd-HHMMSS); "
+        "an existing campaign is resumed: the cells it holds are not run again",
+    )
+    parser.add_argument("--size", default="", help="a size the experiment names in its `sizes` field, e.g. small")
+    parser.add_argument(
+        "--platforms", type=_names, help="run only these of the experiment's platforms, comma-separated: bm,cn"
+    )
+    parser.add_argument(
+        "--workloads", type=_names, help="run only these of the experiment's workloads, comma-separated"
+    )
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a field of the experiment, dotted keys into it (params.steps=10, scaleup=[1,2], "
+        "emulated.repeats=1); the value is YAML (a scalar or a list); repeatable",
+    )
+    parser.add_argument("--repeats", type=positive_int, help="repeats of every scenario")
+    parser.add_argument(
+        "--inventory", "-i", default=str(INVENTORY), help="the lab's inventory (default: inventories/local)"
+    )
+    parser.add_argument(
+        "--results-dir",
+        default=str(RESULTS),
+        help="where campaigns are written, DIR/CAMPAIGN/samples.jsonl (default: results/ of this repository)",
+    )
+    parser.add_argument(
+        "--extra-vars",
+        "-e",
+        dest="extra_vars",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an Ansible variable for the playbook (e.g. openstack_instances_cloud=CLOUD, "
+        "platform_run_skip_unavailable=true); the value is YAML; repeatable",
+    )
+    parser.set_defaults(handler=main)
+
+
+def _names(text):
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: give names separated by commas, e.g. bm,cn")
+    return names
+
+
+# -- input -> the playbook's variables ----------------------------------------------------------------------
+
+
+def allowed_set_keys(shape=None, prefix=""):
+    """The keys --set takes, as the user writes them (``params.NAME``, ``emulated.repeats``...)."""
+    keys = []
+    for key, below in (SET_KEYS if shape is None else shape).items():
+        name = prefix + key
+        keys += [name] if below is None else allowed_set_keys(below, name + ".")
+    return keys
+
+
+def _parse_value(option, text):
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{option}: the value is not valid YAML: {str(exc).splitlines()[0]}") from None
+
+
+def parse_setting(text):
+    """``KEY=VALUE`` of --set: ``(path, value)``, the key checked against the experiment's fields."""
+    key, equals, value = text.partition("=")
+    if not equals or not key:
+        raise UsageError(f"--set {text}: give KEY=VALUE, e.g. --set params.steps=10")
+    path, shape = key.split("."), SET_KEYS
+    for depth, part in enumerate(path):
+        placeholders = [name for name in shape if name.isupper()]
+        if part in shape and not part.isupper():
+            below = shape[part]
+        elif placeholders and part:
+            below = shape[placeholders[0]]
+        else:
+            raise UsageError(
+                f"--set {text}: unknown key {key!r}; allowed keys: {', '.join(allowed_set_keys())} "
+                "(UPPER-CASE parts stand for any name)"
+            )
+        if below is None and depth < len(path) - 1:
+            field = ".".join(path[: depth + 1])
+            raise UsageError(f"--set {text}: {field} is a value, it has no key {path[depth + 1]!r}")
+        shape = below
+    if shape is not None:
+        wanted = ", ".join(allowed_set_keys(shape, key + "."))
+        raise UsageError(f"--set {text}: {key} is a mapping; set its keys one by one: {wanted}")
+    parsed = _parse_value(f"--set {text}", value)
+    if isinstance(parsed, dict):
+        raise UsageError(f"--set {text}: the value must be a scalar or a list, not a mapping")
+    return path, parsed
+
+
+def build_overrides(args, file_experiment=None):
+    """``experiment_overrides`` from --platforms, --workloads, --repeats and --set; ``file_experiment``: the
+    experiment as its file (and --size) gives it, which --platforms and --workloads must pick from."""
+    overrides, given = {}, {}
+    for text in args.settings:
+        path, value = parse_setting(text)
+        dotted = ".".join(path)
+        if dotted in given:
+            raise UsageError(f"--set {text}: {dotted} is already set by --set {given[dotted]}")
+        given[dotted] = text
+        target = overrides
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+        target[path[-1]] = value
+    options = {"platforms": args.platforms, "workload": args.workloads, "repeats": args.repeats}
+    for field, value in options.items():
+        if value is None:
+            continue
+        if field in overrides:
+            raise UsageError(f"{_OPTION_FIELDS[field]} and --set {given[field]} both set {field}: give one")
+        overrides[field] = value
+    if file_experiment is not None:
+        name = file_experiment["name"]
+        for field, wanted, offered in (
+            ("platforms", args.platforms, file_experiment["platforms"]),
+            ("workloads", args.workloads, workloads_of(file_experiment)),
+        ):
+            foreign = [value for value in wanted or [] if value not in offered]
+            if foreign:
+                raise UsageError(
+                    f"--{field} {','.join(wanted)}: experiment {name} does not list "
+                    f"{', '.join(foreign)}; its {field}: {', '.join(map(str, offered))} "
+                    f"(--set {'workload' if field == 'workloads' else field}=[...] replaces the list instead)"
+                )
+    return overrides
+
+
+def extra_vars(items):
+    """``-e KEY=VALUE`` as a mapping, the variables the options own refused."""
+    variables = {}
+    for text in items:
+        key, equals, value = text.partition("=")
+        if not equals or not key.isidentifier():
+            raise UsageError(f"-e {text}: give KEY=VALUE with an Ansible variable name as KEY")
+        if key in _RESERVED_VARS:
+            raise UsageError(f"-e {text}: {key} is set by platbench run itself (see its options)")
+        variables[key] = _parse_value(f"-e {text}", value)
+    return variables
+
+
+def prepare(args):
+    """Check the input and plan the experiment: ``(plan, warnings, extravars)``. Raises UsageError."""
+    args.campaign = args.campaign or f"{args.experiment}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if not _CAMPAIGN_NAME.match(args.campaign):
+        raise UsageError(f"--campaign {args.campaign}: use letters, digits, '.', '_' and '-' (a directory name)")
+    variables = extra_vars(args.extra_vars)
+    try:
+        file_experiment = None
+        if args.platforms or args.workloads:
+            file_experiment = load_experiment(str(EXPERIMENTS), args.experiment, None, args.size or None)
+        overrides = build_overrides(args, file_experiment)
+        plan, warnings = plan_experiment(str(EXPERIMENTS), args.experiment, overrides, args.size or None)
+    except ExperimentError as exc:
+        raise UsageError(str(exc)) from None
+    if "," not in args.inventory and not Path(args.inventory).exists():
+        raise UsageError(f"--inventory {args.inventory}: no such file or directory")
+    variables.update(
+        experiment=args.experiment,
+        campaign=args.campaign,
+        platbench_results_dir=str(Path(args.results_dir).resolve()),
+    )
+    if overrides:
+        variables["experiment_overrides"] = overrides
+    if args.size:
+        variables["size"] = args.size
+    return plan, warnings, variables
+
+
+# -- driving ansible-runner ---------------------------------------------------------------------------------
+
+
+class Interrupts:
+    """SIGINT and SIGTERM counted instead of raised, so that the loops stop the run in order."""
+
+    def __init__(self):
+        self.count, self.first, self._previous = 0, None, {}
+
+    def __enter__(self):
+        for number in (signal.SIGINT, signal.SIGTERM):
+            self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        return False
+
+    def _handle(self, number, frame):
+        self.count += 1
+        self.first = self.first or number
+
+    @property
+    def exit_code(self):
+        return EXIT_INTERRUPTED if self.first in (None, signal.SIGINT) else 128 + self.first
+
+
+def _ansible_environment():
+    venv_bin = str(Path(sys.executable).parent)  # where ansible-playbook is, also when the venv is not active
+    return {
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")]),
+    }
+
+
+def _inventory(inventory):
+    """ansible-runner's ``inventory``: a list (a string would be taken for inventory text when it is no path
+    below its private directory), the path made absolute (the playbook runs in the repository)."""
+    inventory = str(inventory)
+    return [inventory if "," in inventory else str(Path(inventory).resolve())]
+
+
+def drive(playbook, inventory, extravars, private_dir, on_event=None, stop=lambda: False, tick=None):
+    """Run ``playbook`` through ansible-runner, each event handed to ``on_event`` in this thread, ``tick``
+    called between events. Once ``stop()`` is true, the run is cancelled and every process it left on the
+    controller is stopped. Returns ``(runner, stopped)``."""
+    Path(private_dir).mkdir(parents=True, exist_ok=True)
+    events = queue.Queue()
+    cancel = threading.Event()
+    thread, runner = ansible_runner.run_async(
+        private_data_dir=str(private_dir),
+        project_dir=str(REPO),
+        playbook=str(playbook),
+        inventory=_inventory(inventory),
+        extravars=extravars,
+        envvars=_ansible_environment(),
+        quiet=True,
+        event_handler=lambda event: _queued(events, event),
+        cancel_callback=cancel.is_set,
+        settings={"pexpect_timeout": POLL_SECONDS, "suppress_ansible_output": True},
+    )
+    playbook_pid, sessions = None, None
+    while thread.is_alive() or not events.empty():
+        if not cancel.is_set() and stop():
+            # Read before the playbook dies: its workers' sessions are found through it.
+            sessions = sessions_below(playbook_pid or os.getpid())
+            cancel.set()
+        try:
+            event = events.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            event = None
+        if event is not None:
+            playbook_pid = playbook_pid or event.get("pid")
+            if on_event:
+                on_event(event)
+        if tick:
+            tick()
+    thread.join()
+    if sessions is not None:
+        kill_sessions(sessions)
+    return runner, sessions is not None
+
+
+def _queued(events, event):
+    events.put(event)
+    return False  # handed over in memory: ansible-runner need not write it to disk
+
+
+def _output(runner):
+    try:
+        return runner.stdout.read() if runner.stdout else ""
+    except (OSError, ValueError):
+        return ""
+
+
+def _keep_log(results_dir, campaign, text):
+    directory = Path(results_dir) / campaign
+    if not text or not directory.is_dir():
+        return None
+    path = directory / ANSIBLE_LOG
+    with open(path, "a", encoding="utf-8") as stream:
+        stream.write(f"# platbench run, {time.strftime('%Y-%m-%d %H:%M:%S')}\n{text}\n")
+    return path
+
+
+def _rerun_command(args):
+    argv = list(getattr(args, "argv", None) or [args.experiment])
+    if not any(arg == "--campaign" or arg.startswith("--campaign=") for arg in argv):
+        argv += ["--campaign", args.campaign]
+    return shlex.join(["platbench", *argv])
+
+
+def _cleanup(args, campaign, interrupts, running, extravars, out):
+    """After the run was cancelled (its controller processes already stopped): teardown.yml with the same
+    inventory removes the cell's containers, guests and workload processes. A second Ctrl-C abandons it."""
+    cells = ", ".join(f"{cell} on {host}" if len(campaign.hosts) > 1 else cell for _, cell, host, _ in running)
+    print(f"interrupted: stopping {cells or 'the run'} and cleaning up (Ctrl-C again skips the cleanup) ...", file=out)
+    teardown_vars = {key: value for key, value in extravars.items() if key not in _RESERVED_VARS}
+    with tempfile.TemporaryDirectory(prefix="platbench-teardown-") as private:
+        runner, stopped = drive(TEARDOWN, args.inventory, teardown_vars, private, stop=lambda: interrupts.count > 1)
+        rerun = _rerun_command(args)
+        if stopped:
+            print(
+                f"interrupted during the cleanup: leftovers may remain; remove them with "
+                f"`ansible-playbook -i {shlex.quote(str(args.inventory))} playbooks/teardown.yml`, then rerun "
+                f"`{rerun}` to resume",
+                file=out,
+            )
+            return
+        if runner.rc != 0:
+            print(f"teardown.yml failed (rc {runner.rc}); its output ends with:", file=out)
+            print("\n".join(_output(runner).strip().splitlines()[-10:]), file=out)
+    what = f"cell {cells}" if cells else "the run (no cell had started)"
+    print(f"interrupted: cleaned up {what}; rerun the same command to resume: {rerun}", file=out)
+
+
+def main(args, out=None, err=None):
+    """``platbench run``: the exit status (see the module's docstring)."""
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        plan, warnings, extravars = prepare(args)
+    except UsageError as exc:
+        print(exc, file=err)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted before the campaign started", file=err)
+        return EXIT_INTERRUPTED
+    for warning in warnings:
+        print(f"warning: {warning}", file=err)
+    samples = Path(extravars["platbench_results_dir"]) / args.campaign / SAMPLES_FILE
+    campaign = Campaign(args.campaign, plan["cells"], str(samples))
+    print(f"platbench: campaign {args.campaign}, {len(plan['cells'])} cells planned ({args.experiment})", file=out)
+    display = display_for(campaign, out)
+    with Interrupts() as interrupts, tempfile.TemporaryDirectory(prefix="platbench-run-") as private:
+        running = []
+
+        def stop():
+            if interrupts.count and not running:
+                running.extend(campaign.running())
+            return interrupts.count > 0
+
+        def on_event(event):
+            for line in campaign.feed(event):
+                display.line(line)
+
+        with display:
+            runner, stopped = drive(
+                PLAYBOOK, args.inventory, extravars, private, on_event=on_event, stop=stop, tick=display.refresh
+            )
+        output = _output(runner)
+        log = _keep_log(extravars["platbench_results_dir"], args.campaign, output)
+        if stopped:
+            _cleanup(args, campaign, interrupts, running, extravars, out)
+            return interrupts.exit_code
+    code, lines = campaign.outcome(runner.rc, output_tail="\n".join(output.strip().splitlines()[-20:]))
+    if code == EXIT_FAILED and log and runner.rc != 0:
+        lines.append(f"Ansible's output: {log}")
+    print("\n".join(lines), file=err if code == EXIT_BAD_INPUT else out)
+    return code

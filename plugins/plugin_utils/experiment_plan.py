@@ -1,0 +1,46 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""An experiment planned on the controller: loaded, validated, its workload parameters checked, expanded.
+
+One function for the two ways in: the ``platbench.lab.experiment`` lookup (``playbooks/experiment.yml``) and
+``platbench run``, which plans in-process before it starts the playbook, so that the same input is refused with
+the same message either way.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.platbench.lab.plugins.module_utils.workload_needs import tools_for
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
+    dropped_cells,
+    expand,
+    load_experiment,
+    workloads_of,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import checked_params
+
+# plugins/plugin_utils/experiment_plan.py -> the collection root, which holds the workloads package
+COLLECTION_ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+COLLECTION_EXPERIMENTS = os.path.join(COLLECTION_ROOT, "experiments")
+
+
+def plan_experiment(experiments_dir, name, overrides=None, size=None, root=COLLECTION_ROOT):
+    """``(plan, warnings)``: experiment ``name`` of ``experiments_dir`` with its ``size`` and ``overrides``
+    merged in, validated (matrix.load_experiment) and its workload parameters checked by the workloads' own
+    parsers under ``root`` (params_check.checked_params); the plan is the experiment with ``cells`` (run order),
+    ``dropped`` and ``tools``. Raises matrix.ExperimentError naming the file, every problem listed once."""
+    source = os.path.join(experiments_dir, f"{name}.yml")
+    if size:
+        source += f" (size {size})"
+    if overrides:
+        source += f" (with overrides {overrides!r})"
+    experiment = load_experiment(experiments_dir, name, overrides, size or None)
+    warnings = checked_params(experiment, source, root)
+    plan = {
+        **experiment,
+        "cells": expand(experiment),
+        "dropped": dropped_cells(experiment),
+        "tools": tools_for(workloads_of(experiment)),
+    }
+    return plan, warnings

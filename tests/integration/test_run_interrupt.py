@@ -1,0 +1,108 @@
+"""platbench run against the lab: a Ctrl-C (SIGINT) in the middle of a bm cell stops it and leaves nothing
+running; the same command resumes the campaign, with no sample lost and none recorded twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.lab
+
+CAMPAIGN = "it-run-interrupt"
+# Two bm cells (pin, vnl) of a few seconds each.
+ARGV = [
+    "smoke",
+    "--platforms",
+    "bm",
+    "--repeats",
+    "1",
+    "--set",
+    "scaleup=[1]",
+    "--set",
+    "params.warmup_steps=1",
+    "--set",
+    "params.steps=1500",
+    "--campaign",
+    CAMPAIGN,
+]
+CELLS = ["bm/1/pin/cpu|r0", "bm/1/vnl/cpu|r0"]
+# A bm cell's workload, as roles/platform_run runs it (platform_run_prefix /opt/platbench).
+WORKLOAD = "^/opt/platbench/venv/bin/python -m workloads[.]"
+
+
+def workload_processes():
+    found = subprocess.run(["pgrep", "--full", WORKLOAD], capture_output=True, text=True, check=False)
+    return found.stdout.split()
+
+
+def platbench_run(results, **keywords):
+    return subprocess.Popen(
+        [sys.executable, "-m", "platbench", "run", *ARGV, "--results-dir", str(results)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **keywords,
+    )
+
+
+def wait_for(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no {what} after {timeout} s")
+
+
+def test_ctrl_c_mid_cell_leaves_nothing_and_the_rerun_resumes(lab, tmp_path):
+    assert workload_processes() == [], "a workload runs already: the lab is busy"
+    results = tmp_path / "results"
+    first = platbench_run(results)
+    lines = []
+    try:
+        for line in first.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("[1/2] "):
+                break
+        assert lines and lines[-1].startswith(f"[1/2] {CELLS[0]} ok "), "\n".join(lines)
+        wait_for(workload_processes, 60, "workload process of the second cell")
+        first.send_signal(signal.SIGINT)
+        rest, _ = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    output = "\n".join(lines) + "\n" + rest
+    assert first.returncode == 130, output
+    assert f"interrupted: cleaned up cell {CELLS[1]}; rerun the same command to resume: platbench run " in output, (
+        output
+    )
+    assert workload_processes() == []
+    containers = subprocess.run(
+        ["docker", "ps", "--all", "--quiet", "--filter", "label=org.platbench.cell"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert containers.stdout.split() == []
+    samples = results / CAMPAIGN / "samples.jsonl"
+    assert {json.loads(line)["labels"]["cell"] for line in samples.read_text().splitlines()} == {CELLS[0]}
+
+    second = platbench_run(results)
+    rerun, _ = second.communicate(timeout=120)
+    assert second.returncode == 0, rerun
+    assert "localhost: 1 cells to run, 1 already measured" in rerun
+    assert f"[2/2] {CELLS[1]} ok " in rerun
+    recorded = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert [s for s in recorded if s["metric"] == "failed"] == []
+    throughput = [s["labels"]["cell"] for s in recorded if s["metric"] == "throughput"]
+    assert sorted(throughput) == CELLS  # every planned cell once: none lost, none twice
+    assert os.path.exists(results / CAMPAIGN / "run.json")
