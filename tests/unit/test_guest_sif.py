@@ -7,8 +7,7 @@ import json
 import re
 import subprocess
 
-import yaml
-from playbook_run import ENV, REPO
+from playbook_run import run_playbook
 
 IMAGE = "sha256:" + "cd" * 32
 KEYPAIR = {"public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAtest"}
@@ -16,32 +15,20 @@ ROOTFS_VARS = {"guest_image_keypair": KEYPAIR, "guest_image_gpu": False, "guest_
 
 
 def run_tasks(tmp_path, tasks, variables):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "name": "Run guest_image tasks",
-                    "hosts": "localhost",
-                    "connection": "local",
-                    "gather_facts": False,
-                    "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}", **variables},
-                    "tasks": tasks,
-                }
-            ]
-        )
-    )
-    run = subprocess.run(
-        ["ansible-playbook", "-i", "localhost,", str(playbook)],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    match = re.search(r"localhost\s+:.*changed=(\d+).*failed=(\d+)", run.stdout)
-    assert match and match.group(2) == "0", run.stdout[-3000:] + run.stderr[-2000:]
-    return int(match.group(1))
+    plays = [
+        {
+            "name": "Run guest_image tasks",
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}", **variables},
+            "tasks": tasks,
+        }
+    ]
+    run = run_playbook(plays, tmp_path)
+    changed, failed = run.recap()
+    assert failed == 0, run.output[-5000:]
+    return changed
 
 
 def include(tasks_from):

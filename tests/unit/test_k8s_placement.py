@@ -5,10 +5,7 @@ deleted)."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,8 +19,6 @@ from plan_options import plan_options
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "tests/roles/platform_run/k8s_unreachable.yml"
-ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
-ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
 IMAGE = "platbench/workload:0123456789ab"
 HOST = {"docker_engine": True, "vm_accelerator": "kvm", "libvirt_daemon": True}
 FACTS = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
@@ -197,7 +192,7 @@ def closed_port():
         return sock.getsockname()[1]  # closed again when the socket is
 
 
-def test_a_cluster_that_does_not_answer_fails_the_cell_and_the_job_is_still_deleted(tmp_path):
+def test_a_cluster_that_does_not_answer_fails_the_cell_and_the_job_is_still_deleted(tmp_path, playbook):
     port = closed_port()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
@@ -222,17 +217,8 @@ def test_a_cluster_that_does_not_answer_fails_the_cell_and_the_job_is_still_dele
         cell, FACTS, plan_options(host="localhost", campaign="c", k8s_node="n", kubeconfig=str(kubeconfig))
     )
     outcome_file = tmp_path / "outcome.json"
-    variables = tmp_path / "vars.json"
-    variables.write_text(json.dumps({"platform_run_cell_plan": plan, "outcome_file": str(outcome_file)}))
-    run = subprocess.run(
-        [ANSIBLE_PLAYBOOK, "-i", "localhost,", str(PLAYBOOK), "-e", f"@{variables}"],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    run = playbook(PLAYBOOK, {"platform_run_cell_plan": plan, "outcome_file": str(outcome_file)})
+    assert run.rc == 0, run.output[-5000:]
     outcome = json.loads(outcome_file.read_text())
     # The first call to the API server fails the cell with its error (the client library's own when the
     # runner lacks it, else the refused connection) ...
@@ -241,5 +227,5 @@ def test_a_cluster_that_does_not_answer_fails_the_cell_and_the_job_is_still_dele
     assert refused or "required Python library (kubernetes)" in outcome["msg"], outcome
     # ... and the Job is deleted all the same; its failure is ignored, so the cell's own error is what is recorded.
     assert outcome["deletion"]["failed"] is True
-    assert "Job " + plan["name"] + " in namespace platbench was not deleted" in run.stdout
-    assert "not-a-real-token" not in run.stdout
+    assert "Job " + plan["name"] + " in namespace platbench was not deleted" in run.output
+    assert "not-a-real-token" not in run.output

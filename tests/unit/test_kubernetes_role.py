@@ -16,6 +16,7 @@ import kubernetes_validate
 import pytest
 import tomllib
 import yaml
+from playbook_run import ENV, run_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))
@@ -24,8 +25,6 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import kubernetes_co
 
 SCHEMAS = REPO / "tests/unit/data/kubernetes/schemas"
 KUBERNETES_SCHEMA_VERSION = "1.33.0"
-ENV = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 ROLE_DEFAULTS = yaml.safe_load((REPO / "roles/kubernetes/defaults/main.yml").read_text())
 
 FLANNEL = {
@@ -246,18 +245,10 @@ def test_containerd_config_uses_systemd_cgroups_and_the_nvidia_runtime_only_on_g
 
 
 def run_play(tmp_path, tasks, variables, *options):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(json.dumps([{"name": "kubernetes role test", "hosts": "localhost", "tasks": tasks}]))
-    vars_file = tmp_path / "vars.json"
-    vars_file.write_text(json.dumps(dict(variables, ansible_python_interpreter=sys.executable)))
-    return subprocess.run(
-        [ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", str(playbook), "-e", f"@{vars_file}", *options],
-        cwd=REPO,
-        env=dict(ENV, ANSIBLE_LOG_PATH=str(tmp_path / "ansible.log")),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    plays = [{"name": "kubernetes role test", "hosts": "localhost", "tasks": tasks}]
+    variables = dict(variables, ansible_python_interpreter=sys.executable)
+    log = {"ANSIBLE_LOG_PATH": str(tmp_path / "ansible.log")}
+    return run_playbook(plays, tmp_path, variables, "-c", "local", *options, env=log)
 
 
 def test_bad_inputs_stop_the_role_before_anything_changes(tmp_path):
@@ -270,8 +261,8 @@ def test_bad_inputs_stop_the_role_before_anything_changes(tmp_path):
     run = run_play(
         tmp_path, [{"ansible.builtin.import_role": {"name": "platbench.lab.kubernetes"}}], variables, "--check"
     )
-    output = run.stdout + run.stderr
-    assert run.returncode != 0, output[-3000:]
+    output = run.output
+    assert run.rc != 0, output[-3000:]
     assert "Fail on inputs that cannot build a working cluster" in output
     assert "kubernetes_version: '1.29' is not a supported minor version" in output
     assert (
@@ -289,8 +280,8 @@ def test_argument_spec_rejects_an_unknown_topology_policy(tmp_path):
         {"kubernetes_topology_manager_policy": "single-numa"},
         "--check",
     )
-    output = run.stdout + run.stderr
-    assert run.returncode != 0
+    output = run.output
+    assert run.rc != 0
     assert "kubernetes_topology_manager_policy" in output and "single-numa-node" in output
 
 
@@ -305,8 +296,8 @@ def test_check_mode_on_this_host_says_what_it_would_do_and_skips_the_gpu_part(tm
     run = run_play(
         tmp_path, [{"ansible.builtin.import_role": {"name": "platbench.lab.kubernetes"}}], variables, "--check"
     )
-    output = run.stdout + run.stderr
-    assert run.returncode == 0, output[-5000:]
+    output = run.output
+    assert run.rc == 0, output[-5000:]
     assert "GPU part skipped on localhost: it keeps no NVIDIA GPU" in output
     assert (
         "kubelet, kubeadm, kubectl 1.33.x would be installed from https://pkgs.k8s.io/core:/stable:/v1.33/deb/"
@@ -326,15 +317,16 @@ def test_join_tasks_never_print_the_token(tmp_path):
     }
     tasks = [{"ansible.builtin.include_role": {"name": "platbench.lab.kubernetes", "tasks_from": "join_node"}}]
     run = run_play(tmp_path, tasks, variables, "-vvv")
-    output = run.stdout + run.stderr
+    output = run.output
     # No kubeadm here: the join itself fails, after the JoinConfiguration holding the token was written.
-    assert run.returncode != 0
+    assert run.rc != 0
     assert "Write the JoinConfiguration" in output and "Run kubeadm join" in output
     assert "censored" in output or "output has been hidden" in output
     assert not join_config.exists(), "the JoinConfiguration holding the token must be removed"
     assert FAKE_TOKEN not in output
     assert FAKE_TOKEN.split(".")[1] not in output
+    # Nowhere but in the test's input (the extra vars file): not in the log, the runner's events or its output.
     for path in tmp_path.rglob("*"):
-        if path.is_file() and path.name != "vars.json":
+        if path.is_file() and path.name != "extravars":
             assert FAKE_TOKEN not in path.read_text(errors="replace"), path
     assert (tmp_path / "ansible.log").exists()

@@ -21,7 +21,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.filter import kolla as kolla_filters
 from ansible_collections.platbench.lab.plugins.plugin_utils import kolla
-from playbook_run import ENV, REPO
+from playbook_run import ENV, REPO, run_playbook
 
 INVENTORY = REPO / "inventories/examples/lin2018-openstack"
 GPU_HOSTS = ["gpu1", "gpu2", "gpu3"]
@@ -118,8 +118,6 @@ def stand_in_venv(root):
 
 def deploy(root, config_dir, *options, **variables):
     """The role on the example inventory's deployment host (connected locally), install off."""
-    playbook = root / "play.yml"
-    playbook.write_text(json.dumps(PLAY))
     variables = {
         "ansible_connection": "local",
         "openstack_deploy_install": False,
@@ -128,23 +126,14 @@ def deploy(root, config_dir, *options, **variables):
         "openstack_deploy_steps": [],
         **variables,
     }
-    vars_file = root / "vars.json"
-    vars_file.write_text(json.dumps(variables))
-    return subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), str(playbook), "-e", f"@{vars_file}", *options],
-        cwd=REPO,
-        # The configured interpreter is the weakest setting: the role's own for the passwords module wins.
-        env=dict(ENV, ANSIBLE_PYTHON_INTERPRETER=sys.executable),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    # The configured interpreter is the weakest setting: the role's own for the passwords module wins.
+    env = {"ANSIBLE_PYTHON_INTERPRETER": sys.executable}
+    return run_playbook(PLAY, root, variables, *options, inventory=INVENTORY, env=env, timeout=180)
 
 
 def recap(run):
-    match = re.search(r"ctl1\s+:.*changed=(\d+).*failed=(\d+)", run.stdout)
-    assert match, run.stdout[-3000:] + run.stderr[-2000:]
-    return int(match.group(1)), int(match.group(2))
+    """(changed, failed) of the deployment host."""
+    return run.recap("ctl1")
 
 
 def ini(path):
@@ -173,7 +162,7 @@ def built(tmp_path_factory):
     venv = stand_in_venv(root)
     config = root / "etc-kolla"
     first = deploy(root, config)
-    assert recap(first)[1] == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    assert recap(first)[1] == 0, first.output[-6000:]
     passwords_before = (config / "passwords.yml").read_text()
     second = deploy(root, config)
     return {"first": first, "second": second, "config": config, "venv": venv, "passwords": passwords_before}
@@ -281,7 +270,7 @@ def test_no_password_reaches_the_output(built):
     words = [value for value in secrets.values() if isinstance(value, str)]
     words += [secrets["nova_ssh_key"]["public_key"].split()[1][:40]]
     for run in (built["first"], built["second"]):
-        output = run.stdout + run.stderr
+        output = run.output
         assert "Generate passwords.yml" in output
         for word in words:
             assert word not in output
@@ -289,8 +278,8 @@ def test_no_password_reaches_the_output(built):
 
 def test_a_second_run_changes_nothing_and_runs_no_kolla_ansible_step(built):
     assert recap(built["first"])[0] > 0
-    assert "globals.yml sets" not in built["first"].stdout + built["first"].stderr  # every variable is known
-    assert recap(built["second"]) == (0, 0), built["second"].stdout[-4000:]
+    assert "globals.yml sets" not in built["first"].output  # every variable is known
+    assert recap(built["second"]) == (0, 0), built["second"].output[-4000:]
     assert not (built["venv"] / "bin/calls.log").exists()
 
 
@@ -336,8 +325,8 @@ def test_overrides_the_inventory_no_longer_asks_for_are_removed_and_steps_run_in
         openstack_deploy_steps=["deploy", "prechecks", "bootstrap-servers", "post-deploy"],
         openstack_deploy_globals={"enable_magnun": True, "nested_key_is_no_variable": 1},
     )
-    assert recap(run)[1] == 0, run.stdout[-4000:]
-    output = " ".join((run.stdout + run.stderr).split())
+    assert recap(run)[1] == 0, run.output[-4000:]
+    output = " ".join(run.output.split())
     for typo, hint in (("enable_magnun", " (did you mean enable_magnum?)"), ("nested_key_is_no_variable", "")):
         assert (
             f"globals.yml sets {typo}, which this kolla-ansible release does not define, so it has no effect{hint};"
@@ -356,7 +345,7 @@ def test_check_mode_writes_nothing(tmp_path):
     stand_in_venv(tmp_path)
     config = tmp_path / "etc-kolla"
     run = deploy(tmp_path, config, "--check", openstack_deploy_steps=["bootstrap-servers"])
-    assert recap(run)[1] == 0, run.stdout[-4000:]
+    assert recap(run)[1] == 0, run.output[-4000:]
     assert not config.exists() and not (tmp_path / "venv/bin/calls.log").exists()
 
 
@@ -403,8 +392,8 @@ def test_bad_inputs_stop_with_a_message_naming_the_setting_and_write_nothing(tmp
     stand_in_venv(tmp_path)
     config = tmp_path / "etc-kolla"
     run = deploy(tmp_path, config, **variables)
-    assert run.returncode != 0
-    assert says.replace("{config}", str(config)) in run.stdout, run.stdout[-3000:]
+    assert run.rc != 0
+    assert says.replace("{config}", str(config)) in run.output, run.output[-3000:]
     assert not config.exists()
 
 

@@ -3,13 +3,10 @@ cloud name clouds.yaml does not have. The live tests are tests/openstack/test_in
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 import yaml
 from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan
-from playbook_run import ENV, REPO
+from playbook_run import run_playbook
 
 PLAYBOOK = {
     "name": "Apply openstack_instances",
@@ -42,17 +39,13 @@ def setup(tmp_path):
     clouds = tmp_path / "clouds.yaml"
     auth = {"auth_url": "http://127.0.0.1:9/v3", "username": "admin", "password": "pw-never-shown-4711"}
     clouds.write_text(yaml.safe_dump({"clouds": {"nowhere": {"auth": {**auth, "project_name": "admin"}}}}))
-    env = {**ENV, "OS_CLIENT_CONFIG_FILE": str(clouds)}
-    return playbook, env
+    return playbook, {"OS_CLIENT_CONFIG_FILE": str(clouds)}
 
 
 def run(setup, tmp_path, variables):
     """ansible-playbook with the test's clouds.yaml (OS_CLIENT_CONFIG_FILE)."""
     playbook, env = setup
-    vars_file = tmp_path / "vars.json"
-    vars_file.write_text(json.dumps(variables))
-    argv = ["ansible-playbook", "-i", "localhost,", str(playbook), "-e", f"@{vars_file}"]
-    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    return run_playbook(playbook, tmp_path, variables, env=env, timeout=180)
 
 
 BASE = {
@@ -66,38 +59,38 @@ BASE = {
 
 def test_the_dry_run_prints_the_plan_and_touches_no_cloud(setup, tmp_path):
     done = run(setup, tmp_path, {**BASE, "openstack_instances_dry_run": True})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert done.rc == 0, done.output[-3000:]
     prefix = openstack_plan.campaign_prefix("dry1")
     specs = "hw:cpu_policy=dedicated, pci_passthrough:alias=nvidia-h100:1"
-    assert f"flavor {prefix}nova-2-pin-gpu: 2 vCPU, 2048 MB, 20 GB; {specs}" in done.stdout
-    assert f"server {prefix}nova-1-vnl-cpu of flavor {prefix}nova-1-vnl-cpu" in done.stdout
-    assert f"Magnum cluster template {prefix}k8s (kubernetes, flannel)" in done.stdout
-    assert "bm-" not in done.stdout
+    assert f"flavor {prefix}nova-2-pin-gpu: 2 vCPU, 2048 MB, 20 GB; {specs}" in done.output
+    assert f"server {prefix}nova-1-vnl-cpu of flavor {prefix}nova-1-vnl-cpu" in done.output
+    assert f"Magnum cluster template {prefix}k8s (kubernetes, flannel)" in done.output
+    assert "bm-" not in done.output
     # Nothing asked the cloud (it answers nowhere): no login, no creation.
-    assert "Log in to cloud" not in done.stdout and "Create the flavors" not in done.stdout
-    assert "pw-never-shown-4711" not in done.stdout + done.stderr
+    assert "Log in to cloud" not in done.output and "Create the flavors" not in done.output
+    assert "pw-never-shown-4711" not in done.output
 
 
 def test_a_network_driver_other_than_flannel_or_calico_is_refused_by_the_argument_specs(setup, tmp_path):
     done = run(setup, tmp_path, {**BASE, "openstack_instances_magnum_network_driver": "weave"})
-    assert done.returncode != 0
-    assert "openstack_instances_magnum_network_driver" in done.stdout and "flannel, calico" in done.stdout
+    assert done.rc != 0
+    assert "openstack_instances_magnum_network_driver" in done.output and "flannel, calico" in done.output
 
 
 def test_a_cloud_name_clouds_yaml_does_not_have_is_named(setup, tmp_path):
     done = run(setup, tmp_path, {**BASE, "openstack_instances_cloud": "nope"})
     assert "nowhere" in (tmp_path / "clouds.yaml").read_text()
-    assert done.returncode != 0
-    assert "openstack_instances_cloud: there is no cloud 'nope' in the clouds.yaml" in done.stdout, done.stdout[-3000:]
+    assert done.rc != 0
+    assert "openstack_instances_cloud: there is no cloud 'nope' in the clouds.yaml" in done.output, done.output[-3000:]
     # It stopped before anything could be created.
-    assert "Create the flavors" not in done.stdout
-    assert "pw-never-shown-4711" not in done.stdout + done.stderr
+    assert "Create the flavors" not in done.output
+    assert "pw-never-shown-4711" not in done.output
 
 
 def test_a_setting_the_plan_refuses_is_named_in_the_output(setup, tmp_path):
     # The plan task itself hides its result (BMC credentials); its refusal must still reach the user.
     variables = {key: value for key, value in BASE.items() if key != "openstack_instances_image_file"}
     done = run(setup, tmp_path, variables)
-    assert done.returncode != 0
-    assert "set openstack_instances_image_file (uploaded to glance) or openstack_instances_image_name" in done.stdout
-    assert "Log in to cloud" not in done.stdout
+    assert done.rc != 0
+    assert "set openstack_instances_image_file (uploaded to glance) or openstack_instances_image_name" in done.output
+    assert "Log in to cloud" not in done.output
