@@ -10,13 +10,18 @@
   ``BUDGET_MINUTES``; over it, a warning with the slowest tests (never a failure: machines differ).
 
 Under pytest-xdist the reports reach the controller's hooks, where the gate and the summary run.
+`make test` runs pytest twice (the unit group on xdist workers, then the lab and the cloud in one process):
+with ``PLATBENCH_TEST_DURATIONS`` naming a file, each run adds its times to it and prints the sum of the runs
+so far, so the last summary covers the whole of `make test`.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections import defaultdict
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -27,6 +32,8 @@ BUDGET_MINUTES = 45
 SLOWEST = 10
 GROUPS = ("unit", "lab", "openstack", "lint")
 TITLES = {"unit": "unit", "lab": "lab", "openstack": "OpenStack", "lint": "lint"}
+# A file where the runs of one `make test` add up their times (Makefile).
+DURATIONS_FILE_ENV = "PLATBENCH_TEST_DURATIONS"
 # The fixtures that build the lab and start the test cloud, and the marker each needs.
 HEAVY_FIXTURES = {"lab": "lab", "test_cloud": "openstack"}
 
@@ -80,6 +87,23 @@ def budget_lines(seconds, wall, per_test, budget_minutes=BUDGET_MINUTES, slowest
         ranked = sorted(per_test.items(), key=lambda item: item[1], reverse=True)[:slowest]
         lines += ["  %8.1f s  %s" % (duration, nodeid) for nodeid, duration in ranked]
     return lines, over
+
+
+def add_up(earlier, groups, wall, per_test):
+    """The times of the runs so far (``earlier``, None for none) with this run's added: a dict with
+    ``groups`` ({group: {seconds, tests}}), ``wall`` (seconds) and ``per_test`` ({nodeid: seconds})."""
+    total = earlier or {"groups": {}, "wall": 0.0, "per_test": {}}
+    summed = {}
+    for group in GROUPS:
+        before = total["groups"].get(group, {"seconds": 0.0, "tests": 0})
+        summed[group] = {
+            "seconds": before["seconds"] + groups[group]["seconds"],
+            "tests": before["tests"] + groups[group]["tests"],
+        }
+    tests = dict(total["per_test"])
+    for nodeid, seconds in per_test.items():
+        tests[nodeid] = tests.get(nodeid, 0.0) + seconds
+    return {"groups": summed, "wall": total["wall"] + wall, "per_test": tests}
 
 
 class SuiteRules:
@@ -159,8 +183,18 @@ class SuiteRules:
             )
         if self.config.option.collectonly:
             return
-        terminalreporter.section("durations per group", sep="=")
-        lines, over = budget_lines(self.groups, time.monotonic() - self.started, self.per_test)
+        totals = add_up(None, self.groups, time.monotonic() - self.started, self.per_test)
+        title = "durations per group"
+        path = os.environ.get(DURATIONS_FILE_ENV)
+        if path:
+            file = Path(path)
+            earlier = json.loads(file.read_text()) if file.exists() else None
+            totals = add_up(earlier, self.groups, totals["wall"], self.per_test)
+            file.write_text(json.dumps(totals))
+            if earlier:
+                title += " (this run and the earlier ones in %s)" % path
+        terminalreporter.section(title, sep="=")
+        lines, over = budget_lines(totals["groups"], totals["wall"], totals["per_test"])
         for line in lines:
             write(line, yellow=line.startswith("WARNING") or (over and line.startswith("  ")))
 

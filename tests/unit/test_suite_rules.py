@@ -175,3 +175,29 @@ def test_the_allowed_reasons_are_matched_as_a_whole_prefix():
     assert skips.allowed_reason(skips.NO_APPTAINER.text) is skips.NO_APPTAINER
     assert skips.allowed_reason("not rooted") is None
     assert skips.allowed_reason("tensorflow missing") is None
+
+
+def test_runs_sharing_a_durations_file_are_summed_up_in_the_last_summary(pytester, monkeypatch, tmp_path):
+    monkeypatch.setenv(suite.DURATIONS_FILE_ENV, str(tmp_path / "durations.json"))
+    first = run(pytester, "def test_a():\n    pass\n", path="tests/unit/test_a.py")
+    first.stdout.fnmatch_lines(["*= durations per group =*", "unit * s  (1 tests)", "lab * s  (0 tests)"])
+    (pytester.path / "tests/unit/test_a.py").unlink()
+    second = run(
+        pytester, "import pytest\npytestmark = pytest.mark.lab\ndef test_b():\n    pass\n", path="tests/unit/test_b.py"
+    )
+    second.stdout.fnmatch_lines(
+        [
+            "*durations per group (this run and the earlier ones in *durations.json)*",
+            "unit * s  (1 tests)",
+            "lab * s  (1 tests)",
+        ]
+    )
+
+
+def test_adding_up_runs_sums_each_group_the_wall_time_and_each_test():
+    one = suite.add_up(None, groups(unit=10.0), 12.0, {"tests/unit/test_a.py::t": 10.0})
+    both = suite.add_up(one, groups(lab=30.0, unit=1.0), 31.0, {"tests/unit/test_a.py::t": 1.0, "b": 30.0})
+    assert both["groups"]["unit"] == {"seconds": 11.0, "tests": 2}
+    assert both["groups"]["lab"] == {"seconds": 30.0, "tests": 2}
+    assert both["wall"] == 43.0
+    assert both["per_test"] == {"tests/unit/test_a.py::t": 11.0, "b": 30.0}
