@@ -344,9 +344,10 @@ def _queued(events, event):
 
 
 def _output(runner):
+    """What ansible-playbook printed (ansible-runner keeps it in its artifacts); "" when it wrote nothing."""
     try:
-        return runner.stdout.read() if runner.stdout else ""
-    except (OSError, ValueError):
+        return (Path(runner.config.artifact_dir) / "stdout").read_text(encoding="utf-8", errors="replace")
+    except OSError:
         return ""
 
 
@@ -360,11 +361,12 @@ def _keep_log(results_dir, campaign, text):
     return path
 
 
-def _rerun_command(args):
+def rerun_command(args):
+    """The command line that resumes this campaign: the one given, with --campaign when it had none."""
     argv = list(getattr(args, "argv", None) or [args.experiment])
     if not any(arg == "--campaign" or arg.startswith("--campaign=") for arg in argv):
         argv += ["--campaign", args.campaign]
-    return shlex.join(["platbench", *argv])
+    return shlex.join(["platbench", "run", *argv])
 
 
 def _cleanup(args, campaign, interrupts, running, extravars, out):
@@ -375,7 +377,7 @@ def _cleanup(args, campaign, interrupts, running, extravars, out):
     teardown_vars = {key: value for key, value in extravars.items() if key not in _RESERVED_VARS}
     with tempfile.TemporaryDirectory(prefix="platbench-teardown-") as private:
         runner, stopped = drive(TEARDOWN, args.inventory, teardown_vars, private, stop=lambda: interrupts.count > 1)
-        rerun = _rerun_command(args)
+        rerun = rerun_command(args)
         if stopped:
             print(
                 f"interrupted during the cleanup: leftovers may remain; remove them with "

@@ -115,6 +115,15 @@ def test_bad_options_are_named(capsys, argv, expected):
     assert expected in err and out == ""
 
 
+def test_the_command_to_resume_names_the_campaign():
+    args = parse("smoke", "--set", "params.steps=3")
+    args.argv = ["smoke", "--set", "params.steps=3"]
+    args.campaign = "smoke-20261125-101500"
+    assert run.rerun_command(args) == "platbench run smoke --set params.steps=3 --campaign smoke-20261125-101500"
+    args.argv = ["smoke", "--campaign=mine"]
+    assert run.rerun_command(args) == "platbench run smoke --campaign=mine"
+
+
 def test_an_unknown_set_key_lists_the_allowed_keys(capsys):
     _, err = refused(capsys, "smoke", "--set", "param.steps=3")
     assert err.startswith("--set param.steps=3: unknown key 'param.steps'; allowed keys: ")
