@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from ansible.plugins.loader import init_plugin_loader
-from playbook_run import run_playbook
+from playbook_run import run_lab_playbook, run_playbook
 
 REPO = Path(__file__).resolve().parent.parent
 COLLECTIONS = REPO / "collections"
@@ -31,14 +31,12 @@ def lab(tmp_path_factory):
     """The local lab, built once per session by site.yml (the first run on a fresh machine does the real
     work): root on Debian, with Debian's package mirror. Only tests marked ``lab`` use it (tests/suite.py)."""
     from tests import skips
-    from tests.integration.labrun import failed_messages, output_of
-    from tests.integration.labrun import run_playbook as run_lab_playbook
 
     skips.unless_root("the lab is built as root (packages, Docker engine, /opt/platbench)")
     assert shutil.which("apt-get"), "the local lab is built on Debian/Ubuntu hosts: run the lab tests on one"
     tmp = tmp_path_factory.mktemp("site")
     runner = run_lab_playbook("site.yml", tmp)
-    assert runner.rc == 0, "site.yml failed: %s\n%s" % (failed_messages(runner), output_of(runner)[-6000:])
+    assert runner.rc == 0, "site.yml failed: %s\n%s" % (runner.failed_messages(), runner.output[-6000:])
     return runner
 
 

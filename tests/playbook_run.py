@@ -3,7 +3,7 @@ would, with this checkout's ansible.cfg and the venv's Ansible first on PATH.
 
 Role tests apply a role (or some of its task files) to this machine (the inventory ``localhost,``, the
 default) with injected variables; the lab tests run the repository's playbooks against the lab's
-inventory (``LAB_INVENTORY``). Every run has a directory of its own and gives back its exit status, what
+inventory (``run_lab_playbook``). Every run has a directory of its own and gives back its exit status, what
 it printed (ansible-playbook's errors included: both streams go to one terminal) and Ansible's events,
 which hold each task's result. The ``playbook`` fixture (tests/conftest.py) binds a run to the test's
 tmp_path."""
@@ -23,6 +23,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 THIS_HOST = "localhost,"
 LAB_INVENTORY = REPO / "inventories" / "local"
+LAB_SECONDS = 1800
 # What every run adds to the environment: the checkout's ansible.cfg (collections path, callbacks), plain
 # output, the venv's Ansible first, and a library with the test modules below.
 ANSIBLE_ENV = {
@@ -122,6 +123,12 @@ def run_playbook(playbook, workdir, variables=None, *options, inventory=THIS_HOS
     events = [json.loads(event.read_text()) for event in (artifacts / "job_events").glob("*.json")]
     events.sort(key=lambda event: event["counter"])
     return PlaybookRun(rc=runner.rc, status=runner.status, output=output, events=events)
+
+
+def run_lab_playbook(playbook, workdir, variables=None, *options, inventory=LAB_INVENTORY):
+    """run_playbook against the lab (the local inventory, as ``ansible-playbook site.yml`` uses it) with the time
+    a lab playbook may take: site.yml builds the whole lab on its first run."""
+    return run_playbook(playbook, workdir, variables, *options, inventory=inventory, timeout=LAB_SECONDS)
 
 
 def read_samples(campaign_dir):

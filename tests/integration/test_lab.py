@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from labrun import REPO, failed_messages, output_of, read_samples, run_playbook
+from playbook_run import REPO, read_samples, run_lab_playbook
 
 from tests import skips
 
@@ -36,17 +36,17 @@ def parse_cpuset(text):
 
 
 def test_site_is_idempotent(lab, tmp_path):
-    second = run_playbook("site.yml", tmp_path)
-    assert second.rc == 0, failed_messages(second)
+    second = run_lab_playbook("site.yml", tmp_path)
+    assert second.rc == 0, second.failed_messages()
     changed = {host: n for host, n in second.stats.get("changed", {}).items() if n}
-    assert changed == {}, "second site.yml run changed something:\n%s" % output_of(second)[-4000:]
+    assert changed == {}, "second site.yml run changed something:\n%s" % second.output[-4000:]
 
 
 @pytest.fixture(scope="module")
 def smoke(lab, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("smoke")
     results = tmp / "results"
-    runner = run_playbook(
+    runner = run_lab_playbook(
         "playbooks/experiment.yml",
         tmp,
         {
@@ -56,7 +56,7 @@ def smoke(lab, tmp_path_factory):
             "experiment_overrides": SMOKE_OVERRIDES,
         },
     )
-    assert runner.rc == 0, "%s\n%s" % (failed_messages(runner), output_of(runner)[-6000:])
+    assert runner.rc == 0, "%s\n%s" % (runner.failed_messages(), runner.output[-6000:])
     return {"tmp": tmp, "dir": results / CAMPAIGN, "samples": read_samples(results / CAMPAIGN)}
 
 
@@ -145,7 +145,7 @@ def test_run_json_and_report(smoke):
 
 def test_rerun_resumes_without_measuring_again(smoke):
     before = len(smoke["samples"])
-    runner = run_playbook(
+    runner = run_lab_playbook(
         "playbooks/experiment.yml",
         smoke["tmp"] / "again",
         {
@@ -155,16 +155,16 @@ def test_rerun_resumes_without_measuring_again(smoke):
             "experiment_overrides": SMOKE_OVERRIDES,
         },
     )
-    assert runner.rc == 0, failed_messages(runner)
+    assert runner.rc == 0, runner.failed_messages()
     assert len(read_samples(smoke["dir"])) == before
-    assert "0 cells to run, 12 already measured" in output_of(runner)
+    assert "0 cells to run, 12 already measured" in runner.output
 
 
 def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
     # Bad parameters no longer reach a host (the plan checks them), so the cells fail at run time:
     # no workload starts, imports its framework and trains within 2 seconds.
     results = tmp_path / "results"
-    runner = run_playbook(
+    runner = run_lab_playbook(
         "playbooks/experiment.yml",
         tmp_path,
         {
@@ -175,14 +175,14 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
             "experiment_overrides": {"platforms": ["bm", "cn"], "scaleup": [1], "cpu_config": ["pin"], "repeats": 1},
         },
     )
-    assert runner.rc == 0, failed_messages(runner)
+    assert runner.rc == 0, runner.failed_messages()
     samples = read_samples(results / "it-fail")
     assert [s["labels"]["platform"] for s in samples] == ["bm", "cn"]
     for sample in samples:
         assert sample["metric"] == "failed"
         assert "platform_run_cell_timeout=2" in sample["metadata"]["error"], sample["metadata"]["error"]
     # The run says which cells failed, after the recap.
-    assert re.search(r"cells ok: 0, failed: 2", output_of(runner)), output_of(runner)[-3000:]
+    assert re.search(r"cells ok: 0, failed: 2", runner.output), runner.output[-3000:]
     assert not subprocess.run(
         ["docker", "ps", "-aq", "--filter", "label=org.platbench.campaign=it-fail"],
         capture_output=True,
@@ -249,11 +249,11 @@ def test_bad_input_stops_before_any_cell_runs(tmp_path, extravars, expected):
     if "gpu" in str(extravars):
         skips.unless_no_gpu("a GPU scenario is valid here")
     results = tmp_path / "results"
-    runner = run_playbook(
+    runner = run_lab_playbook(
         "playbooks/experiment.yml", tmp_path, dict(extravars, campaign="it-bad", platbench_results_dir=str(results))
     )
     assert runner.rc != 0
-    assert re.search(expected, " ".join(failed_messages(runner)), re.S), failed_messages(runner)
+    assert re.search(expected, " ".join(runner.failed_messages()), re.S), runner.failed_messages()
     assert not (results / "it-bad").exists()
 
 
@@ -275,7 +275,7 @@ def test_bad_input_stops_before_any_cell_runs(tmp_path, extravars, expected):
 )
 def test_study_experiments_run_on_both_platforms(lab, tmp_path, experiment, overrides, metric):
     results = tmp_path / "results"
-    runner = run_playbook(
+    runner = run_lab_playbook(
         "playbooks/experiment.yml",
         tmp_path,
         {
@@ -285,7 +285,7 @@ def test_study_experiments_run_on_both_platforms(lab, tmp_path, experiment, over
             "experiment_overrides": {**overrides, "platforms": ["bm", "cn"], "scaleup": [2]},
         },
     )
-    assert runner.rc == 0, failed_messages(runner)
+    assert runner.rc == 0, runner.failed_messages()
     samples = read_samples(results / "it-study")
     assert by_metric(samples, "failed") == []
     seen = {(s["labels"]["platform"], s["metadata"]["virt"] == "docker") for s in by_metric(samples, metric)}

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from labrun import REPO, failed_messages, output_of, read_samples, run_playbook
+from playbook_run import REPO, read_samples, run_lab_playbook
 
 pytestmark = pytest.mark.lab
 
@@ -20,7 +20,7 @@ PEER_NETWORK = ipaddress.ip_network("198.18.0.0/15")
 def micro(lab, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("micro")
     results = tmp / "results"
-    runner = run_playbook(
+    runner = run_lab_playbook(
         "playbooks/experiment.yml",
         tmp,
         {
@@ -31,8 +31,8 @@ def micro(lab, tmp_path_factory):
             "experiment_overrides": {"platforms": ["bm", "cn"]},
         },
     )
-    assert runner.rc == 0, "%s\n%s" % (failed_messages(runner), output_of(runner)[-6000:])
-    return {"dir": results / CAMPAIGN, "samples": read_samples(results / CAMPAIGN), "output": output_of(runner)}
+    assert runner.rc == 0, "%s\n%s" % (runner.failed_messages(), runner.output[-6000:])
+    return {"dir": results / CAMPAIGN, "samples": read_samples(results / CAMPAIGN), "output": runner.output}
 
 
 def measured(samples, metric, platform):

@@ -7,7 +7,7 @@ import os
 
 import pytest
 import yaml
-from labrun import failed_messages, output_of, read_samples, run_playbook
+from playbook_run import read_samples, run_lab_playbook
 
 pytestmark = pytest.mark.lab
 
@@ -54,8 +54,8 @@ def two_runners(lab, tmp_path_factory):
     }
 
     def run(name):
-        runner = run_playbook("playbooks/experiment.yml", tmp / name, extravars, inventory=hosts_file)
-        assert runner.rc == 0, "%s\n%s" % (failed_messages(runner), output_of(runner)[-6000:])
+        runner = run_lab_playbook("playbooks/experiment.yml", tmp / name, extravars, inventory=hosts_file)
+        assert runner.rc == 0, "%s\n%s" % (runner.failed_messages(), runner.output[-6000:])
         return runner
 
     run("first")
@@ -98,7 +98,7 @@ def test_resume_reruns_only_the_cells_of_the_host_whose_samples_are_gone(two_run
     assert set(before) == {"runner-a"}
 
     runner = two_runners["run"]("again")
-    text = output_of(runner)
+    text = runner.output
     assert f"Campaign {CAMPAIGN} on runner-a: 0 cells to run, 2 already measured" in " ".join(text.split())
     assert f"Campaign {CAMPAIGN} on runner-b: 2 cells to run, 0 already measured" in " ".join(text.split())
     after = by_host(read_samples(two_runners["dir"]))

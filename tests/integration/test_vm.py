@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from labrun import failed_messages, output_of, read_samples, run_playbook
+from playbook_run import read_samples, run_lab_playbook
 
 from tests import skips
 
@@ -78,7 +78,7 @@ def guest_lab(lab):
 def guest_run(guest_lab, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("guests")
     results = tmp / "results"
-    runner = run_playbook(
+    runner = run_lab_playbook(
         "playbooks/experiment.yml",
         tmp,
         {
@@ -88,7 +88,7 @@ def guest_run(guest_lab, tmp_path_factory):
             "experiment_overrides": OVERRIDES,
         },
     )
-    assert runner.rc == 0, "%s\n%s" % (failed_messages(runner), output_of(runner)[-6000:])
+    assert runner.rc == 0, "%s\n%s" % (runner.failed_messages(), runner.output[-6000:])
     return {**guest_lab, "samples": read_samples(results / "it-guests")}
 
 
@@ -141,7 +141,7 @@ def test_every_guest_domain_process_and_port_is_gone(guest_run):
 
 def test_a_guest_that_never_answers_is_recorded_failed_with_its_console(guest_lab, tmp_path):
     results = tmp_path / "results"
-    runner = run_playbook(
+    runner = run_lab_playbook(
         "playbooks/experiment.yml",
         tmp_path,
         {
@@ -152,7 +152,7 @@ def test_a_guest_that_never_answers_is_recorded_failed_with_its_console(guest_la
             "experiment_overrides": {**OVERRIDES, "platforms": ["vm"]},
         },
     )
-    assert runner.rc == 0, failed_messages(runner)
+    assert runner.rc == 0, runner.failed_messages()
     samples = read_samples(results / "it-noboot")
     assert [s["metric"] for s in samples] == ["failed"]
     error = samples[0]["metadata"]["error"]
@@ -166,7 +166,7 @@ def test_a_taken_ssh_port_is_named_and_not_waited_for(guest_lab, tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         results = tmp_path / "results"
-        runner = run_playbook(
+        runner = run_lab_playbook(
             "playbooks/experiment.yml",
             tmp_path,
             {
@@ -177,7 +177,7 @@ def test_a_taken_ssh_port_is_named_and_not_waited_for(guest_lab, tmp_path):
                 "experiment_overrides": {**OVERRIDES, "platforms": ["vm"]},
             },
         )
-    assert runner.rc == 0, failed_messages(runner)
+    assert runner.rc == 0, runner.failed_messages()
     samples = read_samples(results / "it-port")
     assert [s["metric"] for s in samples] == ["failed"]
     assert f"port {port} on 127.0.0.1 is already in use" in samples[0]["metadata"]["error"]
