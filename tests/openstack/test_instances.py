@@ -5,7 +5,6 @@ add_host, teardown that leaves the cloud as found, bad input, and no secret in a
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from playbook_run import run_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))
@@ -191,30 +191,18 @@ def resources(test_cloud):
 
 
 def apply(test_cloud, tmp_path, variables, playbook=PLAYBOOK, clouds_yaml=None):
-    """ansible-playbook of the role (and the recording play) with ``variables``; the completed process."""
-    path = tmp_path / "apply.yml"
-    path.write_text(yaml.safe_dump(playbook, sort_keys=False))
+    """ansible-playbook of the role (and the recording play) with ``variables``; its PlaybookRun."""
     filters = tmp_path / "filter_plugins"
     filters.mkdir(exist_ok=True)
     # What the dump keeps of each added host (hostvars hold much more).
     (filters / "dump.py").write_text(DUMP_FILTER)
-    vars_file = tmp_path / "vars.json"
-    vars_file.write_text(json.dumps({"record_cells": [], **variables}))
     env = {
-        **os.environ,
-        **test_cloud.env,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "OS_CLIENT_CONFIG_FILE": str(clouds_yaml or test_cloud.env["OS_CLIENT_CONFIG_FILE"]),
         "ANSIBLE_FILTER_PLUGINS": str(filters),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "PATH": f"{REPO / '.venv/bin'}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    if clouds_yaml:
-        env["OS_CLIENT_CONFIG_FILE"] = str(clouds_yaml)
-    argv = [str(REPO / ".venv/bin/ansible-playbook"), "-i", "localhost,", str(path), "-e", f"@{vars_file}"]
-    run = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    run = run_playbook(playbook, tmp_path, {"record_cells": [], **variables}, env=env, timeout=600)
     # Kept for reading after a failure (pytest's tmp_path).
-    (tmp_path / f"ansible-{len(list(tmp_path.glob('ansible-*.log')))}.log").write_text(run.stdout + run.stderr)
+    (tmp_path / f"ansible-{len(list(tmp_path.glob('ansible-*.log')))}.log").write_text(run.output)
     return run
 
 
@@ -256,7 +244,7 @@ def assert_no_secret(test_cloud, *texts):
 
 
 def done(run):
-    return run.stdout[-6000:] + run.stderr[-3000:]
+    return run.output[-9000:]
 
 
 def test_provision_record_and_tear_down(test_cloud, tmp_path):
@@ -274,7 +262,7 @@ def test_provision_record_and_tear_down(test_cloud, tmp_path):
     )
     try:
         run = apply(test_cloud, tmp_path, variables)
-        assert run.returncode == 0, done(run)
+        assert run.rc == 0, done(run)
         seen = sdk(test_cloud, READER, prefix)
 
         # Flavors: GPU (the alias), Ironic (its resource class, zeroed standard resources).
@@ -330,13 +318,13 @@ def test_provision_record_and_tear_down(test_cloud, tmp_path):
         samples = [json.loads(line) for line in (results / CAMPAIGN / "samples.jsonl").read_text().splitlines()]
         (sample,) = [s for s in samples if s["labels"]["platform"] == "nova"]
         assert sample["metric"] == "failed" and "No valid host" in sample["metadata"]["error"], sample
-        texts = [run.stdout, run.stderr] + [p.read_text() for p in results.rglob("*") if p.is_file()]
+        texts = [run.output] + [p.read_text() for p in results.rglob("*") if p.is_file()]
         assert_no_secret(test_cloud, *texts)
     finally:
         teardown = apply(test_cloud, tmp_path, role_vars(test_cloud, tmp_path, openstack_instances_state="absent"))
-    assert teardown.returncode == 0, done(teardown)
-    assert f"{prefix}node0" in teardown.stdout.split("Undeploy the bare-metal nodes", 1)[1].split("TASK", 1)[0]
-    assert_no_secret(test_cloud, teardown.stdout, teardown.stderr)
+    assert teardown.rc == 0, done(teardown)
+    assert f"{prefix}node0" in teardown.output.split("Undeploy the bare-metal nodes", 1)[1].split("TASK", 1)[0]
+    assert_no_secret(test_cloud, teardown.output)
     assert resources(test_cloud) == before
 
 
@@ -347,44 +335,44 @@ def test_a_pci_alias_the_cloud_does_not_define_is_named_and_nothing_is_left(test
         tmp_path,
         role_vars(test_cloud, tmp_path, openstack_instances_cells=[CELLS[1]], openstack_instances_pci_alias="no-such"),
     )
-    assert run.returncode != 0
-    assert "openstack_instances_pci_alias: nova does not define the PCI alias 'no-such'" in run.stdout, done(run)
-    assert "was deleted" in run.stdout
+    assert run.rc != 0
+    assert "openstack_instances_pci_alias: nova does not define the PCI alias 'no-such'" in run.output, done(run)
+    assert "was deleted" in run.output
     assert resources(test_cloud) == before
 
 
 def test_a_flavor_no_host_can_hold_is_named_before_anything_is_created(test_cloud, tmp_path):
     before = resources(test_cloud)
     run = apply(test_cloud, tmp_path, role_vars(test_cloud, tmp_path, openstack_instances_memory_mb=1048576))
-    assert run.returncode != 0
-    assert "fits no compute host" in run.stdout and "openstack_instances_memory_mb" in run.stdout, done(run)
-    assert "Create the flavors" not in run.stdout
+    assert run.rc != 0
+    assert "fits no compute host" in run.output and "openstack_instances_memory_mb" in run.output, done(run)
+    assert "Create the flavors" not in run.output
     # A pinned flavor (hw:cpu_policy=dedicated) wanting more dedicated CPUs (PCPU) than the compute host's four.
     pinned_cells = [cell("nova", 8, "pin", "cpu")]
     pinned = apply(test_cloud, tmp_path, role_vars(test_cloud, tmp_path, openstack_instances_cells=pinned_cells))
-    assert pinned.returncode != 0
-    assert "nova-8-pin-cpu (8 vCPU" in pinned.stdout and "PCPU 4" in pinned.stdout, done(pinned)
-    assert "cpu_dedicated_set" in pinned.stdout
-    assert "Create the flavors" not in pinned.stdout
+    assert pinned.rc != 0
+    assert "nova-8-pin-cpu (8 vCPU" in pinned.output and "PCPU 4" in pinned.output, done(pinned)
+    assert "cpu_dedicated_set" in pinned.output
+    assert "Create the flavors" not in pinned.output
     assert resources(test_cloud) == before
 
 
 def test_an_unknown_cloud_and_wrong_credentials_are_named(test_cloud, tmp_path):
     before = resources(test_cloud)
     unknown = apply(test_cloud, tmp_path, role_vars(test_cloud, tmp_path, openstack_instances_cloud="no-such-cloud"))
-    assert unknown.returncode != 0
-    assert "openstack_instances_cloud: there is no cloud 'no-such-cloud'" in unknown.stdout, done(unknown)
+    assert unknown.rc != 0
+    assert "openstack_instances_cloud: there is no cloud 'no-such-cloud'" in unknown.output, done(unknown)
 
     clouds = yaml.safe_load(Path(test_cloud.clouds_yaml).read_text())
     clouds["clouds"][test_cloud.cloud]["auth"]["password"] = "wrong-password-0815"
     wrong = tmp_path / "wrong-clouds.yaml"
     wrong.write_text(yaml.safe_dump(clouds))
     refused = apply(test_cloud, tmp_path, role_vars(test_cloud, tmp_path), clouds_yaml=wrong)
-    assert refused.returncode != 0
-    assert "keystone refused the credentials of cloud" in refused.stdout, done(refused)
+    assert refused.rc != 0
+    assert "keystone refused the credentials of cloud" in refused.output, done(refused)
     for run in (unknown, refused):
-        assert "wrong-password-0815" not in run.stdout + run.stderr
-        assert_no_secret(test_cloud, run.stdout, run.stderr)
+        assert "wrong-password-0815" not in run.output
+        assert_no_secret(test_cloud, run.output)
     assert resources(test_cloud) == before
 
 
@@ -429,7 +417,7 @@ def test_magnum_template_and_cluster_up_to_heat(test_cloud, tmp_path):
             # The test cloud's Magnum driver validates the template as Magnum does and fails every cluster
             # where Heat would start (testcloud's no-orchestration driver).
             run = apply(test_cloud, tmp_path, variables)
-            assert run.returncode == 0, done(run)
+            assert run.rc == 0, done(run)
             listed = resources(test_cloud)
             assert any(entry.endswith(f" {prefix}k8s") for entry in listed["magnum_templates"]), listed
             assert any(entry.endswith(f" {prefix}magnum-1-vnl-cpu") for entry in listed["magnum_clusters"])
@@ -438,7 +426,7 @@ def test_magnum_template_and_cluster_up_to_heat(test_cloud, tmp_path):
             assert groups["platbench_magnum_failed"] == [f"{prefix}magnum-1-vnl-cpu"]
         finally:
             teardown = apply(test_cloud, tmp_path, role_vars(test_cloud, tmp_path, openstack_instances_state="absent"))
-        assert teardown.returncode == 0, done(teardown)
+        assert teardown.rc == 0, done(teardown)
         assert resources(test_cloud) == before
     finally:
         sdk(test_cloud, EXTERNAL, "delete", external)
