@@ -49,14 +49,15 @@ test-cloud-up: $(VENV)/.installed
 test-cloud-down: $(VENV)/.installed
 	$(VENV)/bin/python -m tests.openstack.testcloud down
 
-# python3-venv is all the controller needs from the distribution; the playbooks install the rest.
+# python3-venv is all the controller needs from the distribution, and rsync, which copies the wheelhouse and the
+# workloads to the hosts (ansible.posix.synchronize); the playbooks install the rest.
 # ansible-test creates its sanity venvs with it too. python3-apt lets the apt module run in
 # check mode (a real run would install it by itself; tests/unit/test_collection.py runs check mode).
 $(VENV)/.installed: requirements.txt requirements-workload.txt pyproject.toml
-	@{ $(PYTHON) -c 'import ensurepip, venv' && { ! command -v apt-get || /usr/bin/python3 -c 'import apt'; }; } \
+	@{ $(PYTHON) -c 'import ensurepip, venv' && command -v rsync && { ! command -v apt-get || /usr/bin/python3 -c 'import apt'; }; } \
 	  >/dev/null 2>&1 || { \
 	  command -v apt-get >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get update -q \
-	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv python3-pip python3-apt; }
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv python3-pip python3-apt rsync; }
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet -r requirements.txt
 	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
