@@ -1,4 +1,5 @@
-"""small_models' GPU profile as metrics, from a saved torch.profiler Chrome trace and a saved ncu report."""
+"""small_models' GPU profile as metrics, from a torch.profiler Chrome trace and an ncu report written by hand in
+those tools' formats (tests/unit/data/handmade_*: no GPU here has produced them)."""
 
 import json
 from pathlib import Path
@@ -10,8 +11,8 @@ from workloads.common.record import emit_record
 from workloads.small_models import profiling
 
 DATA = Path(__file__).parent / "data"
-TRACE = DATA / "torch_profiler_trace.json"
-NCU_REPORT = DATA / "ncu_raw_small_models.csv"
+TRACE = DATA / "handmade_torch_profiler_trace.json"
+NCU_REPORT = DATA / "handmade_ncu_raw_small_models.csv"
 PEAKS = (50e12, 3e12)  # FLOP/s, B/s: ridge at 16.7 FLOP/B
 OPERATORS = [("aten::addmm", 2_000_000, 40_000), ("aten::conv2d", 6_000_000, 60_000)]  # 80 FLOP/B
 US = 1e-6
@@ -43,7 +44,7 @@ def test_the_trace_gives_each_gpu_activity_its_kind_time_and_bytes():
     assert activities[2].bytes is None  # host-side events (cpu_op, cuda_runtime) and flows are not GPU activities
 
 
-def test_the_summary_of_a_saved_trace(summary):
+def test_the_summary_of_the_trace(summary):
     assert (summary["memset_time_s"], summary["memset_count"]) == (pytest.approx(4 * US), 2)
     assert (summary["h2d_copy_time_s"], summary["h2d_copy_count"]) == (pytest.approx(40 * US), 2)
     assert summary["h2d_bytes"] == 200_704 + 512

@@ -7,9 +7,9 @@ ioping 1.3, fio 3.33): dd_*.txt is dd's stderr with LC_ALL=C; ioping_*.txt is `i
 workload's own fio command line (measure.fio_argv, 32 MiB, 1 s per profile).
 
 mountinfo samples: mountinfo_host.txt is this machine's /proc/self/mountinfo (with an overlay mount added
-for the purpose, one line left out); mountinfo_container.txt (a Docker container on overlay2 with a bind mount
-and a --tmpfs), mountinfo_guest.txt (a VM guest on virtio-blk with virtiofs, 9p, nfs and an extra SCSI disk)
-and mountinfo_btrfs.txt (btrfs subvolumes) are constructed following proc(5)'s format.
+for the purpose, one line left out); the handmade_mountinfo_*.txt files are written by hand following proc(5)'s
+format, not saved from a system: a Docker container on overlay2 with a bind mount and a --tmpfs (container), a
+VM guest on virtio-blk with virtiofs, 9p, nfs and an extra SCSI disk (guest), btrfs subvolumes (btrfs).
 """
 
 import os
@@ -248,9 +248,14 @@ def sysfs(tmp_path):
     return str(root)
 
 
+# The mountinfo samples: this machine's, and the hand-made ones (the module's docstring).
+HOST, CONTAINER = "mountinfo_host.txt", "handmade_mountinfo_container.txt"
+GUEST, BTRFS = "handmade_mountinfo_guest.txt", "handmade_mountinfo_btrfs.txt"
+
+
 def describe(sample, directory, sysfs, guest_disk="vdb"):
     text = saved(sample)
-    if sample == "mountinfo_guest.txt":  # the guest's disk is vda; in the test's sysfs it is vdb (252:*)
+    if sample == GUEST:  # the guest's disk is vda; in the test's sysfs it is vdb (252:*)
         text = text.replace("/dev/vda", f"/dev/{guest_disk}")
     return mounts.describe_disk(directory, text, sysfs)
 
@@ -259,27 +264,27 @@ def describe(sample, directory, sysfs, guest_disk="vdb"):
     ("sample", "directory", "filesystem", "source", "device", "disk", "kind"),
     [
         # this machine: ext4 on virtio-blk; Docker's /var/lib/docker is a bind mount of the root on itself
-        ("mountinfo_host.txt", "/var/tmp/platbench-disk", "ext4", "/dev/vda", "vda", "vda", "virtio-blk"),
-        ("mountinfo_host.txt", "/var/lib/docker/volumes/x", "ext4", "/dev/vda", "vda", "vda", "bind-mount"),
-        ("mountinfo_host.txt", "/tmp/ov/m/platbench-disk", "overlay", "overlay", None, None, "overlayfs"),
-        ("mountinfo_host.txt", "/dev/shm/x", "tmpfs", "tmpfs", None, None, "tmpfs"),
-        ("mountinfo_host.txt", "/tmp/ov/mx", "ext4", "/dev/vda", "vda", "vda", "virtio-blk"),  # not under /tmp/ov/m
+        (HOST, "/var/tmp/platbench-disk", "ext4", "/dev/vda", "vda", "vda", "virtio-blk"),
+        (HOST, "/var/lib/docker/volumes/x", "ext4", "/dev/vda", "vda", "vda", "bind-mount"),
+        (HOST, "/tmp/ov/m/platbench-disk", "overlay", "overlay", None, None, "overlayfs"),
+        (HOST, "/dev/shm/x", "tmpfs", "tmpfs", None, None, "tmpfs"),
+        (HOST, "/tmp/ov/mx", "ext4", "/dev/vda", "vda", "vda", "virtio-blk"),  # not under /tmp/ov/m
         # a Docker container: its writable layer, a `-v` bind mount, a --tmpfs with a space in its path
-        ("mountinfo_container.txt", "/var/tmp/platbench-disk", "overlay", "overlay", None, None, "overlayfs"),
-        ("mountinfo_container.txt", "/scratch/disk", "ext4", "/dev/vda", "vda", "vda", "bind-mount"),
-        ("mountinfo_container.txt", "/run/platbench tmp/d", "tmpfs", "tmpfs", None, None, "tmpfs"),
-        ("mountinfo_container.txt", "/proc/1/x", "proc", "proc", None, None, "unknown"),
-        ("mountinfo_container.txt", "/proc/bus/x", "proc", "proc", None, None, "bind-mount"),  # Docker's masking
+        (CONTAINER, "/var/tmp/platbench-disk", "overlay", "overlay", None, None, "overlayfs"),
+        (CONTAINER, "/scratch/disk", "ext4", "/dev/vda", "vda", "vda", "bind-mount"),
+        (CONTAINER, "/run/platbench tmp/d", "tmpfs", "tmpfs", None, None, "tmpfs"),
+        (CONTAINER, "/proc/1/x", "proc", "proc", None, None, "unknown"),
+        (CONTAINER, "/proc/bus/x", "proc", "proc", None, None, "bind-mount"),  # Docker's masking
         # a VM guest: the root on a virtio-blk partition, an extra SCSI disk, host shares, nfs, a tmpfs /var/tmp
-        ("mountinfo_guest.txt", "/home/platbench", "ext4", "/dev/vdb1", "vdb1", "vdb", "virtio-blk"),
-        ("mountinfo_guest.txt", "/data/disk", "xfs", "/dev/sdb1", "sdb1", "sdb", "local-disk"),
-        ("mountinfo_guest.txt", "/mnt/hostshare/d", "virtiofs", "hostshare", None, None, "network"),
-        ("mountinfo_guest.txt", "/mnt/p9", "9p", "p9share", None, None, "network"),
-        ("mountinfo_guest.txt", "/mnt/results/d", "nfs4", "198.18.0.1:/export/results", None, None, "network"),
-        ("mountinfo_guest.txt", "/var/tmp/platbench-disk", "tmpfs", "tmpfs", None, None, "tmpfs"),
+        (GUEST, "/home/platbench", "ext4", "/dev/vdb1", "vdb1", "vdb", "virtio-blk"),
+        (GUEST, "/data/disk", "xfs", "/dev/sdb1", "sdb1", "sdb", "local-disk"),
+        (GUEST, "/mnt/hostshare/d", "virtiofs", "hostshare", None, None, "network"),
+        (GUEST, "/mnt/p9", "9p", "p9share", None, None, "network"),
+        (GUEST, "/mnt/results/d", "nfs4", "198.18.0.1:/export/results", None, None, "network"),
+        (GUEST, "/var/tmp/platbench-disk", "tmpfs", "tmpfs", None, None, "tmpfs"),
         # btrfs: an anonymous device number, found through the mount source; a subvolume is not a bind mount
-        ("mountinfo_btrfs.txt", "/var/tmp/d", "btrfs", "/dev/nvme0n1p2", "nvme0n1p2", "nvme0n1", "local-disk"),
-        ("mountinfo_btrfs.txt", "/srv/work/d", "btrfs", "/dev/nvme0n1p2", "nvme0n1p2", "nvme0n1", "bind-mount"),
+        (BTRFS, "/var/tmp/d", "btrfs", "/dev/nvme0n1p2", "nvme0n1p2", "nvme0n1", "local-disk"),
+        (BTRFS, "/srv/work/d", "btrfs", "/dev/nvme0n1p2", "nvme0n1p2", "nvme0n1", "bind-mount"),
     ],
 )
 def test_the_disk_says_what_backs_the_directory(sysfs, sample, directory, filesystem, source, device, disk, kind):
@@ -290,16 +295,16 @@ def test_the_disk_says_what_backs_the_directory(sysfs, sample, directory, filesy
 
 
 def test_the_driver_is_read_from_sysfs_and_a_vd_disk_is_virtio_without_it(sysfs):
-    assert describe("mountinfo_host.txt", "/", sysfs)["driver"] == "virtio_blk"
-    assert describe("mountinfo_guest.txt", "/data", sysfs)["driver"] == "sd"
-    guest_root = describe("mountinfo_guest.txt", "/", sysfs)  # vdb has no driver link in the test's sysfs
+    assert describe(HOST, "/", sysfs)["driver"] == "virtio_blk"
+    assert describe(GUEST, "/data", sysfs)["driver"] == "sd"
+    guest_root = describe(GUEST, "/", sysfs)  # vdb has no driver link in the test's sysfs
     assert (guest_root["driver"], guest_root["kind"]) == (None, "virtio-blk")
 
 
 def test_stacked_mounts_the_last_one_wins_and_paths_are_unescaped():
-    parsed = mounts.parse_mountinfo(saved("mountinfo_host.txt"))
+    parsed = mounts.parse_mountinfo(saved(HOST))
     assert mounts.mount_of("/dev/shm/x", parsed).mount_id == 30  # 25 and 30 are both on /dev/shm
-    container = mounts.parse_mountinfo(saved("mountinfo_container.txt"))
+    container = mounts.parse_mountinfo(saved(CONTAINER))
     assert mounts.mount_of("/run/platbench tmp", container).mount_point == "/run/platbench tmp"
     assert mounts.mount_of("/run/platbench", container).mount_point == "/"
 

@@ -1,4 +1,5 @@
-"""Nsight Compute: finding ncu, its command line, and reading a saved raw-page CSV report."""
+"""Nsight Compute: finding ncu, its command line, and reading a raw-page CSV report (written by hand in ncu's
+--csv --page raw format: no GPU here has produced one)."""
 
 import os
 import stat
@@ -10,7 +11,7 @@ import pytest
 from workloads.common import ncu
 
 DATA = Path(__file__).parent / "data"
-REPORT = DATA / "ncu_raw_small_models.csv"
+REPORT = DATA / "handmade_ncu_raw_small_models.csv"
 
 
 def executable(path, text="#!/bin/sh\nexit 0\n"):
@@ -19,7 +20,7 @@ def executable(path, text="#!/bin/sh\nexit 0\n"):
     return path
 
 
-def test_the_saved_report_gives_per_kernel_rows_and_totals():
+def test_the_report_gives_per_kernel_rows_and_totals():
     report = ncu.parse_csv(REPORT.read_text())
     assert [kernel.name.split("(")[0][:31] for kernel in report.kernels] == [
         "void at::native::vectorized_ele",

@@ -459,13 +459,14 @@ def test_one_runner_host_adds_no_host_column(tmp_path):
     assert keys == ["platform", "scaleup", "cpu_config", "processor"]
 
 
-GPU_SAMPLES = REPO / "tests" / "unit" / "data" / "gpu_samples.jsonl"
+GPU_SAMPLES = REPO / "tests" / "unit" / "data" / "handmade_gpu_samples.jsonl"
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"
 
 
 @pytest.fixture
 def gpu_campaign(tmp_path):
-    """A saved GPU campaign: small_models cells with roofline metrics on two devices, cnn_train cells with h2d_time."""
+    """A GPU campaign written by hand (no GPU here): small_models cells with roofline metrics on two devices,
+    cnn_train cells with h2d_time."""
     (tmp_path / "samples.jsonl").write_bytes(GPU_SAMPLES.read_bytes())
     return tmp_path
 

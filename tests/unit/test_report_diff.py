@@ -1,4 +1,4 @@
-"""Diff% (Xu 2017) on tests/unit/data/diff_samples.jsonl, a hand-written campaign with known answers.
+"""Diff% (Xu 2017) on tests/unit/data/handmade_diff_samples.jsonl, a hand-written campaign with known answers.
 
 bm and cn at 2/pin/cpu, three repeats each, plus an emulated (tcg) vm:
 - throughput (higher is better): bm 100, 110, 120 (mean 110, best 120); cn 90, 96, 108 (mean 98, best 108,
@@ -22,7 +22,7 @@ import pytest
 
 from platbench import cli, report
 
-DATA = Path(__file__).resolve().parent / "data" / "diff_samples.jsonl"
+DATA = Path(__file__).resolve().parent / "data" / "handmade_diff_samples.jsonl"
 
 
 @pytest.fixture

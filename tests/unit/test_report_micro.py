@@ -1,7 +1,7 @@
 """The report of a campaign of several workloads whose metrics carry labels of their own, with a skipped cell.
 
-tests/unit/data/micro_samples.jsonl: bm and cn at 2/pin/cpu, workloads micro_cpu and micro_disk, 3 repeats;
-cn's micro_disk repeat 2 was skipped (one ``skipped`` sample, reason in metadata). Known answers:
+tests/unit/data/handmade_micro_samples.jsonl, written by hand: bm and cn at 2/pin/cpu, workloads micro_cpu and
+micro_disk, 3 repeats; cn's micro_disk repeat 2 was skipped (one ``skipped`` sample, reason in metadata). Known answers:
 - hpl_gflops (higher, labels hpl_n): n=1000 bm 50, 52, 54, cn 45, 47, 49: Diff% mean (52 - 47) / 52 = +9.615%,
   best (54 - 49) / 54 = +9.259%; n=2000 bm 80, 84, 88, cn 84, 88, 92: cn faster, mean (84 - 88) / 84 = -4.762%,
   best (88 - 92) / 88 = -4.545%. dgemm_gflops (no label): bm 100 x3, cn 90 x3: +10%.
@@ -20,7 +20,7 @@ import pytest
 
 from platbench import cli, report
 
-DATA = Path(__file__).resolve().parent / "data" / "micro_samples.jsonl"
+DATA = Path(__file__).resolve().parent / "data" / "handmade_micro_samples.jsonl"
 REASON = "the write directory /tmp is a tmpfs: no disk to measure there"
 
 
