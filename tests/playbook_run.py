@@ -25,7 +25,7 @@ THIS_HOST = "localhost,"
 LAB_INVENTORY = REPO / "inventories" / "local"
 LAB_SECONDS = 1800
 # What every run adds to the environment: the checkout's ansible.cfg (collections path, callbacks), plain
-# output, the venv's Ansible first, and a library with the test modules below.
+# output and the venv's Ansible first; each run adds a library (ANSIBLE_LIBRARY) with the test module below.
 ANSIBLE_ENV = {
     "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
     "ANSIBLE_NOCOLOR": "1",
@@ -91,7 +91,7 @@ def run_playbook(playbook, workdir, variables=None, *options, inventory=THIS_HOS
     """Run ``playbook`` with ``variables`` as extra vars and ``options`` on the command line (``--check``...).
 
     playbook: a path (relative to the repository, or absolute), or a list of plays, written to
-    ``workdir/play.yml`` (so that a test's ``library/`` or files beside it are found). inventory: a host list
+    ``workdir/play.yml`` (beside the test's own files: filter_plugins/, ...). inventory: a host list
     (``"a,b,"``) or a path. env: more environment variables. A run that outlives ``timeout`` seconds is
     stopped and raises TimeoutError with the end of its output."""
     workdir = Path(workdir)
