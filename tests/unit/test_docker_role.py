@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,8 @@ from pathlib import Path
 import pytest
 from ansible_collections.platbench.lab.plugins.action.host_facts import gpu_facts
 from playbook_run import run_playbook
+
+from tests import skips
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "roles/docker/templates/daemon.json.j2"
@@ -149,7 +150,7 @@ def run_nvidia_part(tmp_path, variables):
     return run_playbook(plays, tmp_path, variables, "--check", timeout=120)
 
 
-@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine's NVIDIA driver answers")
+@skips.needs_no_gpu("its NVIDIA driver may answer")
 def test_toolkit_with_an_externally_managed_driver_stops_when_the_driver_does_not_answer(tmp_path):
     run = run_nvidia_part(tmp_path, {"docker_nvidia_install_driver": False})
     assert run.rc != 0

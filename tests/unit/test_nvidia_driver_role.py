@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,8 @@ import yaml
 from ansible_collections.platbench.lab.plugins.action.host_facts import gpu_facts
 from ansible_collections.platbench.lab.plugins.plugin_utils import nvidia_driver
 from playbook_run import run_playbook
+
+from tests import skips
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles/nvidia_driver"
@@ -139,7 +140,7 @@ def test_persistence_mode_is_switched_only_where_nvidia_smi_reports_it_off():
 # --- the files, as the tools that read them parse them ----------------------------------------------------------
 
 
-@pytest.mark.skipif(not shutil.which("apt-cache"), reason="apt parses the pin; this machine has no apt")
+@skips.requires(commands=["apt-cache"], by="apt (the suite runs on Debian, as the lab does)")
 def test_apt_reads_the_branch_pin_without_a_complaint_and_would_complain_about_a_broken_one(tmp_path):
     def apt_says(text):
         (tmp_path / "pin").write_text(text)
