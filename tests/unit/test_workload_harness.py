@@ -294,3 +294,21 @@ def test_nothing_in_cnn_train_imports_its_command_line_back():
         path.relative_to(REPO_ROOT).as_posix() for path in REPO_ROOT.glob("workloads/*/__main__.py")
     )
     assert "workloads/cnn_train/__main__.py" in importers
+
+
+@pytest.mark.parametrize(
+    ("code", "expected_rc", "expected_err"), [("None", 0, ""), ("1", 1, ""), ("'bad'", 1, "bad\n")]
+)
+def test_exit_after_record_keeps_the_buffered_output_and_the_exit_status(code, expected_rc, expected_err):
+    script = (
+        "import sys, atexit\n"
+        "from workloads.common.harness import exit_after_record\n"
+        "atexit.register(lambda: print('teardown ran'))\n"
+        "sys.stdout.write('PLATBENCH_RESULT {}\\n')  # buffered: a pipe is not a terminal\n"
+        f"exit_after_record({code})\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=60, check=False
+    )
+    # The record is out, the status is the run's, and nothing of the interpreter's teardown ran.
+    assert (done.stdout, done.returncode, done.stderr) == ("PLATBENCH_RESULT {}\n", expected_rc, expected_err)

@@ -3,8 +3,8 @@
 Run ``python -m workloads.small_models --help`` for the options.
 """
 
-import sys
-
+from ..common.harness import exit_after_record
 from .cli import main
 
-sys.exit(main())
+# The process ends as soon as the record is out (no framework teardown): see harness.exit_after_record.
+exit_after_record(main())
