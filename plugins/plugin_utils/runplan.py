@@ -184,7 +184,7 @@ def cells_to_run(plan, status, host, done=()):
     """The cells ``host`` runs, in the plan's order, each labelled with ``host``.
 
     Kept: cells of the platforms ready here; where guests are emulated (``emulated`` in
-    ``status``), the experiment's ``emulated`` subset of their cells; minus the cells this
+    ``status``), the experiment's ``emulated`` subset of their cells, after all the others; minus the cells this
     host already measured (``done``: their ids, from ``records.done_cells(path, host)``).
     Returns ``{"cells": [...], "done": how many cells of the plan this host already measured}``.
     """
@@ -192,6 +192,11 @@ def cells_to_run(plan, status, host, done=()):
     emulated = [label for label, entry in status.items() if entry.get("emulated")]
     cells = [cell for cell in plan.get("cells", []) if cell["labels"]["platform"] in ready]
     cells = emulated_subset(cells, plan.get("emulated"), emulated)
+    # Emulated guests' cells go last: each takes minutes under TCG and has no ratio to bare metal, so the
+    # comparable cells (and the table of them) are done first. The other cells keep their interleaved order.
+    cells = [cell for cell in cells if not cell["labels"].get("emulated")] + [
+        cell for cell in cells if cell["labels"].get("emulated")
+    ]
     done = set(done)
     kept = [{**cell, "labels": {**cell["labels"], "host": host}} for cell in cells if cell["id"] not in done]
     return {"cells": kept, "done": sum(1 for cell in cells if cell["id"] in done)}

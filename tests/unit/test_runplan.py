@@ -42,6 +42,9 @@ def test_cells_are_labelled_with_their_host_and_guests_cut_to_the_emulated_subse
     ids = [cell["id"] for cell in chosen["cells"]]
     assert len([i for i in ids if i.startswith("bm/")]) == 8 and chosen["done"] == 0
     assert [i for i in ids if i.startswith("vm/")] == ["vm/2/pin/cpu|r0"]
+    # The emulated guest's cell runs after every comparable cell, which keep the plan's interleaved order.
+    assert ids[-1] == "vm/2/pin/cpu|r0"
+    assert ids[:-1] == [cell["id"] for cell in experiment()["cells"] if not cell["id"].startswith("vm/")]
     assert all(cell["labels"]["host"] == "runner-a" for cell in chosen["cells"])
     vm = next(cell for cell in chosen["cells"] if cell["id"].startswith("vm/"))
     assert vm["params"]["steps"] == 10 and vm["labels"]["emulated"] is True
