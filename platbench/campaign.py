@@ -11,11 +11,16 @@ What it reads of the playbook (nothing else, task names least of all):
   selection order, so its running cell is the one after its last recorded cell, started when that record
   (or the selection) came;
 - failed tasks that no cell record follows (the playbook's own failures) and the end of the playbook.
+
+ansible-runner now and then hands over an event without its data (its ``res`` empty); a cell record lost that
+way is found afterwards in the samples this run appended to the campaign (``reconcile``), the file being what
+counts: the summary and the exit status never call a measured cell missing.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import re
 import statistics
 import time
@@ -23,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, SKIPPED_METRIC
 
 RECORD_ACTION = "platbench.lab.record_cell"
 CHECK_FACT = "platform_run_check"
@@ -80,7 +86,8 @@ class _Host:
         self.check = None  # platform_run_check
         self.cells = None  # platform_run_selection.cells; None until chosen
         self.done = 0  # cells the campaign held before this run
-        self.finished = 0  # cells of `cells` recorded in this run
+        self.finished = 0  # cells of `cells` up to the last one recorded in this run
+        self.recorded = set()  # ids of the cells recorded in this run
         self.started = None  # when the running cell started (event time)
         self.failure = None  # (task, message) of a failed task no cell record followed
 
@@ -153,7 +160,7 @@ class Campaign:
     def _selected(self, host, selection, when):
         state = self.hosts.setdefault(host, _Host())
         state.cells, state.done = list(selection.get("cells") or []), int(selection.get("done") or 0)
-        state.finished, state.started = 0, when
+        state.finished, state.started, state.recorded = 0, when, set()
         before = f", {state.done} already measured" if state.done else ""
         return [f"{host}: {len(state.cells)} cells to run{before}"]
 
@@ -166,9 +173,18 @@ class Campaign:
         else:
             state.finished += 1
         status = res.get("platbench_status") or "failed"
-        error = res.get("platbench_error") or (_skip_reason(res) if status == "skipped" else None)
+        skipped = _skip_reason(res.get("platbench_samples")) if status == "skipped" else None
         seconds = when - state.started if state.started is not None else None
         state.started, state.failure = when, None
+        result = self._result(host, cell, status, res.get("platbench_error") or skipped, seconds)
+        results_dir = (res.get("platbench_campaign") or {}).get("results_dir")
+        if results_dir:
+            self.samples_path = f"{results_dir}/{SAMPLES_FILE}"
+        took = f" {result.seconds:.1f} s" if result.seconds is not None else ""
+        where = f"[{result.position}/{self.total}] {result.id}{self._on(host)}"
+        return [f"{where} {status}{took}, ETA {human(self.eta(when))}"]
+
+    def _result(self, host, cell, status, error, seconds):
         result = CellResult(
             id=cell.get("id", "?"),
             host=host,
@@ -179,12 +195,27 @@ class Campaign:
             position=self.done_before + len(self.results) + 1,
         )
         self.results.append(result)
-        results_dir = (res.get("platbench_campaign") or {}).get("results_dir")
-        if results_dir:
-            self.samples_path = f"{results_dir}/{SAMPLES_FILE}"
-        took = f" {result.seconds:.1f} s" if result.seconds is not None else ""
-        where = f"[{result.position}/{self.total}] {result.id}{self._on(host)}"
-        return [f"{where} {status}{took}, ETA {human(self.eta(when))}"]
+        self.hosts[host].recorded.add(result.id)
+        return result
+
+    def reconcile(self, samples):
+        """Count the cells of this run whose record event never came but whose ``samples`` (those this run
+        appended to the campaign's file) are there. Returns the lines to print for them."""
+        found = {}
+        for sample in samples:
+            labels = sample.get("labels") or {}
+            found.setdefault((labels.get("host"), labels.get("cell")), []).append(sample)
+        lines = []
+        for host, state in self.hosts.items():
+            for cell in state.cells or []:
+                own = found.get((host, cell["id"])) or found.get((None, cell["id"]))
+                if cell["id"] in state.recorded or not own:
+                    continue
+                status, error = _outcome_of(own)
+                result = self._result(host, cell, status, error, None)
+                where = f"[{result.position}/{self.total}] {result.id}{self._on(host)}"
+                lines.append(f"{where} {status} (its samples are on disk; its event was lost)")
+        return lines
 
     def _on(self, host):
         return f" on {host}" if len(self.hosts) > 1 else ""
@@ -283,7 +314,10 @@ class Campaign:
     def unrecorded(self):
         """``[(cell id, host)]`` chosen but never recorded (the playbook ended before them)."""
         return [
-            (cell["id"], host) for host, state in self.hosts.items() for cell in (state.cells or [])[state.finished :]
+            (cell["id"], host)
+            for host, state in self.hosts.items()
+            for cell in state.cells or []
+            if cell["id"] not in state.recorded
         ]
 
     def _playbook_failure(self, rc, output_tail):
@@ -329,8 +363,8 @@ class Campaign:
         return lines
 
 
-def _skip_reason(res):
-    samples = res.get("platbench_samples") or []
+def _skip_reason(samples):
+    samples = samples or []
     metadata = (samples[0].get("metadata") or {}) if samples and isinstance(samples[0], dict) else {}
     return metadata.get("reason")
 
@@ -351,3 +385,34 @@ def failure_message(res):
 
 def _tail_lines(text, count=FAILED_LINES * 2):
     return [f"  {line.rstrip()[:LINE_CHARS]}" for line in str(text or "").splitlines() if line.strip()][-count:]
+
+
+def _outcome_of(samples):
+    """``(status, error)`` of a cell from its samples, as record_cell decided it: one ``failed`` sample with
+    its error, only ``skipped`` ones with their reason, or measurements."""
+    failed = [sample for sample in samples if sample.get("metric") == FAILED_METRIC]
+    if failed:
+        return "failed", (failed[0].get("metadata") or {}).get("error")
+    if all(sample.get("metric") == SKIPPED_METRIC for sample in samples):
+        return "skipped", _skip_reason(samples)
+    return "ok", None
+
+
+def samples_since(path, offset):
+    """The samples appended to the file ``path`` after its first ``offset`` bytes (lines that do not decode
+    left out): what this run recorded."""
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(offset)
+            data = stream.read().decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    samples = []
+    for line in data.splitlines():
+        try:
+            sample = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(sample, dict):
+            samples.append(sample)
+    return samples

@@ -37,7 +37,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
 )
 from ansible_collections.platbench.lab.workloads.common.args import positive_int
 
-from platbench.campaign import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, SAMPLES_FILE, Campaign
+from platbench.campaign import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, SAMPLES_FILE, Campaign, samples_since
 from platbench.processes import kill_sessions, sessions_below
 from platbench.progress import display_for
 
@@ -408,6 +408,7 @@ def main(args, out=None, err=None):
         print(f"warning: {warning}", file=err)
     samples = Path(extravars["platbench_results_dir"]) / args.campaign / SAMPLES_FILE
     campaign = Campaign(args.campaign, plan["cells"], str(samples))
+    offset = samples.stat().st_size if samples.exists() else 0  # what this run appends comes after
     print(f"platbench: campaign {args.campaign}, {len(plan['cells'])} cells planned ({args.experiment})", file=out)
     display = display_for(campaign, out)
     with Interrupts() as interrupts, tempfile.TemporaryDirectory(prefix="platbench-run-") as private:
@@ -431,6 +432,8 @@ def main(args, out=None, err=None):
         if stopped:
             _cleanup(args, campaign, interrupts, running, extravars, out)
             return interrupts.exit_code
+    for line in campaign.reconcile(samples_since(samples, offset)):
+        print(line, file=out)
     code, lines = campaign.outcome(runner.rc, output_tail="\n".join(output.strip().splitlines()[-20:]))
     if code == EXIT_FAILED and log and runner.rc != 0:
         lines.append(f"Ansible's output: {log}")

@@ -19,7 +19,7 @@ from record_cell_run import make_cell, record_line
 from rich.console import Console
 
 from platbench import cli, run
-from platbench.campaign import Campaign, human
+from platbench.campaign import Campaign, human, samples_since
 from platbench.processes import kill_sessions, process_table, sessions_below
 from platbench.progress import LiveDisplay, PlainDisplay
 
@@ -348,6 +348,39 @@ def test_a_playbook_failure_without_a_message_shows_the_end_of_ansibles_output()
         "  PLAY [x]",
         "  ERROR! the inventory is not readable",
     ]
+
+
+def test_a_record_whose_event_was_lost_is_found_in_the_samples_this_run_appended(tmp_path):
+    """ansible-runner may hand over an event without its data: the cell counts by its samples on disk."""
+    campaign = Campaign("c1", [make_cell(i) for i in CELLS[:3]])
+    fed(campaign, check(0), selection(0, CELLS[:3]), record(3, CELLS[0]))
+    lost = event("runner_on_ok", 6, task_action="platbench.lab.record_cell", res={})  # its data never came
+    assert fed(campaign, lost, record(9, CELLS[2])) == ["[2/3] bm/2/pin/cpu|r0 ok 6.0 s, ETA 0 s"]
+    assert campaign.outcome(0)[0] == 1 and campaign.unrecorded() == [(CELLS[1], "localhost")]
+    path = tmp_path / "samples.jsonl"
+    earlier = {"metric": "failed", "labels": {"cell": CELLS[1], "host": "localhost"}, "metadata": {"error": "old"}}
+    path.write_text(json.dumps(earlier) + "\n")
+    offset = path.stat().st_size
+    now = [
+        {"metric": "throughput", "value": 1.0, "labels": {"cell": CELLS[0], "host": "localhost"}},
+        {"metric": "failed", "labels": {"cell": CELLS[1], "host": "localhost"}, "metadata": {"error": "rc 3\nmore"}},
+        {"metric": "throughput", "value": 2.0, "labels": {"cell": CELLS[1], "host": "other"}},
+    ]
+    with path.open("a") as stream:
+        stream.write("".join(json.dumps(sample) + "\n" for sample in now) + "{torn")
+    appended = samples_since(path, offset)
+    assert appended == now  # neither the earlier run's sample nor a torn line
+    assert campaign.reconcile(appended) == [
+        "[3/3] cn/1/pin/cpu|r0 failed (its samples are on disk; its event was lost)"
+    ]
+    code, lines = campaign.outcome(0)
+    assert code == 1 and campaign.unrecorded() == []
+    assert lines[:3] == [
+        "campaign c1: 2 ok, 1 failed, 0 skipped of 3 cells run",
+        "failed:",
+        f"  {CELLS[1]} on localhost: rc 3",
+    ]
+    assert campaign.reconcile(appended) == []  # once
 
 
 def test_several_hosts_run_side_by_side_and_the_eta_is_the_longest_hosts():
