@@ -23,8 +23,17 @@ lab: $(VENV)/.installed
 	  if [ $$status -le 1 ] && [ -s results/$$campaign/samples.jsonl ]; then platbench report results/$$campaign || exit; fi; \
 	  exit $$status
 
+# Two pytest runs, each exit status kept: the unit tests and lint on $(TEST_WORKERS) pytest-xdist workers (they
+# share no file, port or engine), then the lab and OpenStack tests in one process (one lab, one test cloud).
+# The second run's summary adds up both (tests/suite.py, PLATBENCH_TEST_DURATIONS). PYTEST_ARGS go to both.
+TEST_WORKERS ?= 2
+TEST_DURATIONS := $(CURDIR)/.cache/test-durations.json
 test: $(VENV)/.installed
-	pytest $(PYTEST_ARGS)
+	@mkdir -p $(dir $(TEST_DURATIONS)) && rm -f $(TEST_DURATIONS)
+	export PLATBENCH_TEST_DURATIONS=$(TEST_DURATIONS); \
+	pytest -n $(TEST_WORKERS) -m "not lab and not openstack" $(PYTEST_ARGS); unit=$$?; \
+	pytest -m "lab or openstack" $(PYTEST_ARGS); rest=$$?; \
+	exit $$(( unit != 0 ? unit : rest ))
 
 lint: $(VENV)/.installed
 	ansible-lint
@@ -37,7 +46,7 @@ sanity: $(VENV)/.installed
 
 # No lab, no test cloud: the tests marked `lab` or `openstack` are left out (README "Tests").
 unit: $(VENV)/.installed
-	pytest -m "not lab and not openstack" $(PYTEST_ARGS)
+	pytest -n $(TEST_WORKERS) -m "not lab and not openstack" $(PYTEST_ARGS)
 
 venv: $(VENV)/.installed
 

@@ -1,8 +1,12 @@
 """tests/suite.py, the suite's own rules: on pytest sessions of their own (pytester) and function by function."""
 
+from pathlib import Path
+
 import pytest
 
 from tests import skips, suite
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytest_plugins = ["pytester"]
 
@@ -201,3 +205,21 @@ def test_adding_up_runs_sums_each_group_the_wall_time_and_each_test():
     assert both["groups"]["lab"] == {"seconds": 30.0, "tests": 2}
     assert both["wall"] == 43.0
     assert both["per_test"] == {"tests/unit/test_a.py::t": 11.0, "b": 30.0}
+
+
+@skips.requires(modules=["xdist"])
+def test_under_xdist_workers_the_controller_still_fails_an_unlisted_skip_and_sums_the_groups(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the workers import tests.suite as this process does
+    (pytester.path / "tests/unit").mkdir(parents=True)
+    (pytester.path / "tests/unit/test_it.py").write_text(
+        "import pytest\ndef test_ok():\n    pass\ndef test_guarded():\n    pytest.skip('not written yet')\n"
+    )
+    result = pytester.runpytest_subprocess("-p", "tests.suite", "-p", "no:cacheprovider", "-n", "2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "tests/unit/test_it.py::test_guarded: skipped for a reason not listed in tests/skips.py: not written yet",
+            "*= durations per group =*",
+            "unit * s  (2 tests)",
+        ]
+    )
