@@ -12,15 +12,17 @@ What it reads of the playbook (nothing else, task names least of all):
   (or the selection) came;
 - failed tasks that no cell record follows (the playbook's own failures) and the end of the playbook.
 
-ansible-runner now and then hands over an event without its data (its ``res`` empty); a cell record lost that
-way is found afterwards in the samples this run appended to the campaign (``reconcile``), the file being what
-counts: the summary and the exit status never call a measured cell missing.
+ansible-runner hands over a result bigger than its MAX_EVENT_RES as {} (platbench run raises that limit, but
+results may outgrow any limit): a cell is also taken as recorded when its samples appear in the campaign's file,
+which the results callback appends to before the next cell starts (``observe``: fed what this run appended).
+The file is what counts: the summary and the exit status never call a measured cell missing.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import statistics
 import time
@@ -111,6 +113,7 @@ class Campaign:
         self.pid = None  # ansible-playbook's, from its events
         self.ended = False
         self._clock = clock
+        self._on_disk = {}  # (host label, cell id) -> its samples this run appended to the campaign's file
 
     # -- events ---------------------------------------------------------------------------------------------
 
@@ -138,7 +141,7 @@ class Campaign:
         if isinstance(facts.get(SELECTION_FACT), dict):
             lines += self._selected(data["host"], facts[SELECTION_FACT], when)
         if data.get("task_action") == RECORD_ACTION and isinstance(res.get("platbench_cell"), dict):
-            lines += self._recorded(data["host"], res, when)
+            lines += self._recorded_event(data["host"], res, when)
         return lines
 
     def _host(self, data):
@@ -162,60 +165,54 @@ class Campaign:
         state.cells, state.done = list(selection.get("cells") or []), int(selection.get("done") or 0)
         state.finished, state.started, state.recorded = 0, when, set()
         before = f", {state.done} already measured" if state.done else ""
-        return [f"{host}: {len(state.cells)} cells to run{before}"]
+        return [f"{host}: {len(state.cells)} cells to run{before}"] + self._from_disk(when)
 
-    def _recorded(self, host, res, when):
-        state = self.hosts.setdefault(host, _Host())
-        cell = res["platbench_cell"]
-        ids = [item["id"] for item in state.cells or []]
-        if cell.get("id") in ids[state.finished :]:
-            state.finished = ids.index(cell["id"], state.finished) + 1
-        else:
-            state.finished += 1
+    def _recorded_event(self, host, res, when):
         status = res.get("platbench_status") or "failed"
         skipped = _skip_reason(res.get("platbench_samples")) if status == "skipped" else None
-        seconds = when - state.started if state.started is not None else None
-        state.started, state.failure = when, None
-        result = self._result(host, cell, status, res.get("platbench_error") or skipped, seconds)
         results_dir = (res.get("platbench_campaign") or {}).get("results_dir")
         if results_dir:
             self.samples_path = f"{results_dir}/{SAMPLES_FILE}"
-        took = f" {result.seconds:.1f} s" if result.seconds is not None else ""
-        where = f"[{result.position}/{self.total}] {result.id}{self._on(host)}"
-        return [f"{where} {status}{took}, ETA {human(self.eta(when))}"]
-
-    def _result(self, host, cell, status, error, seconds):
-        result = CellResult(
-            id=cell.get("id", "?"),
-            host=host,
-            platform=(cell.get("labels") or {}).get("platform", "?"),
-            status=status,
-            error=error,
-            seconds=seconds,
-            position=self.done_before + len(self.results) + 1,
+        return self._recorded(
+            host, res["platbench_cell"].get("id"), status, res.get("platbench_error") or skipped, when
         )
-        self.results.append(result)
-        self.hosts[host].recorded.add(result.id)
-        return result
 
-    def reconcile(self, samples):
-        """Count the cells of this run whose record event never came but whose ``samples`` (those this run
-        appended to the campaign's file) are there. Returns the lines to print for them."""
-        found = {}
+    def observe(self, samples, when=None):
+        """Take the ``samples`` this run appended to the campaign's file since the last call: a chosen cell
+        whose samples are there is recorded, its record event come or not. Returns the lines to print."""
         for sample in samples:
             labels = sample.get("labels") or {}
-            found.setdefault((labels.get("host"), labels.get("cell")), []).append(sample)
+            self._on_disk.setdefault((labels.get("host"), labels.get("cell")), []).append(sample)
+        return self._from_disk(self._clock() if when is None else when)
+
+    def _from_disk(self, when):
         lines = []
         for host, state in self.hosts.items():
             for cell in state.cells or []:
-                own = found.get((host, cell["id"])) or found.get((None, cell["id"]))
-                if cell["id"] in state.recorded or not own:
-                    continue
-                status, error = _outcome_of(own)
-                result = self._result(host, cell, status, error, None)
-                where = f"[{result.position}/{self.total}] {result.id}{self._on(host)}"
-                lines.append(f"{where} {status} (its samples are on disk; its event was lost)")
+                own = self._on_disk.get((host, cell["id"])) or self._on_disk.get((None, cell["id"]))
+                if own and cell["id"] not in state.recorded:
+                    lines += self._recorded(host, cell["id"], *_outcome_of(own), when)
         return lines
+
+    def _recorded(self, host, cell_id, status, error, when):
+        """A cell recorded, by its event or its samples, whichever comes first; the line to print."""
+        state = self.hosts.setdefault(host, _Host())
+        if cell_id in state.recorded:
+            return []
+        ids = [item["id"] for item in state.cells or []]
+        if cell_id in ids[state.finished :]:
+            state.finished = ids.index(cell_id, state.finished) + 1
+            platform = state.cells[state.finished - 1]["labels"]["platform"]
+        else:
+            state.finished, platform = state.finished + 1, cell_id.split("/", 1)[0]
+        seconds = when - state.started if state.started is not None else None
+        state.started, state.failure = when, None
+        state.recorded.add(cell_id)
+        result = CellResult(cell_id, host, platform, status, error, seconds, self.done_before + len(self.results) + 1)
+        self.results.append(result)
+        took = f" {result.seconds:.1f} s" if result.seconds is not None else ""
+        where = f"[{result.position}/{self.total}] {result.id}{self._on(host)}"
+        return [f"{where} {status}{took}, ETA {human(self.eta(when))}"]
 
     def _on(self, host):
         return f" on {host}" if len(self.hosts) > 1 else ""
@@ -398,21 +395,35 @@ def _outcome_of(samples):
     return "ok", None
 
 
-def samples_since(path, offset):
-    """The samples appended to the file ``path`` after its first ``offset`` bytes (lines that do not decode
-    left out): what this run recorded."""
-    try:
-        with open(path, "rb") as stream:
-            stream.seek(offset)
-            data = stream.read().decode("utf-8", errors="replace")
-    except OSError:
-        return []
-    samples = []
-    for line in data.splitlines():
+class SamplesTail:
+    """The samples appended to a file from the size it had when this was made: ``new()`` gives those
+    appended since the last call, whole lines only (a line still being written waits for the next call; one
+    that does not decode is left out)."""
+
+    def __init__(self, path):
+        self.path = path
         try:
-            sample = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(sample, dict):
-            samples.append(sample)
-    return samples
+            self.offset = os.path.getsize(path)
+        except OSError:
+            self.offset = 0
+        self._partial = b""
+
+    def new(self):
+        try:
+            with open(self.path, "rb") as stream:
+                stream.seek(self.offset)
+                data = stream.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        samples = []
+        for line in lines:
+            try:
+                sample = json.loads(line.decode("utf-8", errors="replace"))
+            except ValueError:
+                continue
+            if isinstance(sample, dict):
+                samples.append(sample)
+        return samples

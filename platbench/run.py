@@ -37,7 +37,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
 )
 from ansible_collections.platbench.lab.workloads.common.args import positive_int
 
-from platbench.campaign import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, SAMPLES_FILE, Campaign, samples_since
+from platbench.campaign import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, SAMPLES_FILE, Campaign, SamplesTail
 from platbench.processes import kill_sessions, sessions_below
 from platbench.progress import display_for
 
@@ -49,6 +49,7 @@ INVENTORY = REPO / "inventories" / "local"
 RESULTS = REPO / "results"
 ANSIBLE_LOG = "ansible.log"  # Ansible's own output of each run, next to the samples
 POLL_SECONDS = 0.25  # how often the display moves and a Ctrl-C is acted on
+MAX_EVENT_CHARS = 256 * 1024 * 1024  # the biggest task result handed over whole (see _ansible_environment)
 _CAMPAIGN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 # What --set may set: the experiment's fields (matrix.py), mappings by their keys. An UPPER-CASE key stands
@@ -287,6 +288,10 @@ def _ansible_environment():
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
         "ANSIBLE_NOCOLOR": "1",
         "PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")]),
+        # ansible-runner's event plugin replaces a result bigger than MAX_EVENT_RES characters (700,000 by
+        # default) with {}: a cell of many steps records more than that (its per-step times), and a big plan's
+        # platform_run_selection may too. The samples file stays the backstop for the cells (Campaign.observe).
+        "MAX_EVENT_RES": str(MAX_EVENT_CHARS),
     }
 
 
@@ -408,7 +413,7 @@ def main(args, out=None, err=None):
         print(f"warning: {warning}", file=err)
     samples = Path(extravars["platbench_results_dir"]) / args.campaign / SAMPLES_FILE
     campaign = Campaign(args.campaign, plan["cells"], str(samples))
-    offset = samples.stat().st_size if samples.exists() else 0  # what this run appends comes after
+    tail = SamplesTail(samples)  # what this run appends to the campaign: cells done, their events come or not
     print(f"platbench: campaign {args.campaign}, {len(plan['cells'])} cells planned ({args.experiment})", file=out)
     display = display_for(campaign, out)
     with Interrupts() as interrupts, tempfile.TemporaryDirectory(prefix="platbench-run-") as private:
@@ -423,17 +428,21 @@ def main(args, out=None, err=None):
             for line in campaign.feed(event):
                 display.line(line)
 
+        def tick():
+            for line in campaign.observe(tail.new()):
+                display.line(line)
+            display.refresh()
+
         with display:
             runner, stopped = drive(
-                PLAYBOOK, args.inventory, extravars, private, on_event=on_event, stop=stop, tick=display.refresh
+                PLAYBOOK, args.inventory, extravars, private, on_event=on_event, stop=stop, tick=tick
             )
+            tick()  # the last cell's samples, should its event have been lost
         output = _output(runner)
         log = _keep_log(extravars["platbench_results_dir"], args.campaign, output)
         if stopped:
             _cleanup(args, campaign, interrupts, running, extravars, out)
             return interrupts.exit_code
-    for line in campaign.reconcile(samples_since(samples, offset)):
-        print(line, file=out)
     code, lines = campaign.outcome(runner.rc, output_tail="\n".join(output.strip().splitlines()[-20:]))
     if code == EXIT_FAILED and log and runner.rc != 0:
         lines.append(f"Ansible's output: {log}")

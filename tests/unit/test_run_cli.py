@@ -19,7 +19,7 @@ from record_cell_run import make_cell, record_line
 from rich.console import Console
 
 from platbench import cli, run
-from platbench.campaign import Campaign, human, samples_since
+from platbench.campaign import Campaign, SamplesTail, human
 from platbench.processes import kill_sessions, process_table, sessions_below
 from platbench.progress import LiveDisplay, PlainDisplay
 
@@ -350,29 +350,32 @@ def test_a_playbook_failure_without_a_message_shows_the_end_of_ansibles_output()
     ]
 
 
-def test_a_record_whose_event_was_lost_is_found_in_the_samples_this_run_appended(tmp_path):
-    """ansible-runner may hand over an event without its data: the cell counts by its samples on disk."""
-    campaign = Campaign("c1", [make_cell(i) for i in CELLS[:3]])
-    fed(campaign, check(0), selection(0, CELLS[:3]), record(3, CELLS[0]))
-    lost = event("runner_on_ok", 6, task_action="platbench.lab.record_cell", res={})  # its data never came
-    assert fed(campaign, lost, record(9, CELLS[2])) == ["[2/3] bm/2/pin/cpu|r0 ok 6.0 s, ETA 0 s"]
-    assert campaign.outcome(0)[0] == 1 and campaign.unrecorded() == [(CELLS[1], "localhost")]
+def test_a_cell_counts_by_its_samples_on_disk_when_its_record_event_is_lost(tmp_path):
+    """ansible-runner may hand over an event without its data: the samples this run appends are read too."""
     path = tmp_path / "samples.jsonl"
     earlier = {"metric": "failed", "labels": {"cell": CELLS[1], "host": "localhost"}, "metadata": {"error": "old"}}
     path.write_text(json.dumps(earlier) + "\n")
-    offset = path.stat().st_size
-    now = [
-        {"metric": "throughput", "value": 1.0, "labels": {"cell": CELLS[0], "host": "localhost"}},
-        {"metric": "failed", "labels": {"cell": CELLS[1], "host": "localhost"}, "metadata": {"error": "rc 3\nmore"}},
-        {"metric": "throughput", "value": 2.0, "labels": {"cell": CELLS[1], "host": "other"}},
-    ]
-    with path.open("a") as stream:
-        stream.write("".join(json.dumps(sample) + "\n" for sample in now) + "{torn")
-    appended = samples_since(path, offset)
-    assert appended == now  # neither the earlier run's sample nor a torn line
-    assert campaign.reconcile(appended) == [
-        "[3/3] cn/1/pin/cpu|r0 failed (its samples are on disk; its event was lost)"
-    ]
+    tail = SamplesTail(path)  # made before the run: the earlier run's sample is not this run's
+    campaign = Campaign("c1", [make_cell(i) for i in CELLS[:3]])
+    fed(campaign, check(0), selection(0, CELLS[:3]))
+
+    def append(text):
+        with path.open("a") as stream:
+            stream.write(text)
+
+    first = {"metric": "throughput", "value": 1.0, "labels": {"cell": CELLS[0], "host": "localhost"}}
+    append(json.dumps(first) + "\n")
+    assert campaign.observe(tail.new(), T0 + 3) == ["[1/3] bm/1/pin/cpu|r0 ok 3.0 s, ETA 6 s"]
+    assert fed(campaign, record(3.1, CELLS[0])) == []  # its event, after its samples: counted once
+    lost = event("runner_on_ok", 6, task_action="platbench.lab.record_cell", res={})  # the data never came
+    failed = {"metric": "failed", "labels": {"cell": CELLS[1], "host": "localhost"}, "metadata": {"error": "rc 3\nx"}}
+    other_host = {"metric": "throughput", "value": 2.0, "labels": {"cell": CELLS[1], "host": "other"}}
+    append(json.dumps(failed) + "\n" + json.dumps(other_host) + "\n" + '{"metric": "throughput", "lab')
+    assert fed(campaign, lost) == []
+    assert campaign.observe(tail.new(), T0 + 6) == ["[2/3] cn/1/pin/cpu|r0 failed 3.0 s, ETA 3 s"]
+    append('els": {"cell": "bm/2/pin/cpu|r0", "host": "localhost"}, "value": 3.0}\n')  # the line completed
+    assert campaign.observe(tail.new(), T0 + 10) == ["[3/3] bm/2/pin/cpu|r0 ok 4.0 s, ETA 0 s"]
+    assert campaign.observe(tail.new()) == []
     code, lines = campaign.outcome(0)
     assert code == 1 and campaign.unrecorded() == []
     assert lines[:3] == [
@@ -380,7 +383,6 @@ def test_a_record_whose_event_was_lost_is_found_in_the_samples_this_run_appended
         "failed:",
         f"  {CELLS[1]} on localhost: rc 3",
     ]
-    assert campaign.reconcile(appended) == []  # once
 
 
 def test_several_hosts_run_side_by_side_and_the_eta_is_the_longest_hosts():
