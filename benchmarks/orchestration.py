@@ -74,7 +74,7 @@ def by_kind(overhead):
     for entry in overhead.values():
         parts = kinds.setdefault(entry.get("kind") or "?", {part: [] for part in (*PARTS, "total_s")})
         known = [entry.get(part) for part in PARTS]
-        for part, value in zip(PARTS, known):
+        for part, value in zip(PARTS, known, strict=True):
             if value is not None:
                 parts[part].append(value)
         if None not in known:
