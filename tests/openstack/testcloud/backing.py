@@ -48,7 +48,11 @@ def start_mysql(layout):
         check=False,
     )
     if result.returncode != 0:
-        raise CloudError(f"mariadb-install-db failed for {datadir}:\n{result.stdout[-1500:]}{result.stderr[-1500:]}")
+        log = layout.log_dir / "mysqld-error.log"  # log-error: where mariadbd's own complaint goes
+        raise CloudError(
+            f"mariadb-install-db failed for {datadir}:\n{result.stdout[-1500:]}{result.stderr[-1500:]}\n"
+            f"Last lines of {log}:\n{processes.log_tail(log)}"
+        )
     argv = ["mariadbd", f"--defaults-file={conf}"]
     processes.start_listening(layout, "mysqld", argv, layout.port("mysql"), log=layout.log_dir / "mysqld-error.log")
 
