@@ -115,8 +115,8 @@ def needs_apptainer(detail=""):
 
 
 def requires(*, modules=(), commands=(), by=VENV):
-    """A mark: the test fails before it starts when a Python module or a command is missing, naming
-    what installs it (tests/suite.py checks it in pytest_runtest_setup)."""
+    """A mark: the test fails when a Python module or a command is missing, naming
+    what installs it (tests/suite.py checks it once the test's fixtures are set up)."""
     return pytest.mark.requires(modules=tuple(modules), commands=tuple(commands), by=by)
 
 

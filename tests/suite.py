@@ -3,7 +3,8 @@
 - A skip must give one of the reasons listed in tests/skips.py; any other skip, and any xfail,
   fails the session, naming each test and its reason.
 - A run that collects no test fails (pytest's exit status 5), saying so.
-- ``requires`` marks (tests/skips.py) fail a test whose venv module or lab tool is missing.
+- ``requires`` marks (tests/skips.py) fail a test whose venv module or lab tool is missing (after its fixtures:
+  the ``lab`` fixture installs the lab's tools).
 - A test that uses the ``lab`` fixture is marked ``lab``, one that uses ``test_cloud`` is marked
   ``openstack``: `make unit` (``-m "not lab and not openstack"``) then builds no lab and starts no cloud.
 - At the end: the time spent per group (unit, lab, OpenStack, lint) and the wall time against
@@ -125,10 +126,10 @@ class SuiteRules:
         if wrong:
             raise pytest.UsageError("\n".join(wrong))
 
-    # -- requires marks ----------------------------------------------------------------------------------------
+    # -- requires marks: checked once the fixtures are set up (the `lab` fixture installs the lab's tools) -------
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item):
+    def pytest_runtest_call(self, item):
         for mark in item.iter_markers("requires"):
             skips.require(**mark.kwargs)
 

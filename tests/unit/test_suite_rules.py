@@ -1,5 +1,6 @@
 """tests/suite.py, the suite's own rules: on pytest sessions of their own (pytester) and function by function."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -87,13 +88,30 @@ def test_a_missing_requirement_fails_the_test_naming_what_installs_it(pytester):
         "def test_it():\n    pass\n",
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.assert_outcomes(errors=1)  # at setup, before the test runs
+    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
             "*the Python module 'platbench_no_such_module' (in *) and the command `platbench-no-such-tool` (on PATH)"
             " are missing: `make venv` (requirements.txt) installs them*"
         ]
     )
+
+
+def test_a_requirement_is_checked_once_the_fixture_that_installs_it_has_run(pytester, monkeypatch, tmp_path):
+    """As the `lab` fixture installs the tools of the tests that `skips.needs_lab` marks."""
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    tool = tmp_path / "platbench-made-tool"
+    result = run(
+        pytester,
+        "import os, pytest\nfrom tests import skips\n"
+        f"@pytest.fixture\ndef installer():\n    open({str(tool)!r}, 'w').write('#!/bin/sh\\n')\n"
+        f"    os.chmod({str(tool)!r}, 0o755)\n"
+        "@skips.requires(commands=['platbench-made-tool'], by='the installer fixture')\n"
+        "def test_it(installer):\n    pass\n",
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1)
+    assert tool.exists()
 
 
 def test_a_test_using_the_lab_without_the_lab_marker_is_refused_at_collection(pytester):
