@@ -12,6 +12,13 @@ REPO = Path(__file__).resolve().parents[2]
 pytest_plugins = ["pytester"]
 
 
+@pytest.fixture(autouse=True)
+def _own_durations(monkeypatch):
+    """The sessions these tests start keep their times to themselves: `make test` exports the file where its runs
+    add theirs up (PLATBENCH_TEST_DURATIONS), and a fake session's tests must neither land there nor read it."""
+    monkeypatch.delenv("PLATBENCH_TEST_DURATIONS", raising=False)
+
+
 def run(pytester, source, *args, path="tests/unit/test_it.py"):
     """A session of its own with the suite's rules loaded, over one test file at ``path``."""
     target = pytester.path / path
@@ -124,7 +131,9 @@ def test_a_test_using_the_lab_without_the_lab_marker_is_refused_at_collection(py
     assert "tests/unit/test_it.py::test_it uses the `lab` fixture but is not marked `lab`" in result.stderr.str()
 
 
-def test_the_durations_summary_counts_each_group(pytester):
+def test_the_durations_summary_counts_each_group(pytester, monkeypatch):
+    # A process of its own: a fake tests/test_lint.py would clash with the real one already imported here.
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
     for path, source in {
         "tests/unit/test_u.py": "def test_a():\n    pass\ndef test_b():\n    pass\n",
         "tests/unit/test_l.py": "import pytest\npytestmark = pytest.mark.lab\ndef test_c():\n    pass\n",
@@ -135,7 +144,7 @@ def test_the_durations_summary_counts_each_group(pytester):
         (pytester.path / path).parent.mkdir(parents=True, exist_ok=True)
         (pytester.path / path).write_text(source)
     pytester.makeini("[pytest]\nmarkers =\n    lab: the lab\n")
-    result = pytester.runpytest_inprocess("-p", "tests.suite", "-p", "no:cacheprovider", "tests")
+    result = pytester.runpytest_subprocess("-p", "tests.suite", "-p", "no:cacheprovider", "tests")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
         [
