@@ -191,6 +191,7 @@ class SuiteRules:
             file = Path(path)
             earlier = json.loads(file.read_text()) if file.exists() else None
             totals = add_up(earlier, self.groups, totals["wall"], self.per_test)
+            file.parent.mkdir(parents=True, exist_ok=True)
             file.write_text(json.dumps(totals))
             if earlier:
                 title += " (this run and the earlier ones in %s)" % path
