@@ -195,7 +195,8 @@ def test_gpu_and_cpu_hosts_build_different_images_from_the_same_dockerfile(tmp_p
     again, _, _ = image_context(tmp_path, gpu=False)
     assert again["workload_image_inputs_hash.stdout"] == cpu_tag
     build = yaml.safe_load((REPO / "roles/workload_image/tasks/build.yml").read_text())
-    labels = build[0]["community.docker.docker_image"]["build"]["labels"]
+    (start,) = [task for task in build if "community.docker.docker_image" in task]
+    labels = start["community.docker.docker_image"]["build"]["labels"]
     assert labels == {"org.platbench.frameworks": "{{ workload_image_frameworks }}"}
 
 
