@@ -272,6 +272,22 @@ class Campaign:
             longest = max(longest, seconds)
         return longest
 
+    def only_emulated_left(self):
+        """True once every host chose its cells, every cell left (the running one too) is an emulated guest's
+        (the plan orders them last), and a cell of this run ended ok: the comparable cells' table is ready."""
+        states = list(self.hosts.values())
+        if not states or any(state.cells is None for state in states):
+            return False
+        left = [cell for state in states for cell in state.cells[state.finished :]]
+        return (
+            bool(left)
+            and all(cell["labels"].get("emulated") for cell in left)
+            and any(result.status == "ok" for result in self.results)
+        )
+
+    def cells_left(self):
+        return sum(len(state.cells or []) - state.finished for state in self.hosts.values())
+
     # -- how it ended ---------------------------------------------------------------------------------------
 
     def problems(self):

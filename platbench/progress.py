@@ -65,7 +65,7 @@ class LiveDisplay:
         return False
 
     def line(self, text):
-        self.progress.console.print(text, markup=False, highlight=False)
+        self.progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def refresh(self):
         campaign = self.campaign

@@ -841,6 +841,21 @@ def add_arguments(parser):
     parser.set_defaults(handler=run)
 
 
+def table_so_far(results_dir):
+    """The main table of the campaign's samples as they are now (``platbench run`` shows it once only the
+    emulated guests' cells are left), with its noise note; nothing is written. None while nothing measured."""
+    try:
+        frame = load_samples(Path(results_dir))
+        metrics = choose_metrics(frame, None)
+    except ReportError:
+        return None
+    if not metrics:
+        return None
+    rows, keys, units = summarize(frame, metrics)
+    note = noise_note(rows, metrics)
+    return render_text(*display_table(rows, keys, metrics, units)) + (f"\n\n{note}" if note else "")
+
+
 def run(args):
     results_dir = Path(args.results_dir)
     try:

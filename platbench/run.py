@@ -37,9 +37,18 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
 )
 from ansible_collections.platbench.lab.workloads.common.args import positive_int
 
-from platbench.campaign import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, SAMPLES_FILE, Campaign, SamplesTail
+from platbench.campaign import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    SAMPLES_FILE,
+    Campaign,
+    SamplesTail,
+    human,
+)
 from platbench.processes import kill_sessions, sessions_below
 from platbench.progress import display_for
+from platbench.report import table_so_far
 
 REPO = Path(__file__).resolve().parent.parent
 PLAYBOOK = REPO / "playbooks" / "experiment.yml"
@@ -424,13 +433,29 @@ def main(args, out=None, err=None):
                 running.extend(campaign.running())
             return interrupts.count > 0
 
+        table_shown = []
+
+        def table_before_the_guests():
+            # Emulated guests' cells run last and take long: the table of the others need not wait for them.
+            if table_shown or not campaign.only_emulated_left():
+                return
+            table_shown.append(True)
+            table = table_so_far(Path(campaign.samples_path).parent)
+            if table:
+                display.line(
+                    f"every cell but the emulated guests' is done: their table, while the "
+                    f"{campaign.cells_left()} emulated cells follow (ETA {human(campaign.eta())}):\n{table}\n"
+                )
+
         def on_event(event):
             for line in campaign.feed(event):
                 display.line(line)
+            table_before_the_guests()
 
         def tick():
             for line in campaign.observe(tail.new()):
                 display.line(line)
+            table_before_the_guests()
             display.refresh()
 
         with display:

@@ -538,11 +538,10 @@ def _cmdline(pid):
 # -- a playbook that keeps the contract, run for real --------------------------------------------------------
 
 
-def test_main_follows_a_real_playbook_to_its_summary_and_exit_status(tmp_path, monkeypatch, capsys):
-    """ansible-runner's events of a playbook that records cells as experiment.yml does (the set_facts and
-    platbench.lab.record_cell through an include loop): the lines, the samples file and the exit status."""
+def _cells_playbook(tmp_path, monkeypatch):
+    """A playbook that records cells as experiment.yml does (the set_facts and platbench.lab.record_cell
+    through an include loop), made run's PLAYBOOK."""
     monkeypatch.undo()
-    cells = [make_cell(cell_id) for cell_id in CELLS[:3]]
     (tmp_path / "cell.yml").write_text(
         textwrap.dedent(
             """\
@@ -579,17 +578,33 @@ def test_main_follows_a_real_playbook_to_its_summary_and_exit_status(tmp_path, m
         )
     )
     monkeypatch.setattr(run, "PLAYBOOK", tmp_path / "play.yml")
+
+
+def _run_cells(tmp_path, cells, outputs, errors=None):
+    """``platbench run smoke`` on localhost over the playbook of _cells_playbook: ``(exit code, argv)``."""
     variables = {
         "cells": cells,
-        "outputs": {CELLS[0]: record_line(), CELLS[2]: record_line()},
-        "errors": {CELLS[1]: "the container exited 137\nmore"},
+        "outputs": outputs,
+        "errors": errors or {},
         "ansible_connection": "local",
         "ansible_python_interpreter": sys.executable,
     }
     argv = ["run", "smoke", "--platforms", "bm,cn", "--campaign", "c1", "--results-dir", str(tmp_path / "results")]
     argv += ["-i", "localhost,"]
     argv += [arg for key, value in variables.items() for arg in ("-e", f"{key}={json.dumps(value)}")]
-    code = cli.main(argv)
+    return cli.main(argv)
+
+
+def test_main_follows_a_real_playbook_to_its_summary_and_exit_status(tmp_path, monkeypatch, capsys):
+    """ansible-runner's events of a playbook that records cells as experiment.yml does: the lines, the samples
+    file and the exit status."""
+    _cells_playbook(tmp_path, monkeypatch)
+    code = _run_cells(
+        tmp_path,
+        [make_cell(cell_id) for cell_id in CELLS[:3]],
+        outputs={CELLS[0]: record_line(), CELLS[2]: record_line()},
+        errors={CELLS[1]: "the container exited 137\nmore"},
+    )
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert code == 1, out + err
@@ -615,6 +630,47 @@ def test_main_follows_a_real_playbook_to_its_summary_and_exit_status(tmp_path, m
     recorded = [json.loads(line)["labels"]["cell"] for line in samples.read_text().splitlines()]
     assert sorted(set(recorded)) == sorted(CELLS[:3])
     assert (tmp_path / "results" / "c1" / "ansible.log").read_text().count("PLAY RECAP") == 1
+
+
+def emulated_cell(cell_id):
+    cell = make_cell(cell_id)
+    cell["labels"]["emulated"] = True
+    return cell
+
+
+def test_the_table_comes_once_only_emulated_guests_cells_are_left(tmp_path, monkeypatch, capsys):
+    _cells_playbook(tmp_path, monkeypatch)
+    guests = ["vm/1/pin/cpu|r0", "vmcn/1/pin/cpu|r0"]
+    cells = [make_cell(CELLS[0]), make_cell(CELLS[1])] + [emulated_cell(cell_id) for cell_id in guests]
+    throughputs = zip(cells, (40, 30, 4, 3), strict=True)
+    outputs = {cell["id"]: record_line(throughput=throughput) for cell, throughput in throughputs}
+    code = _run_cells(tmp_path, cells, outputs)
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    lines = out.splitlines()
+    starts = [next(index for index, line in enumerate(lines) if line.startswith(f"[{n}/4]")) for n in (2, 3)]
+    between = lines[starts[0] + 1 : starts[1]]
+    assert between[0].startswith("every cell but the emulated guests' is done: their table, while the 2 emulated")
+    # The table of what is measured so far: bm and cn, not the guests still to come.
+    assert between[1].split()[0] == "platform"
+    assert [line.split()[0] for line in between[3:] if line.strip()][:2] == ["bm", "cn"]
+    assert not any(line.startswith(("vm", "vmcn")) for line in between)
+    assert out.count("every cell but the emulated guests'") == 1
+
+
+def test_a_campaign_knows_when_only_emulated_cells_are_left():
+    campaign = Campaign("c1")
+    assert not campaign.only_emulated_left()  # no host has chosen yet
+    cells = [make_cell(CELLS[0]), emulated_cell("vm/1/pin/cpu|r0")]
+    fed(campaign, fact(0, "platform_run_selection", {"cells": cells, "done": 0}))
+    assert not campaign.only_emulated_left()  # bm runs
+    fed(campaign, record(3, CELLS[0], "failed", "exit 1"))
+    assert not campaign.only_emulated_left()  # nothing measured to show
+    campaign = Campaign("c1")
+    fed(campaign, fact(0, "platform_run_selection", {"cells": cells, "done": 0}), record(3, CELLS[0]))
+    assert campaign.only_emulated_left() and campaign.cells_left() == 1
+    fed(campaign, record(9, "vm/1/pin/cpu|r0"))
+    assert not campaign.only_emulated_left()  # nothing left
 
 
 def test_interrupts_are_counted_not_raised():
