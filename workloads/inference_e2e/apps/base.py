@@ -66,13 +66,17 @@ class App:
         """One request's raw ``data`` -> its features (the model's input for one request, host memory)."""
         raise NotImplementedError
 
-    def build_model(self, size, seed):
-        """The model of ``size`` (one of ``sizes``) with random weights drawn from ``seed``, ready for infer."""
+    def build_model(self, size, seed, device):
+        """The model of ``size`` (one of ``sizes``) with random weights drawn from ``seed``, in inference mode,
+        on ``device``: "cpu" or "cuda" (the workload resolved it; a TensorFlow app places its work on /GPU:0
+        or /CPU:0 accordingly). The workload seeds the framework before; the app seeds what it draws itself."""
         raise NotImplementedError
 
     def infer(self, model, features):
-        """One batch: a list of features -> a list of outputs, one per request, in order (host memory, so
-        that the batch's work is done when this returns)."""
+        """One batch: a list of features -> a list of outputs, one per request, in order. Stacking the batch,
+        moving it to the device and the outputs back to host memory are part of it, so that the batch's work
+        is done when this returns. The workload calls it once untimed on the first batch first (warm-up:
+        graph tracing, allocations)."""
         raise NotImplementedError
 
     def postprocess(self, output):
@@ -80,7 +84,8 @@ class App:
         raise NotImplementedError
 
     def forward_flops(self, model, features):
-        """FLOPs of one forward pass of one request (common/flops.py counts them), or None when unknown."""
+        """FLOPs of one forward pass of one request given its ``features`` (common/flops.py's
+        keras_forward_flops / torch_forward_flops count them), or None when unknown."""
         return None
 
     def describe(self, model):
