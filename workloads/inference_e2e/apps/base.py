@@ -49,6 +49,7 @@ class App:
     default_requests = 1000  # the study's request count; --requests scales it
     default_batch_size = 32
     request_unit = "samples"  # what one request is, for messages ("images", "rows", "utterances")
+    dataset = ""  # the record's "data" label: the format read ("imagenet-jpeg", "criteo-tsv"...)
     data_format = ""  # what --data-dir must hold, for messages ("train/<class>/*.JPEG")
     generator = ""  # the command that writes a stand-in set: "python -m workloads.datasets.X ..."
 
