@@ -5,6 +5,8 @@ in a published format, and splits each request's work into three phases that the
 separately (workloads/inference_e2e/runner.py drives them under MLPerf loadgen, Offline scenario):
 
     raw = app.load(data_dir, count)                 # untimed: the files' bytes into memory (loadgen's QSL)
+    model = app.build_model(size, seed, device)     # untimed, before any preprocess: pre-processing may
+                                                    # depend on the size (RS hashes into its tables)
     features = app.preprocess(raw[i].data)          # phase "pre", per request
     outputs = app.infer(model, [features, ...])     # phase "inference", per batch of batch_size requests
     result = app.postprocess(outputs[j])            # phase "post", per request
