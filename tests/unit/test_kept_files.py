@@ -1,8 +1,7 @@
-"""Files a run keeps beside the campaign's samples (loadgen's logs): from the workload's record, through the
-record_cell action, to the callback that writes them per cell before the samples."""
+"""Files a run keeps beside the campaign's samples (loadgen's logs): the record's schema, the record_cell action
+and the callback that writes them per cell before the samples (the workload side: test_workload_harness.py)."""
 
 import json
-import signal
 
 import pytest
 from ansible.executor.task_result import _RawTaskResult
@@ -12,18 +11,8 @@ from ansible.playbook.task import Task
 from ansible.plugins.loader import callback_loader
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import cell_folder, write_cell_files
 from record_cell_run import record_cell, record_line
-from workload_run import records_of
 
-from workloads.common.harness import FlopCount, Outcome, run_workload
 from workloads.common.record import KEPT_FILES_CHARS, RecordError, emit_record, metric, parse_result_lines
-
-
-@pytest.fixture(autouse=True)
-def restore_signal_handlers():
-    saved = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for number, handler in saved.items():
-        signal.signal(number, handler)
 
 
 def record_with_files(files):
@@ -32,41 +21,6 @@ def record_with_files(files):
     record = json.loads(line.split(" ", 1)[1])
     record["files"] = files
     return "PLATBENCH_RESULT " + json.dumps(record)
-
-
-def test_a_run_keeps_its_files_in_its_ok_record_and_a_file_over_the_limit_is_left_out_with_the_reason(capsys):
-    def body(run):
-        assert run.keep_file("mlperf_log_summary.txt", "Result is : VALID\n")
-        assert not run.keep_file("mlperf_log_detail.txt", "x" * KEPT_FILES_CHARS)
-        return Outcome([metric("throughput", 10.0, "samples/sec")])
-
-    assert run_workload("demo", {}, {}, body) == 0
-    (record,) = records_of(capsys.readouterr().out)
-    assert record["files"] == {"mlperf_log_summary.txt": "Result is : VALID\n"}
-    reason = record["metadata"]["files_not_kept"]["mlperf_log_detail.txt"]
-    assert reason.startswith(f"{KEPT_FILES_CHARS} characters, more than the ")
-
-
-def test_a_failed_run_keeps_no_files(capsys):
-    def body(run):
-        run.keep_file("mlperf_log_summary.txt", "text")
-        raise RuntimeError("the model broke")
-
-    assert run_workload("demo", {}, {}, body) == 1
-    (record,) = records_of(capsys.readouterr().out)
-    assert record["status"] == "failed" and "files" not in record
-
-
-def test_flop_count_of_an_inference_run_is_one_pass_at_its_chosen_rate(capsys):
-    def body(run):
-        metrics = [metric("throughput", 10.0, "samples/sec"), metric("inference_throughput", 20.0, "samples/sec")]
-        count = FlopCount(lambda: (2e9, "cpu"), 100.0, "torch", "float32", 1, 1, rate_metric="inference_throughput")
-        return Outcome(metrics, count)
-
-    assert run_workload("demo", {}, {}, body) == 0
-    (record,) = records_of(capsys.readouterr().out)
-    values = {entry["metric"]: entry["value"] for entry in record["metrics"]}
-    assert (values["model_flops"], values["achieved_flops"], values["mfu"]) == (2.0, 40.0, 0.4)
 
 
 @pytest.mark.parametrize(
