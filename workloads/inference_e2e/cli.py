@@ -78,7 +78,7 @@ def build_parser():
 def parse_args(argv=None, parser=None):
     """(arguments, app): parsed and validated, defaults filled in; exits 2 on bad input.
 
-    The data directory is checked when it exists here (always for a run): the app's format, enough requests."""
+    With --check-args the data directory is checked when it exists here (a run's loader checks it as it reads)."""
     parser = parser or build_parser()
     args = parser.parse_args(argv)
     try:
@@ -103,7 +103,7 @@ def parse_args(argv=None, parser=None):
             f"--timing inference_only: app {args.app} cannot separate its pre-processing from its inference; "
             "use --timing e2e"
         )
-    if not args.check_args or os.path.exists(args.data_dir):
+    if args.check_args and os.path.exists(args.data_dir):
         try:
             app.validate(args.data_dir, args.requests)
         except DatasetError as error:
