@@ -15,7 +15,7 @@ In one process, with the same model object, requests, batch size and thread coun
 Repeats alternate which goes first, so that drift (turbo, a neighbour's load) hits both alike; each figure is
 the median of the pairs' ratios.
 
-    python benchmarks/inference_tax.py [--model-size resnet50] [--requests 64] [--batch-size 32]
+    python benchmarks/inference_tax.py [--model-size resnet50] [--requests 128] [--batch-size 32]
                                        [--threads 1] [--repeats 5] [--data-dir DIR]
 """
 
@@ -41,7 +41,7 @@ IMAGE_SIZE = 320  # shorter side of the generated JPEGs, about an ImageNet photo
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-size", choices=ic.APP.sizes, default="resnet50")
-    parser.add_argument("--requests", type=int, default=64, help="images served per repeat and variant")
+    parser.add_argument("--requests", type=int, default=128, help="images served per repeat and variant")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5, help="alternating pairs of each comparison")
