@@ -154,7 +154,7 @@ class CountingApp(App):
     name = "counting"
 
     def preprocess(self, data):
-        return data * 2
+        return data + 0 + data
 
     def infer(self, model, features):
         model.append(len(features))
@@ -187,6 +187,16 @@ def test_an_unmet_minimum_duration_is_invalid_with_its_reason_and_still_issues_e
     summary = parse_summary((tmp_path / "mlperf_log_summary.txt").read_text())
     assert (summary["result"], summary["reasons"]) == ("INVALID", ["min duration not satisfied"])
     assert parse_detail((tmp_path / "mlperf_log_detail.txt").read_text())["samples"] == 7
+
+
+def test_a_request_that_fails_mid_run_ends_loadgen_and_fails_the_run_with_its_source(tmp_path):
+    from workloads.inference_e2e.offline import RequestFailed, run_offline
+
+    requests = [RawRequest(f"/data/{index}.bin", index if index != 5 else "corrupt") for index in range(8)]
+    with pytest.raises(RequestFailed, match=r"^/data/5\.bin: pre-processing failed: TypeError: "):
+        run_offline(CountingApp(), [], requests, 3, str(tmp_path), 0)
+    # Loadgen was told every sample was done, so it finished its test and wrote its logs.
+    assert parse_detail((tmp_path / "mlperf_log_detail.txt").read_text())["samples"] == 8
 
 
 def test_the_summary_parser_names_every_unmet_criterion():
