@@ -11,7 +11,10 @@ diff_<component>.csv and .md, printed after the main table.
 A campaign may hold several workloads (the workload is then a row key) and metrics with labels of their
 own (hpl_n, size_mb...: row keys where they vary). Cells that could not measure by design (a GPU benchmark
 in a CPU cell) hold one ``skipped`` sample: no figure of theirs enters a table, a Diff% or a chart; a note
-lists them with their reasons.
+lists them with their reasons. Cells that MLPerf loadgen called INVALID (inference_e2e: a scaled-down run
+misses its minimum duration) keep their measured times, but never pass for a valid MLPerf result: every table
+counts them in an INVALID column, loadgen_samples_per_sec is marked INVALID and a note gives loadgen's reasons.
+Inference campaigns also get a phase breakdown and a GPU-vs-CPU speedup (platbench/inference_report.py).
 """
 
 import argparse
@@ -57,6 +60,15 @@ NO_ACCELERATOR = "-"
 EMULATED_NOTE = (
     "tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower than "
     "hardware; left out of the ratios to bm (--include-emulated shows them)."
+)
+# metadata.loadgen of an inference_e2e sample: its verdict and reasons, columns of the frame (never labels).
+LOADGEN_RESULT = "loadgen_result"
+LOADGEN_REASONS = "loadgen_reasons"
+INVALID = "INVALID"  # the verdict, and the column counting a row's cells that carry it
+LOADGEN_SPEED = "loadgen_samples_per_sec"  # MLPerf's own figure: marked INVALID where it is
+INVALID_TITLE = (
+    f"{INVALID}: {{cells}} cell(s) that MLPerf loadgen called {INVALID}: their times are measured, but no figure "
+    f"of theirs is a valid MLPerf result ({LOADGEN_SPEED} is marked {INVALID}); loadgen's reasons:"
 )
 EMULATED_INCLUDED_NOTE = (
     "tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower "
@@ -138,6 +150,16 @@ def within_noise(values, baseline_values):
     return None if interval is None else interval[0] <= 0.0 <= interval[1]
 
 
+def ratio_interval(values, baseline_values):
+    """(low, high) of mean(values) / mean(baseline_values): the interval of the difference
+    (``difference_interval``) over the baseline's mean, held fixed; None where that interval is None or the
+    baseline's mean is 0. It holds 1 exactly when ``within_noise`` is true."""
+    interval, center = difference_interval(values, baseline_values), mean(baseline_values)
+    if interval is None or not center:
+        return None
+    return 1.0 + interval[0] / center, 1.0 + interval[1] / center
+
+
 def ratio(value, baseline):
     """``value / baseline``, or None when either is missing or the baseline is zero."""
     if value is None or baseline is None or baseline == 0 or math.isnan(value) or math.isnan(baseline):
@@ -173,6 +195,7 @@ def load_samples(results_dir):
                 SKIP_REASON: (sample.get("metadata") or {}).get("reason")
                 if sample.get("metric") == SKIPPED_METRIC
                 else None,
+                **loadgen_verdict(sample.get("metadata") or {}),
                 **sample.get("labels", {}),
             }
             for sample in samples
@@ -194,6 +217,15 @@ def _integer_labels(frame, samples):
     return frame
 
 
+def loadgen_verdict(metadata):
+    """{LOADGEN_RESULT: VALID|INVALID|None, LOADGEN_REASONS: its reasons joined, or None} of a sample."""
+    loadgen = metadata.get("loadgen")
+    if not isinstance(loadgen, dict) or not loadgen.get("result"):
+        return {LOADGEN_RESULT: None, LOADGEN_REASONS: None}
+    reasons = [str(reason) for reason in loadgen.get("reasons") or []]
+    return {LOADGEN_RESULT: str(loadgen["result"]), LOADGEN_REASONS: "; ".join(reasons) or None}
+
+
 def gpu_device(metadata):
     """The name of the GPU a sample measured on, None for CPU samples."""
     if metadata.get("roofline_device"):
@@ -210,6 +242,7 @@ def varying_labels(frame):
     A label that only follows the scenario (threads = scale-up) adds nothing and is left out.
     """
     fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR, HOST, GPU_DEVICE, SKIP_REASON}
+    fixed |= {LOADGEN_RESULT, LOADGEN_REASONS}
     scenarios = [column for column in SCENARIO_LABELS if column in frame.columns]
     varying = []
     for column in frame.columns:
@@ -269,7 +302,7 @@ def is_emulated(row):
     return row.get(ACCELERATOR) == EMULATED
 
 
-def summarize(frame, metrics, include_emulated=False):
+def summarize(frame, metrics, include_emulated=False, always=()):
     """One row per scenario and parameter combination, bm first, with mean, std and ratio to bm.
 
     Only the samples of ``metrics`` (and those of failed or skipped cells) make rows, so the labels of
@@ -277,16 +310,18 @@ def summarize(frame, metrics, include_emulated=False):
     host when several, and the labels (parameters, a metric's own labels) that vary; a sample without
     such a label is a row of its own (n/a), never dropped.
     An accelerator column follows platform when any sample has one; emulated (tcg) rows get no
-    ratio unless ``include_emulated``. Returns (rows, keys, units): rows are dicts, keys the
-    columns that identify a row.
+    ratio unless ``include_emulated``. ``always``: labels that are row keys even where they do not vary.
+    Returns (rows, keys, units): rows are dicts, keys the columns that identify a row; a row also holds
+    each metric's values over its cells (``<metric> values``) and its count of INVALID cells.
     """
-    for column in SCENARIO_LABELS + ["cell", ACCELERATOR]:
+    for column in SCENARIO_LABELS + ["cell", ACCELERATOR, LOADGEN_RESULT]:
         if column not in frame.columns:
             frame = frame.assign(**{column: None})
     by_workload = workload_keys(frame)
     frame = frame[frame["metric"].isin([*metrics, *OUTCOME_METRICS])]
     accelerated = [ACCELERATOR] if frame[ACCELERATOR].notna().any() else []
-    labels = by_workload + [label for label in varying_labels(frame) if label not in by_workload]
+    wanted = [label for label in always if label in frame.columns] + varying_labels(frame)
+    labels = by_workload + [label for label in dict.fromkeys(wanted) if label not in by_workload]
     keys = SCENARIO_LABELS[:1] + accelerated + SCENARIO_LABELS[1:] + host_keys(frame) + labels
     units = {metric: frame.loc[frame["metric"] == metric, "unit"].dropna().iloc[0] for metric in metrics}
 
@@ -300,10 +335,11 @@ def summarize(frame, metrics, include_emulated=False):
             "n": succeeded["cell"].nunique(),
             "failed": int((group["metric"] == FAILED_METRIC).sum()),
             "skipped": int((group["metric"] == SKIPPED_METRIC).sum()),
+            INVALID: succeeded.loc[succeeded[LOADGEN_RESULT] == INVALID, "cell"].nunique(),
         }
         for metric in metrics:
             values = [float(value) for value in succeeded.loc[succeeded["metric"] == metric, "value"]]
-            values_of[id(row), metric] = values
+            values_of[id(row), metric] = row[f"{metric} values"] = values
             row[f"{metric} count"] = len(values)
             row[f"{metric} mean"] = mean(values)
             row[f"{metric} std"] = sample_std(values)
@@ -404,8 +440,18 @@ def _mean_std_columns(metrics, units):
 
 
 def count_columns(rows):
-    """n and failed, and skipped when some cell was."""
-    return ["n", "failed"] + (["skipped"] if any(row.get("skipped") for row in rows) else [])
+    """n and failed, skipped when some cell was, INVALID when loadgen called some cell so."""
+    return ["n", "failed"] + (["skipped"] if any(row.get("skipped") for row in rows) else []) + invalid_columns(rows)
+
+
+def invalid_columns(rows):
+    """[INVALID] when some row holds cells loadgen called INVALID, else []."""
+    return [INVALID] if any(row.get(INVALID) for row in rows) else []
+
+
+def invalid_mark(row, metric):
+    """`` (INVALID)`` after MLPerf's own figure in a row holding INVALID cells, else nothing."""
+    return f" ({INVALID})" if metric == LOADGEN_SPEED and row.get(INVALID) else ""
 
 
 def display_table(rows, keys, metrics, units):
@@ -418,7 +464,7 @@ def display_table(rows, keys, metrics, units):
     for row in rows:
         line = [*_key_cells(row, keys), *(str(row[count]) for count in counts)]
         for metric in metrics:
-            line.append(_mean_std(row, metric))
+            line.append(_mean_std(row, metric) + invalid_mark(row, metric))
             cv = row[f"{metric} cv"]
             line.append(NOT_AVAILABLE if cv is None else f"{100 * cv:.1f}%")
             mark = f" {NOISE_MARK}" if row[f"{metric} within noise"] else ""
@@ -460,13 +506,25 @@ def noise_note(rows, metrics):
 def skipped_note(frame):
     """The note listing the skipped cells, one line per workload and reason with its scenarios; None when
     no cell was skipped."""
-    skipped = frame[frame["metric"] == SKIPPED_METRIC]
-    if skipped.empty:
+    return cells_note(frame[frame["metric"] == SKIPPED_METRIC], SKIPPED_TITLE, SKIP_REASON)
+
+
+def invalid_note(frame):
+    """The note listing the cells loadgen called INVALID, one line per workload and reasons with its
+    scenarios; None when there are none."""
+    if LOADGEN_RESULT not in frame.columns:
+        return None
+    return cells_note(measured(frame[frame[LOADGEN_RESULT] == INVALID]), INVALID_TITLE, LOADGEN_REASONS)
+
+
+def cells_note(samples, title, reason_column):
+    """``title`` (with the count of cells), then one line per workload and reason: its scenarios and cells."""
+    if samples.empty:
         return None
     groups = {}
-    for _, sample in skipped.iterrows():
+    for _, sample in samples.iterrows():
         workload = sample.get(WORKLOAD)
-        reason = sample.get(SKIP_REASON)
+        reason = sample.get(reason_column)
         key = (
             NOT_AVAILABLE if pd.isna(workload) else str(workload),
             "no reason given" if pd.isna(reason) else str(reason),
@@ -477,7 +535,7 @@ def skipped_note(frame):
         if not pd.isna(scenario):
             group["scenarios"][str(scenario)] = None
     cells = sum(len(group["cells"]) for group in groups.values())
-    lines = [SKIPPED_TITLE.format(cells=cells)]
+    lines = [title.format(cells=cells)]
     for (workload, reason), group in groups.items():
         where = f" on {', '.join(group['scenarios'])}" if group["scenarios"] else ""
         lines.append(f"- {workload}{where} ({len(group['cells'])} cell(s)): {reason}")
@@ -534,7 +592,8 @@ def write_chart(path, rows, keys, metric, unit, include_emulated=False):
             width,
             label=platform,
         )
-        axes.bar_label(bars, labels=[f"{row[f'{metric} mean']:.4g}" for row in bars_rows], fontsize=8)
+        labels = [f"{row[f'{metric} mean']:.4g}" + invalid_mark(row, metric) for row in bars_rows]
+        axes.bar_label(bars, labels=labels, fontsize=8)
     axes.axhline(1.0, color="grey", linewidth=0.8)
     axes.set_ylim(0, 1.2 * max(row[ratio_column] for row in plotted))
     axes.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
@@ -646,21 +705,31 @@ def h2d_split(frame, include_emulated=False):
     elapsed spent copying host-to-device (h2d_time / elapsed of each cell, averaged); None without h2d_time."""
     if H2D_TIME not in set(frame["metric"]) or "cell" not in frame.columns:
         return None
-    cell_keys = ["cell"] + ([HOST] if HOST in frame.columns else [])
     timed = frame[frame["metric"].isin((H2D_TIME, "elapsed"))]
-    shares = []
-    for _, cell in timed.groupby(cell_keys, dropna=False, sort=False):
-        by_metric = dict(zip(cell["metric"], cell["value"].astype(float), strict=False))
-        if H2D_TIME in by_metric and by_metric.get("elapsed"):
-            share = cell[cell["metric"] == H2D_TIME].iloc[:1]
-            shares.append(
-                share.assign(metric=H2D_SHARE, value=by_metric[H2D_TIME] / by_metric["elapsed"], unit="ratio")
-            )
-    if not shares:
+    shares = cell_shares(timed, {H2D_TIME: H2D_SHARE}, "elapsed")
+    if shares.empty:
         return None
-    cells = set(pd.concat(shares)["cell"])
-    split = pd.concat([timed[timed["cell"].isin(cells)], *shares], ignore_index=True)
+    split = pd.concat([timed[timed["cell"].isin(set(shares["cell"]))], shares], ignore_index=True)
     return summarize(split, [H2D_TIME, "elapsed", H2D_SHARE], include_emulated)
+
+
+def cell_shares(frame, parts, whole):
+    """Samples of each cell's share of ``whole``: for every metric of ``parts`` ({metric: share's name}) the
+    cell holds, ``metric / whole`` (unit ratio) under the share's name and the labels of the cell's ``whole``
+    sample. Cells without ``whole``, or with a zero one, get none; an empty frame when no cell has any."""
+    cell_keys = ["cell"] + ([HOST] if HOST in frame.columns else [])
+    shares = []
+    for _, cell in frame[frame["metric"].isin([*parts, whole])].groupby(cell_keys, dropna=False, sort=False):
+        by_metric = dict(zip(cell["metric"], cell["value"].astype(float), strict=False))
+        if not by_metric.get(whole):
+            continue
+        labelled = cell[cell["metric"] == whole].iloc[:1]
+        shares += [
+            labelled.assign(metric=name, value=by_metric[part] / by_metric[whole], unit="ratio")
+            for part, name in parts.items()
+            if part in by_metric
+        ]
+    return pd.concat(shares, ignore_index=True) if shares else frame.iloc[:0]
 
 
 def h2d_display(rows, keys, units):
@@ -739,6 +808,7 @@ def diff_tables(frame, include_emulated=False):
                     f"{DIFF} best": diff_percent(host_best, best, info.better),
                     f"{DIFF} mean": diff_percent(host_mean, row[f"{metric} mean"], info.better),
                     "within noise": row[f"{metric} within noise"],
+                    INVALID: row[INVALID],
                 }
             )
     order = {component: index for index, component in enumerate(metric_table.COMPONENTS)}
@@ -754,24 +824,27 @@ def _percent(value):
 
 def diff_display(rows, keys):
     """Header and lines of one component's Diff% table; ``~`` marks a mean within noise of bm."""
-    header = ["metric", "unit", "better", *keys, "n", f"{BASELINE} mean", f"{BASELINE} best", "best", "mean", "std"]
-    header += [f"{DIFF} best", f"{DIFF} mean"]
+    counts = invalid_columns(rows)
+    header = ["metric", "unit", "better", *keys, "n", *counts, f"{BASELINE} mean", f"{BASELINE} best", "best"]
+    header += ["mean", "std", f"{DIFF} best", f"{DIFF} mean"]
     lines = []
     for row in rows:
         mark = f" {NOISE_MARK}" if row["within noise"] else ""
         lines.append(
             [row["metric"], str(row["unit"]), row["better"], *_key_cells(row, keys), str(row["n"])]
+            + [str(row[count]) for count in counts]
             + [_measure(row[column], scale=row["mean"]) for column in (f"{BASELINE} mean", f"{BASELINE} best")]
-            + [_measure(row["best"], scale=row["mean"]), _measure(row["mean"]), _measure(row["std"], scale=row["mean"])]
-            + [_percent(row[f"{DIFF} best"]), _percent(row[f"{DIFF} mean"]) + mark]
+            + [_measure(row["best"], scale=row["mean"]), _measure(row["mean"]) + invalid_mark(row, row["metric"])]
+            + [_measure(row["std"], scale=row["mean"]), _percent(row[f"{DIFF} best"])]
+            + [_percent(row[f"{DIFF} mean"]) + mark]
         )
     return header, lines
 
 
 def diff_csv_frame(rows, keys):
     """One component's Diff% rows, unrounded."""
-    columns = ["metric", "unit", "better", *keys, "n", f"{BASELINE} mean", f"{BASELINE} best", "best", "mean"]
-    columns += ["std", f"{DIFF} best", f"{DIFF} mean", "within noise"]
+    columns = ["metric", "unit", "better", *keys, "n", *invalid_columns(rows), f"{BASELINE} mean"]
+    columns += [f"{BASELINE} best", "best", "mean", "std", f"{DIFF} best", f"{DIFF} mean", "within noise"]
     return _with_keys_as_given(pd.DataFrame(rows, columns=columns), rows, keys).rename(
         columns={"within noise": f"{DIFF} mean within noise of {BASELINE} (95% CI)"}
     )
@@ -794,6 +867,7 @@ def write_diff_tables(results_dir, frame, include_emulated=False, shown=None):
     missing_note = missing_entry_note(missing)
     emulated = ACCELERATOR in frame.columns and bool((frame[ACCELERATOR] == EMULATED).any())
     emulated = (EMULATED_INCLUDED_NOTE if include_emulated else EMULATED_NOTE) if emulated else None
+    invalid = invalid_note(frame)
     printed = []
     for component, (rows, keys) in tables.items():
         title = DIFF_TITLE.format(DIFF=DIFF, BASELINE=BASELINE, component=component)
@@ -801,7 +875,8 @@ def write_diff_tables(results_dir, frame, include_emulated=False, shown=None):
         def section(selected, notes_too=True, title=title, keys=keys):
             header, lines = diff_display(selected, keys)
             noise = NOISE_NOTE if any(row["within noise"] for row in selected) else None
-            notes = "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, missing_note, emulated) if note)
+            invalid_cells = invalid if any(row[INVALID] for row in selected) else None
+            notes = "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, missing_note, emulated, invalid_cells) if note)
             return header, lines, f"{title}\n\n" + render_markdown(header, lines) + (notes if notes_too else "")
 
         diff_csv_frame(rows, keys).to_csv(results_dir / f"diff_{component}.csv", index=False)
@@ -869,7 +944,12 @@ def run(args):
     table = csv_frame(rows, keys, metrics, units)
     notes = "".join(
         f"\n\n{note}"
-        for note in (noise_note(rows, metrics), emulated_note(rows, args.include_emulated), skipped_note(frame))
+        for note in (
+            noise_note(rows, metrics),
+            emulated_note(rows, args.include_emulated),
+            skipped_note(frame),
+            invalid_note(frame),
+        )
         if note
     )
     markdown = render_markdown(header, lines) + notes
@@ -899,6 +979,13 @@ def run(args):
         split_markdown = f"\n\n{H2D_TITLE}\n\n" + render_markdown(split_header, split_lines)
         h2d_csv_frame(*split).to_csv(results_dir / "h2d_split.csv", index=False)
         written.append("h2d_split.csv")
+    from platbench import inference_report  # it builds on this module's helpers
+
+    inference_written, inference_text, inference_markdown = inference_report.write_inference_tables(
+        results_dir, frame, args.include_emulated
+    )
+    written += inference_written
+    split_text, split_markdown = split_text + inference_text, split_markdown + inference_markdown
     (results_dir / "report.md").write_text(markdown + split_markdown + "\n", encoding="utf-8")
 
     points, roofs = roofline_points(frame)

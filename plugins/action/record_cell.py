@@ -13,8 +13,10 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.failures import describe_failure, failure_output
 from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import (
     FAILED,
+    OK,
     cell_labels,
     cell_outcome,
+    kept_files,
     workload_errors,
 )
 
@@ -71,6 +73,8 @@ class ActionModule(ActionBase):
         error = args.get("error") or observed_error or (failure_error(failure, output) if failure else None)
         env = self._environment(task_vars, args.get("engines") or {})
         status, error, samples = cell_outcome(cell_labels(cell, campaign["name"]), output, error, env, runtime)
+        # The files an ok record keeps (loadgen's logs): the callback writes them beside the samples.
+        files = kept_files(cell["id"], output, samples) if status == OK else {}
         result.update(
             changed=False,
             platbench_cell={
@@ -88,6 +92,7 @@ class ActionModule(ActionBase):
             platbench_status=status,
             platbench_error=error,
             platbench_samples=samples,
+            platbench_files=files,
             platbench_env=env,
         )
         if status == FAILED:

@@ -28,6 +28,8 @@ description:
     runs from the runner host deciding to run the cell (the cell selection, or the sample of its previous cell on disk)
     to the workload's launch (its record's C(metadata.launched_at)); C(after_exit_s) from its record to its samples
     synced to disk. Each entry names the cell's C(kind) and C(platform). Guests' clocks may differ from the host's.
+  - Writes the files an ok cell's record keeps (C(platbench_files), for example loadgen's logs) under
+    C(RESULTS_DIR/files/<cell folder>/) before its samples, which name them in C(metadata.kept_files).
   - Honours C(no_log) - a hidden result is not recorded, and a warning says so.
 requirements:
   - Enable with C(callbacks_enabled = platbench.lab.results) in C(ansible.cfg).
@@ -43,7 +45,12 @@ import time
 import yaml
 from ansible.plugins.callback import CallbackBase
 from ansible.release import __version__ as ansible_version
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, SKIPPED_METRIC, append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+    FAILED_METRIC,
+    SKIPPED_METRIC,
+    append_samples,
+    write_cell_files,
+)
 
 # The actions that record a cell: only their no_log hides a cell (other platbench modules use
 # no_log for passwords and tokens, which is none of the callback's business).
@@ -222,6 +229,8 @@ class CallbackModule(CallbackBase):
         campaign = data["platbench_campaign"]
         host = result._host.get_name()
         session = self._session(campaign, host, data.get("platbench_env") or {})
+        # Files first: a cell whose samples are on disk (done, for a resume) has its files there too.
+        write_cell_files(campaign["results_dir"], data.get("platbench_files") or {})
         append_samples(os.path.join(campaign["results_dir"], SAMPLES_FILE), samples)
         on_disk = time.time()
         overhead = cell_overhead(cell, samples[0], self._decided.get(host), on_disk)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     RESULT_PREFIX,
     RecordError,
+    cell_files,
     failed_sample,
     parse_result_lines,
     samples_from_record,
@@ -77,3 +78,17 @@ def cell_outcome(labels, output, error, env, runtime):
     if len(skipped) == len(records):
         return SKIPPED, "; ".join(dict.fromkeys(skipped)), samples
     return OK, None, samples
+
+
+def kept_files(cell_id, output, samples):
+    """The files the ok records in ``output`` keep, as {path relative to the results directory: text}; each of
+    ``samples`` then names them in ``metadata.kept_files`` ({file name: that path}). {} for a cell that is not ok."""
+    try:
+        files = cell_files(cell_id, parse_result_lines(output))
+    except RecordError:
+        return {}
+    if files:
+        named = {path.rsplit("/", 1)[1]: path for path in files}
+        for sample in samples:
+            sample["metadata"]["kept_files"] = dict(named)
+    return files

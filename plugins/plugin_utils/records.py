@@ -9,9 +9,11 @@ Pure Python so that the callback, the report and the tests share one implementat
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import re
 import time
 
 # The record format is the workloads' own (workloads/common/record.py): one definition of the
@@ -32,6 +34,9 @@ SKIPPED_METRIC = "skipped"
 OUTCOME_METRICS = (FAILED_METRIC, SKIPPED_METRIC)
 TAIL_LINES = 40
 TAIL_CHARS = 4000
+# The files a record keeps (its ``files``, e.g. loadgen's logs) go to RESULTS_DIR/files/<cell folder>/<name>.
+CELL_FILES_DIR = "files"
+_UNSAFE_IN_FOLDER_NAME = re.compile(r"[^A-Za-z0-9=._-]+")
 
 
 def _merged(*layers):
@@ -189,3 +194,38 @@ def done_cells(path, host=None):
         if host is None or labels.get("host") in (None, host):
             done.add(labels["cell"])
     return done
+
+
+def cell_folder(cell_id):
+    """The folder of a cell's kept files, relative to the campaign's results directory: the cell id made a
+    file name ("bm/2/pin/cpu|app=ic|r0" -> "files/bm_2_pin_cpu_app=ic_r0-<8 hex>"); the hash of the id keeps
+    two ids that read alike apart."""
+    readable = _UNSAFE_IN_FOLDER_NAME.sub("_", str(cell_id)).strip("._-")[:120]
+    digest = hashlib.sha1(str(cell_id).encode("utf-8")).hexdigest()[:8]
+    return f"{CELL_FILES_DIR}/{readable}-{digest}"
+
+
+def cell_files(cell_id, records):
+    """{path relative to the results directory: text} of the files the ok ``records`` of a cell keep."""
+    files = {}
+    for record in records:
+        if record["status"] == "ok":
+            for name, text in (record.get("files") or {}).items():
+                files[f"{cell_folder(cell_id)}/{name}"] = text
+    return files
+
+
+def write_cell_files(results_dir, files):
+    """Write ``files`` ({relative path: text}, as cell_files makes them) under ``results_dir``, each atomically
+    and synced to disk, so that a cell's samples never reach the disk before its files."""
+    for relative, text in files.items():
+        path = os.path.join(results_dir, relative)
+        if os.path.isabs(relative) or os.path.normpath(relative).startswith(".."):
+            raise ValueError(f"a kept file must stay inside the results directory: {relative!r}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = path + ".tmp"
+        with open(temporary, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)

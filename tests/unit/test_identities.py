@@ -18,10 +18,16 @@ def test_the_base_image_keeps_the_tag_0_8_0_gave_it():
     assert base_image_tag("bookworm", reversed(packages)) == "bookworm-ae976df2"  # the order does not matter
 
 
+# The workload requirements of 0.8.0; the list has grown since (mlcommons-loadgen), which names a new wheelhouse.
+REQUIREMENTS_0_8_0 = ["numpy==2.4.6", "numba==0.68.1", "tensorflow-cpu==2.21.0", "torch==2.13.0", "Pillow==13.0.0"]
+
+
 def test_the_wheelhouse_keeps_the_directory_0_8_0_gave_it():
     # ~/.cache/platbench/wheelhouse/505550bfeb08 of a lab built by 0.8.0: Pillow sorts among the lowercase names.
-    assert wheelhouse_name(SETTINGS["platbench_workload_requirements"], "3.11") == "505550bfeb08"
-    assert wheelhouse_name(SETTINGS["platbench_workload_requirements"], "3.12") != "505550bfeb08"
+    assert wheelhouse_name(REQUIREMENTS_0_8_0, "3.11") == "505550bfeb08"
+    assert wheelhouse_name(REQUIREMENTS_0_8_0, "3.12") != "505550bfeb08"
+    # A changed list is a new wheelhouse: the old one lacks the new wheels.
+    assert wheelhouse_name(SETTINGS["platbench_workload_requirements"], "3.11") != "505550bfeb08"
 
 
 # The expressions the roles held before 0.9.0, rendered by Ansible, against the filters that replace them.

@@ -16,6 +16,7 @@ import pytest
 from workloads.cnn_train.cluster import launcher
 from workloads.common import metric_table, stats
 from workloads.dl_tools import cli as dl_tools_cli
+from workloads.inference_e2e.phases import PhaseTimes
 
 REPO = Path(__file__).resolve().parents[2]
 WORKLOADS = REPO / "workloads"
@@ -25,6 +26,9 @@ DYNAMIC = {
     ("workloads/cnn_train/cluster/launcher.py", "worker{index}_throughput"): "test_cluster_names",
     ("workloads/cnn_train/cluster/launcher.py", "worker{index}_data_load"): "test_cluster_names",
     ("workloads/dl_tools/cli.py", "renamed"): "test_dl_tools_batch_time_names",
+    ("workloads/inference_e2e/phases.py", "{name}_time"): "test_inference_phase_names",
+    ("workloads/inference_e2e/phases.py", "{name}_p50"): "test_inference_phase_names",
+    ("workloads/inference_e2e/phases.py", "{name}_p90"): "test_inference_phase_names",
 }
 # The record module defines metric() itself and reads entries back: no name of its own.
 DEFINITIONS = {"workloads/common/record.py"}
@@ -108,6 +112,15 @@ def test_dl_tools_batch_time_names():
         info = metric_table.lookup(entry["metric"])
         assert info is not None, entry["metric"]
         assert metric_table.unit_matches(info, entry["unit"]), entry
+
+
+@pytest.mark.parametrize("timed", [("pre", "inference", "post"), ("inference",)])
+def test_inference_phase_names(timed):
+    phases = PhaseTimes(3, timed)
+    for phase in timed:
+        phases.add_batch(phase, [0, 1, 2], 0.3)
+    for entry in phases.metrics():
+        assert metric_table.lookup(entry["metric"]) == metric_table.MetricInfo("s", "lower", "inference"), entry
 
 
 def _child(values, labels=None):

@@ -10,6 +10,7 @@ from workload_run import ENV, REPO_ROOT
 
 from workloads.cnn_train.settings import MODELS
 from workloads.dl_tools.settings import NETS as DL_TOOLS_NETS
+from workloads.inference_e2e.apps.base import APPS as INFERENCE_APPS
 from workloads.small_models.settings import NETS as SMALL_MODELS_NETS
 
 FRAMEWORKS = ("torch", "tensorflow", "keras", "jax")
@@ -17,6 +18,7 @@ FRAMEWORKS = ("torch", "tensorflow", "keras", "jax")
 VALID = {
     "cnn_train": (["--framework", "torch", "--model", "tiny", "--batch-size", "8"], "--model", MODELS),
     "dl_tools": (["--net", "fcn5", "--data-dir", "/nonexistent/mnist"], "--net", DL_TOOLS_NETS),
+    "inference_e2e": (["--app", "ic", "--data-dir", "/nonexistent/imagenet"], "--app", INFERENCE_APPS),
     "small_models": (["--net", "mnist_cnn", "--data-dir", "/nonexistent/mnist"], "--net", SMALL_MODELS_NETS),
 }
 
@@ -112,6 +114,7 @@ def test_checks_that_depend_on_the_runner_are_left_to_it(tmp_path):
         ("mnist", ["--images", 0], "argument --images: expected a positive integer"),
         ("ptb", ["--vocab", 2], "--vocab must be at least 4, got 2"),
         ("imagenet", ["--images", 3, "--classes", 4], "--images (3) must be at least --classes (4)"),
+        ("criteo", ["--rows", 0], "argument --rows: expected a positive integer"),
     ],
 )
 def test_dataset_generators_check_without_writing(tmp_path, generator, argv, message):

@@ -14,7 +14,7 @@ from workload_run import ENV, REPO_ROOT, metric_values, records_of
 from workloads.common import gpus
 from workloads.common.clock import process_elapsed
 from workloads.common.harness import FlopCount, Outcome, WorkloadFailed, run_workload
-from workloads.common.record import metric
+from workloads.common.record import KEPT_FILES_CHARS, metric
 
 
 @pytest.fixture(autouse=True)
@@ -312,3 +312,38 @@ def test_exit_after_record_keeps_the_buffered_output_and_the_exit_status(code, e
     )
     # The record is out, the status is the run's, and nothing of the interpreter's teardown ran.
     assert (done.stdout, done.returncode, done.stderr) == ("PLATBENCH_RESULT {}\n", expected_rc, expected_err)
+
+
+def test_a_run_keeps_its_files_in_its_ok_record_and_a_file_over_the_limit_is_left_out_with_the_reason(capsys):
+    def body(run):
+        assert run.keep_file("mlperf_log_summary.txt", "Result is : VALID\n")
+        assert not run.keep_file("mlperf_log_detail.txt", "x" * KEPT_FILES_CHARS)
+        return Outcome([metric("throughput", 10.0, "samples/sec")])
+
+    assert run_workload("demo", {}, {}, body) == 0
+    (record,) = records_of(capsys.readouterr().out)
+    assert record["files"] == {"mlperf_log_summary.txt": "Result is : VALID\n"}
+    reason = record["metadata"]["files_not_kept"]["mlperf_log_detail.txt"]
+    assert reason.startswith(f"{KEPT_FILES_CHARS} characters, more than the ")
+
+
+def test_a_failed_run_keeps_no_files(capsys):
+    def body(run):
+        run.keep_file("mlperf_log_summary.txt", "text")
+        raise RuntimeError("the model broke")
+
+    assert run_workload("demo", {}, {}, body) == 1
+    (record,) = records_of(capsys.readouterr().out)
+    assert record["status"] == "failed" and "files" not in record
+
+
+def test_flop_count_of_an_inference_run_is_one_pass_at_its_chosen_rate(capsys):
+    def body(run):
+        metrics = [metric("throughput", 10.0, "samples/sec"), metric("inference_throughput", 20.0, "samples/sec")]
+        count = FlopCount(lambda: (2e9, "cpu"), 100.0, "torch", "float32", 1, 1, rate_metric="inference_throughput")
+        return Outcome(metrics, count)
+
+    assert run_workload("demo", {}, {}, body) == 0
+    (record,) = records_of(capsys.readouterr().out)
+    values = {entry["metric"]: entry["value"] for entry in record["metrics"]}
+    assert (values["model_flops"], values["achieved_flops"], values["mfu"]) == (2.0, 40.0, 0.4)

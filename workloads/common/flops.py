@@ -125,8 +125,9 @@ def utilisation_metrics(samples_per_sec, forward_flops, passes, peak_flops):
     return metrics
 
 
-def training_flop_metrics(samples_per_sec, count, peak_gflops, framework, dtype, threads, metadata):
-    """The FLOP metrics of a finished training run, taken after its `elapsed`.
+def training_flop_metrics(samples_per_sec, count, peak_gflops, framework, dtype, threads, metadata, passes=None):
+    """The FLOP metrics of a finished run, taken after its `elapsed`: a training run (``passes`` None:
+    TRAINING_PASSES forward passes a sample) or an inference run (``passes`` 1).
 
     ``count()`` gives (forward FLOPs of one sample, the device it trained on); the peak comes
     from run_peak (``peak_gflops`` is the --peak-gflops argument), its provenance into
@@ -138,4 +139,4 @@ def training_flop_metrics(samples_per_sec, count, peak_gflops, framework, dtype,
     except Exception as error:  # noqa: BLE001 - any failure here must not discard the run's record
         metadata["utilisation_error"] = f"{type(error).__name__}: {error}"
         return []
-    return utilisation_metrics(samples_per_sec, forward, TRAINING_PASSES, peak)
+    return utilisation_metrics(samples_per_sec, forward, TRAINING_PASSES if passes is None else passes, peak)

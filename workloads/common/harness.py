@@ -27,6 +27,8 @@ The harness owns what every workload needs and none should re-implement:
   body and the FLOP metrics. When the plan set ``PLATBENCH_EXPECTED_GPUS`` and the devices differ
   from it (count, or bus ids when given), the run is failed with what was planned and what was
   seen; a malformed value fails the run before the body starts;
+- kept files (``run.keep_file``): a tool's own logs (loadgen's), carried by the ok record and written by the
+  controller beside the campaign's samples, in a folder per cell;
 - ``WorkloadSkipped`` becomes a ``skipped`` record (no metrics, the reason as its error), exit code 0;
 - ``metadata.launched_at``: the wall-clock time the process was launched, so that the controller can tell
   its own overhead (decision to launch, exit to sample on disk) from the workload's time;
@@ -45,8 +47,8 @@ from typing import NamedTuple
 
 from . import gpus
 from .clock import launched_at, process_elapsed
-from .flops import training_flop_metrics
-from .record import emit_record, metric, metric_value
+from .flops import TRAINING_PASSES, training_flop_metrics
+from .record import KEPT_FILE_NAME, KEPT_FILES_CHARS, emit_record, metric, metric_value
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -65,13 +67,16 @@ class WorkloadSkipped(Exception):
 
 
 class FlopCount(NamedTuple):
-    """How to count the FLOP metrics of a finished training run (see flops.training_flop_metrics)."""
+    """How to count the FLOP metrics of a finished run (see flops.training_flop_metrics): training by default;
+    an inference run gives ``passes=1`` (one forward pass a sample) and the rate of its inference phase."""
 
-    count: Callable  # () -> (forward FLOPs of one sample, the device it trained on)
+    count: Callable  # () -> (forward FLOPs of one sample, the device it ran on)
     peak_gflops: float | None  # the --peak-gflops argument
     framework: str
     dtype: str
     threads: int
+    passes: int = TRAINING_PASSES  # forward passes' worth of matrix work per sample
+    rate_metric: str = "throughput"  # the metric (samples/sec) the achieved FLOP/s are counted at
 
 
 class Outcome(NamedTuple):
@@ -93,6 +98,24 @@ class WorkloadRun:
         self.expected_gpus = expected_gpus  # gpus.ExpectedGpus from the plan, or None (a run by hand)
         self.devices = None
         self.failure_hooks = []
+        self.files = {}  # kept beside the campaign's samples: see keep_file
+
+    def keep_file(self, name, text):
+        """Keep ``text`` as the file ``name`` (a plain file name) beside the campaign's samples: an ok record
+        carries it and the controller writes it under the cell's folder (records.write_cell_files). A file that
+        would take the kept files over record.KEPT_FILES_CHARS is left out, ``metadata.files_not_kept`` says
+        why, and the run goes on: the record line must stay within what the controller reads."""
+        if not KEPT_FILE_NAME.match(name):
+            raise ValueError(f"keep_file: {name!r} is not a plain file name")
+        kept = sum(len(kept) for other, kept in self.files.items() if other != name)
+        if kept + len(text) > KEPT_FILES_CHARS:
+            self.metadata.setdefault("files_not_kept", {})[name] = (
+                f"{len(text)} characters, more than the {KEPT_FILES_CHARS - kept} left of the record's "
+                f"{KEPT_FILES_CHARS} for kept files"
+            )
+            return False
+        self.files[name] = text
+        return True
 
     def on_failure(self, hook):
         """``hook(error)`` runs if the run fails after this call, e.g. to tell peers why or stop children."""
@@ -125,13 +148,14 @@ def _run_body(run, body):
     if outcome.flops is not None:
         count = outcome.flops
         metrics += training_flop_metrics(
-            metric_value(metrics, "throughput"),
+            metric_value(metrics, count.rate_metric),
             count.count,
             count.peak_gflops,
             count.framework,
             count.dtype,
             count.threads,
             run.metadata,
+            count.passes,
         )
     if outcome.after_elapsed is not None:
         metrics += outcome.after_elapsed()
@@ -184,7 +208,8 @@ def run_workload(workload, labels, metadata, body):
     else:
         error = WorkloadFailed(str(error))  # the message says what is wrong; a traceback would add nothing
     if error is None:
-        _, error = attempt(emit_record, workload, labels, metrics, metadata)  # refuses NaN: then a failed record
+        # Refuses NaN: then a failed record. Kept files go with an ok record only.
+        _, error = attempt(emit_record, workload, labels, metrics, metadata, "ok", None, run.files)
         if error is None:
             return 0
     _ignore_stop_signals()

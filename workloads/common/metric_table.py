@@ -33,6 +33,10 @@ def _entry(unit, better, component):
     return MetricInfo(unit, better, component)
 
 
+# inference_e2e's phases (inference_e2e/phases.py): each timed per request; e2e is the three together.
+INFERENCE_PHASES = ("pre", "inference", "post", "e2e")
+INFERENCE_PHASE_STATISTICS = ("time", "p50", "p90")  # the total over the requests, and percentiles per request
+
 # The statistics common.stats.step_time_metrics reports, and the prefixes the workloads give them.
 STEP_STATISTICS = ("mean", "std", "p50", "p90", "min", "max")
 STEP_TIME_PREFIXES = ("step_time", "batch_time_epoch1", "batch_time_later")
@@ -90,6 +94,20 @@ METRICS = {
     "gpu_dram_read_throughput": _entry("B/s", HIGHER, "gpu"),
     "gpu_dram_write_throughput": _entry("B/s", HIGHER, "gpu"),
     "gpu_achieved_flops": _entry("FLOP/s", HIGHER, "gpu"),
+    # End-to-end inference (inference_e2e, Samani 2022): `throughput` (above) is requests over the loadgen-timed
+    # run; <phase>_time the phase's seconds summed over the requests, <phase>_p50/_p90 per request (a batch's
+    # inference time shared by its requests); inference_throughput: requests per second of inference alone.
+    **{
+        f"{phase}_{statistic}": _entry("s", LOWER, "inference")
+        for phase in INFERENCE_PHASES
+        for statistic in INFERENCE_PHASE_STATISTICS
+    },
+    "inference_throughput": _entry("*/sec", HIGHER, "inference"),
+    # MLPerf loadgen's own figures: its samples/s, the query samples it issued, its verdict (1 VALID, 0 INVALID:
+    # a scaled-down run may miss its minimum duration; metadata.loadgen.reasons says why).
+    "loadgen_samples_per_sec": _entry("*/sec", HIGHER, "inference"),
+    "loadgen_queries": _entry("samples", None, "inference"),
+    "loadgen_valid": _entry("bool", None, "inference"),
     # Micro-benchmarks of Xu 2017 (workloads/micro_*). Metric labels (record.metric's ``labels``) tell
     # apart the entries of one run: hpl_n, working_set_mb, size_mb, ioping_mode, fio_profile, transfer,
     # bins, variant, streams.

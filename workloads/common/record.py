@@ -18,6 +18,11 @@ SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "skipped")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 _QUOTE_CHARS = 200
+# Files a run keeps beside the campaign's samples (a tool's own logs): ``files`` maps a plain file name to its
+# text. The controller writes them per cell (plugins/plugin_utils/records.py, write_cell_files). They travel in
+# the record line, which the controller reads from the last 200,000 characters of the output: at most this many.
+KEPT_FILES_CHARS = 120_000
+KEPT_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 class RecordError(ValueError):
@@ -51,9 +56,10 @@ def _check_metrics(metrics):
             raise ValueError(f"metric {entry['metric']!r} is not finite: {value!r}")
 
 
-def emit_record(workload, labels, metrics, metadata, status="ok", error=None):
+def emit_record(workload, labels, metrics, metadata, status="ok", error=None, files=None):
     """Print the record as exactly one line on stdout and flush.
 
+    ``files``: {file name: text} the controller keeps beside the campaign's samples (see KEPT_FILES_CHARS).
     Raises (and prints nothing) when a value is not a finite JSON number.
     """
     if status not in STATUSES:
@@ -70,6 +76,11 @@ def emit_record(workload, labels, metrics, metadata, status="ok", error=None):
         "metrics": metrics,
         "metadata": metadata,
     }
+    if files:
+        problems = _files_problems(files)
+        if problems:
+            raise ValueError("; ".join(problems))
+        record["files"] = dict(files)
     # allow_nan=False also rejects NaN/Infinity hidden in labels or metadata.
     line = RESULT_PREFIX + json.dumps(record, separators=(",", ":"), allow_nan=False)
     sys.stdout.write(line + "\n")
@@ -103,6 +114,8 @@ def _schema_problems(record):
     for key in ("labels", "metadata"):
         if not isinstance(record.get(key), dict):
             problems.append(f'"{key}": an object')
+    if "files" in record:
+        problems += _files_problems(record["files"])
     metrics = record.get("metrics")
     if not isinstance(metrics, list):
         problems.append('"metrics": a list of {"metric": str, "value": finite number, "unit": str}')
@@ -127,6 +140,21 @@ def _schema_problems(record):
             )
         elif "labels" in entry:
             problems += _metric_label_problems(index, entry["labels"], record.get("labels"))
+    return problems
+
+
+def _files_problems(files):
+    """What is wrong with a record's optional ``files``: {plain file name: text}, KEPT_FILES_CHARS at most."""
+    if not isinstance(files, dict):
+        return ['"files": an object {file name: text}']
+    problems = [
+        f'"files": {name!r} must be a plain file name (letters, digits, ".", "_", "-"; no leading dot)'
+        for name in files
+        if not (isinstance(name, str) and KEPT_FILE_NAME.match(name))
+    ]
+    problems += [f'"files"[{name!r}]: a string' for name, text in files.items() if not isinstance(text, str)]
+    if not problems and sum(len(text) for text in files.values()) > KEPT_FILES_CHARS:
+        problems.append(f'"files": {KEPT_FILES_CHARS} characters at most, all files together')
     return problems
 
 

@@ -1,0 +1,249 @@
+"""The inference tables of a campaign's report: where the time of end-to-end inference goes (Samani 2022).
+
+Wherever a campaign holds inference_e2e samples, ``platbench report`` adds, after the main table:
+
+- a phase breakdown, one table per app (all of them in phases.csv): pre-processing, inference,
+  post-processing and end-to-end seconds (summed over a cell's requests, mean over its repeats), each phase's
+  share of e2e, and each mean's ratio to bm's with its 95% interval and the ``~`` mark;
+- a GPU-vs-CPU speedup (gpu_speedup.csv) wherever the campaign has both processors for the same app, timing,
+  platform and scale-up (and CPU config, request count, host...).
+
+Rows follow the main table's rules, from its helpers: emulated (tcg) rows get no ratio unless
+``--include-emulated``; a row holding cells that loadgen called INVALID counts them in its INVALID column
+and the section's notes give loadgen's reasons.
+"""
+
+import pandas as pd
+
+# platbench/__init__.py has put the platbench.lab collection on the import path.
+from ansible_collections.platbench.lab.workloads.common import metric_table
+
+from platbench import report
+
+WORKLOAD = "inference_e2e"
+APP, TIMING, REQUESTS = "app", "timing", "requests"
+INFERENCE_ONLY = "inference_only"  # inference_e2e --timing: only inference is timed, no pre or post
+PHASES = metric_table.INFERENCE_PHASES[:-1]  # pre, inference, post
+E2E = metric_table.INFERENCE_PHASES[-1]
+TIMES = {phase: f"{phase}_time" for phase in metric_table.INFERENCE_PHASES}  # seconds summed over the requests
+SHARES = {TIMES[phase]: f"{phase} share of {E2E}" for phase in PHASES}
+# Row keys even where they do not vary: the times are sums over the requests, so a row meets bm (and a GPU row
+# its CPU row) only at the same app, timing and request count.
+ALWAYS = (APP, TIMING, REQUESTS)
+PROCESSOR, CPU, GPU = "processor", "cpu", "gpu"
+
+PHASES_TITLE = "Phase breakdown of end-to-end inference (inference_e2e){app}:"
+PHASES_NOTE = (
+    f"pre, inference, post, {E2E}: seconds summed over a cell's requests, mean over its repeats (std in "
+    f"phases.csv); %: the phase's share of {E2E}, each cell's own share averaged; an {INFERENCE_ONLY} run times "
+    f"inference alone. / {report.BASELINE}: the mean's ratio to {report.BASELINE}'s of the same app, timing, "
+    f"request count, scale-up, CPU config and processor (and host), then [its 95% interval]: Welch's t interval "
+    f"of the difference of the means over {report.BASELINE}'s mean."
+)
+SPEEDUP_TITLE = "GPU-vs-CPU speedup (inference_e2e): CPU time / GPU time of the same app, timing and scenario:"
+SPEEDUP_NOTE = (
+    f"speedup = mean CPU time / mean GPU time of {TIMES[E2E]} for timing {E2E} and of {TIMES['inference']} for "
+    f"timing {INFERENCE_ONLY}, then [its 95% interval]: Welch's t interval of the difference over the GPU's "
+    f"mean; ~ here: the GPU cannot be told from the CPU."
+)
+
+
+def inference_samples(frame):
+    """The samples of inference_e2e cells, their failed and skipped ones included; None when no cell holds
+    phase times."""
+    if report.WORKLOAD in frame.columns:
+        frame = frame[frame[report.WORKLOAD] == WORKLOAD]
+    if not frame["metric"].isin(TIMES.values()).any():
+        return None
+    return frame
+
+
+def phase_rows(frame, include_emulated=False):
+    """(rows, keys, units, metrics) of the phase breakdown, None without inference_e2e phase times.
+
+    Rows as ``report.summarize`` makes them, keyed by the scenario, app, timing and request count (and
+    whatever else varies), with ``<phase>_time ratio interval`` added: (low, high) of its ratio to bm."""
+    samples = inference_samples(frame)
+    if samples is None:
+        return None
+    shares = report.cell_shares(samples, SHARES, TIMES[E2E])
+    split = pd.concat([samples, shares], ignore_index=True)
+    present = set(split["metric"])
+    metrics = [metric for metric in (*TIMES.values(), *SHARES.values()) if metric in present]
+    rows, keys, units = report.summarize(split, metrics, include_emulated, always=ALWAYS)
+    for row, baseline in zip(rows, report.baseline_rows(rows, keys, include_emulated), strict=True):
+        for metric in TIMES.values():
+            compared = baseline and baseline is not row and metric in metrics
+            row[f"{metric} ratio interval"] = (
+                report.ratio_interval(row[f"{metric} values"], baseline[f"{metric} values"]) if compared else None
+            )
+    return rows, keys, units, metrics
+
+
+def speedup_rows(rows, keys, include_emulated=False):
+    """(rows, keys) of the GPU-vs-CPU speedup: one row per CPU row that has a GPU row of the same keys.
+
+    Times, not throughputs: they are the study's measure and the phase table's own figures, and at the same
+    request count (a key) CPU time / GPU time is the GPU's gain in requests per second of that very phase.
+    ``throughput`` would fold loadgen's own time into it, and an inference_only run has no end-to-end figure.
+    An emulated (tcg) pair gets no speedup unless ``include_emulated``."""
+    if PROCESSOR not in keys:
+        return [], []
+    others = [key for key in keys if key != PROCESSOR]
+    by_identity = {(tuple(str(row[key]) for key in others), row[PROCESSOR]): row for row in rows}
+    speedups = []
+    for cpu in rows:
+        gpu = by_identity.get((tuple(str(cpu[key]) for key in others), GPU))
+        if cpu[PROCESSOR] != CPU or gpu is None:
+            continue
+        measure = TIMES["inference"] if cpu.get(TIMING) == INFERENCE_ONLY else TIMES[E2E]
+        cpu_values, gpu_values = cpu.get(f"{measure} values", []), gpu.get(f"{measure} values", [])
+        shown = include_emulated or not report.is_emulated(cpu)
+        interval = report.ratio_interval(cpu_values, gpu_values) if shown else None
+        speedups.append(
+            {
+                **{key: cpu[key] for key in others},
+                "measure": measure,
+                "n cpu": len(cpu_values),
+                "n gpu": len(gpu_values),
+                report.INVALID: cpu[report.INVALID] + gpu[report.INVALID],
+                "cpu mean": report.mean(cpu_values),
+                "gpu mean": report.mean(gpu_values),
+                "speedup": report.ratio(report.mean(cpu_values), report.mean(gpu_values)) if shown else None,
+                "interval": interval,
+                "within noise": None if interval is None else interval[0] <= 1.0 <= interval[1],
+            }
+        )
+    return speedups, others
+
+
+def _ratio_cell(value, interval, within_noise):
+    """``1.050 [0.980, 1.120] ~``: a ratio, its interval and the noise mark; n/a without a ratio."""
+    text = report._number(value, "3f")
+    if value is not None and interval is not None:
+        text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+    return text + (f" {report.NOISE_MARK}" if within_noise else "")
+
+
+def _phase(metric):
+    return metric.removesuffix("_time")
+
+
+def phases_display(rows, keys, metrics):
+    """Header and lines of a phase table: per phase its mean time and share of e2e, then each mean's ratio."""
+    counts = report.count_columns(rows)
+    times = [metric for metric in TIMES.values() if metric in metrics]
+    shares = {metric: SHARES[metric] for metric in times if SHARES.get(metric) in metrics}
+    header = [*keys, *counts]
+    for metric in times:
+        header += [f"{_phase(metric)} (s)"] + (["%"] if metric in shares else [])
+    header += [f"{_phase(metric)} / {report.BASELINE}" for metric in times]
+    lines = []
+    for row in rows:
+        line = [*report._key_cells(row, keys), *(str(row[count]) for count in counts)]
+        for metric in times:
+            line.append(report._measure(row[f"{metric} mean"]))
+            if metric in shares:
+                share = row[f"{shares[metric]} mean"]
+                line.append(report.NOT_AVAILABLE if share is None else f"{100 * share:.1f}%")
+        line += [
+            _ratio_cell(
+                row[f"{metric} ratio to {report.BASELINE}"],
+                row[f"{metric} ratio interval"],
+                row[f"{metric} within noise"],
+            )
+            for metric in times
+        ]
+        lines.append(line)
+    return header, lines
+
+
+def phases_csv_frame(rows, keys, units, metrics):
+    """The phase rows unrounded: each time's mean, std, ratio to bm, its interval and whether it holds 1;
+    each share's mean and std."""
+    columns = {column: [row[column] for row in rows] for column in [*keys, *report.count_columns(rows)]}
+    for metric in metrics:
+        columns[f"{metric} mean ({units[metric]})"] = [row[f"{metric} mean"] for row in rows]
+        columns[f"{metric} std ({units[metric]})"] = [row[f"{metric} std"] for row in rows]
+        if metric not in TIMES.values():
+            continue
+        ratio = f"{metric} ratio to {report.BASELINE}"
+        columns[ratio] = [row[ratio] for row in rows]
+        for bound, index in (("low", 0), ("high", 1)):
+            columns[f"{ratio} {bound} (95% CI)"] = [_bound(row[f"{metric} ratio interval"], index) for row in rows]
+        columns[f"{metric} within noise of {report.BASELINE} (95% CI)"] = [
+            row[f"{metric} within noise"] for row in rows
+        ]
+    return pd.DataFrame(columns, dtype=object)
+
+
+def _bound(interval, index):
+    return None if interval is None else interval[index]
+
+
+def speedup_display(rows, keys):
+    """Header and lines of the speedup table."""
+    counts = report.invalid_columns(rows)
+    header = [*keys, "measure", "n cpu", "n gpu", *counts, "cpu (s)", "gpu (s)", "speedup (cpu / gpu)"]
+    lines = [
+        [*report._key_cells(row, keys), row["measure"], str(row["n cpu"]), str(row["n gpu"])]
+        + [str(row[count]) for count in counts]
+        + [report._measure(row["cpu mean"]), report._measure(row["gpu mean"])]
+        + [_ratio_cell(row["speedup"], row["interval"], row["within noise"])]
+        for row in rows
+    ]
+    return header, lines
+
+
+def speedup_csv_frame(rows, keys):
+    """The speedup rows unrounded."""
+    columns = {column: [row[column] for row in rows] for column in [*keys, "measure", "n cpu", "n gpu"]}
+    columns.update({column: [row[column] for row in rows] for column in report.invalid_columns(rows)})
+    columns.update({f"{side} mean (s)": [row[f"{side} mean"] for row in rows] for side in (CPU, GPU)})
+    columns["speedup (cpu / gpu)"] = [row["speedup"] for row in rows]
+    for bound, index in (("low", 0), ("high", 1)):
+        columns[f"speedup {bound} (95% CI)"] = [_bound(row["interval"], index) for row in rows]
+    columns["speedup within noise of 1 (95% CI)"] = [row["within noise"] for row in rows]
+    return pd.DataFrame(columns, dtype=object)
+
+
+def shown_keys(rows, keys, app=False):
+    """The key columns printed: the scenario's, timing and requests, the app when ``app`` (else it is the
+    table's title) and the labels that vary among ``rows`` (one that follows the app, the framework, does not)."""
+    kept = {*report.SCENARIO_LABELS, report.ACCELERATOR, report.HOST, TIMING, REQUESTS} | ({APP} if app else set())
+    return [key for key in keys if key in kept or (key != APP and len({str(row[key]) for row in rows}) > 1)]
+
+
+def write_inference_tables(results_dir, frame, include_emulated=False):
+    """Write phases.csv (and gpu_speedup.csv when a pair of processors exists); return (written file names,
+    text, markdown): the printed section and report.md's, empty without inference_e2e phase times.
+
+    One phase table per app (the app is its title, not a column), then the speedup table, then the notes:
+    the tables' definitions, the noise mark, the emulated rows' rule and loadgen's INVALID cells."""
+    phases = phase_rows(frame, include_emulated)
+    if phases is None:
+        return [], "", ""
+    rows, keys, units, metrics = phases
+    phases_csv_frame(rows, keys, units, metrics).to_csv(results_dir / "phases.csv", index=False)
+    written, sections = ["phases.csv"], []
+    for app in dict.fromkeys(row.get(APP) for row in rows):
+        selected = [row for row in rows if row.get(APP) == app]
+        title = PHASES_TITLE.format(app="" if app is None else f", app {app}")
+        sections.append((title, *phases_display(selected, shown_keys(selected, keys), metrics)))
+    speedups, speedup_keys = speedup_rows(rows, keys, include_emulated)
+    if speedups:
+        speedup_csv_frame(speedups, speedup_keys).to_csv(results_dir / "gpu_speedup.csv", index=False)
+        written.append("gpu_speedup.csv")
+        sections.append((SPEEDUP_TITLE, *speedup_display(speedups, shown_keys(speedups, speedup_keys, app=True))))
+    ratios = [row[f"{metric} within noise"] for row in rows for metric in TIMES.values() if metric in metrics]
+    notes = [
+        PHASES_NOTE,
+        SPEEDUP_NOTE if speedups else None,
+        report.NOISE_NOTE if any(ratios) else None,
+        report.emulated_note(rows, include_emulated),
+        report.invalid_note(inference_samples(frame)),
+    ]
+    notes = "".join(f"\n\n{note}" for note in notes if note)
+    text = "".join(f"\n\n{title}\n" + report.render_text(header, lines) for title, header, lines in sections)
+    markdown = "".join(f"\n\n{title}\n\n" + report.render_markdown(header, lines) for title, header, lines in sections)
+    return written, text + notes, markdown + notes

@@ -1,0 +1,292 @@
+"""workloads.inference_e2e: its checks of bad input, its loaders on the generators' data, its loadgen driver
+with a stand-in app (in this process, fast) and the IC and RS apps run as the hosts run them, at tiny sizes."""
+
+import json
+import math
+import shutil
+
+import pytest
+from workload_run import metric_values, only_record, run_module
+
+from tests import skips
+from workloads.datasets import criteo, imagenet
+from workloads.inference_e2e import cli
+from workloads.inference_e2e.apps import ic, rs
+from workloads.inference_e2e.apps.base import App, RawRequest
+from workloads.inference_e2e.loadgen_logs import parse_detail, parse_summary
+
+needs_tensorflow = skips.requires(modules=["tensorflow"])
+needs_torch = skips.requires(modules=["torch"])
+RS_ROWS = 6 * rs.ROWS_PER_REQUEST
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("imagenet")
+    imagenet.generate(str(folder), 8, 2, 40)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("criteo")
+    criteo.generate(str(folder), RS_ROWS)
+    return folder
+
+
+def refusal(capsys, *argv):
+    """The message parse_args exits 2 with, for ``--check-args`` and ``argv``."""
+    with pytest.raises(SystemExit) as stopped:
+        cli.parse_args(["--check-args", *map(str, argv)])
+    assert stopped.value.code == 2
+    return capsys.readouterr().err
+
+
+# --- bad input stops at --check-args, naming the setting
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--app", "ic", "--data-dir", "/nowhere", "--requests", 0],
+            "argument --requests: expected a positive integer",
+        ),
+        (["--app", "vision", "--data-dir", "/nowhere"], "argument --app: invalid choice: 'vision'"),
+        (
+            ["--app", "ic", "--data-dir", "/nowhere", "--requests", 10, "--batch-size", 11],
+            "--batch-size 11 is larger than --requests 10",
+        ),
+        (
+            ["--app", "rs", "--data-dir", "/nowhere", "--model-size", "huge"],
+            "--model-size 'huge' is not a size of app rs",
+        ),
+        (["--app", "ic", "--data-dir", "/nowhere", "--timing", "both"], "argument --timing: invalid choice: 'both'"),
+    ],
+)
+def test_bad_parameters_are_refused_with_the_setting_named(capsys, argv, message):
+    assert message in refusal(capsys, *argv)
+
+
+def test_the_defaults_are_the_studys_counts_and_a_batch_no_larger_than_the_requests():
+    args, app = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere"])
+    assert (args.requests, args.batch_size, args.model_size, args.timing) == (1000, 32, "resnet50", "e2e")
+    args, _ = cli.parse_args(["--check-args", "--app", "rs", "--data-dir", "/nowhere", "--requests", "5"])
+    assert (args.requests, args.batch_size, args.model_size) == (5, 5, "small")
+
+
+def test_inference_only_is_refused_for_an_app_that_cannot_separate_its_phases(capsys, monkeypatch):
+    monkeypatch.setattr(ic.APP, "can_separate_phases", False)
+    message = refusal(capsys, "--app", "ic", "--data-dir", "/nowhere", "--timing", "inference_only")
+    assert "--timing inference_only: app ic cannot separate its pre-processing from its inference" in message
+
+
+def test_a_data_dir_in_another_format_is_refused_with_the_file_and_why(capsys, images, rows, tmp_path):
+    assert "--data-dir: no train/ folder" in refusal(capsys, "--app", "ic", "--data-dir", rows)
+    assert "--data-dir: neither train.txt nor day_N files" in refusal(capsys, "--app", "rs", "--data-dir", images)
+    assert "8 JPEG files in" in refusal(capsys, "--app", "ic", "--data-dir", images, "--requests", 9)
+    # One file of the right name in the wrong format: named, with what is wrong with it.
+    fake = tmp_path / "ic"
+    shutil.copytree(images, fake)
+    victim = sorted((fake / "train").rglob("*.JPEG"))[3]
+    victim.write_bytes(b"GIF89a...")
+    message = refusal(capsys, "--app", "ic", "--data-dir", fake, "--requests", 8)
+    assert f"--data-dir: {victim}: not a JPEG file (starts with b'GIF'" in message
+    bad_rows = tmp_path / "rs"
+    bad_rows.mkdir()
+    lines = (rows / "train.txt").read_text().splitlines(keepends=True)
+    fields = lines[2].split("\t")
+    fields[18] = "zz"  # C5
+    lines[2] = "\t".join(fields)
+    (bad_rows / "train.txt").write_text("".join(lines))
+    message = refusal(capsys, "--app", "rs", "--data-dir", bad_rows, "--requests", 1)
+    assert f"--data-dir: {bad_rows / 'train.txt'}:3: not a Criteo row: field C5 'zz' is not hexadecimal" in message
+
+
+# --- the generators' data through the loaders
+
+
+def test_criteo_rows_round_trip_through_the_reader_and_rs_pre_processing(rows):
+    read = criteo.read_rows(str(rows), RS_ROWS)
+    assert len(read) == RS_ROWS and read[0][:2] == (str(rows / "train.txt"), 1)
+    parsed = [criteo.parse_row(line) for _, _, line in read]
+    assert {label for label, _, _ in parsed} == {0, 1}
+    assert any(value is None for _, integers, _ in parsed for value in integers)  # empty fields, as in Criteo's
+    assert criteo.parse_row("1\t\t-2" + "\t5" * 11 + "\t00ff00ff" + "\t" * 25 + "\n") == (
+        1,
+        [None, -2] + [5] * 11,
+        [0x00FF00FF] + [None] * 25,
+    )
+    app = rs.Recommendation()
+    requests = app.load(str(rows), 6)
+    assert len(requests) == 6 and requests[1].source == f"{rows / 'train.txt'}:101-200"
+    app.tables = rs.SIZES["tiny"].tables  # what build_model sets
+    dense, sparse = app.preprocess(requests[0].data)
+    assert dense.shape == (100, 13) and sparse.shape == (100, 26)
+    _, integers, categoricals = parsed[0]
+    assert dense[0].tolist() == pytest.approx([math.log1p(max(v, 0)) if v is not None else 0.0 for v in integers])
+    assert sparse[0].tolist() == [v % 1000 if v is not None else 0 for v in categoricals]
+
+
+def test_imagenet_jpegs_round_trip_through_the_ic_loader(images):
+    requests = ic.APP.load(str(images), 8)
+    found = imagenet.scan(str(images), "jpeg")
+    assert [request.source for request in requests] == [str(images / "train" / name) for name in found.files]
+    assert requests[0].data == (images / "train" / found.files[0]).read_bytes()
+    features = ic.APP.preprocess(requests[0].data)
+    assert features.shape == (224, 224, 3) and str(features.dtype) == "float32"
+
+
+def test_a_truncated_jpeg_fails_pre_processing_with_its_file_named(images):
+    from workloads.inference_e2e.offline import RequestFailed, preprocess
+
+    data = (images / "train" / imagenet.scan(str(images), "jpeg").files[0]).read_bytes()
+    with pytest.raises(RequestFailed, match=r"^/x/cut\.JPEG: pre-processing failed: OSError: .*truncated"):
+        preprocess(ic.APP, RawRequest("/x/cut.JPEG", data[: len(data) // 2]))
+
+
+# --- the loadgen driver, with a stand-in app in this process
+
+
+class CountingApp(App):
+    """Pre-processing doubles, inference sums a batch, post-processing rounds: known answers, no framework."""
+
+    name = "counting"
+
+    def preprocess(self, data):
+        return data + 0 + data
+
+    def infer(self, model, features):
+        model.append(len(features))
+        return [value + sum(features) for value in features]
+
+    def postprocess(self, output):
+        return round(output)
+
+
+def test_loadgen_issues_each_request_once_in_batches_and_its_logs_say_so(tmp_path):
+    from workloads.inference_e2e.offline import run_offline
+
+    batches = []
+    requests = [RawRequest(f"request {index}", index) for index in range(10)]
+    run = run_offline(CountingApp(), batches, requests, 4, str(tmp_path), 0)
+    assert sorted(run.issued) == list(range(10)) and batches == [4, 4, 2]
+    detail = parse_detail((tmp_path / "mlperf_log_detail.txt").read_text())
+    assert (detail["queries"], detail["samples_per_query"], detail["samples"]) == (1, 10, 10)
+    summary = parse_summary((tmp_path / "mlperf_log_summary.txt").read_text())
+    assert (summary["result"], summary["reasons"]) == ("VALID", [])
+    assert run.phases.timed == ("pre", "inference", "post") and len(run.results) == 3
+    assert run.settings["min_query_count"] == 10
+
+
+def test_an_unmet_minimum_duration_is_invalid_with_its_reason_and_still_issues_each_request_once(tmp_path):
+    from workloads.inference_e2e.offline import run_offline
+
+    requests = [RawRequest(f"request {index}", index) for index in range(7)]
+    run_offline(CountingApp(), [], requests, 3, str(tmp_path), 60_000, features=[0] * 7)
+    summary = parse_summary((tmp_path / "mlperf_log_summary.txt").read_text())
+    assert (summary["result"], summary["reasons"]) == ("INVALID", ["min duration not satisfied"])
+    assert parse_detail((tmp_path / "mlperf_log_detail.txt").read_text())["samples"] == 7
+
+
+def test_a_request_that_fails_mid_run_ends_loadgen_and_fails_the_run_with_its_source(tmp_path):
+    from workloads.inference_e2e.offline import RequestFailed, run_offline
+
+    requests = [RawRequest(f"/data/{index}.bin", index if index != 5 else "corrupt") for index in range(8)]
+    with pytest.raises(RequestFailed, match=r"^/data/5\.bin: pre-processing failed: TypeError: "):
+        run_offline(CountingApp(), [], requests, 3, str(tmp_path), 0)
+    # Loadgen was told every sample was done, so it finished its test and wrote its logs.
+    assert parse_detail((tmp_path / "mlperf_log_detail.txt").read_text())["samples"] == 8
+
+
+def test_the_summary_parser_names_every_unmet_criterion():
+    text = (
+        "Samples per second: 12.5\nResult is : INVALID\n  Min duration satisfied : NO\n"
+        "  Min queries satisfied : NO\n  Early stopping satisfied: Yes\nRecommendations:\n * Increase expected QPS.\n"
+        "Test Parameters Used\nsamples_per_query : 7\n"
+    )
+    summary = parse_summary(text)
+    assert summary["reasons"] == ["min duration not satisfied", "min queries not satisfied"]
+    assert (summary["samples_per_sec"], summary["recommendations"]) == (12.5, ["Increase expected QPS."])
+    assert summary["parameters"] == {"samples_per_query": 7}
+
+
+# --- the apps, run as the hosts run them
+
+
+def run_inference(*args):
+    process, records = run_module("inference_e2e", *args, "--peak-gflops", 0, one_cpu=True)
+    record = only_record(process, records)
+    assert process.returncode == 0 and record["status"] == "ok", process.stderr[-3000:]
+    return record
+
+
+def check_loadgen(record, requests):
+    """The record's loadgen figures agree with the detail log it kept: every request issued once."""
+    values = metric_values(record)
+    detail = parse_detail(record["files"]["mlperf_log_detail.txt"])
+    assert values["loadgen_queries"] == detail["samples"] == requests
+    summary = parse_summary(record["files"]["mlperf_log_summary.txt"])
+    assert values["loadgen_samples_per_sec"] == summary["samples_per_sec"]
+    assert record["metadata"]["loadgen"]["result"] == summary["result"]
+    return values
+
+
+@needs_tensorflow
+def test_ic_serves_jpegs_end_to_end_with_phases_that_add_up(images):
+    record = run_inference(
+        "--app", "ic", "--data-dir", images, "--requests", 8, "--batch-size", 4, "--model-size", "tiny"
+    )
+    assert record["labels"] == {
+        "workload": "inference_e2e",
+        "framework": "tensorflow",
+        "app": "ic",
+        "model_size": "tiny",
+        "batch_size": 4,
+        "requests": 8,
+        "timing": "e2e",
+        "data": "imagenet-jpeg",
+        "threads": 1,
+        "device": "cpu",
+    }
+    values = check_loadgen(record, 8)
+    phases = values["pre_time"] + values["inference_time"] + values["post_time"]
+    assert values["e2e_time"] == pytest.approx(phases, rel=1e-9)
+    # The phases cover the loadgen-timed run but for the SUT's own bookkeeping: within 1%.
+    assert values["e2e_time"] == pytest.approx(8 / values["throughput"], rel=0.01)
+    assert values["loadgen_valid"] == 1 and record["metadata"]["loadgen"]["reasons"] == []
+    assert values["model_flops"] > 0 and "mfu" not in values  # --peak-gflops 0: no MFU
+    assert len(record["metadata"]["results"][0]) == ic.TOP_K
+
+
+@needs_torch
+def test_rs_end_to_end_phases_add_up_to_the_timed_run(rows):
+    # small, not tiny: enough work a request that the SUT's own bookkeeping stays well below 1% of the run.
+    record = run_inference("--app", "rs", "--data-dir", rows, "--requests", 6, "--batch-size", 3)
+    values = check_loadgen(record, 6)
+    assert {
+        f"{phase}_{stat}" for phase in ("pre", "inference", "post", "e2e") for stat in ("time", "p50", "p90")
+    } <= set(values)
+    phases = values["pre_time"] + values["inference_time"] + values["post_time"]
+    assert values["e2e_time"] == pytest.approx(phases, rel=1e-9)
+    assert values["e2e_time"] == pytest.approx(6 / values["throughput"], rel=0.01)
+    assert values["e2e_p50"] <= values["e2e_p90"]
+    top = record["metadata"]["results"][0]
+    assert len(top) == rs.TOP_K and [p for _, p in top] == sorted((p for _, p in top), reverse=True)
+
+
+@needs_torch
+def test_an_invalid_loadgen_run_is_recorded_as_invalid_with_its_reason(rows):
+    record = run_inference(
+        "--app", "rs", "--data-dir", rows, "--requests", 4, "--model-size", "tiny", "--timing", "inference_only",
+        "--min-duration-ms", 60_000,
+    )  # fmt: skip
+    values = check_loadgen(record, 4)
+    assert values["loadgen_valid"] == 0
+    loadgen = record["metadata"]["loadgen"]
+    assert (loadgen["result"], loadgen["reasons"]) == ("INVALID", ["min duration not satisfied"])
+    assert loadgen["settings"]["effective"]["min_duration_ms"] == 60_000
+    # inference_only: pre-processed before timing, only inference timed, no post-processing.
+    assert "pre_time" not in values and "post_time" not in values and "e2e_time" not in values
+    assert values["inference_time"] > 0 and record["metadata"]["untimed_preprocess_s"] > 0
+    assert json.loads(json.dumps(record["metadata"]["results"])) == []

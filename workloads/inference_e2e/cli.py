@@ -1,0 +1,244 @@
+"""Command line, timed Offline run and result record of inference_e2e (Samani, Amini Salehi 2022).
+
+The study times the whole batch of an app's requests, end to end and per phase (pre-processing,
+inference, post-processing), under MLPerf loadgen's Offline scenario; an inference-only run feeds
+tensors pre-processed before timing, as its DLBS runs did.
+"""
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+
+from ..common.args import (
+    add_check_args,
+    add_run_arguments,
+    check_extra_labels,
+    non_negative_int,
+    positive_int,
+    resolve_threads,
+)
+from ..common.environment import probe_environment, set_thread_env
+from ..common.harness import FlopCount, Outcome, WorkloadFailed, run_workload
+from ..common.record import metric
+from ..datasets.base import DatasetError
+from .apps.base import APPS, get_app
+from .loadgen_logs import parse_detail, parse_summary
+from .settings import DEFAULT_MIN_DURATION_MS, DEVICES, LOG_FILES, TIMINGS, WORKLOAD
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m workloads.inference_e2e",
+        description="Serve one app's requests under MLPerf loadgen (Offline scenario), each request's "
+        "pre-processing, inference and post-processing timed, and print one PLATBENCH_RESULT line.",
+    )
+    add = parser.add_argument
+    add(
+        "--app",
+        choices=APPS,
+        required=True,
+        help="ic: JPEG images, ResNet-50 (TensorFlow); rs: Criteo TSV rows, DLRM (PyTorch); "
+        "sr: WAV files, RNN-T (PyTorch); nlp: SQuAD JSON, BERT",
+    )
+    add("--data-dir", required=True, help="folder holding the app's requests in their published format")
+    add("--requests", type=positive_int, help="requests served, the first ones of the set (default: the app's)")
+    add("--batch-size", type=positive_int, help="requests per inference batch (default: the app's, at most --requests)")
+    add("--model-size", help="the model's size, one of the app's (default: the app's first)")
+    add(
+        "--timing",
+        choices=TIMINGS,
+        default="e2e",
+        help="e2e: every phase inside the timed run; inference_only: requests pre-processed before timing and "
+        "their tensors fed, only inference timed, no post-processing (default e2e)",
+    )
+    add("--device", choices=DEVICES, default="auto", help="auto: cuda when the app's framework sees a GPU, else cpu")
+    add(
+        "--min-duration-ms",
+        type=non_negative_int,
+        default=DEFAULT_MIN_DURATION_MS,
+        help="loadgen's minimum test duration; a shorter run is INVALID in loadgen's verdict, still recorded "
+        f"(default {DEFAULT_MIN_DURATION_MS}: the request count decides; MLPerf's rules ask for 600000)",
+    )
+    add(
+        "--log-dir",
+        help="folder loadgen writes its logs into, kept (default: a temporary one, removed after the run; the "
+        "record keeps both logs either way)",
+    )
+    add_run_arguments(add)
+    add_check_args(
+        add,
+        "--threads against the CPUs, --device cuda against the GPUs, and a --data-dir that does not exist "
+        "here: it is read where the job runs",
+    )
+    return parser
+
+
+def parse_args(argv=None, parser=None):
+    """(arguments, app): parsed and validated, defaults filled in; exits 2 on bad input.
+
+    With --check-args the data directory is checked when it exists here (a run's loader checks it as it reads)."""
+    parser = parser or build_parser()
+    args = parser.parse_args(argv)
+    try:
+        app = get_app(args.app)
+    except ImportError as error:
+        parser.error(f"--app {args.app}: the app's module cannot be imported: {error}")
+    if args.requests is None:
+        args.requests = app.default_requests
+    if args.batch_size is None:
+        args.batch_size = min(app.default_batch_size, args.requests)
+    elif args.batch_size > args.requests:
+        parser.error(f"--batch-size {args.batch_size} is larger than --requests {args.requests}: lower it")
+    if args.model_size is None:
+        args.model_size = app.sizes[0]
+    elif args.model_size not in app.sizes:
+        parser.error(
+            f"--model-size {args.model_size!r} is not a size of app {args.app}: choose from "
+            + ", ".join(repr(size) for size in app.sizes)
+        )
+    if args.timing == "inference_only" and not app.can_separate_phases:
+        parser.error(
+            f"--timing inference_only: app {args.app} cannot separate its pre-processing from its inference; "
+            "use --timing e2e"
+        )
+    if args.check_args and os.path.exists(args.data_dir):
+        try:
+            app.validate(args.data_dir, args.requests)
+        except DatasetError as error:
+            parser.error(f"--data-dir: {error}")
+    resolve_threads(parser, args)
+    own_labels = {key: value for key, value in _own_labels(args, app).items() if value is not None}
+    check_extra_labels(parser, args.labels_json, own_labels)
+    return args, app
+
+
+def _own_labels(args, app, device=None):
+    """The run's labels; device (when auto) is known only once the framework is up."""
+    return {
+        "workload": WORKLOAD,
+        "framework": app.framework,
+        "app": args.app,
+        "model_size": args.model_size,
+        "batch_size": args.batch_size,
+        "requests": args.requests,
+        "timing": args.timing,
+        "data": app.dataset,
+        "threads": args.threads,
+        "device": device or (None if args.device == "auto" else args.device),
+    }
+
+
+def main(argv=None):
+    parser = build_parser()
+    args, app = parse_args(argv, parser)
+    if args.check_args:
+        return 0
+    labels = {**args.labels_json, **_own_labels(args, app)}
+    metadata = {**probe_environment(), "data_dir": os.path.abspath(args.data_dir), "seed": args.seed}
+    set_thread_env(args.threads)
+    return run_workload(WORKLOAD, labels, metadata, lambda run: _serve(parser, args, app, run))
+
+
+def _serve(parser, args, app, run):
+    """The harness body: the framework, the requests, the model, then loadgen's timed Offline run."""
+    # The framework only after the thread variables: its math libraries read them when they load.
+    from . import frameworks
+
+    framework_version = frameworks.setup(app.framework, args.threads, args.seed)
+    try:
+        device = frameworks.resolve_device(app.framework, args.device)
+    except frameworks.DeviceUnavailable as error:
+        parser.error(f"--device {args.device}: {error}; use --device cpu or auto")
+    run.labels.update(device=device)
+    from .offline import preprocess, run_offline
+
+    started = time.perf_counter()
+    try:
+        requests = app.load(args.data_dir, args.requests)
+    except DatasetError as error:
+        parser.error(f"--data-dir: {error}")
+    data_load = time.perf_counter() - started
+    model = app.build_model(args.model_size, args.seed, device)
+    prepared = None
+    if args.timing == "inference_only":
+        started = time.perf_counter()
+        prepared = [preprocess(app, request) for request in requests]
+        run.metadata["untimed_preprocess_s"] = time.perf_counter() - started
+    # Warm-up on the first batch, untimed: graph tracing and first allocations are no request's cost.
+    warm = prepared[: args.batch_size] if prepared else [preprocess(app, r) for r in requests[: args.batch_size]]
+    started = time.perf_counter()
+    app.infer(model, warm)
+    run.metadata.update(
+        warmup_s=time.perf_counter() - started,
+        framework_version=framework_version,
+        model=app.describe(model),
+    )
+
+    log_dir = args.log_dir or tempfile.mkdtemp(prefix="platbench-loadgen-")
+    try:
+        offline = run_offline(app, model, requests, args.batch_size, log_dir, args.min_duration_ms, prepared)
+        logs = {}
+        for role, name in LOG_FILES.items():
+            with open(os.path.join(log_dir, name), encoding="utf-8", errors="replace") as stream:
+                logs[role] = stream.read()
+    finally:
+        if not args.log_dir:
+            shutil.rmtree(log_dir, ignore_errors=True)
+    summary = parse_summary(logs["summary"], os.path.join(log_dir, LOG_FILES["summary"]))
+    detail = parse_detail(logs["detail"], os.path.join(log_dir, LOG_FILES["detail"]))
+    if detail["samples"] != len(requests) or len(set(offline.issued)) != len(requests):
+        raise WorkloadFailed(
+            f"loadgen issued {detail['samples']} samples ({len(set(offline.issued))} distinct requests), "
+            f"{len(requests)} were asked for: the run did not serve each request once"
+        )
+    for role, name in LOG_FILES.items():
+        run.keep_file(name, logs[role])
+    run.metadata["loadgen"] = {
+        "result": summary["result"],
+        "reasons": summary["reasons"],
+        "recommendations": summary["recommendations"],
+        "settings": {"requested": offline.settings, "effective": detail["settings"]},
+        "queries": detail["queries"],
+        "samples_per_query": detail["samples_per_query"],
+        "errors": detail["errors"],
+        # The campaign keeps both logs per cell (metadata.kept_files has their paths there).
+        "logs": dict(LOG_FILES),
+        "log_dir": os.path.abspath(args.log_dir) if args.log_dir else None,
+    }
+    run.metadata["results"] = offline.results
+    metrics = _metrics(offline, summary, detail, data_load)
+    features = warm[0]
+    flops = FlopCount(
+        lambda: (_forward_flops(app, model, features), device),
+        args.peak_gflops,
+        app.framework,
+        "float32",
+        args.threads,
+        passes=1,  # inference: one forward pass a request
+        rate_metric="inference_throughput",  # MFU of the inference phase, the model's own work
+    )
+    return Outcome(metrics, flops)
+
+
+def _forward_flops(app, model, features):
+    flops = app.forward_flops(model, features)
+    if flops is None:
+        raise LookupError(f"app {app.name} does not count its forward FLOPs")
+    return flops
+
+
+def _metrics(offline, summary, detail, data_load):
+    count = offline.phases.count
+    inference = sum(offline.phases.seconds["inference"])
+    return [
+        *offline.phases.metrics(),
+        # Requests over the loadgen-timed run: from the first issued query to the last completed sample.
+        metric("throughput", count / offline.run_time, "samples/sec"),
+        metric("inference_throughput", count / inference, "samples/sec"),
+        metric("loadgen_samples_per_sec", summary["samples_per_sec"], "samples/sec"),
+        metric("loadgen_queries", detail["samples"], "samples"),
+        metric("loadgen_valid", 1 if summary["result"] == "VALID" else 0, "bool"),
+        metric("data_load", data_load, "s"),
+    ]
