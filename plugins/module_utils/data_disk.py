@@ -88,15 +88,22 @@ def disk_size(data_bytes, entries):
 
 
 def rebuild_reason(disk, found):
-    """Why ``disk`` must be made (again), or None: it is missing, or something in the data changed after it was
-    made (``found``: the data's ``survey``)."""
+    """Why ``disk`` must be made (again), or None: it is missing, or the data (``found``: its ``survey``) is not what
+    it was made of. A disk carries the newest modification time of its data as its own (``mark``): any change in
+    the tree (a file written, added, removed or renamed: its directory's time changes) shows, and a file dated in
+    the future never makes every run rebuild it."""
     try:
-        made_ns = os.stat(disk).st_mtime_ns
+        made_of_ns = os.stat(disk).st_mtime_ns
     except FileNotFoundError:
         return "missing"
-    if found["newest_ns"] > made_ns:
-        return f"{found['newest']} changed after the disk was made"
+    if found["newest_ns"] != made_of_ns:
+        return f"the data changed after the disk was made (newest: {found['newest']})"
     return None
+
+
+def mark(disk, found):
+    """Date ``disk`` with the newest modification time of the data it was made of (see ``rebuild_reason``)."""
+    os.utime(disk, ns=(found["newest_ns"], found["newest_ns"]))
 
 
 def mkfs_argv(mkfs, source, disk, size, inodes, label=LABEL):

@@ -12,8 +12,10 @@ short_description: Make the ext4 disk image a guest reads a host data directory 
 description:
   - Writes the tree of O(src) into an ext4 file system in the file O(dest) (C(mkfs.ext4 -d), no root needed),
     labelled O(label), for a guest to attach read-only and mount by its label.
-  - Made only when O(dest) is missing or something under O(src) changed after it was made; otherwise nothing
-    changes. Sized from the data (whole blocks, one inode per entry) with a tenth more and room for ext4's metadata.
+  - Made only when O(dest) is missing or the tree under O(src) changed after it was made; otherwise nothing
+    changes. The disk's modification time is the newest one in the tree it holds, which is how a change shows.
+  - Sized from the data (whole blocks, one inode and directory entry per entry) with a tenth more and room for
+    ext4's metadata; no journal and no blocks reserved for root, as the guest mounts it read-only.
   - Written as C(DEST.part) and renamed when complete, so an interrupted run never leaves a disk that looks made;
     C(playbooks/teardown.yml) removes such leftovers by name.
 version_added: "0.9.0"
@@ -64,7 +66,7 @@ entries:
   type: int
   sample: 1202
 reason:
-  description: Why the disk was made (C(missing), or the path that changed after it was made); null when it was kept.
+  description: Why the disk was made (C(missing), or that the data changed, naming its newest path); null when kept.
   returned: success
   type: str
   sample: missing
@@ -119,6 +121,7 @@ def main():
             rc=rc,
         )
     os.chmod(partial, 0o644)
+    data_disk.mark(partial, found)
     os.replace(partial, dest)
     module.exit_json(changed=True, size_bytes=size, **result)
 
