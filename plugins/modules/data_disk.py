@@ -18,7 +18,7 @@ description:
     ext4's metadata; no journal and no blocks reserved for root, as the guest mounts it read-only.
   - Written as C(DEST.part) and renamed when complete, so an interrupted run never leaves a disk that looks made;
     C(playbooks/teardown.yml) removes such leftovers by name.
-version_added: "0.9.0"
+version_added: "0.10.0"
 author: platbench developers (@platbench)
 options:
   src:
