@@ -52,3 +52,6 @@ def test_a_cpu_guest_cell_gets_no_gpu(playbook, tmp_path):
     domain, _ = render(playbook, tmp_path, "vm", "cpu")
     assert domain.findall("./devices/hostdev") == []
     assert [pin.get("cpuset") for pin in domain.findall("./cputune/vcpupin")] == ["2", "3"]
+    # A cell without data files gets no data disk (one with them: test_guest_data.py).
+    files = [disk.find("./source").get("file") for disk in domain.findall("./devices/disk")]
+    assert [path.rsplit("/", 1)[-1] for path in files] == ["root.qcow2", "workloads.img"]

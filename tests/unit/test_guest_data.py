@@ -1,7 +1,7 @@
 """Guests read the runner host's data files (a generated dataset, a params.data_dir) from a read-only ext4 disk made
 of them once (platbench.lab.data_disk), attached to the domain and mounted by its label at /opt/platbench/data: the
 cell's --data-dir there, bound read-only into vmcn's container and vmsg's Apptainer. A cell without data files gets
-no data disk; the cloud instances, which hold no copy of the data, refuse them."""
+no data disk (its domain: test_gpu_domain_xml.py); the cloud instances, which hold no copy of the data, refuse them."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def small_dataset(directory):
     return directory
 
 
-@pytest.mark.parametrize("platform", ["vm", "vmcn"])
+@pytest.mark.parametrize("platform", ["vm", "vmcn", "vmsg"])
 def test_the_guest_domain_has_the_data_disk_read_only(playbook, tmp_path, platform):
     datasets = tmp_path / "datasets"
     host_dir = small_dataset(datasets / os.path.basename(dataset_dir(str(datasets), DATASET)))
@@ -138,19 +138,13 @@ def test_the_guest_domain_has_the_data_disk_read_only(playbook, tmp_path, platfo
     disks = {disk.find("./source").get("file"): disk for disk in domain.findall("./devices/disk")}
     data = disks[f"{host_dir}.pbdata.img"]
     assert data.find("./readonly") is not None and data.find("./driver").get("type") == "raw"
-    assert data.find("./target").attrib == {"dev": "vdd" if platform == "vmcn" else "vdc", "bus": "virtio"}
+    # After the workloads disk (vdb) and vmcn's Docker store or vmsg's SIF disk (vdc).
+    assert data.find("./target").attrib == {"dev": "vdc" if platform == "vm" else "vdd", "bus": "virtio"}
     # Only the root's overlay and vmcn's Docker store are writable.
     writable = [path for path, disk in disks.items() if disk.find("./readonly") is None]
     assert writable == [path for path in disks if path.endswith(("/root.qcow2", "/docker.qcow2"))]
     made = run.results("Make the disk the guest reads the data from, unless it is made and current")
     assert made and made[0]["reason"] == "missing" and not (datasets / f"{host_dir.name}.pbdata.img").exists()
-
-
-def test_a_guest_domain_without_data_files_has_no_data_disk(playbook, tmp_path):
-    options = {**OPTIONS, "datasets_dir": str(tmp_path / "datasets")}
-    domain, _ = guest_domain.render(playbook, tmp_path, "vm", "cpu", FACTS, options)
-    files = [disk.find("./source").get("file") for disk in domain.findall("./devices/disk")]
-    assert [os.path.basename(path) for path in files] == ["root.qcow2", "workloads.img"]
 
 
 # --- making the disk --------------------------------------------------------------------------------
@@ -188,7 +182,8 @@ def test_the_disk_is_made_once_and_then_left_alone(playbook, tmp_path):
     second = playbook(play)
     assert second.recap() == (0, 0), second.output[-3000:]
     assert second.results("Make the data disk")[0]["reason"] is None
-    # An ext4 labelled pbdata without a journal, holding the tree as it is.
+    # A clean ext4 labelled pbdata without a journal, holding the tree as it is.
+    e2fs("e2fsck", "-f", "-n", str(disk))
     header = e2fs("dumpe2fs", "-h", str(disk))
     assert "Filesystem volume name:   pbdata" in header and "has_journal" not in header
     assert e2fs("debugfs", "-R", "cat /train/0.bin", str(disk)) == "\x01" * 5000
