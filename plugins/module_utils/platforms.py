@@ -130,6 +130,16 @@ class Platform(namedtuple("Platform", _FIELDS)):
         return f"platbench_{self.label}_failed" if self.remote else None
 
     @property
+    def data_view(self):
+        """How the workload reads the runner host's data files (a generated dataset, a ``params.data_dir``): ``host``
+        (the directory at its own path: a process, or a bind or hostPath mount on the runner), ``disk`` (a read-only
+        disk made of it, mounted in the guest: ``module_utils/data_disk.py``), or None (an instance the campaign
+        provisioned holds no copy of them)."""
+        if self.remote:
+            return None
+        return "disk" if self.guest else "host"
+
+    @property
     def gpu_pool(self):
         """Which of the runner host's GPUs a `gpu` cell draws from: `host` (kept by the host's driver; a
         device plugin on the runner's node chooses among them too), `guests` (bound to vfio-pci, passed
@@ -354,7 +364,7 @@ def not_built_reason(label):
     return f"{NOT_BUILT} ({platform.unbuilt}; it places workloads on: {', '.join(BUILT)})"
 
 
-PROPERTIES = ("placement", "remote", "guest", "workload_kind", "group", "failed_group", "gpu_pool")
+PROPERTIES = ("placement", "remote", "guest", "workload_kind", "group", "failed_group", "gpu_pool", "data_view")
 
 
 def as_dict(platform):

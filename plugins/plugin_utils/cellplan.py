@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.module_utils import data_disk, platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils import peer, placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
@@ -213,9 +213,20 @@ def cell_plan(cell, facts, options=None):
     quota = None if pinned else float(threads)
 
     params = {"threads": threads, **cell["params"]}
-    data_dir = params.get("data_dir")
+    host_data_dir = params.get("data_dir")
     if opts["dataset"]:
-        data_dir = params["data_dir"] = dataset_dir(opts["datasets_dir"], opts["dataset"])
+        host_data_dir = dataset_dir(opts["datasets_dir"], opts["dataset"])
+    # Where the workload reads the data: the host's directory itself, or in a guest the disk made of it.
+    data_dir = host_data_dir
+    if host_data_dir:
+        if platform.data_view is None:
+            raise CellPlanError(
+                f"{where}: {platform.label} runs on an instance that has no copy of the runner's data files "
+                f"({host_data_dir}): drop {platform.label} from the experiment's platforms or use data: synthetic"
+            )
+        if platform.data_view == "disk":
+            data_dir = data_disk.GUEST_DATA_DIR
+        params["data_dir"] = data_dir
     try:
         argv = workload_argv(params, labels["workload"])
     except WorkloadArgsError as exc:
@@ -228,7 +239,8 @@ def cell_plan(cell, facts, options=None):
         except peer.PeerPlanError as exc:
             raise CellPlanError(str(exc)) from None
     cache = opts["peak_cache_dir"]
-    # Data on the host (a generated dataset or the user's own) read-only, the GEMM peak cache read-write.
+    # The data (a generated dataset or the user's own) read-only, the GEMM peak cache read-write; both as the machine
+    # the workload runs on sees them (a guest: the data disk's mount point).
     mounts = ([{"source": str(data_dir), "target": str(data_dir), "mode": "ro"}] if data_dir else []) + [
         {"source": str(cache), "target": str(cache), "mode": "rw"}
     ]
@@ -277,6 +289,7 @@ def cell_plan(cell, facts, options=None):
         gpu_count=gpu_count,
         argv=argv,
         mounts=mounts,
+        host_data_dir=host_data_dir,
         cache=cache,
         peer=with_peer,
         params=cell["params"],

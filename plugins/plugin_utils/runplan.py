@@ -47,14 +47,15 @@ def plan_problems(
         }
     problems, skipped = [], {}
     wanted = _wanted(plan)
-    # Guests get the workloads and the GEMM peak cache as disks of their own, not the host's data directories.
-    asked_guests = [label for label in platforms.BUILT_GUESTS if label in wanted]
+    # The runner's own platforms read its data files where they are, its guests from a read-only disk made of them
+    # (platforms.Platform.data_view); the instances a campaign provisions hold no copy of them.
     reads_files = plan.get("dataset") is not None or "data_dir" in (plan.get("params") or {})
-    if reads_files and asked_guests:
+    blind = [label for label in wanted if label in platforms.BY_LABEL and platforms.get(label).data_view is None]
+    if reads_files and blind:
         problems.append(
-            f"Experiment '{name}' reads data from files, which the guests of {platforms.in_words(asked_guests)} "
-            f"cannot reach in this release. Drop {platforms.in_words(asked_guests)} from its platforms or use "
-            "data: synthetic."
+            f"Experiment '{name}' reads data from files (its dataset: or params.data_dir), which the instances of "
+            f"{platforms.in_words(blind)} cannot reach: they hold no copy of the runner host's data, as its guests do "
+            f"(a read-only disk). Drop {platforms.in_words(blind)} from its platforms or use data: synthetic."
         )
     for label in _not_ready(plan, status):
         entry = status.get(label) or {"reason": "platbench.lab.platform_status did not report it"}

@@ -216,10 +216,6 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
             {"experiment": "smoke", "platbench_gpu_assignment": {"0000:00:1f.0": "guests"}},
             r"platbench_gpu_assignment names 0000:00:1f.0, which is not an NVIDIA GPU function of localhost",
         ),
-        (
-            {"experiment": "lin2018-real", "experiment_overrides": {"platforms": ["bm", "vm"]}},
-            r"reads data from files, which the guests of vm\s+cannot reach.*Drop vm from",
-        ),
         ({"experiment": "smoke", "experiment_overrides": {"processor": ["gpu"]}}, r"'gpu' scenarios.*no NVIDIA GPU"),
         ({"experiment": "smoke", "experiment_overrides": {"repeats": 0}}, r"repeats: 0 must be an integer >= 1"),
         (

@@ -172,13 +172,21 @@ def test_gpu_scenarios_on_a_host_without_gpus_are_refused():
     )
 
 
-def test_files_are_refused_for_guests():
-    [found] = problems(experiment(params={"data_dir": "/data"}))["problems"]
-    assert found == (
-        "Experiment 'smoke' reads data from files, which the guests of vm cannot reach in this release. "
-        "Drop vm from its platforms or use data: synthetic."
+@pytest.mark.parametrize("reads", [{"params": {"data_dir": "/data"}}, {"dataset": {"generator": "mnist"}}])
+def test_files_reach_the_runner_hosts_guests(reads):
+    """Guests read the data from a read-only disk made of it (tests/unit/test_guest_data.py), so nothing refuses."""
+    assert problems(experiment(platforms=["bm", "cn", "vm", "vmcn"], **reads))["problems"] == []
+
+
+def test_files_are_refused_for_cloud_instances_only():
+    found = problems(experiment(params={"data_dir": "/data"}, platforms=["bm", "vm", "ironic", "nova"]))["problems"]
+    assert found[0] == (
+        "Experiment 'smoke' reads data from files (its dataset: or params.data_dir), which the instances of ironic "
+        "and nova cannot reach: they hold no copy of the runner host's data, as its guests do (a read-only disk). "
+        "Drop ironic and nova from its platforms or use data: synthetic."
     )
-    assert problems(experiment(params={"data_dir": "/data"}, platforms=["bm", "cn"]))["problems"] == []
+    assert not any("reads data" in problem for problem in found[1:])
+    assert not any("reads data" in problem for problem in problems(experiment(platforms=["bm", "nova"]))["problems"])
 
 
 def test_an_empty_plan_says_how_to_run_experiments():

@@ -39,10 +39,16 @@ class Placing:
     gpus: list  # the runner's GPUs (PCI addresses) handed over
     gpu_count: int  # how many GPUs the cell gets (where a scheduler chooses them, only this is known)
     argv: list  # python's arguments
-    mounts: list  # host directories (data, GEMM peak cache) as source/target/mode
+    mounts: list  # data (read-only) and GEMM peak cache directories, as source/target/mode where the workload runs
+    host_data_dir: str | None  # the runner host's data directory (a generated dataset, params.data_dir), or None
     cache: str  # the GEMM peak cache directory
     peer: bool = False  # micro_net: the workload measures the network against a peer
     params: dict = field(default_factory=dict)
+
+    @property
+    def data_mounts(self):
+        """The read-only mounts of ``mounts``: the data's (the GEMM peak cache is read-write)."""
+        return [mount for mount in self.mounts if mount["mode"] == "ro"]
 
     def env(self, extra=None):
         """The workload's environment: thread pools, GPU visibility, the peak cache, ``extra``."""

@@ -4,12 +4,14 @@
 registry's ``inner`` kind (a process over SSH, or a container in the guest's own engine).
 
 ``pin`` pins each vCPU (and the emulator threads) one to one to a host CPU; inside, the workload then
-takes every vCPU. GPUs go in by PCI passthrough and are numbered from 0 in the guest.
+takes every vCPU. GPUs go in by PCI passthrough and are numbered from 0 in the guest. The host's data files (a
+generated dataset, a ``params.data_dir``) go in as a read-only disk made of them, which the guest mounts by its
+label at ``data_disk.GUEST_DATA_DIR``: the workload's --data-dir, bound read-only into a container or Apptainer.
 """
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, data_disk
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import container, process
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     GUEST_PREFIX,
@@ -27,6 +29,13 @@ def plan(ctx, plan):
     if apptainer_inside and not image.get("sif_disk"):
         raise PlacementError(f"{ctx.where}: the guest image has no SIF disk: {apptainer.GUEST_FIX}")
     memory = int(ctx.opts["vm_memory_mb"])
+    # Made once per data directory (tasks/guest.yml, platbench.lab.data_disk), attached read-only to every guest.
+    try:
+        data = data_disk.guest_disk(ctx.host_data_dir, ctx.opts["datasets_dir"]) if ctx.host_data_dir else None
+    except data_disk.DataDiskError as exc:
+        raise PlacementError(f"{ctx.where}: params.data_dir: {exc}") from None
+    # Apptainer inside: the SIF's read-only disk, mounted at apptainer.GUEST_SIF_DIR by the guest image's fstab.
+    sif = [{"path": image.get("sif_disk"), "format": "raw", "readonly": True}] if apptainer_inside else []
     plan["guest"] = {
         "name": ctx.name,
         "vcpus": ctx.threads,
@@ -36,10 +45,8 @@ def plan(ctx, plan):
         "hugepages": bool(ctx.opts["vm_hugepages"]),
         "with_container_disk": ctx.platform.inner == "container",
         "hostdevs": list(ctx.gpus),
-        # Apptainer inside: the SIF's read-only disk, mounted at apptainer.GUEST_SIF_DIR in the guest.
-        "extra_disks": (
-            [{"path": image.get("sif_disk"), "format": "raw", "readonly": True}] if apptainer_inside else []
-        ),
+        "extra_disks": sif + ([_attached(data)] if data else []),
+        "data_disk": {name: data[name] for name in ("source", "path", "label")} if data else None,
         "inner": ctx.platform.inner,
     }
     plan["runtime"].update(
@@ -48,6 +55,7 @@ def plan(ctx, plan):
         vcpu_pins_requested=ctx.cpuset or None,
         emulator_pins_requested=ctx.cpuset or None,
         guest_memory_mb=memory,
+        guest_data_disk=data["path"] if data else None,
     )
     # The guest's vCPUs are pinned on the host; in the guest the workload takes them all.
     in_guest = ",".join(str(vcpu) for vcpu in range(ctx.threads)) if ctx.pinned else ""
@@ -58,8 +66,8 @@ def plan(ctx, plan):
             image=image_id,
             image_id=image_id,
             cpuset=in_guest,
-            # Only the GEMM peak cache: the host's data directories are not in the guest.
-            mounts=ctx.mounts[-1:],
+            # The guest's own directories: the data disk's mount point (read-only) and the GEMM peak cache.
+            mounts=ctx.mounts,
             device_ids=list(range(len(ctx.gpus))),
             in_guest=True,
         )
@@ -70,7 +78,9 @@ def plan(ctx, plan):
             prefix=GUEST_PREFIX,
             over_ssh=True,
             become=False,
-            # The cache lives and dies with the throwaway guest: a scratch directory, not a bind.
+            # The data disk's mount point (Apptainer inside); the cache lives and dies with the throwaway guest: a
+            # scratch directory, not a bind.
+            binds=ctx.data_mounts if apptainer_inside else [],
             scratch=[ctx.cache],
             sif=apptainer.GUEST_SIF_PATH if apptainer_inside else None,
             sif_image_id=image.get("sif_image_id"),
@@ -78,6 +88,11 @@ def plan(ctx, plan):
             apptainer_cpuset=in_guest,
         )
         process.plan(ctx, plan, machine)
+
+
+def _attached(data):
+    """The data disk as platbench.lab.vm attaches it (vm_extra_disks): read-only, mounted by its label."""
+    return {name: data[name] for name in ("path", "format", "readonly", "label", "mount")}
 
 
 def observed(plan, results):
