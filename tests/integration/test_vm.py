@@ -27,6 +27,12 @@ OVERRIDES = {
     "repeats": 1,
     "params": {"warmup_steps": 1, "steps": 5, "batch_size": 16},
 }
+# The guest run trains on JPEG files the host generates: the guests read them from a read-only data disk.
+DATA_OVERRIDES = {
+    **OVERRIDES,
+    "dataset": {"generator": "imagenet", "args": {"images": 48, "classes": 2, "image_size": 40}},
+    "params": {**OVERRIDES["params"], "data": "real"},
+}
 
 
 def domains():
@@ -85,7 +91,7 @@ def guest_run(guest_lab, tmp_path_factory):
             "experiment": "smoke",
             "campaign": "it-guests",
             "platbench_results_dir": str(results),
-            "experiment_overrides": OVERRIDES,
+            "experiment_overrides": DATA_OVERRIDES,
         },
     )
     assert runner.rc == 0, "%s\n%s" % (runner.failed_messages(), runner.output[-6000:])
@@ -131,6 +137,20 @@ def test_vm_runs_a_process_and_vmcn_a_pinned_container_of_the_cn_image(guest_run
     assert vmcn["launcher"] == "docker" and vmcn["virt"] == "docker" and vmcn["container_id"]
     assert vmcn["engine_cpuset_cpus"] == "0,1" and vmcn["engine_network_mode"] == "none"
     assert vmcn["image_id"] == guest_run["image"]["container_image_id"]
+
+
+def test_guests_read_the_generated_dataset_from_a_read_only_disk(guest_run):
+    disks = set()
+    for platform in ("vm", "vmcn"):
+        sample = throughput(guest_run["samples"], platform)
+        assert sample["labels"]["data"] == "real"
+        disks.add(sample["metadata"]["guest_data_disk"])
+    # One disk made from the host's dataset directory, shared by both guests, kept for the next campaign.
+    (disk,) = disks
+    assert disk.endswith(".pbdata.img") and Path(disk).is_file()
+    assert Path(disk.removesuffix(".pbdata.img")).is_dir()
+    label = subprocess.run(["blkid", "-o", "value", "-s", "LABEL", disk], capture_output=True, text=True, check=True)
+    assert label.stdout.strip() == "pbdata"
 
 
 def test_every_guest_domain_process_and_port_is_gone(guest_run):
