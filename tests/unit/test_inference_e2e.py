@@ -232,6 +232,14 @@ def check_loadgen(record, requests):
     return values
 
 
+def assert_phases_cover_the_timed_run(values, requests, batches):
+    """The phases' total is the loadgen-timed run but for the SUT's completion calls and bookkeeping between
+    them: within 1% of the run, or 1 ms a batch where a tiny run makes that more (a real run's batch takes
+    seconds)."""
+    run_time = requests / values["throughput"]
+    assert 0 <= run_time - values["e2e_time"] <= max(0.01 * run_time, 0.001 * batches)
+
+
 @needs_tensorflow
 def test_ic_serves_jpegs_end_to_end_with_phases_that_add_up(images):
     record = run_inference(
@@ -252,8 +260,7 @@ def test_ic_serves_jpegs_end_to_end_with_phases_that_add_up(images):
     values = check_loadgen(record, 8)
     phases = values["pre_time"] + values["inference_time"] + values["post_time"]
     assert values["e2e_time"] == pytest.approx(phases, rel=1e-9)
-    # The phases cover the loadgen-timed run but for the SUT's own bookkeeping: within 1%.
-    assert values["e2e_time"] == pytest.approx(8 / values["throughput"], rel=0.01)
+    assert_phases_cover_the_timed_run(values, requests=8, batches=2)
     assert values["loadgen_valid"] == 1 and record["metadata"]["loadgen"]["reasons"] == []
     assert values["model_flops"] > 0 and "mfu" not in values  # --peak-gflops 0: no MFU
     assert len(record["metadata"]["results"][0]) == ic.TOP_K
@@ -261,7 +268,6 @@ def test_ic_serves_jpegs_end_to_end_with_phases_that_add_up(images):
 
 @needs_torch
 def test_rs_end_to_end_phases_add_up_to_the_timed_run(rows):
-    # small, not tiny: enough work a request that the SUT's own bookkeeping stays well below 1% of the run.
     record = run_inference("--app", "rs", "--data-dir", rows, "--requests", 6, "--batch-size", 3)
     values = check_loadgen(record, 6)
     assert {
@@ -269,7 +275,7 @@ def test_rs_end_to_end_phases_add_up_to_the_timed_run(rows):
     } <= set(values)
     phases = values["pre_time"] + values["inference_time"] + values["post_time"]
     assert values["e2e_time"] == pytest.approx(phases, rel=1e-9)
-    assert values["e2e_time"] == pytest.approx(6 / values["throughput"], rel=0.01)
+    assert_phases_cover_the_timed_run(values, requests=6, batches=2)
     assert values["e2e_p50"] <= values["e2e_p90"]
     top = record["metadata"]["results"][0]
     assert len(top) == rs.TOP_K and [p for _, p in top] == sorted((p for _, p in top), reverse=True)
