@@ -13,7 +13,8 @@ In one process, with the same model object, requests, batch size and thread coun
     Target: the run takes less than 1% longer than the plain loop.
 
 Repeats alternate which goes first, so that drift (turbo, a neighbour's load) hits both alike; each figure is
-the median of the pairs' ratios.
+the median of the pairs' ratios, with the mean and its 95% confidence interval (Student's t): the verdict is
+"met" or "NOT met" when the interval lies on one side of the target, "inconclusive" when it straddles it.
 
     python benchmarks/inference_tax.py [--model-size resnet50] [--requests 128] [--batch-size 32]
                                        [--threads 1] [--repeats 5] [--data-dir DIR]
@@ -47,6 +48,24 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=5, help="alternating pairs of each comparison")
     parser.add_argument("--data-dir", help="an ImageNet-layout folder (default: JPEGs generated in a temporary one)")
     return parser.parse_args(argv)
+
+
+def interval(values):
+    """(mean, low, high): the mean of ``values`` and its 95% confidence interval (Student's t)."""
+    from scipy import stats
+
+    mean = statistics.fmean(values)
+    half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+    return mean, mean - half, mean + half
+
+
+def verdict(low, high, target, higher_is_better):
+    """met / NOT met / inconclusive for an interval against a target."""
+    if (low >= target) if higher_is_better else (high < target):
+        return "met"
+    if (high < target) if higher_is_better else (low >= target):
+        return "NOT met"
+    return "inconclusive"
 
 
 def main(argv=None):
@@ -116,23 +135,30 @@ def main(argv=None):
             flush=True,
         )
     median = statistics.median
-    ratio = median(b / a for a, b in zip(hand, phase, strict=True))
-    overhead = median(b / a - 1 for a, b in zip(plain, whole, strict=True))
-    timed_overhead = median(b / a - 1 for a, b in zip(plain, timed, strict=True))
+    ratios = [b / a for a, b in zip(hand, phase, strict=True)]
+    overheads = [b / a - 1 for a, b in zip(plain, whole, strict=True)]
+    timed_overheads = [b / a - 1 for a, b in zip(plain, timed, strict=True)]
     print(
         f"\nIC {bench.model_size}, {count} requests, batch {bench.batch_size}, threads {bench.threads}, "
         f"{bench.repeats} alternating repeats, TensorFlow {version}"
     )
     print(f"(a) hand-written predict loop   : {median(hand):9.2f} images/sec (median)")
     print(f"(a) inference_e2e's inference   : {median(phase):9.2f} images/sec (median)")
-    verdict = "met" if ratio >= TARGET_RATIO else "NOT met"
-    print(f"(a) ratio, median of pairs      : {ratio:.4f}  target >= {TARGET_RATIO}: {verdict}")
+    mean, low, high = interval(ratios)
+    print(
+        f"(a) ratio                       : {median(ratios):.4f} (median of pairs); mean {mean:.4f}, 95% CI "
+        f"[{low:.4f}, {high:.4f}]  target >= {TARGET_RATIO}: {verdict(low, high, TARGET_RATIO, True)}"
+    )
     print(f"(b) plain loop, end to end      : {median(plain):9.3f} s (median)")
     print(f"(b) loadgen run, whole call     : {median(whole):9.3f} s (median; loadgen's set-up and logs included)")
     print(f"(b) loadgen run, its timed part : {median(timed):9.3f} s (median; first issue to last completion)")
-    verdict = "met" if overhead < TARGET_OVERHEAD else "NOT met"
-    print(f"(b) overhead, median of pairs   : {100 * overhead:+.2f}% (whole call)  target < 1%: {verdict}")
-    print(f"(b) overhead of the timed part  : {100 * timed_overhead:+.2f}%")
+    for name, values in (("whole call", overheads), ("timed part", timed_overheads)):
+        mean, low, high = interval(values)
+        print(
+            f"(b) overhead, {name}        : {100 * median(values):+.2f}% (median of pairs); mean {100 * mean:+.2f}%, "
+            f"95% CI [{100 * low:+.2f}%, {100 * high:+.2f}%]  target < 1%: "
+            f"{verdict(low, high, TARGET_OVERHEAD, False)}"
+        )
     return 0
 
 
