@@ -275,10 +275,9 @@ class Campaign:
     def only_emulated_left(self):
         """True once every host chose its cells, every cell left (the running one too) is an emulated guest's
         (the plan orders them last), and a cell of this run ended ok: the comparable cells' table is ready."""
-        states = list(self.hosts.values())
-        if not states or any(state.cells is None for state in states):
+        if not self.hosts or any(state.cells is None for state in self.hosts.values()):
             return False
-        left = [cell for state in states for cell in state.cells[state.finished :]]
+        left = self._left()
         return (
             bool(left)
             and all(cell["labels"].get("emulated") for cell in left)
@@ -286,7 +285,11 @@ class Campaign:
         )
 
     def cells_left(self):
-        return sum(len(state.cells or []) - state.finished for state in self.hosts.values())
+        return len(self._left())
+
+    def _left(self):
+        """The chosen cells not finished yet, the running ones first, over every host."""
+        return [cell for state in self.hosts.values() for cell in (state.cells or [])[state.finished :]]
 
     # -- how it ended ---------------------------------------------------------------------------------------
 
