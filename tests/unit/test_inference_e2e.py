@@ -62,6 +62,10 @@ def refusal(capsys, *argv):
             "--model-size 'huge' is not a size of app rs",
         ),
         (["--app", "ic", "--data-dir", "/nowhere", "--timing", "both"], "argument --timing: invalid choice: 'both'"),
+        (
+            ["--app", "rs", "--data-dir", "/nowhere", "--framework", "tensorflow"],
+            "--framework tensorflow: app rs runs on torch only",
+        ),
     ],
 )
 def test_bad_parameters_are_refused_with_the_setting_named(capsys, argv, message):
@@ -264,6 +268,28 @@ def test_ic_serves_jpegs_end_to_end_with_phases_that_add_up(images):
     assert values["loadgen_valid"] == 1 and record["metadata"]["loadgen"]["reasons"] == []
     assert values["model_flops"] > 0 and "mfu" not in values  # --peak-gflops 0: no MFU
     assert len(record["metadata"]["results"][0]) == ic.TOP_K
+
+
+def test_ic_runs_on_torch_when_asked_with_the_same_requests_and_pre_processing():
+    args, app = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere", "--framework", "torch"])
+    assert (args.framework, app.framework, app.name) == ("torch", "torch", "ic")
+    assert app.preprocess.__func__ is ic.APP.preprocess.__func__ and app.load.__func__ is ic.APP.load.__func__
+    args, app = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere"])
+    assert (args.framework, app) == ("tensorflow", ic.APP)
+
+
+@needs_torch
+def test_ic_on_torch_serves_jpegs_end_to_end_with_the_top_5_of_its_logits(images):
+    record = run_inference(
+        "--app", "ic", "--framework", "torch", "--data-dir", images, "--requests", 8, "--batch-size", 4,
+        "--model-size", "tiny",
+    )  # fmt: skip
+    assert (record["labels"]["framework"], record["labels"]["device"]) == ("torch", "cpu")
+    values = check_loadgen(record, 8)
+    assert_phases_cover_the_timed_run(values, requests=8, batches=2)
+    assert values["model_flops"] > 0 and record["metadata"]["model"]["placement"] == "cpu"
+    top = record["metadata"]["results"][0]
+    assert len(top) == ic.TOP_K and [p for _, p in top] == sorted((p for _, p in top), reverse=True)
 
 
 @needs_torch

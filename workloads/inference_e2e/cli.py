@@ -23,7 +23,7 @@ from ..common.environment import probe_environment, set_thread_env
 from ..common.harness import FlopCount, Outcome, WorkloadFailed, run_workload
 from ..common.record import metric
 from ..datasets.base import DatasetError
-from .apps.base import APPS, get_app
+from .apps.base import APPS, FRAMEWORKS, get_app
 from .loadgen_logs import parse_detail, parse_summary
 from .settings import DEFAULT_MIN_DURATION_MS, DEVICES, LOG_FILES, TIMINGS, WORKLOAD
 
@@ -46,6 +46,12 @@ def build_parser():
     add("--requests", type=positive_int, help="requests served, the first ones of the set (default: the app's)")
     add("--batch-size", type=positive_int, help="requests per inference batch (default: the app's, at most --requests)")
     add("--model-size", help="the model's size, one of the app's (default: the app's first)")
+    add(
+        "--framework",
+        choices=FRAMEWORKS,
+        help="the framework the model runs on (default: the app's own; ic runs on torch too, with the same "
+        "ResNet-50 v1.5 written in PyTorch)",
+    )
     add(
         "--timing",
         choices=TIMINGS,
@@ -85,6 +91,10 @@ def parse_args(argv=None, parser=None):
         app = get_app(args.app)
     except ImportError as error:
         parser.error(f"--app {args.app}: the app's module cannot be imported: {error}")
+    if args.framework not in (None, *app.frameworks):
+        parser.error(f"--framework {args.framework}: app {args.app} runs on " + " or ".join(app.frameworks) + " only")
+    app = app.on(args.framework)
+    args.framework = app.framework
     if args.requests is None:
         args.requests = app.default_requests
     if args.batch_size is None:

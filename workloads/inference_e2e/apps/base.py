@@ -44,6 +44,9 @@ class App:
     name = ""  # the --app value: "ic", "rs", "sr", "nlp"
     description = ""  # one line for --help: task, model, data format
     framework = ""  # one of FRAMEWORKS: the workload sizes its threads and seeds it
+    # The other frameworks the app's model is written in: framework -> the app (a subclass) that runs on it.
+    # ``--framework`` picks one (IC: ResNet-50 in PyTorch too, for hosts whose TensorFlow sees no GPU).
+    alternatives: dict = {}
     # False: preprocess/infer/postprocess cannot be told apart (an app whose model takes raw input);
     # --timing inference_only is then refused at --check-args.
     can_separate_phases = True
@@ -54,6 +57,17 @@ class App:
     dataset = ""  # the record's "data" label: the format read ("imagenet-jpeg", "criteo-tsv"...)
     data_format = ""  # what --data-dir must hold, for messages ("train/<class>/*.JPEG")
     generator = ""  # the command that writes a stand-in set: "python -m workloads.datasets.X ..."
+
+    @property
+    def frameworks(self):
+        """Every framework the app runs on, its own first."""
+        return (self.framework, *self.alternatives)
+
+    def on(self, framework):
+        """The app as it runs on ``framework`` (None: its own); KeyError for one it is not written in."""
+        if framework in (None, self.framework):
+            return self
+        return self.alternatives[framework]
 
     def validate(self, data_dir, count):
         """Check, with the standard library only and quickly, that ``data_dir`` holds at least ``count``

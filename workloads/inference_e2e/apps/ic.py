@@ -8,6 +8,11 @@
 - inference: cnn_train's ResNet-50 v1.5 (TensorFlow/Keras, random weights, 1,000 classes), the batch
   through a traced ``model(x, training=False)``;
 - post: softmax over the logits, the top-5 classes with their probabilities.
+
+``--framework torch`` serves the same requests with cnn_train's ResNet-50 v1.5 written in PyTorch (NCHW,
+the batch moved to the device and transposed there): the pre- and post-processing are the same code, so
+the two frameworks' inference phases compare directly, and a host whose TensorFlow sees no GPU can still
+serve IC on its GPU.
 """
 
 import os
@@ -143,4 +148,66 @@ class ClassifierModel:
         self.buffer = None  # the host array batches are stacked into (infer)
 
 
+class ImageClassificationTorch(ImageClassification):
+    """IC with cnn_train's PyTorch ResNet-50 v1.5 (models_torch); requests, pre and post unchanged."""
+
+    description = "JPEG images, ResNet-50 v1.5 (PyTorch), top-5 classes"
+    framework = "torch"
+    alternatives = {}
+
+    def build_model(self, size, seed, device):
+        import torch
+
+        from ...cnn_train.models_torch import build_model
+
+        torch.manual_seed(seed)
+        model = build_model(size, IMAGE_SIZE, NUM_CLASSES).to(device).eval()
+        return TorchClassifier(model, torch.device(device), size)
+
+    def infer(self, model, features):
+        import numpy as np
+        import torch
+
+        if model.buffer is None or len(model.buffer) < len(features):
+            # Page-locked on a GPU, so that the copy to the device is one DMA transfer.
+            model.buffer = torch.empty(
+                (len(features), IMAGE_SIZE, IMAGE_SIZE, 3), pin_memory=model.device.type == "cuda"
+            )
+        batch = model.buffer[: len(features)]
+        np.stack(features, out=batch.numpy())
+        with torch.inference_mode():
+            # NHWC to NCHW on the device: the transpose is the device's work, as TensorFlow's own layout is.
+            images = batch.to(model.device, non_blocking=True).permute(0, 3, 1, 2).contiguous()
+            logits = model.module(images).cpu().numpy()
+        return list(logits)
+
+    def forward_flops(self, model, features):
+        import torch
+
+        from ...common.flops import torch_forward_flops
+
+        image = torch.from_numpy(features).to(model.device).permute(2, 0, 1).unsqueeze(0)
+        return torch_forward_flops(model.module, image)
+
+    def describe(self, model):
+        from ...cnn_train.models_torch import parameter_count
+
+        return {
+            "name": model.name,
+            "parameters": int(parameter_count(model.module)),
+            "input": [IMAGE_SIZE, IMAGE_SIZE, 3],
+            "classes": NUM_CLASSES,
+            "placement": str(model.device),
+        }
+
+
+class TorchClassifier:
+    """The PyTorch model, its device and the batch buffer in host memory."""
+
+    def __init__(self, module, device, name):
+        self.module, self.device, self.name = module, device, name
+        self.buffer = None
+
+
 APP = ImageClassification()
+APP.alternatives = {"torch": ImageClassificationTorch()}
