@@ -268,6 +268,9 @@ def test_ic_serves_jpegs_end_to_end_with_phases_that_add_up(images):
     assert values["loadgen_valid"] == 1 and record["metadata"]["loadgen"]["reasons"] == []
     assert values["model_flops"] > 0 and "mfu" not in values  # --peak-gflops 0: no MFU
     assert len(record["metadata"]["results"][0]) == ic.TOP_K
+    # One CPU (run_module's one_cpu): TensorFlow's pools as sized, one inter-op thread.
+    threads = record["metadata"]["framework_threads"]
+    assert (threads["intra_op"], threads["inter_op"]) == (1, 1) and threads["process_threads"] >= 1
 
 
 def test_ic_runs_on_torch_when_asked_with_the_same_requests_and_pre_processing():
@@ -285,6 +288,8 @@ def test_ic_on_torch_serves_jpegs_end_to_end_with_the_top_5_of_its_logits(images
         "--model-size", "tiny",
     )  # fmt: skip
     assert (record["labels"]["framework"], record["labels"]["device"]) == ("torch", "cpu")
+    threads = record["metadata"]["framework_threads"]
+    assert (threads["intra_op"], threads["inter_op"]) == (1, 1)
     values = check_loadgen(record, 8)
     assert_phases_cover_the_timed_run(values, requests=8, batches=2)
     assert values["model_flops"] > 0 and record["metadata"]["model"]["placement"] == "cpu"

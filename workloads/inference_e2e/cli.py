@@ -183,6 +183,8 @@ def _serve(parser, args, app, run):
     run.metadata.update(
         warmup_s=time.perf_counter() - started,
         framework_version=framework_version,
+        # After the warm-up, when the pools have started: a platform's slower cell shows whether it ran more.
+        framework_threads=frameworks.thread_pools(app.framework),
         model=app.describe(model),
     )
 

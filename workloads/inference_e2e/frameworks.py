@@ -27,6 +27,25 @@ def setup(framework, threads, seed):
     return torch.__version__
 
 
+def thread_pools(framework):
+    """The framework's own thread pools as it reports them, and the threads this process runs: a cell whose
+    time differs between platforms shows here whether the framework ran the threads it was given."""
+    import os
+
+    if framework == "tensorflow":
+        import tensorflow as tf
+
+        pools = {
+            "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+        }
+    else:
+        import torch
+
+        pools = {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+    return {**pools, "process_threads": len(os.listdir("/proc/self/task"))}
+
+
 class DeviceUnavailable(Exception):
     pass
 
