@@ -17,8 +17,8 @@ description:
     index and the end of its output); the others are stopped. So does a background instance that ends before
     its round's foregrounds, and the O(timeout).
   - Every instance runs in a session of its own and is stopped with its children (SIGTERM, then SIGKILL after
-    O(grace) seconds), then with its C(stop) command where killing the local process is not enough (a
-    container: C(docker rm -f NAME)). The module stops everything the same way when it is sent SIGTERM, SIGINT
+    O(grace) seconds), then with its C(stop) command where killing the local process is not enough (C(docker rm -f
+    NAME) for a container). The module stops everything the same way when it is sent SIGTERM, SIGINT
     or SIGHUP.
   - The cell plan (C(platbench.lab.cell_plan)) writes the rounds; the module only runs them.
 version_added: "0.9.0"

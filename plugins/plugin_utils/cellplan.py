@@ -22,7 +22,7 @@ import json
 
 from ansible_collections.platbench.lab.plugins.module_utils import data_disk, platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import peer, placements
+from ansible_collections.platbench.lab.plugins.plugin_utils import instances, peer, placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 
 NAME_PREFIX = "platbench-"
@@ -169,14 +169,26 @@ def _platform(cell):
     return platform
 
 
-def _resources(platform, labels, facts, opts, where):
+def _resources(platform, cell, facts, opts, where):
     """The runner's CPUs (and their NUMA node) and GPUs the cell gets, and how many GPUs it gets."""
+    labels = cell["labels"]
     threads, pinned = labels["scaleup"], labels["cpu_config"] == "pin"
     wants_gpu = labels["processor"] == "gpu"
+    needed = instances.cpus_needed(cell)  # the scale-up, times the instances that each get their own cores
+    if pinned and needed != threads and not platform.remote:
+        free = _cpu_numbers(facts.get("cpus_allowed", []), "the host's allowed CPUs") - _cpu_numbers(
+            opts["reserved_cpus"] or [], "reserved CPUs"
+        )
+        if needed > len(free):
+            raise CellPlanError(
+                f"{where}: {cell['instances']['count']} pinned instances x scale-up {threads} need {needed} CPUs, "
+                f"but only {len(free)} are free ({sorted(free)}): lower the scale-up, or let the instances share "
+                "their CPUs (instances: {cpus: shared})"
+            )
     try:
         # An instance's CPUs and GPUs are its flavor's, not the runner's.
         cpus, node = (
-            choose_cpus(facts.get("cpus_allowed", []), threads, opts["reserved_cpus"] or [], facts.get("numa_nodes"))
+            choose_cpus(facts.get("cpus_allowed", []), needed, opts["reserved_cpus"] or [], facts.get("numa_nodes"))
             if pinned and not platform.remote
             else ([], None)
         )
@@ -207,7 +219,7 @@ def cell_plan(cell, facts, options=None):
     labels = cell["labels"]
     platform = _platform(cell)
     where = f"cell {cell['id']} on {opts['host']}"
-    cpus, node, gpus, gpu_count = _resources(platform, labels, facts, opts, where)
+    cpus, node, gpus, gpu_count = _resources(platform, cell, facts, opts, where)
     threads, pinned = labels["scaleup"], labels["cpu_config"] == "pin"
     cpuset = ",".join(str(cpu) for cpu in cpus)
     quota = None if pinned else float(threads)

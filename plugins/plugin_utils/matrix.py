@@ -19,11 +19,12 @@ import re
 
 import yaml
 from ansible_collections.platbench.lab.plugins.module_utils import platforms, workload_needs
+from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 
 CPU_CONFIGS = ("pin", "vnl")
 PROCESSORS = ("cpu", "gpu")
-MODES = ("single", "distributed")  # implemented: a cell's platform_run placement knows how to run them
-PLANNED_MODES = ("shared",)  # named by the studies, run by no code yet: rejected, never relabelled
+# single: one instance; distributed and shared: several (plugins/plugin_utils/instances.py).
+MODES = ("single", *instances.MODES_WITH_INSTANCES)
 
 REQUIRED_FIELDS = ("name", "workload", "platforms", "scaleup", "cpu_config", "processor", "repeats")
 OPTIONAL_FIELDS = {
@@ -34,6 +35,11 @@ OPTIONAL_FIELDS = {
     "dataset": None,
     "emulated": None,
     "sizes": {},
+    # Cells with several instances (plugins/plugin_utils/instances.py): their count and CPUs, the distributed
+    # cells' network paths (a dimension), the shared cells' background job.
+    "instances": None,
+    "network": None,
+    "background": None,
 }
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
 # Labels every cell carries; a workload parameter may not shadow them. `host` (the inventory
@@ -52,6 +58,11 @@ CELL_LABELS = (
     "campaign",
     "emulated",
     "host",
+    "network",
+    "background",
+    instances.ROLE_LABEL,
+    instances.INDEX_LABEL,
+    instances.SHARE_LABEL,
 )
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 _EXPERIMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -369,10 +380,9 @@ def validate_experiment(data, source="experiment", expected_name=None):
             problems.append(f"scaleup: {scaleup!r} must be one or more positive integers (cores per instance)")
         elif len(set(scaleup)) != len(scaleup):
             problems.append(f"scaleup: {scaleup!r} lists a value twice")
-    if experiment["mode"] in PLANNED_MODES:
-        problems.append(f"mode: {experiment['mode']!r} is not implemented in this release; allowed: {', '.join(MODES)}")
-    elif experiment["mode"] not in MODES:
+    if experiment["mode"] not in MODES:
         problems.append(f"mode: unknown value {experiment['mode']!r}; allowed: {', '.join(MODES)}")
+    instances.check_experiment(experiment, problems)
     repeats = experiment.get("repeats")
     if "repeats" in data and not (isinstance(repeats, int) and not isinstance(repeats, bool) and repeats >= 1):
         problems.append(f"repeats: {repeats!r} must be an integer >= 1")
@@ -416,14 +426,18 @@ def _all_cells(experiment):
         combinations_of[workload] = [
             (params, varying, combination) for combination in itertools.product(*(params[key] for key in varying))
         ]
+    dimensions = instances.cell_dimensions(experiment)
     for repeat in range(experiment["repeats"]):
         for workload in workloads:
-            for params, varying, combination in combinations_of[workload]:
+            for (params, varying, combination), (extra, spec) in itertools.product(
+                combinations_of[workload], dimensions
+            ):
                 cell_params = {**params, **dict(zip(varying, combination, strict=False))}
                 # One workload: the variant names the parameters only, as before (old campaigns resume).
                 variant = ",".join(
                     ([f"workload={workload}"] if several else [])
                     + [f"{key}={value}" for key, value in zip(varying, combination, strict=False)]
+                    + [f"{key}={value}" for key, value in extra.items()]
                 )
                 for scaleup, cpu_config, processor, platform in itertools.product(
                     experiment["scaleup"], experiment["cpu_config"], experiment["processor"], experiment["platforms"]
@@ -442,8 +456,11 @@ def _all_cells(experiment):
                         "repeat": repeat,
                         "scenario": scenario,
                         "cell": cell_id,
+                        **extra,
                     }
                     cell = {"id": cell_id, "scenario": scenario, "labels": labels, "params": dict(cell_params)}
+                    if spec:
+                        cell["instances"] = spec
                     yield cell, workload_needs.drop_reason(workload, platform, processor)
 
 

@@ -20,6 +20,10 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
 )
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
+# A shared cell's foreground is measured alone and beside its background (plugins/plugin_utils/instances.py);
+# Lin 2018 reports the degradation of its elapsed time.
+SHARE, ALONE, SHARED = "share", "alone", "shared"
+DEGRADED_METRIC, DEGRADATION_METRIC = "elapsed", "degradation"
 
 
 def cell_labels(cell, campaign_name):
@@ -77,7 +81,26 @@ def cell_outcome(labels, output, error, env, runtime):
     skipped = [record["error"] for record in records if record["status"] == SKIPPED]
     if len(skipped) == len(records):
         return SKIPPED, "; ".join(dict.fromkeys(skipped)), samples
-    return OK, None, samples
+    return OK, None, samples + degradation_samples(samples)
+
+
+def degradation_samples(samples):
+    """A shared cell's degradation: (elapsed beside the background - elapsed alone) / elapsed alone x 100, as one
+    sample with the shared run's labels but ``share``; [] for a cell that does not hold both runs."""
+    runs = {
+        sample["labels"].get(SHARE): sample
+        for sample in samples
+        if sample["metric"] == DEGRADED_METRIC and sample["labels"].get(SHARE) in (ALONE, SHARED)
+    }
+    if set(runs) != {ALONE, SHARED} or not runs[ALONE]["value"]:
+        return []
+    alone, shared = runs[ALONE], runs[SHARED]
+    labels = {key: value for key, value in shared["labels"].items() if key != SHARE}
+    metadata = {**shared["metadata"], "elapsed_alone": alone["value"], "elapsed_shared": shared["value"]}
+    value = (shared["value"] - alone["value"]) / alone["value"] * 100
+    return [
+        {**shared, "metric": DEGRADATION_METRIC, "value": value, "unit": "%", "labels": labels, "metadata": metadata}
+    ]
 
 
 def kept_files(cell_id, output, samples):

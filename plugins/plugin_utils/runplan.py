@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
+from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
 
 
@@ -78,6 +79,16 @@ def plan_problems(
             f"Experiment '{name}' asks for scale-up {most}, but {host} offers {offered} CPUs "
             f"({len(allowed)} allowed, {len(reserved)} reserved by platbench_reserved_cpus). "
             f"Lower 'scaleup' in experiments/{name}.yml or run on a bigger host."
+        )
+    # Pinned instances with cores of their own (plugins/plugin_utils/instances.py) need the scale-up each.
+    pinned = [cell for cell in local if cell["labels"]["cpu_config"] == "pin" and cell.get("instances")]
+    widest = max(pinned, key=instances.cpus_needed, default=None)
+    if widest is not None and most <= offered < instances.cpus_needed(widest):
+        problems.append(
+            f"Experiment '{name}' pins {widest['instances']['count']} instances x scale-up "
+            f"{widest['labels']['scaleup']} = {instances.cpus_needed(widest)} CPUs in a cell, but {host} offers "
+            f"{offered} CPUs: lower 'scaleup' in experiments/{name}.yml, or let the instances share their CPUs "
+            "(instances: {cpus: shared})."
         )
     problems.extend(_node_problems(name, cells, status, skipped))
     gpu_problems, summary = _gpu_problems(name, local, status, facts, host, gpu_assignment, guest_image)

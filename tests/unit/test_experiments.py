@@ -110,9 +110,9 @@ def test_both_problems_at_once():
     assert "params.model: 'resnet9000'" in message and "params.batch_size: 0" in message
 
 
-def test_mode_shared_is_not_implemented():
+def test_a_shared_cell_without_a_background_job_stops_the_plan():
     message = plan_error(overrides={"mode": "shared"})
-    assert "mode: 'shared' is not implemented in this release; allowed: single, distributed" in message
+    assert "background: a shared cell needs the job that runs beside it" in message
 
 
 def test_an_unknown_workload_lists_the_workloads():

@@ -56,6 +56,8 @@ METRICS = {
         for prefix in STEP_TIME_PREFIXES
         for statistic in STEP_STATISTICS
     },
+    # A shared cell (Lin 2018): how much longer the foreground took beside the background than alone, in %.
+    "degradation": _entry("%", LOWER, "training"),
     # A distributed cell (cnn_train/cluster): per worker, and the parameter server's own figures.
     "worker{index}_throughput": _entry("*/sec", HIGHER, "training"),
     "worker{index}_data_load": _entry("s", LOWER, "training"),

@@ -21,6 +21,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements import (
     cloud_instance,
     container,
     guest,
+    instances,
     k8s_job,
     process,
 )
@@ -39,14 +40,17 @@ KINDS = {
 }
 # The registered results each kind's task file leaves for record_cell (roles/platform_run/tasks/cell.yml
 # forgets them before every cell, so a cell never reads the one before's).
-RESULTS = ("process", "container", "guest", "vcpus", "k8s_job", "k8s_pods", "k8s_log", "instance")
+RESULTS = ("process", "container", "guest", "vcpus", "k8s_job", "k8s_pods", "k8s_log", "instance", instances.RESULT)
 
 __all__ = ["KINDS", "RESULTS", "Observed", "PlacementError", "Placing", "plan_sections", "observed"]
 
 
 def plan_sections(ctx, plan):
-    """Add the sections of ``ctx.platform``'s kind to ``plan``."""
+    """Add the sections of ``ctx.platform``'s kind to ``plan``; a cell with several instances then becomes the
+    instances placement (placements/instances.py) of that kind's instance."""
     KINDS[ctx.platform.kind].plan(ctx, plan)
+    if ctx.cell.get("instances"):
+        instances.plan(ctx, plan, ctx.cell["instances"])
 
 
 def observed(plan, results):
@@ -55,4 +59,7 @@ def observed(plan, results):
     unknown = sorted(set(results or {}) - set(RESULTS))
     if unknown:
         raise PlacementError(f"unknown result(s) {', '.join(unknown)}; known: {', '.join(RESULTS)}")
-    return KINDS[platform.kind].observed(plan, {name: (results or {}).get(name) or {} for name in RESULTS})
+    results = {name: (results or {}).get(name) or {} for name in RESULTS}
+    if plan.get("placement") == "instances":
+        return instances.observed(plan, results)
+    return KINDS[platform.kind].observed(plan, results)

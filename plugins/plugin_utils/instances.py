@@ -1,0 +1,201 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""Cells with several instances: the experiment fields that ask for them, and each instance's part of a plan.
+
+A cell of ``mode: single`` is one instance: one process, container, guest or Job (the kinds in
+``placements/``). The other modes place several instances of the cell's platform, each with a role:
+
+- ``shared`` (Lin 2018's noisy neighbour): a ``foreground`` job measured alone, then again beside a
+  ``background`` job on the same host. The experiment's ``background: {workload, params, settle}`` says
+  what runs beside it (Lin: AlexNet at batch 512, and again at 32; a list in its params is a dimension).
+  On bm both run in the same OS as processes; on a container platform each is a container.
+- ``distributed``: ``instances: {count: N}`` ranks, a ``chief`` and ``worker``s, across the network path of
+  the cell's ``network`` (``loopback``, ``bridge``, ``overlay``).
+
+``instances.cpus`` says whether the instances share the cell's CPUs (``shared``) or each gets its own
+scale-up's worth (``disjoint``, the default: Lin's instances each had their own GPU and cores).
+
+The instances of a cell run in rounds under ``platbench.lab.run_instances`` (a background first,
+confirmed running, then the foreground); every instance's record carries its role and index as labels
+(``instance_role``, ``instance_index``; a shared cell's foreground also ``share``: ``alone`` or
+``shared``), so that the report never mixes them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+MODES_WITH_INSTANCES = ("distributed", "shared")
+NETWORK_PATHS = ("loopback", "bridge", "overlay")
+CPU_SHARING = ("disjoint", "shared")
+ROLES = ("chief", "worker", "ps", "foreground", "background", "peer")
+INSTANCE_FIELDS = ("count", "cpus")
+BACKGROUND_FIELDS = ("workload", "params", "settle")
+# Lin 2018's background job; its steps outlast any foreground (the supervisor stops it).
+DEFAULT_BACKGROUND = {"workload": "cnn_train", "params": {"model": "alexnet", "batch_size": [512, 32]}}
+DEFAULT_SETTLE_SECONDS = 10  # the background's model is built and training before the foreground starts
+BACKGROUND_STEPS = 1_000_000
+# The labels a record of an instance carries (workloads take them through --labels-json).
+ROLE_LABEL, INDEX_LABEL, SHARE_LABEL = "instance_role", "instance_index", "share"
+ALONE, SHARED = "alone", "shared"
+# The platforms whose instances the supervisor runs here: processes on the runner host and its containers.
+SUPERVISED_KINDS = ("process", "container")
+
+
+class InstancesError(ValueError):
+    """The instances asked for cannot be placed; the message says why and what to change."""
+
+
+def _as_list(value):
+    return value if isinstance(value, list) else [value]
+
+
+def check_experiment(experiment, problems):
+    """Validate and normalise ``instances``, ``network`` and ``background`` against ``mode`` (in place)."""
+    mode = experiment.get("mode")
+    instances, network, background = (experiment.get(field) for field in ("instances", "network", "background"))
+    if mode not in MODES_WITH_INSTANCES:
+        for field, value in (("instances", instances), ("network", network), ("background", background)):
+            if value is not None:
+                problems.append(f"{field}: applies to cells with several instances (mode distributed or shared)")
+        return
+    instances = dict(instances or {})
+    if not isinstance(experiment.get("instances") or {}, dict) or set(instances) - set(INSTANCE_FIELDS):
+        problems.append(f"instances: must be a mapping with any of {', '.join(INSTANCE_FIELDS)}, got {instances!r}")
+        return
+    instances.setdefault("cpus", "disjoint")
+    if instances["cpus"] not in CPU_SHARING:
+        problems.append(f"instances.cpus: unknown value {instances['cpus']!r}; allowed: {', '.join(CPU_SHARING)}")
+    if mode == "distributed":
+        count = instances.get("count")
+        if not (isinstance(count, int) and not isinstance(count, bool)):
+            problems.append(
+                f"instances.count: a distributed cell needs the number of its ranks (2 or more), got {count!r}"
+            )
+        elif count < 2:
+            problems.append(
+                f"instances.count: {count}: a distributed cell needs at least 2 instances; one instance training "
+                "on several processes is mode single (cnn_train --launch-local)"
+            )
+        network = _as_list(network if network is not None else "loopback")
+        if not network:
+            problems.append(f"network: must name at least one of {', '.join(NETWORK_PATHS)}")
+        for path in network:
+            if path not in NETWORK_PATHS:
+                problems.append(f"network: unknown path {path!r}; allowed: {', '.join(NETWORK_PATHS)}")
+        experiment["network"] = network
+        if background is not None:
+            problems.append("background: applies to mode shared")
+    else:
+        if "count" in instances and instances["count"] != 2:
+            problems.append("instances.count: a shared cell has 2 instances, its foreground and its background")
+        instances["count"] = 2
+        if network is not None:
+            problems.append("network: a shared cell's two jobs do not talk to each other; leave network out")
+        experiment["background"] = _checked_background(background, problems)
+    experiment["instances"] = instances
+
+
+def _checked_background(background, problems):
+    if background is None:
+        problems.append(
+            "background: a shared cell needs the job that runs beside it, e.g. "
+            "{workload: cnn_train, params: {model: alexnet, batch_size: [512, 32]}} (Lin 2018's)"
+        )
+        return None
+    if not isinstance(background, dict) or set(background) - set(BACKGROUND_FIELDS) or "workload" not in background:
+        problems.append(f"background: must be a mapping with workload and any of params, settle; got {background!r}")
+        return background
+    params = background.get("params") or {}
+    if not isinstance(params, dict) or not all(isinstance(key, str) for key in params):
+        problems.append(f"background.params: must be a mapping of workload parameters, got {params!r}")
+    settle = background.get("settle", DEFAULT_SETTLE_SECONDS)
+    if isinstance(settle, bool) or not isinstance(settle, (int, float)) or settle < 0:
+        problems.append(f"background.settle: {settle!r} must be seconds, 0 or more")
+    return {"workload": background["workload"], "params": dict(params), "settle": settle}
+
+
+def background_variants(background):
+    """Each background job of the experiment's ``background`` (a list in its params is a dimension), as
+    (label, {workload, params, settle}); the label names the job and what sets it apart."""
+    params = background["params"]
+    varying = [key for key, value in params.items() if isinstance(value, list)]
+    combinations = [[]]
+    for key in varying:
+        combinations = [done + [(key, value)] for done in combinations for value in params[key]]
+    variants = []
+    for combination in combinations:
+        chosen = {**params, **dict(combination)}
+        shown = ",".join(f"{key}={chosen[key]}" for key in sorted(chosen) if key != "steps")
+        variants.append(
+            (f"{background['workload']}:{shown}", {**background, "params": chosen}),
+        )
+    return variants
+
+
+def cell_dimensions(experiment):
+    """The values one cell of the experiment takes beyond the scenario and the params: [(labels, spec)], where
+    labels go into the cell's labels and id, and spec into the cell (``cell["instances"]``); [({}, None)] for
+    a mode with one instance."""
+    mode = experiment.get("mode")
+    if mode == "distributed":
+        count, cpus = experiment["instances"]["count"], experiment["instances"]["cpus"]
+        return [
+            ({"network": path}, {"count": count, "cpus": cpus, "network": path, "roles": distributed_roles(count)})
+            for path in experiment["network"]
+        ]
+    if mode == "shared":
+        cpus = experiment["instances"]["cpus"]
+        return [
+            (
+                {"background": label},
+                {"count": 2, "cpus": cpus, "roles": ["foreground", "background"], "background": job},
+            )
+            for label, job in background_variants(experiment["background"])
+        ]
+    return [({}, None)]
+
+
+def distributed_roles(count):
+    return ["chief"] + ["worker"] * (count - 1)
+
+
+def cpus_needed(cell):
+    """CPUs a cell pins on its runner: the scale-up for each instance that has cores of its own."""
+    spec = cell.get("instances")
+    scaleup = int(cell["labels"]["scaleup"])
+    if not spec or spec["cpus"] == "shared":
+        return scaleup
+    return scaleup * spec["count"]
+
+
+def split_cpus(cpus, count, threads, sharing):
+    """Each instance's CPUs: the cell's own list for ``shared``; ``threads`` apiece of ``cpus`` for ``disjoint``."""
+    if sharing == "shared":
+        return [list(cpus)] * count
+    return [list(cpus[index * threads : (index + 1) * threads]) for index in range(count)]
+
+
+def labels_argv(labels):
+    """``--labels-json`` of an instance's record: its role and index (and share), never mixed in a report."""
+    return ["--labels-json", json.dumps(labels, sort_keys=True, separators=(",", ":"))]
+
+
+def background_argv(job, threads):
+    """The background job's python arguments: its workload and params, training until it is stopped."""
+    from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import workload_argv
+
+    params = {"threads": threads, **job["params"]}
+    if job["workload"] == "cnn_train":
+        params.setdefault("steps", BACKGROUND_STEPS)
+    return workload_argv(params, job["workload"])
+
+
+def describe_rounds(rounds):
+    """One line per round, for the plan's runtime record: who ran beside whom."""
+    return [" + ".join(f"{spec['role']} {spec['index']}" for spec in specs) for specs in rounds]
+
+
+def shell_line(argv):
+    return shlex.join(str(arg) for arg in argv)

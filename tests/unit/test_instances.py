@@ -1,0 +1,168 @@
+"""Cells with several instances: the experiment fields, the cells they expand into, each instance's plan, and
+the shared cell's degradation."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import cell_outcome
+from plan_options import assert_plan_matches_its_specs, plan_options
+
+EIGHT_CPUS = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
+TWO_CPUS = {**EIGHT_CPUS, "cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}}
+OPTIONS = plan_options(host="runner-a", campaign="c1")
+SHARED = """
+name: noisy
+workload: cnn_train
+platforms: [bm, cn, vm]
+scaleup: [1]
+cpu_config: [pin, vnl]
+processor: [cpu]
+repeats: 1
+mode: shared
+background:
+  workload: cnn_train
+  params: {model: alexnet, batch_size: [512, 32]}
+  settle: 3
+params: {model: tiny, steps: 5}
+"""
+DISTRIBUTED = """
+name: ranks
+workload: cnn_train
+platforms: [bm, cn]
+scaleup: [2]
+cpu_config: [pin]
+processor: [cpu]
+repeats: 1
+mode: distributed
+instances: {count: 3}
+network: [bridge, overlay]
+params: {model: tiny, steps: 5}
+"""
+
+
+def cells_of(tmp_path, name, text):
+    (tmp_path / f"{name}.yml").write_text(textwrap.dedent(text))
+    return expand(load_experiment(tmp_path, name))
+
+
+def one(cells, cell_id):
+    return next(cell for cell in cells if cell["id"] == cell_id)
+
+
+def labels_of(argv):
+    return json.loads(argv[argv.index("--labels-json") + 1])
+
+
+def test_a_shared_experiment_has_a_cell_per_background_job(tmp_path):
+    cells = cells_of(tmp_path, "noisy", SHARED)
+    ids = [cell["id"] for cell in cells if cell["scenario"] == "bm/1/pin/cpu"]
+    assert ids == [
+        "bm/1/pin/cpu|background=cnn_train:batch_size=512,model=alexnet|r0",
+        "bm/1/pin/cpu|background=cnn_train:batch_size=32,model=alexnet|r0",
+    ]
+    cell = one(cells, ids[0])
+    assert cell["labels"]["background"] == "cnn_train:batch_size=512,model=alexnet"
+    assert cell["instances"]["roles"] == ["foreground", "background"]
+    assert cell["instances"]["background"]["params"] == {"model": "alexnet", "batch_size": 512}
+
+
+def test_a_shared_bm_cell_runs_the_foreground_alone_then_beside_the_background_on_cores_of_their_own(tmp_path):
+    cell = one(cells_of(tmp_path, "noisy", SHARED), "bm/1/pin/cpu|background=cnn_train:batch_size=512,model=alexnet|r0")
+    plan = cell_plan(cell, EIGHT_CPUS, OPTIONS)
+    assert_plan_matches_its_specs(plan)
+    assert (plan["placement"], plan["instances"]["settle"]) == ("instances", 3.0)
+    alone, (background, beside) = plan["instances"]["rounds"]
+    assert [spec["role"] for spec in alone] == ["foreground"] and background["background"] is True
+    # disjoint: each instance a core of its own, from the highest down (CPU 0 goes last)
+    assert alone[0]["argv"][:3] == ["taskset", "--cpu-list", "6"] and background["argv"][:3] == [
+        "taskset",
+        "--cpu-list",
+        "7",
+    ]
+    assert beside["argv"] == alone[0]["argv"][:-1] + [beside["argv"][-1]]  # the same command, but for its labels
+    assert labels_of(alone[0]["argv"]) == {"instance_index": 0, "instance_role": "foreground", "share": "alone"}
+    assert labels_of(beside["argv"])["share"] == "shared"
+    assert labels_of(background["argv"]) == {"instance_index": 1, "instance_role": "background"}
+    argv = background["argv"]
+    assert argv[argv.index("--model") + 1] == "alexnet" and argv[argv.index("--batch-size") + 1] == "512"
+    assert argv[argv.index("--steps") + 1] == "1000000"  # it trains until it is stopped
+    assert plan["runtime"]["instance_rounds"] == ["foreground 0", "background 1 + foreground 0"]
+
+
+def test_a_shared_cn_cell_runs_containers_that_the_supervisor_removes(tmp_path):
+    cell = one(cells_of(tmp_path, "noisy", SHARED), "cn/1/vnl/cpu|background=cnn_train:batch_size=32,model=alexnet|r0")
+    plan = cell_plan(cell, EIGHT_CPUS, OPTIONS)
+    assert_plan_matches_its_specs(plan)
+    alone = plan["instances"]["rounds"][0][0]
+    argv = alone["argv"]
+    assert argv[:4] == ["docker", "run", "--rm", "--name"] and argv[4] == plan["name"] + "-0"
+    assert argv[argv.index("--cpus") + 1] == "1.0" and argv[argv.index("--network") + 1] == "none"
+    assert "--cpuset-cpus" not in argv and alone["stop"] == ["docker", "rm", "--force", plan["name"] + "-0"]
+    assert f"org.platbench.cell={cell['id']}" in argv and "org.platbench.role=foreground" in argv
+    assert argv[argv.index("platbench/workload:latest") + 1 :][:3] == ["python", "-m", "workloads.cnn_train"]
+
+
+def test_a_guest_platform_is_refused_for_several_instances(tmp_path):
+    cell = one(cells_of(tmp_path, "noisy", SHARED), "vm/1/pin/cpu|background=cnn_train:batch_size=32,model=alexnet|r0")
+    with pytest.raises(CellPlanError, match="runs on the runner host's processes and containers in this release"):
+        cell_plan(cell, EIGHT_CPUS, {**OPTIONS, "guest_image": {"container_image_id": "x"}})
+
+
+def test_more_pinned_instances_times_scale_up_than_cpus_is_refused(tmp_path):
+    cell = one(cells_of(tmp_path, "ranks", DISTRIBUTED), "bm/2/pin/cpu|network=bridge|r0")
+    with pytest.raises(CellPlanError) as refused:
+        cell_plan(cell, TWO_CPUS, OPTIONS)
+    assert "3 pinned instances x scale-up 2 need 6 CPUs, but only 2 are free ([0, 1])" in str(refused.value)
+    assert "instances: {cpus: shared}" in str(refused.value)
+
+
+def test_distributed_cells_have_a_network_path_each_and_ranks_on_disjoint_cpus(tmp_path):
+    cells = cells_of(tmp_path, "ranks", DISTRIBUTED)
+    assert [cell["id"] for cell in cells] == [
+        "bm/2/pin/cpu|network=bridge|r0",
+        "cn/2/pin/cpu|network=bridge|r0",
+        "bm/2/pin/cpu|network=overlay|r0",
+        "cn/2/pin/cpu|network=overlay|r0",
+    ]
+    plan = cell_plan(cells[0], EIGHT_CPUS, OPTIONS)
+    assert [member["cpuset"] for member in plan["instances"]["members"]] == ["2,3", "4,5", "6,7"]
+    assert [member["role"] for member in plan["instances"]["members"]] == ["chief", "worker", "worker"]
+
+
+def sample(metric, value, **labels):
+    return {"metric": metric, "value": value, "unit": "s", "labels": labels, "metadata": {}}
+
+
+def test_a_shared_cell_records_the_degradation_of_its_foreground():
+    def record(share, elapsed):
+        labels = {"instance_role": "foreground", "instance_index": 0, "share": share}
+        metrics = [{"metric": "elapsed", "value": elapsed, "unit": "s"}]
+        return "PLATBENCH_RESULT " + json.dumps(
+            {"schema": 1, "workload": "cnn_train", "status": "ok", "error": None, "timestamp": 1.0,
+             "labels": labels, "metrics": metrics, "metadata": {}}
+        )  # fmt: skip
+
+    output = "\n".join([record("alone", 10.0), record("shared", 12.5)])
+    status, error, samples = cell_outcome({"platform": "bm", "cell": "c"}, output, None, {}, {})
+    assert (status, error) == ("ok", None)
+    degradation = [s for s in samples if s["metric"] == "degradation"]
+    assert len(degradation) == 1 and degradation[0]["value"] == pytest.approx(25.0)
+    assert "share" not in degradation[0]["labels"] and degradation[0]["unit"] == "%"
+    assert (degradation[0]["metadata"]["elapsed_alone"], degradation[0]["metadata"]["elapsed_shared"]) == (10.0, 12.5)
+
+
+def test_the_records_come_from_every_instance_but_the_stopped_background():
+    ran = [
+        {"name": "a", "role": "foreground", "index": 0, "round": 0, "background": False, "rc": 0, "stdout": "ALONE"},
+        {"name": "b", "role": "background", "index": 1, "round": 1, "background": True, "rc": -15, "stdout": "NOISE"},
+        {"name": "a", "role": "foreground", "index": 0, "round": 1, "background": False, "rc": 0, "stdout": "SHARED"},
+    ]
+    seen = placements.observed({"platform": "bm", "placement": "instances"}, {"instances": {"instances": ran}})
+    assert "ALONE" in seen.output and "SHARED" in seen.output and "NOISE" not in seen.output
+    assert [entry["rc"] for entry in seen.runtime["instances_ran"]] == [0, -15, 0]
