@@ -158,6 +158,7 @@ def differences(path_plan, state):
             found.append(f"namespace {netns} is not the network namespace of process {instance['pid']}")
         for name, want in inside[netns].items():
             found += _link_differences(name, held["links"].get(name), want, f" in {netns}")
+        found += [f"{name} in {netns} is not of this plan" for name in held["links"] if name not in inside[netns]]
         if path_plan["path"] == "overlay":
             found += _missing_fdb(path_plan, instance, held)
     found += _rule_differences(path_plan, state)

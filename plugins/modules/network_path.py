@@ -23,7 +23,7 @@ description:
     key, so O(cleanup_all) finds whatever an interrupted cell left.
   - Where the host sends bridged frames through iptables (br_netfilter loaded, as Docker does) a FORWARD rule
     commented with the tag lets the bridge's ports talk to each other.
-  - Idempotent: a path built as planned is left alone; one built otherwise, or half-built, is removed and
+  - Idempotent; a path built as planned is left alone; one built otherwise, or half-built, is removed and
     built again. A build that fails halfway removes what it made.
 version_added: "0.12.0"
 author: platbench developers (@platbench)

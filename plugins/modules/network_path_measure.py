@@ -11,13 +11,13 @@ module: network_path_measure
 short_description: Measure the network path between two instances of a cell before it trains
 description:
   - From the client instance's network namespace to the server instance's address (the C(instances) that
-    M(platbench.lab.network_path) returns: instance 0 as client, instance 1 as server).
+    M(platbench.lab.network_path) returns; instance 0 as client, instance 1 as server).
   - Round-trip time by C(ping) on the idle path (O(ping_count) packets 50 ms apart, each waited for 1 s).
   - Throughput by one iperf3 TCP test of O(seconds) (C(--json)); the server answers that one client and exits,
     and both are killed if they outlive their bound.
   - The MTU of the device the route to O(address) leaves by, in the client's namespace.
   - Only addresses of 127.0.0.0/8 and 198.18.0.0/15 are measured.
-  - Measuring changes nothing, but sends traffic: in check mode nothing is measured.
+  - Measuring changes nothing, but sends traffic; in check mode nothing is measured.
 version_added: "0.12.0"
 author: platbench developers (@platbench)
 requirements:
