@@ -18,16 +18,19 @@ ones (511 subnets; cells of one host run one at a time, so a clash needs a lefto
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
-
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 
+# The cells' share of the benchmarking range, one /24 per cell: one allocation for every network path
+# (plugins/module_utils/network_path.py, where the modules can import it).
+from ansible_collections.platbench.lab.plugins.module_utils.network_path import (  # noqa: F401
+    RESERVED_SUBNETS,
+    SUBNETS,
+    SUPERNET,
+    cell_subnet,
+    digest,
+)
+
 WORKLOAD = "micro_net"
-SUPERNET = ipaddress.ip_network("198.18.0.0/15")
-# Left to tests and hand-made set-ups, never given to a cell.
-RESERVED_SUBNETS = (ipaddress.ip_network("198.18.0.0/24"),)
-SUBNETS = tuple(subnet for subnet in SUPERNET.subnets(new_prefix=24) if subnet not in RESERVED_SUBNETS)
 NETWORK_PREFIX = "platbench-net-"
 HASH_CHARS = 12
 LOOPBACK_PEER = "127.0.0.1"
@@ -88,22 +91,13 @@ def bm_args():
     return ["--peer", LOOPBACK_PEER, "--serve-peer"]
 
 
-def _digest(key):
-    return hashlib.sha1(str(key).encode("utf-8")).hexdigest()
-
-
-def cell_subnet(key):
-    """The /24 of 198.18.0.0/15 (198.18.0.0/24 excepted) of the cell with this key."""
-    return SUBNETS[int(_digest(key), 16) % len(SUBNETS)]
-
-
 def peer_address(key):
     """The peer container's address on the cell's network: ``.2`` of its subnet (``.1`` is the bridge)."""
     return str(cell_subnet(key).network_address + 2)
 
 
 def network_name(key):
-    return NETWORK_PREFIX + _digest(key)[:HASH_CHARS]
+    return NETWORK_PREFIX + digest(key)[:HASH_CHARS]
 
 
 def container_peer(key, cell_name, params, cell_container, timeout):
