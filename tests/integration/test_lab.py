@@ -258,14 +258,14 @@ def test_bad_input_stops_before_any_cell_runs(tmp_path, extravars, expected):
     [
         # A generated dataset, mounted read-only into the container, read by a PyTorch workload.
         ("chopra2022-mnist-cnn", {"repeats": 1, "dataset": {"args": {"images": 600}}}, "user_time"),
-        # 1 parameter server + 2 workers as processes talking over loopback, on the host and in a container.
+        # 2 DDP ranks (torchrun) over loopback, on the host and in a container.
         (
             "lin2018-distributed",
             {
                 "repeats": 1,
                 "params": {"model": "tiny", "steps": 6, "warmup_steps": 1, "image_size": 32, "batch_size": 8},
             },
-            "worker1_throughput",
+            "step_time_p50",
         ),
     ],
 )

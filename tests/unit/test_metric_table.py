@@ -9,11 +9,9 @@ Adding a metric without an entry, or a new way of naming one, fails here.
 import ast
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from workloads.cnn_train.cluster import launcher
 from workloads.common import metric_table, stats
 from workloads.dl_tools import cli as dl_tools_cli
 from workloads.inference_e2e.phases import PhaseTimes
@@ -23,8 +21,6 @@ WORKLOADS = REPO / "workloads"
 # Where a metric gets a computed name: (file, the name's template as written) -> the test that covers it.
 DYNAMIC = {
     ("workloads/common/stats.py", "step_time_{name}"): "test_step_time_names",
-    ("workloads/cnn_train/cluster/launcher.py", "worker{index}_throughput"): "test_cluster_names",
-    ("workloads/cnn_train/cluster/launcher.py", "worker{index}_data_load"): "test_cluster_names",
     ("workloads/dl_tools/cli.py", "renamed"): "test_dl_tools_batch_time_names",
     ("workloads/inference_e2e/phases.py", "{name}_time"): "test_inference_phase_names",
     ("workloads/inference_e2e/phases.py", "{name}_p50"): "test_inference_phase_names",
@@ -69,7 +65,7 @@ def emitted():
 def test_the_scan_finds_the_workloads_metrics():
     names = {name for _, name, _, _ in emitted()}
     assert {"throughput", "elapsed", "h2d_time", "mfu", "gpu_kernel_time", "roofline_peak_flops"} <= names
-    assert {"user_time", "system_time", "step_time_{name}", "worker{index}_throughput"} <= names
+    assert {"user_time", "system_time", "step_time_{name}"} <= names
 
 
 def test_every_constant_metric_has_an_entry_and_its_unit():
@@ -121,36 +117,6 @@ def test_inference_phase_names(timed):
         phases.add_batch(phase, [0, 1, 2], 0.3)
     for entry in phases.metrics():
         assert metric_table.lookup(entry["metric"]) == metric_table.MetricInfo("s", "lower", "inference"), entry
-
-
-def _child(values, labels=None):
-    metadata = {"step_times": [0.1, 0.2], "ps": {}}
-    record = {"metrics": [{"metric": k, "value": v, "unit": "x"} for k, v in values.items()], "metadata": metadata}
-    return SimpleNamespace(record={**record, "labels": labels or {}}, gpu=None)
-
-
-def test_cluster_names():
-    worker = {
-        "throughput": 10.0,
-        "startup": 1.0,
-        "data_load": 0.5,
-        "data_first_batch": 0.6,
-        "elapsed": 3.0,
-        "loss_first": 2.0,
-        "loss_last": 1.0,
-        "h2d_time": 0.1,
-        "h2d_bytes": 100.0,
-        "model_flops": 1.0,
-        "achieved_flops": 5.0,
-        "peak_flops": 50.0,
-        "mfu": 0.1,
-    }
-    ps = _child({"updates": 4, "ps_gradient_wait": 0.1, "ps_update": 0.2, "bytes_received": 1, "bytes_sent": 1})
-    metrics, metadata = launcher._aggregate(SimpleNamespace(), [_child(worker) for _ in range(12)], ps)
-    names = [entry["metric"] for entry in metrics]
-    assert "worker11_throughput" in names and "worker11_data_load" in names and metadata["ps"]["ps_update"] == 0.2
-    assert [name for name in names if metric_table.lookup(name) is None] == []
-    assert metric_table.lookup("workerX_throughput") is None
 
 
 @pytest.mark.parametrize("fixture", sorted((REPO / "tests/unit/data").glob("*.jsonl")), ids=lambda path: path.name)

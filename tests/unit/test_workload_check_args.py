@@ -73,12 +73,9 @@ def test_a_batch_size_of_0_is_refused(workload):
     "argv, message",
     [
         (["--model", "resnet50", "--image-size", "16"], "--image-size for resnet50 must be at least 32, got 16"),
-        (["--mode", "distributed"], "--mode distributed needs --role ps|worker|chief"),
-        (["--mode", "single", "--num-workers", "2"], "--num-workers needs --mode ps or --mode distributed"),
-        (
-            ["--mode", "distributed", "--launch-local", "--num-workers", "3", "--threads", "2"],
-            "--threads 2 is fewer than the 3 worker processes",
-        ),
+        (["--mode", "distributed", "--launch-local", "1"], "--launch-local 1: a distributed run needs at least 2"),
+        (["--mode", "single", "--launch-local", "2"], "--launch-local is for --mode distributed"),
+        (["--mode", "ps", "--framework", "torch"], "--mode ps is TensorFlow's CentralStorageStrategy"),
         (["--labels-json", '{"model": "alexnet"}'], "--labels-json must not contradict the run's own labels: model"),
     ],
 )

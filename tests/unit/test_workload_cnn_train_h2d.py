@@ -54,15 +54,15 @@ def test_a_batch_already_on_the_gpu_copies_nothing():
     assert log.totals(2) == (0.0, 0)
 
 
-def planned(mode="single", gpus=(), num_gpus=None, role=None):
-    return SimpleNamespace(mode=mode, gpus=list(gpus), num_gpus=num_gpus, role=role)
+def planned(mode="single", gpus=(), num_gpus=None):
+    return SimpleNamespace(mode=mode, gpus=list(gpus), num_gpus=num_gpus)
 
 
 def test_the_gpus_a_process_will_use_must_be_the_plan_s_count():
     check_planned_gpus(planned(), None)  # a run by hand
     check_planned_gpus(planned(), ExpectedGpus(0, []))
     check_planned_gpus(planned(gpus=["0"]), ExpectedGpus(1, ["0000:3b:00.0"]))
-    check_planned_gpus(planned(role="worker"), ExpectedGpus(1, None))  # a member: checked after its run
+    check_planned_gpus(planned("distributed"), ExpectedGpus(1, None))  # a rank: checked after its run
     with pytest.raises(WorkloadFailed) as caught:
         check_planned_gpus(planned(num_gpus=0), ExpectedGpus(1, ["0000:3b:00.0"]))
     assert str(caught.value) == (
@@ -73,11 +73,11 @@ def test_the_gpus_a_process_will_use_must_be_the_plan_s_count():
         check_planned_gpus(planned("ps", ["0", "1"]), ExpectedGpus(1, None))
 
 
-def test_a_local_cluster_plans_each_child_with_the_gpus_it_hands_it():
-    from workloads.cnn_train.cluster.launcher import _planned_env
+def test_a_local_launch_plans_each_rank_with_the_gpus_it_hands_it():
+    from workloads.cnn_train.local_launch import _planned_env
 
-    assert _planned_env(SimpleNamespace(expected_gpus=None), 1) == {}  # a run by hand: children unchecked too
+    assert _planned_env(SimpleNamespace(expected_gpus=None), 1) == {}  # a run by hand: ranks unchecked too
     run = SimpleNamespace(expected_gpus=ExpectedGpus(2, ["0000:3b:00.0", "0000:5e:00.0"]))
-    # Each worker sees its one GPU as device 0; the launcher checks the cluster's bus ids itself.
+    # Each rank sees its one GPU as device 0; the launcher checks the run's bus ids itself.
     assert _planned_env(run, 1) == {"PLATBENCH_EXPECTED_GPUS": '{"count":1,"pci_bus_ids":null}'}
     assert _planned_env(run, 0) == {"PLATBENCH_EXPECTED_GPUS": '{"count":0,"pci_bus_ids":null}'}

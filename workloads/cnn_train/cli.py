@@ -14,36 +14,27 @@ from ..common.args import (
     positive_int,
     resolve_threads,
 )
-from ..common.environment import format_cpuset, probe_environment
+from ..common.environment import probe_environment
 from ..common.harness import run_workload
-from .cluster.addresses import AddressError, parse_host_list
 from .devices import visible_gpus
 from .labels import WORKLOAD, own_labels, record_labels
+from .ranks import MIN_RANKS, PLACE_READERS, RankEnvError
 from .settings import (
     DATA_FORMATS,
     DATA_SOURCES,
     DEFAULT_CPU_WORKERS,
     DEFAULT_LAUNCH_TIMEOUT,
     DEFAULT_NET_TIMEOUT,
-    DEFAULT_NUM_WORKERS,
     DTYPES,
     FRAMEWORK_BACKENDS,
     MODELS,
     MODES,
     OPTIMIZERS,
-    ROLES,
     SGD_LEARNING_RATE,
     SGD_MOMENTUM,
 )
 
 DEFAULT_NUM_CLASSES = 1000
-
-
-def _host_list(text):
-    try:
-        return parse_host_list(text)
-    except AddressError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def build_parser():
@@ -73,8 +64,9 @@ def build_parser():
     add_run_arguments(add)
     add_check_args(
         add,
-        "--threads and worker processes against the CPUs, --num-gpus against the GPUs, Pillow for --framework "
-        "torch --data real, and --data-dir's contents when the directory does not exist where the check runs",
+        "--threads and local ranks against the CPUs, torchrun's or TF_CONFIG's rank environment, --num-gpus "
+        "against the GPUs, Pillow for --framework torch --data real, and --data-dir's contents when the "
+        "directory does not exist where the check runs",
     )
 
     data = parser.add_argument_group("real data (--data real)")
@@ -89,7 +81,7 @@ def build_parser():
         "parallel decode calls (tensorflow, default autotuned)",
     )
 
-    parallel = parser.add_argument_group("devices and parameter server")
+    parallel = parser.add_argument_group("devices and distributed training")
     padd = parallel.add_argument
     # --variable-update is the same switch under tf_cnn_benchmarks' name; experiments use it,
     # because their own `mode` (single/distributed/shared) names the study's scenario instead.
@@ -99,29 +91,35 @@ def build_parser():
         dest="mode",
         choices=MODES,
         default="single",
-        help="single: one process, one device; ps: this instance's devices data-parallel around one "
-        "parameter-server process; distributed: 1 PS + N workers (--role ..., or --launch-local)",
+        help="single: one process, one device; ps: TensorFlow's CentralStorageStrategy, this instance's devices "
+        "data-parallel around variables on the CPU; distributed: DistributedDataParallel (torch) or "
+        "MultiWorkerMirroredStrategy (tensorflow) ranks, started by --launch-local, torchrun or TF_CONFIG",
     )
     padd("--num-gpus", type=non_negative_int, help="GPUs to use (default: every visible one, at most 1 in single mode)")
     padd(
         "--cpu-workers",
         type=positive_int,
-        help=f"--mode ps without GPUs: CPU worker processes (default {DEFAULT_CPU_WORKERS})",
-    )
-    padd("--role", choices=ROLES, help="this process's part in a PS cluster (chief: worker 0)")
-    padd("--ps-hosts", type=_host_list, help="host:port of the parameter server (one)")
-    padd("--worker-hosts", type=_host_list, help="host:port,host:port,... of the workers, chief first")
-    padd("--task-index", type=non_negative_int, help="this process's index in its role's host list (default 0)")
-    padd("--launch-local", action="store_true", help="start 1 PS + --num-workers workers here on 127.0.0.1")
-    padd("--num-workers", type=positive_int, help=f"--launch-local: worker processes (default {DEFAULT_NUM_WORKERS})")
-    padd(
-        "--net-timeout", type=positive_float, default=DEFAULT_NET_TIMEOUT, help="seconds any one network wait may take"
+        help=f"--mode ps without GPUs: CPU replicas, each a logical CPU device (default {DEFAULT_CPU_WORKERS})",
     )
     padd(
-        "--launch-timeout", type=positive_float, default=DEFAULT_LAUNCH_TIMEOUT, help="seconds for all local processes"
+        "--launch-local",
+        type=positive_int,
+        metavar="N",
+        help="--mode distributed: start N ranks here on 127.0.0.1, each pinned to its share of the CPUs, "
+        "--threads each (torch: one torchrun node each; tensorflow: one worker each, with its TF_CONFIG)",
     )
-    # Internal: the launcher hands its parameter server an already-listening socket (no port race).
-    padd("--ps-listen-fd", type=non_negative_int, help=argparse.SUPPRESS)
+    padd(
+        "--net-timeout",
+        type=positive_float,
+        default=DEFAULT_NET_TIMEOUT,
+        help="seconds a rendezvous or a collective may wait for the other ranks",
+    )
+    padd(
+        "--launch-timeout",
+        type=positive_float,
+        default=DEFAULT_LAUNCH_TIMEOUT,
+        help="--launch-local: seconds for all ranks together; then they are stopped",
+    )
     return parser
 
 
@@ -161,93 +159,75 @@ def _check_data(parser, args):
 
 
 def _check_parallelism(parser, args, allowed_cpus):
-    """Validates --mode and its cluster options; fills args.gpus and args.workers for launchers."""
-    cluster_options = {
-        "--role": args.role,
-        "--ps-hosts": args.ps_hosts,
-        "--worker-hosts": args.worker_hosts,
-        "--task-index": args.task_index,
-        "--launch-local": args.launch_local or None,
-        "--num-workers": args.num_workers,
-        "--cpu-workers": args.cpu_workers,
-    }
+    """Validates --mode and its options; fills args.gpus, args.workers (replicas or ranks) and args.place."""
     # --check-args runs on the controller: assume the runner has exactly the GPUs asked for.
     gpus = [str(index) for index in range(args.num_gpus or 0)] if args.check_args else visible_gpus()
     args.gpus_seen = bool(gpus)
     if args.num_gpus is not None and args.num_gpus > len(gpus):
         parser.error(f"--num-gpus {args.num_gpus}: only {len(gpus)} GPU(s) visible here")
-    args.gpus, args.workers = [], 0
+    args.gpus, args.workers, args.place = [], 0, None
+    misplaced = [
+        name
+        for name, value, mode in (
+            ("--launch-local", args.launch_local, "distributed"),
+            ("--cpu-workers", args.cpu_workers, "ps"),
+        )
+        if value is not None and args.mode != mode
+    ]
+    if misplaced:
+        wanted = {"--launch-local": "--mode distributed", "--cpu-workers": "--mode ps"}
+        parser.error("; ".join(f"{name} is for {wanted[name]}" for name in misplaced))
     if args.mode == "single":
-        given = [name for name, value in cluster_options.items() if value is not None]
-        if given:
-            parser.error(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --mode ps or --mode distributed")
         if args.num_gpus is not None and args.num_gpus > 1:
-            parser.error("--mode single uses one device; --mode ps spreads a run over several GPUs")
+            parser.error("--mode single uses one device; --mode ps or distributed spread a run over several GPUs")
         args.gpus = gpus[: 1 if args.num_gpus is None else args.num_gpus]
         return
-    if args.role is not None:
-        _check_role(parser, args)
-        return
-    for name in ("--ps-hosts", "--worker-hosts", "--task-index"):
-        if cluster_options[name] is not None:
-            parser.error(
-                f"{name} goes with --role ps|worker|chief; without --role this process launches the others itself"
-            )
+    args.gpus = gpus[: len(gpus) if args.num_gpus is None else args.num_gpus]
     if args.mode == "ps":
-        if args.launch_local or args.num_workers is not None:
-            parser.error(
-                "--launch-local and --num-workers are for --mode distributed; --mode ps starts one worker per device"
-            )
-        args.gpus = gpus[: len(gpus) if args.num_gpus is None else args.num_gpus]
-        if args.gpus and args.cpu_workers is not None:
-            parser.error(
-                f"--cpu-workers is for hosts without GPUs ({len(gpus)} visible); "
-                "add --num-gpus 0 to train on CPU workers"
-            )
-        args.workers = len(args.gpus) or args.cpu_workers or DEFAULT_CPU_WORKERS
-        what = f"{args.workers} CPU worker processes"
+        _check_ps(parser, args, gpus)
+    elif args.launch_local is not None:
+        _check_local_launch(parser, args, allowed_cpus)
     else:
-        if not args.launch_local:
-            parser.error(
-                "--mode distributed needs --role ps|worker|chief with --ps-hosts HOST:PORT and "
-                "--worker-hosts HOST:PORT,... (one process per role), or --launch-local"
-            )
-        if args.cpu_workers is not None:
-            parser.error("--cpu-workers is for --mode ps; --mode distributed --launch-local takes --num-workers")
-        args.workers = args.num_workers or DEFAULT_NUM_WORKERS
-        args.gpus = gpus[: len(gpus) if args.num_gpus is None else args.num_gpus]
-        if args.gpus and len(args.gpus) < args.workers:
-            parser.error(f"--num-workers {args.workers} needs a GPU each: {len(args.gpus)} GPU(s) to use here")
-        what = f"--num-workers {args.workers} (worker processes)"
-    # allowed_cpus is None with --check-args: the runner's CPUs are not known here.
-    if allowed_cpus is not None and not args.gpus and args.workers > len(allowed_cpus):
+        _check_rank_env(parser, args)
+
+
+def _check_ps(parser, args, gpus):
+    if args.framework != "tensorflow":
         parser.error(
-            f"{what} need a CPU each: this process may use {len(allowed_cpus)} CPU(s) ({format_cpuset(allowed_cpus)})"
+            "--mode ps is TensorFlow's CentralStorageStrategy (variables on the CPU, one replica per device); "
+            "with --framework torch use --mode distributed (DistributedDataParallel ranks)"
         )
-    if args.threads is not None and args.threads < args.workers:
-        parser.error(f"--threads {args.threads} is fewer than the {args.workers} worker processes to share them")
+    if args.gpus and args.cpu_workers is not None:
+        parser.error(
+            f"--cpu-workers is for hosts without GPUs ({len(gpus)} visible); add --num-gpus 0 to train on CPU replicas"
+        )
+    args.workers = len(args.gpus) or args.cpu_workers or DEFAULT_CPU_WORKERS
 
 
-def _check_role(parser, args):
-    if args.launch_local or args.num_workers is not None or args.cpu_workers is not None:
-        parser.error("--launch-local, --num-workers and --cpu-workers are for the launching process, not with --role")
-    missing = [
-        name for name, value in (("--ps-hosts", args.ps_hosts), ("--worker-hosts", args.worker_hosts)) if not value
-    ]
-    if missing:
-        parser.error(f"--role {args.role} needs {' and '.join(missing)} (host:port lists, e.g. 127.0.0.1:2222)")
-    if len(args.ps_hosts) != 1:
-        parser.error(f"--ps-hosts: exactly one parameter server is supported, got {len(args.ps_hosts)}")
-    if args.task_index is None:
-        args.task_index = 0
-    hosts = args.ps_hosts if args.role == "ps" else args.worker_hosts
-    if args.role == "chief" and args.task_index != 0:
-        parser.error("--role chief is worker 0: --task-index must be 0")
-    if args.task_index >= len(hosts):
-        parser.error(f"--task-index {args.task_index} is out of range: {len(hosts)} {args.role} host(s) given")
-    if args.role == "worker" and args.task_index == 0:
-        args.role = "chief"  # tf_cnn_benchmarks' convention: worker 0 is the chief
-    args.workers = len(args.worker_hosts)
+def _check_local_launch(parser, args, allowed_cpus):
+    """--launch-local N: --threads is each rank's (default: this process's CPUs divided among the ranks)."""
+    ranks = args.workers = args.launch_local
+    if ranks < MIN_RANKS:
+        parser.error(f"--launch-local {ranks}: a distributed run needs at least {MIN_RANKS} ranks")
+    if args.gpus and len(args.gpus) < ranks:
+        parser.error(f"--launch-local {ranks} needs a GPU per rank: {len(args.gpus)} GPU(s) to use here")
+    # allowed_cpus is None with --check-args: the runner's CPUs are not known here.
+    if allowed_cpus is not None and not args.threads_given:
+        args.threads = max(1, len(allowed_cpus) // ranks)
+
+
+def _check_rank_env(parser, args):
+    """A rank started by torchrun or with TF_CONFIG; the engine reads the rest of that environment itself."""
+    try:
+        args.place = PLACE_READERS[args.framework](os.environ)
+    except RankEnvError as error:
+        parser.error(f"--mode distributed: {error}")
+    if args.place is None:
+        if args.check_args:
+            return  # the runner's environment, not the controller's, says which rank a process is
+        started_by = "torchrun (RANK, WORLD_SIZE, ...)" if args.framework == "torch" else "TF_CONFIG set"
+        parser.error(f"--mode distributed needs --launch-local N (N ranks here), or to be started by {started_by}")
+    args.workers = args.place.world_size
 
 
 def parse_args(argv=None):
@@ -261,12 +241,10 @@ def parse_args(argv=None):
         args.image_size = defaults.image_size
     if args.image_size < defaults.min_image_size:
         parser.error(f"--image-size for {args.model} must be at least {defaults.min_image_size}, got {args.image_size}")
+    args.threads_given = args.threads is not None
     allowed_cpus = resolve_threads(parser, args)
     _check_parallelism(parser, args, allowed_cpus)
-    if args.role == "ps":
-        args.dataset, args.data_scan_seconds = None, 0.0  # the parameter server reads no data
-    else:
-        _check_data(parser, args)
+    _check_data(parser, args)
     if args.num_classes is None:
         args.num_classes = DEFAULT_NUM_CLASSES
     check_extra_labels(parser, args.labels_json, own_labels(args, always_mode=True))
@@ -295,10 +273,10 @@ def main(argv=None):
         return 0
     labels = record_labels(args)
     metadata = base_metadata(args)
-    if args.mode != "single" and args.role is None:
-        from .cluster.launcher import launch_local as body
-    elif args.role == "ps":
-        from .cluster.server import serve_ps as body
+    if args.launch_local is not None:
+        from .local_launch import launch_local as body
+    elif args.mode == "distributed":
+        from .distributed import train_rank as body
     else:
         from .training import train as body
     return run_workload(WORKLOAD, labels, metadata, lambda run: body(args, run))

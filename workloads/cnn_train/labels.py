@@ -20,10 +20,8 @@ def own_labels(args, always_mode=False):
     # label set; --labels-json may still carry "mode": "single" (checked against the real mode).
     if always_mode or args.mode != "single":
         labels["mode"] = args.mode
-    if args.mode != "single":
-        labels["num_workers"] = args.workers
-    if args.role is not None:
-        labels.update(role=args.role, task_index=args.task_index)
+    if args.mode != "single" and args.workers:
+        labels["num_workers"] = args.workers  # replicas (ps) or ranks (distributed)
     return labels
 
 

@@ -20,6 +20,14 @@ class FusedBatchNormalization(layers.BatchNormalization):
     convolution + batch norm + ReLU pattern.
     """
 
+    def add_weight(self, *args, **kwargs):
+        # The moving statistics are assigned while training, inside each replica's step: under a
+        # tf.distribute strategy that is allowed only for a variable that says how replicas' values
+        # combine (Keras 3 creates them with aggregation "none"). Their mean, as one replica would see.
+        if not kwargs.get("trainable", True):
+            kwargs.setdefault("aggregation", "mean")
+        return super().add_weight(*args, **kwargs)
+
     def call(self, inputs, training=None, mask=None):
         if (
             mask is not None

@@ -25,12 +25,10 @@ DTYPES = ("float32", "bfloat16")
 OPTIMIZERS = ("sgd",)
 SGD_LEARNING_RATE = 0.01
 SGD_MOMENTUM = 0.9
-# single: one process on one device. ps: one instance, data-parallel over its devices (one worker
-# process per GPU, or --cpu-workers CPU worker processes) with one parameter-server process.
-# distributed: 1 parameter server + N workers, possibly on several machines.
+# single: one process on one device. ps: one process, TensorFlow's CentralStorageStrategy: variables
+# on the CPU, one replica per GPU (or --cpu-workers logical CPU devices). distributed: N ranks of
+# torch DistributedDataParallel or tf.distribute.MultiWorkerMirroredStrategy, possibly on several machines.
 MODES = ("single", "ps", "distributed")
-ROLES = ("ps", "worker", "chief")
 DEFAULT_CPU_WORKERS = 2
-DEFAULT_NUM_WORKERS = 2
-DEFAULT_NET_TIMEOUT = 600.0  # seconds any one network wait may take
-DEFAULT_LAUNCH_TIMEOUT = 3600.0  # seconds a local launch may take, all processes together
+DEFAULT_NET_TIMEOUT = 600.0  # seconds a rendezvous or a collective may wait for the other ranks
+DEFAULT_LAUNCH_TIMEOUT = 3600.0  # seconds a local launch may take, all ranks together

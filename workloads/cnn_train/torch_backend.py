@@ -14,12 +14,14 @@ from .settings import SGD_LEARNING_RATE, SGD_MOMENTUM
 
 
 class Trainer:
-    """One model replica: next_batch() and step(batch) for the timed loop, gradients/params for a PS.
+    """One model replica: next_batch() and step(batch) for the timed loop.
 
     shard_index/shard_count: which part of the dataset this replica reads.
     """
 
-    def __init__(self, args, shard_index=0, shard_count=1):
+    def __init__(self, args, shard_index=0, shard_count=1, distributed=False):
+        """distributed: the process group is initialised; the model becomes a DistributedDataParallel
+        replica whose gradients are averaged over the ranks inside backward()."""
         torch.set_num_threads(args.threads)
         torch.set_num_interop_threads(1)
         random.seed(args.seed)
@@ -31,8 +33,11 @@ class Trainer:
 
         model = build_model(args.model, args.image_size, args.num_classes)
         self.model = model.to(self.device, memory_format=torch.channels_last).train()
+        self.module = self.model  # the model itself, also when DDP wraps it
+        if distributed:
+            device_ids = [self.device.index or 0] if self.device.type == "cuda" else None
+            self.model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=device_ids)
         self.params = list(self.model.parameters())
-        self.sizes = [parameter.numel() for parameter in self.params]
         self.optimizer = torch.optim.SGD(self.params, lr=SGD_LEARNING_RATE, momentum=SGD_MOMENTUM)
         self.loss_fn = torch.nn.CrossEntropyLoss()
 
@@ -101,24 +106,6 @@ class Trainer:
         # .item() returns only once the step is done.
         return loss.item()
 
-    def gradients(self, batch):
-        """(loss, every parameter's gradient as one flat float32 numpy vector)."""
-        loss = self._loss(batch)
-        flat = torch.cat([parameter.grad.reshape(-1) for parameter in self.params])
-        return loss.item(), flat.cpu().numpy()
-
-    def get_params(self):
-        # reshape, not view: channels_last weights are not contiguous; the order is the logical one.
-        with torch.no_grad():
-            return torch.cat([parameter.reshape(-1) for parameter in self.params]).cpu().numpy()
-
-    def set_params(self, flat):
-        # copy_ into the existing tensors keeps their memory format (channels_last).
-        flat = torch.from_numpy(flat).to(self.device, non_blocking=True)
-        with torch.no_grad():
-            for parameter, part in zip(self.params, torch.split(flat, self.sizes), strict=False):
-                parameter.copy_(part.view(parameter.shape))
-
     def h2d_metrics(self, timed_steps):
         """h2d_time and h2d_bytes of the timed steps on a GPU; nothing on a CPU."""
         return [] if self.copies is None else self.copies.metrics(timed_steps)
@@ -127,12 +114,12 @@ class Trainer:
         """Matrix FLOPs of one image's forward pass, counted by PyTorch on the model itself."""
         args = self.args
         example = torch.zeros(1, 3, args.image_size, args.image_size, device=self.device)
-        return torch_forward_flops(self.model, example.contiguous(memory_format=torch.channels_last))
+        return torch_forward_flops(self.module, example.contiguous(memory_format=torch.channels_last))
 
     def metadata(self):
         info = {
             "framework_version": torch.__version__,
-            "model_params": parameter_count(self.model),
+            "model_params": parameter_count(self.module),
             "onednn": torch_onednn(),
             "device": str(self.device),
         }
@@ -143,5 +130,5 @@ class Trainer:
         return info
 
 
-def build_trainer(args, shard_index=0, shard_count=1):
-    return Trainer(args, shard_index, shard_count)
+def build_trainer(args, shard_index=0, shard_count=1, distributed=False):
+    return Trainer(args, shard_index, shard_count, distributed)

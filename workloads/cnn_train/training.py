@@ -1,4 +1,4 @@
-"""One cnn_train training process: the timed loop and its metrics, single or as a cluster's worker."""
+"""One cnn_train training process: the timed loop and its metrics, single mode or --mode ps."""
 
 import importlib
 import math
@@ -66,20 +66,20 @@ def step_metrics(run, batch_size, data_setup):
 
 
 def _hide_unused_gpus(args):
-    """Before any framework import: in single mode CUDA_VISIBLE_DEVICES names exactly the GPU used.
+    """Before any framework import: CUDA_VISIBLE_DEVICES names exactly the GPUs used.
 
-    Cluster members get theirs from the launcher (or from whoever started them).
+    Distributed ranks get theirs from the launcher (or from whoever started them).
     """
-    if args.mode == "single" and args.gpus_seen:
+    if args.mode != "distributed" and args.gpus_seen:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(args.gpus)
 
 
 def check_planned_gpus(args, expected):
     """Before any work: the GPUs this process will use (args.gpus) must be as many as the cell's plan gave.
 
-    A cluster member (--role) has no args.gpus: it uses what it sees, checked after the run.
+    A distributed rank uses what it sees (one GPU, or LOCAL_RANK's of those), checked after the run.
     """
-    if expected is None or args.role is not None or len(args.gpus) == expected.count:
+    if expected is None or args.mode == "distributed" or len(args.gpus) == expected.count:
         return
     asked = "unset" if args.num_gpus is None else args.num_gpus
     raise WorkloadFailed(
@@ -90,26 +90,17 @@ def check_planned_gpus(args, expected):
 
 
 def train(args, run):
-    """The harness body of a training process: single mode, or a worker/chief of a parameter-server cluster."""
+    """The harness body of a training process: single mode, or --mode ps (CentralStorageStrategy, TensorFlow)."""
     check_planned_gpus(args, run.expected_gpus)
     _hide_unused_gpus(args)
     set_thread_env(args.threads)
     backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
-    client = None
-    if args.role is None:
-        trainer = backend.build_trainer(args)
-        step = trainer.step
+    if args.mode == "ps":
+        trainer = backend.build_trainer(args, strategy=backend.central_storage_strategy(args))
+        run.metadata["engine"] = "tf.distribute.experimental.CentralStorageStrategy"
     else:
-        from .cluster.client import PsClient
-
-        trainer = backend.build_trainer(args, shard_index=args.task_index, shard_count=args.workers)
-        client = PsClient(args, trainer)
-        run.on_failure(client.abort)
-        step = client.step
-    steps = run_steps(trainer.next_batch, step, args.warmup_steps, args.steps)
-    if client is not None:
-        client.finish()
-        run.metadata["ps_client"] = client.metadata()
+        trainer = backend.build_trainer(args)
+    steps = run_steps(trainer.next_batch, trainer.step, args.warmup_steps, args.steps)
     run.metadata.update(
         trainer.metadata(),
         step_times=[round(t, 6) for t in steps.step_times],
@@ -117,8 +108,12 @@ def train(args, run):
         losses=[round(loss, 6) for loss in steps.losses],
         data_scan_seconds=round(args.data_scan_seconds, 6),
     )
-    metrics = step_metrics(steps, args.batch_size, args.data_scan_seconds + trainer.data_setup)
+    # Every replica trains on its own batch of --batch-size in each step.
+    images_per_step = args.batch_size * max(args.workers, 1)
+    metrics = step_metrics(steps, images_per_step, args.data_scan_seconds + trainer.data_setup)
     metrics += trainer.h2d_metrics(args.steps)
+    if args.mode != "single":
+        return Outcome(metrics)  # the peak would be one device's, the throughput every replica's
     flops = FlopCount(
         lambda: (trainer.forward_flops(), trainer.device), args.peak_gflops, args.framework, args.dtype, args.threads
     )

@@ -99,6 +99,9 @@ class WorkloadRun:
         self.devices = None
         self.failure_hooks = []
         self.files = {}  # kept beside the campaign's samples: see keep_file
+        # False: an ok run prints no record (a distributed run's rank other than 0, whose figures rank 0's
+        # record carries); a failed run still prints its own.
+        self.record_when_ok = True
 
     def keep_file(self, name, text):
         """Keep ``text`` as the file ``name`` (a plain file name) beside the campaign's samples: an ok record
@@ -207,6 +210,8 @@ def run_workload(workload, labels, metadata, body):
         metrics, error = attempt(_run_body, run, body)
     else:
         error = WorkloadFailed(str(error))  # the message says what is wrong; a traceback would add nothing
+    if error is None and not run.record_when_ok:
+        return 0
     if error is None:
         # Refuses NaN: then a failed record. Kept files go with an ok record only.
         _, error = attempt(emit_record, workload, labels, metrics, metadata, "ok", None, run.files)

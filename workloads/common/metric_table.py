@@ -8,13 +8,9 @@ tests/unit/test_metric_table.py fails otherwise). Stdlib only: workloads and the
 - ``better``: ``"higher"``, ``"lower"``, or None for a descriptive figure (bytes, counts, a loss, a
   job's own FLOP count), which gets no Diff%.
 - ``component``: one of COMPONENTS; the report writes one Diff% table per component.
-
-A name may hold ``{index}`` (any decimal number): ``worker{index}_throughput`` is the entry of
-``worker0_throughput``, ``worker1_throughput``...
 """
 
 import fnmatch
-import re
 from typing import NamedTuple
 
 HIGHER = "higher"
@@ -58,14 +54,6 @@ METRICS = {
     },
     # A shared cell (Lin 2018): how much longer the foreground took beside the background than alone, in %.
     "degradation": _entry("%", LOWER, "training"),
-    # A distributed cell (cnn_train/cluster): per worker, and the parameter server's own figures.
-    "worker{index}_throughput": _entry("*/sec", HIGHER, "training"),
-    "worker{index}_data_load": _entry("s", LOWER, "training"),
-    "ps_update": _entry("s", LOWER, "training"),
-    "ps_gradient_wait": _entry("s", LOWER, "network"),
-    "updates": _entry("steps", None, "training"),
-    "bytes_received": _entry("bytes", None, "network"),
-    "bytes_sent": _entry("bytes", None, "network"),
     # Loss values: the same job learns the same on every platform; not a speed.
     "loss_first": _entry("loss", None, "training"),
     "loss_last": _entry("loss", None, "training"),
@@ -150,18 +138,9 @@ METRICS = {
 }
 
 
-def _pattern(name):
-    return re.compile("^" + re.escape(name).replace(re.escape("{index}"), r"\d+") + "$")
-
-
-_PATTERNS = [(_pattern(name), info) for name, info in METRICS.items() if "{index}" in name]
-
-
 def lookup(name):
     """The MetricInfo of ``name``, or None when the table has no entry for it."""
-    if name in METRICS:
-        return METRICS[name]
-    return next((info for pattern, info in _PATTERNS if pattern.match(name)), None)
+    return METRICS.get(name)
 
 
 def unit_matches(info, unit):
