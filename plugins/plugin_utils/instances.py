@@ -125,9 +125,11 @@ def background_variants(background):
     for key in varying:
         combinations = [done + [(key, value)] for done in combinations for value in params[key]]
     variants = []
+    # The label names the model and what varies; the rest is in the record's runtime.background.
+    named = ["model"] if "model" in params else []
     for combination in combinations:
         chosen = {**params, **dict(combination)}
-        shown = ",".join(f"{key}={chosen[key]}" for key in sorted(chosen) if key != "steps")
+        shown = ",".join(f"{key}={chosen[key]}" for key in dict.fromkeys(named + varying))
         variants.append(
             (f"{background['workload']}:{shown}", {**background, "params": chosen}),
         )
@@ -171,10 +173,12 @@ def cpus_needed(cell):
 
 
 def split_cpus(cpus, count, threads, sharing):
-    """Each instance's CPUs: the cell's own list for ``shared``; ``threads`` apiece of ``cpus`` for ``disjoint``."""
+    """Each instance's CPUs: the cell's own list for ``shared``; ``threads`` apiece of ``cpus`` for ``disjoint``,
+    the highest to instance 0 (the chief, the foreground), as choose_cpus leaves CPU 0 for last."""
     if sharing == "shared":
         return [list(cpus)] * count
-    return [list(cpus[index * threads : (index + 1) * threads]) for index in range(count)]
+    top = len(cpus)
+    return [sorted(cpus[top - (index + 1) * threads : top - index * threads]) for index in range(count)]
 
 
 def labels_argv(labels):

@@ -63,28 +63,25 @@ def test_a_shared_experiment_has_a_cell_per_background_job(tmp_path):
     cells = cells_of(tmp_path, "noisy", SHARED)
     ids = [cell["id"] for cell in cells if cell["scenario"] == "bm/1/pin/cpu"]
     assert ids == [
-        "bm/1/pin/cpu|background=cnn_train:batch_size=512,model=alexnet|r0",
-        "bm/1/pin/cpu|background=cnn_train:batch_size=32,model=alexnet|r0",
+        "bm/1/pin/cpu|background=cnn_train:model=alexnet,batch_size=512|r0",
+        "bm/1/pin/cpu|background=cnn_train:model=alexnet,batch_size=32|r0",
     ]
     cell = one(cells, ids[0])
-    assert cell["labels"]["background"] == "cnn_train:batch_size=512,model=alexnet"
+    assert cell["labels"]["background"] == "cnn_train:model=alexnet,batch_size=512"
     assert cell["instances"]["roles"] == ["foreground", "background"]
     assert cell["instances"]["background"]["params"] == {"model": "alexnet", "batch_size": 512}
 
 
 def test_a_shared_bm_cell_runs_the_foreground_alone_then_beside_the_background_on_cores_of_their_own(tmp_path):
-    cell = one(cells_of(tmp_path, "noisy", SHARED), "bm/1/pin/cpu|background=cnn_train:batch_size=512,model=alexnet|r0")
+    cell = one(cells_of(tmp_path, "noisy", SHARED), "bm/1/pin/cpu|background=cnn_train:model=alexnet,batch_size=512|r0")
     plan = cell_plan(cell, EIGHT_CPUS, OPTIONS)
     assert_plan_matches_its_specs(plan)
     assert (plan["placement"], plan["instances"]["settle"]) == ("instances", 3.0)
     alone, (background, beside) = plan["instances"]["rounds"]
     assert [spec["role"] for spec in alone] == ["foreground"] and background["background"] is True
     # disjoint: each instance a core of its own, from the highest down (CPU 0 goes last)
-    assert alone[0]["argv"][:3] == ["taskset", "--cpu-list", "6"] and background["argv"][:3] == [
-        "taskset",
-        "--cpu-list",
-        "7",
-    ]
+    assert alone[0]["argv"][:3] == ["taskset", "--cpu-list", "7"]
+    assert background["argv"][:3] == ["taskset", "--cpu-list", "6"]
     assert beside["argv"] == alone[0]["argv"][:-1] + [beside["argv"][-1]]  # the same command, but for its labels
     assert labels_of(alone[0]["argv"]) == {"instance_index": 0, "instance_role": "foreground", "share": "alone"}
     assert labels_of(beside["argv"])["share"] == "shared"
@@ -96,7 +93,7 @@ def test_a_shared_bm_cell_runs_the_foreground_alone_then_beside_the_background_o
 
 
 def test_a_shared_cn_cell_runs_containers_that_the_supervisor_removes(tmp_path):
-    cell = one(cells_of(tmp_path, "noisy", SHARED), "cn/1/vnl/cpu|background=cnn_train:batch_size=32,model=alexnet|r0")
+    cell = one(cells_of(tmp_path, "noisy", SHARED), "cn/1/vnl/cpu|background=cnn_train:model=alexnet,batch_size=32|r0")
     plan = cell_plan(cell, EIGHT_CPUS, OPTIONS)
     assert_plan_matches_its_specs(plan)
     alone = plan["instances"]["rounds"][0][0]
@@ -109,7 +106,7 @@ def test_a_shared_cn_cell_runs_containers_that_the_supervisor_removes(tmp_path):
 
 
 def test_a_guest_platform_is_refused_for_several_instances(tmp_path):
-    cell = one(cells_of(tmp_path, "noisy", SHARED), "vm/1/pin/cpu|background=cnn_train:batch_size=32,model=alexnet|r0")
+    cell = one(cells_of(tmp_path, "noisy", SHARED), "vm/1/pin/cpu|background=cnn_train:model=alexnet,batch_size=32|r0")
     with pytest.raises(CellPlanError, match="runs on the runner host's processes and containers in this release"):
         cell_plan(cell, EIGHT_CPUS, {**OPTIONS, "guest_image": {"container_image_id": "x"}})
 
@@ -131,7 +128,7 @@ def test_distributed_cells_have_a_network_path_each_and_ranks_on_disjoint_cpus(t
         "cn/2/pin/cpu|network=overlay|r0",
     ]
     plan = cell_plan(cells[0], EIGHT_CPUS, OPTIONS)
-    assert [member["cpuset"] for member in plan["instances"]["members"]] == ["2,3", "4,5", "6,7"]
+    assert [member["cpuset"] for member in plan["instances"]["members"]] == ["6,7", "4,5", "2,3"]
     assert [member["role"] for member in plan["instances"]["members"]] == ["chief", "worker", "worker"]
 
 
@@ -166,3 +163,51 @@ def test_the_records_come_from_every_instance_but_the_stopped_background():
     seen = placements.observed({"platform": "bm", "placement": "instances"}, {"instances": {"instances": ran}})
     assert "ALONE" in seen.output and "SHARED" in seen.output and "NOISE" not in seen.output
     assert [entry["rc"] for entry in seen.runtime["instances_ran"]] == [0, -15, 0]
+
+
+def test_a_distributed_bm_rank_runs_in_its_namespace_and_meets_the_chief_on_the_path(tmp_path):
+    cells = cells_of(tmp_path, "ranks", DISTRIBUTED.replace("params: {", "params: {framework: torch, "))
+    plan = cell_plan(one(cells, "bm/2/pin/cpu|network=overlay|r0"), EIGHT_CPUS, OPTIONS)
+    assert_plan_matches_its_specs(plan)
+    network = plan["instances"]["network"]
+    assert network["path"] == "overlay" and network["holders"] == [] and network["mtu"] == 1450
+    chief, worker = plan["instances"]["rounds"][0][:2]
+    tag = network["members"][0]["netns"].rsplit("-", 1)[0]
+    assert worker["argv"][:4] == ["ip", "netns", "exec", f"{tag}-1"]
+    assert worker["argv"][4:7] == ["taskset", "--cpu-list", "4,5"]
+    assert worker["env"]["MASTER_ADDR"] == network["members"][0]["address"] == chief["env"]["MASTER_ADDR"]
+    assert (worker["env"]["RANK"], worker["env"]["WORLD_SIZE"], worker["env"]["GLOO_SOCKET_IFNAME"]) == (
+        "1",
+        "3",
+        f"{tag}x1",  # the VXLAN device: gloo's sockets go over the overlay
+    )
+    assert network["measure"]["client_netns"] == f"{tag}-0" and network["measure"]["address"].startswith("198.1")
+
+
+def test_a_distributed_cn_rank_joins_the_namespace_its_holder_keeps(tmp_path):
+    plan = cell_plan(
+        one(cells_of(tmp_path, "ranks", DISTRIBUTED), "cn/2/pin/cpu|network=bridge|r0"), EIGHT_CPUS, OPTIONS
+    )
+    assert_plan_matches_its_specs(plan)
+    network = plan["instances"]["network"]
+    assert [holder["name"] for holder in network["holders"]] == [f"{plan['name']}-{i}-net" for i in range(3)]
+    assert network["engine"] == "docker"
+    rank = plan["instances"]["rounds"][0][2]
+    argv = rank["argv"]
+    assert argv[argv.index("--network") + 1] == f"container:{plan['name']}-2-net"
+    config = json.loads(next(arg for arg in argv if arg.startswith("TF_CONFIG=")).split("=", 1)[1])
+    port = network["port"]
+    addresses = [member["address"] for member in network["members"]]
+    assert config == {
+        "cluster": {"worker": [f"{address}:{port + i}" for i, address in enumerate(addresses)]},
+        "task": {"type": "worker", "index": 2},
+    }
+
+
+def test_loopback_cannot_join_the_instances_of_a_container_platform(tmp_path):
+    cell = one(
+        cells_of(tmp_path, "ranks", DISTRIBUTED.replace("[bridge, overlay]", "[loopback]")),
+        "cn/2/pin/cpu|network=loopback|r0",
+    )
+    with pytest.raises(CellPlanError, match="network path 'loopback' cannot join 3 instances of cn"):
+        cell_plan(cell, EIGHT_CPUS, OPTIONS)

@@ -52,6 +52,10 @@ METRICS = {
         for prefix in STEP_TIME_PREFIXES
         for statistic in STEP_STATISTICS
     },
+    # A distributed cell's network path, measured before it trains (platbench.lab.network_path_measure).
+    "path_throughput": _entry("Gbit/s", HIGHER, "network"),
+    "path_rtt": _entry("ms", LOWER, "network"),
+    "path_mtu": _entry("bytes", None, "network"),
     # A shared cell (Lin 2018): how much longer the foreground took beside the background than alone, in %.
     "degradation": _entry("%", LOWER, "training"),
     # Loss values: the same job learns the same on every platform; not a speed.

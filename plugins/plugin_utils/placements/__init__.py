@@ -40,7 +40,18 @@ KINDS = {
 }
 # The registered results each kind's task file leaves for record_cell (roles/platform_run/tasks/cell.yml
 # forgets them before every cell, so a cell never reads the one before's).
-RESULTS = ("process", "container", "guest", "vcpus", "k8s_job", "k8s_pods", "k8s_log", "instance", instances.RESULT)
+RESULTS = (
+    "process",
+    "container",
+    "guest",
+    "vcpus",
+    "k8s_job",
+    "k8s_pods",
+    "k8s_log",
+    "instance",
+    instances.RESULT,
+    instances.PATH_RESULT,
+)
 
 __all__ = ["KINDS", "RESULTS", "Observed", "PlacementError", "Placing", "plan_sections", "observed"]
 

@@ -18,11 +18,24 @@ A shared cell runs two rounds: the foreground alone, then a background job (conf
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
+
+from ansible_collections.platbench.lab.plugins.module_utils import network_path
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import RESULT_PREFIX, SCHEMA_VERSION
 
 RESULT = "instances"  # the registered result record_cell reads (placements.RESULTS)
+PATH_RESULT = "path"  # network_path_measure's result: the path's throughput, RTT and MTU
 STOP_GRACE_SECONDS = 5
+# The ranks' rendezvous: the chief's TCP store (torch) or each worker's gRPC server (TensorFlow) listens on a port
+# of this range, derived from the cell's key (each worker its own on a shared loopback).
+RENDEZVOUS_PORTS = (29500, 30500)
+# What a container's network namespace is held by while the path is built into it and measured, before the
+# workload's containers join it (--network container:HOLDER), as a Kubernetes pod's pause container holds its.
+HOLDER_SUFFIX = "-net"
 
 
 def plan(ctx, plan, spec):
@@ -54,6 +67,12 @@ def plan(ctx, plan, spec):
         }
         for index in range(count)
     ]
+    if ctx.gpu_count:
+        raise PlacementError(
+            f"{ctx.where}: GPUs for each of several instances are not planned in this release; run this "
+            "experiment's gpu scenarios with mode single"
+        )
+    network = _network(ctx, plan, spec) if "network" in spec else None
     if ctx.cell["labels"].get("mode") == "shared":
         foreground, background = members
         job = spec["background"]
@@ -62,7 +81,8 @@ def plan(ctx, plan, spec):
         noise = build(ctx, plan, background, instances.background_argv(job, ctx.threads), {}, background=True)
         rounds, settle = [[alone], [noise, beside]], float(job["settle"])
     else:
-        rounds, settle = [[build(ctx, plan, member, ctx.argv, {}) for member in members]], 0.0
+        rounds = [[_rank(ctx, plan, build, member, network) for member in members]]
+        settle = 0.0
     plan["instances"] = {
         "count": count,
         "cpus": sharing,
@@ -70,6 +90,7 @@ def plan(ctx, plan, spec):
         "rounds": rounds,
         "settle": settle,
         "grace": STOP_GRACE_SECONDS,
+        "network": network or {"path": None, "key": ctx.key, "holders": [], "engine": None, "measure": None},
     }
     plan["placement"] = "instances"
     plan.pop(kind, None)
@@ -79,15 +100,100 @@ def plan(ctx, plan, spec):
         instance_cpusets=[member["cpuset"] or None for member in members],
         instance_rounds=instances.describe_rounds(rounds),
     )
+    if network:
+        plan["runtime"].update(network_path=network["path"], path_addresses=[m["address"] for m in network["members"]])
     if "background" in spec:
         plan["runtime"]["background"] = {"workload": spec["background"]["workload"], **spec["background"]["params"]}
+
+
+def _network(ctx, plan, spec):
+    """The cell's network path (module_utils/network_path.py plans it from the cell's key): each instance's
+    address, namespace and device, the holders of the containers' namespaces, and what is measured."""
+    count, path = spec["count"], spec["network"]
+    try:
+        planned = network_path.plan(ctx.key, path, count, ctx.platform.label)
+    except network_path.NetworkPathError as exc:
+        raise PlacementError(f"{ctx.where}: {exc}") from None
+    device = {"loopback": lambda entry: "lo", "bridge": lambda entry: entry["veth"], "overlay": lambda e: e["vxlan"]}
+    members = [
+        {"address": entry["address"], "netns": entry["netns"], "device": device[path](entry)}
+        for entry in planned["instances"]
+    ]
+    holders = []
+    if path != "loopback" and ctx.platform.kind == "container":
+        container = plan["container"]
+        holders = [
+            {
+                "name": f"{ctx.name}-{index}{HOLDER_SUFFIX}",
+                "image": container["image"],
+                # Holds the namespace for the cell's whole length; removed with the cell.
+                "command": ["python", "-c", f"import time; time.sleep({int(plan['timeout']) + 60})"],
+                "labels": {**container["labels"], "org.platbench.role": "network-holder"},
+            }
+            for index in range(count)
+        ]
+    first, second = members[0], members[1]
+    measure = {
+        "address": second["address"],
+        "client_netns": first["netns"],
+        "server_netns": second["netns"],
+        "port": _port(ctx.key) + count,  # beside the ranks' ports, never one of them
+    }
+    return {
+        "path": path,
+        "key": ctx.key,
+        "mtu": planned.get("mtu"),
+        "members": members,
+        "holders": holders,
+        "engine": plan["container"]["engine"] if holders else None,
+        "measure": measure,
+        "port": _port(ctx.key),
+    }
+
+
+def _port(key):
+    low, high = RENDEZVOUS_PORTS
+    return low + int(hashlib.sha1(key.encode("utf-8")).hexdigest(), 16) % (high - low - 64)
+
+
+def _rank(ctx, plan, build, member, network):
+    """One rank of a distributed cell: its instance, with where it meets the others (torch: the chief's TCP store,
+    MASTER_ADDR; TensorFlow: TF_CONFIG's workers) on the cell's path, in its namespace or its holder's."""
+    index, count = member["index"], len(network["members"])
+    framework = ctx.params.get("framework", "tensorflow")
+    addresses = [entry["address"] for entry in network["members"]]
+    own = network["members"][index]
+    if framework == "torch":
+        env = {
+            "RANK": str(index),
+            "WORLD_SIZE": str(count),
+            "LOCAL_RANK": "0",
+            "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": addresses[0],
+            "MASTER_PORT": str(network["port"]),
+            # gloo's (and NCCL's) own sockets on the path's device, not the host name's address
+            "GLOO_SOCKET_IFNAME": own["device"],
+            "NCCL_SOCKET_IFNAME": own["device"],
+        }
+    else:
+        workers = [f"{address}:{network['port'] + rank}" for rank, address in enumerate(addresses)]
+        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = {"TF_CONFIG": json.dumps(config, separators=(",", ":"))}
+    instance = build(ctx, plan, member, ctx.argv, {}, env=env)
+    if network["path"] != "loopback":
+        if ctx.platform.kind == "process":
+            instance["argv"] = ["ip", "netns", "exec", own["netns"], *instance["argv"]]
+        else:
+            at = instance["argv"].index("--network") + 1
+            instance["argv"][at] = f"container:{network['holders'][index]['name']}"
+    return instance
 
 
 def _labels(member, extra):
     return {instances.ROLE_LABEL: member["role"], instances.INDEX_LABEL: member["index"], **extra}
 
 
-def _process_instance(ctx, plan, member, argv, extra, background=False):
+def _process_instance(ctx, plan, member, argv, extra, background=False, env=None):
     process = plan["process"]
     taskset = ["taskset", "--cpu-list", member["cpuset"]] if member["cpuset"] else []
     python = f"{ctx.opts['prefix']}/venv/bin/python"
@@ -96,14 +202,14 @@ def _process_instance(ctx, plan, member, argv, extra, background=False):
         "role": member["role"],
         "index": member["index"],
         "argv": taskset + [python] + argv + instances.labels_argv(_labels(member, extra)),
-        "env": process["env"],
+        "env": {**process["env"], **(env or {})},
         "chdir": process["chdir"],
         "background": background,
         "stop": None,
     }
 
 
-def _container_instance(ctx, plan, member, argv, extra, background=False):
+def _container_instance(ctx, plan, member, argv, extra, background=False, env=None):
     container = plan["container"]
     engine = container["engine"]
     run = [engine, "run", "--rm", "--name", member["name"], "--network", container["network_mode"]]
@@ -111,7 +217,7 @@ def _container_instance(ctx, plan, member, argv, extra, background=False):
         run += ["--cpuset-cpus", member["cpuset"]]
     elif container.get("cpus"):
         run += ["--cpus", str(container["cpus"])]
-    for name, value in sorted(container["env"].items()):
+    for name, value in sorted({**container["env"], **(env or {})}.items()):
         run += ["--env", f"{name}={value}"]
     for volume in container["volumes"]:
         run += ["--volume", volume]
@@ -155,4 +261,18 @@ def observed(plan, results):
             for entry in ran
         ]
     }
+    measured = results.get(PATH_RESULT) or {}
+    if measured.get("samples"):
+        # The path's figures, measured before the ranks trained, as a record of the cell's own.
+        record = {
+            "schema": SCHEMA_VERSION,
+            "workload": "network_path",
+            "status": "ok",
+            "error": None,
+            "timestamp": time.time(),
+            "labels": {},
+            "metrics": measured["samples"],
+            "metadata": {"path_measure": {key: measured.get(key) for key in ("throughput", "rtt", "mtu", "device")}},
+        }
+        output += f"\n{RESULT_PREFIX}{json.dumps(record)}\n"
     return Observed(output=output, runtime=runtime if result else {})
