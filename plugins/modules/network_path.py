@@ -47,9 +47,10 @@ options:
     type: int
     default: 2
   platform:
-    description: The cell's platform label (the registry's); decides whether C(loopback) can join its instances.
+    description:
+      - The cell's platform label (the registry's); decides whether C(loopback) can join its instances.
+      - Required with O(state=present).
     type: str
-    default: bm
   pids:
     description:
       - One running process per instance whose network namespace the instance's end of the path goes into.
@@ -303,14 +304,14 @@ def main():
             "key": {"type": "str", "no_log": False},
             "path": {"type": "str", "choices": list(network_path.PATHS)},
             "instances": {"type": "int", "default": 2},
-            "platform": {"type": "str", "default": "bm"},
+            "platform": {"type": "str"},
             "pids": {"type": "list", "elements": "int"},
             "mtu": {"type": "int", "default": network_path.DEFAULT_MTU},
             "subnet": {"type": "str"},
             "overlay_subnet": {"type": "str"},
             "cleanup_all": {"type": "bool", "default": False},
         },
-        required_if=[("state", "present", ("key", "path")), ("cleanup_all", False, ("key",))],
+        required_if=[("state", "present", ("key", "path", "platform")), ("cleanup_all", False, ("key",))],
         supports_check_mode=True,
     )
     if module.params["cleanup_all"] and module.params["state"] == "present":

@@ -70,6 +70,7 @@ class Cell:
         self.subnet, self.overlay = f"198.18.0.{block * 32}/28", f"198.18.0.{block * 32 + 16}/28"
 
     def args(self, path, **more):
+        more = {"platform": "bm", **more}
         return {"key": self.key, "path": path, "subnet": self.subnet, "overlay_subnet": self.overlay, **more}
 
     def absent(self):
@@ -239,7 +240,11 @@ def test_cleanup_all_removes_every_cells_leftovers_and_nothing_else(cell):
     ("args", "message"),
     [
         ({"path": "loopback", "platform": "cn"}, "network path 'loopback' cannot join 2 instances of cn"),
-        ({"path": "bridge", "subnet": "192.168.7.0/24"}, "subnet 192.168.7.0/24 is outside 198.18.0.0/15"),
+        (
+            {"path": "bridge", "platform": "bm", "subnet": "192.168.7.0/24"},
+            "subnet 192.168.7.0/24 is outside 198.18.0.0/15",
+        ),
+        ({"path": "bridge"}, "state is present but all of the following are missing: platform"),
         ({"path": "bridge", "platform": "xx"}, "unknown platform 'xx'"),
     ],
 )
