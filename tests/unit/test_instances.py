@@ -211,3 +211,21 @@ def test_loopback_cannot_join_the_instances_of_a_container_platform(tmp_path):
     )
     with pytest.raises(CellPlanError, match="network path 'loopback' cannot join 3 instances of cn"):
         cell_plan(cell, EIGHT_CPUS, OPTIONS)
+
+
+def test_a_failed_run_is_the_first_instance_to_fail_not_its_peers_failed_records():
+    ran = [
+        {
+            "name": "r0",
+            "role": "chief",
+            "index": 0,
+            "round": 0,
+            "rc": 1,
+            "stdout": 'PLATBENCH_RESULT {"status": "failed"}',
+        },
+        {"name": "r1", "role": "worker", "index": 1, "round": 0, "rc": -9, "stdout": ""},
+    ]
+    verdict = "worker 1 (r1) was killed by SIGKILL; its output ends:\n(no output)"
+    result = {"failed": True, "msg": verdict, "instances": ran}
+    seen = placements.observed({"platform": "bm", "placement": "instances"}, {"instances": result})
+    assert seen.error == verdict

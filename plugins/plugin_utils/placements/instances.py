@@ -275,4 +275,6 @@ def observed(plan, results):
             "metadata": {"path_measure": {key: measured.get(key) for key in ("throughput", "rtt", "mtu", "device")}},
         }
         output += f"\n{RESULT_PREFIX}{json.dumps(record)}\n"
-    return Observed(output=output, runtime=runtime if result else {})
+    # The supervisor's verdict names the first instance to fail; its peers' failed records only say they lost it.
+    error = result.get("msg") if result.get("failed") else None
+    return Observed(output=output, runtime=runtime if result else {}, error=error)
