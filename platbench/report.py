@@ -14,7 +14,8 @@ in a CPU cell) hold one ``skipped`` sample: no figure of theirs enters a table, 
 lists them with their reasons. Cells that MLPerf loadgen called INVALID (inference_e2e: a scaled-down run
 misses its minimum duration) keep their measured times, but never pass for a valid MLPerf result: every table
 counts them in an INVALID column, loadgen_samples_per_sec is marked INVALID and a note gives loadgen's reasons.
-Inference campaigns also get a phase breakdown and a GPU-vs-CPU speedup (platbench/inference_report.py).
+Inference campaigns also get a phase breakdown and a GPU-vs-CPU speedup (platbench/inference_report.py); campaigns
+of shared and distributed cells their degradation and their throughput per network path (platbench/instances_report.py).
 """
 
 import argparse
@@ -986,6 +987,13 @@ def run(args):
     )
     written += inference_written
     split_text, split_markdown = split_text + inference_text, split_markdown + inference_markdown
+    from platbench import instances_report  # it builds on this module's helpers
+
+    instances_written, instances_text, instances_markdown = instances_report.write_instance_tables(
+        results_dir, frame, args.include_emulated
+    )
+    written += instances_written
+    split_text, split_markdown = split_text + instances_text, split_markdown + instances_markdown
     (results_dir / "report.md").write_text(markdown + split_markdown + "\n", encoding="utf-8")
 
     points, roofs = roofline_points(frame)
