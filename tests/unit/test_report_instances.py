@@ -3,7 +3,8 @@
 - shared, scenario x/1/pin/cpu, background alexnet 32, two repeats each: bm alone 10, 12 s and shared 12, 15 s
   (degradation 20 %, 25 %); cn alone 10, 12 and shared 11, 13.8 (10 %, 15 %);
 - distributed, torch, two repeats each: bm bridge 100, 110 img/s (path 9 Gbit/s, 0.2 ms, MTU 1500), bm overlay
-  80, 90 (8 Gbit/s, 0.3 ms, 1450); cn bridge 95, 105; cn overlay 70, 72. The path's figures differ by 0.1 a repeat (its MTU does not).
+  80, 90 (8 Gbit/s, 0.3 ms, 1450); cn bridge 95, 105; cn overlay 70, 72. The path's figures differ by 0.1 a
+  repeat (its MTU does not).
 """
 
 import csv
