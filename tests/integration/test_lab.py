@@ -236,7 +236,7 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
         ),
         (
             {"experiment": "smoke", "experiment_overrides": {"mode": "shared"}},
-            r"mode: 'shared' is not implemented in this release; allowed: single, distributed",
+            r"background: a shared cell needs the job that runs beside it",
         ),
     ],
 )
@@ -258,12 +258,23 @@ def test_bad_input_stops_before_any_cell_runs(tmp_path, extravars, expected):
     [
         # A generated dataset, mounted read-only into the container, read by a PyTorch workload.
         ("chopra2022-mnist-cnn", {"repeats": 1, "dataset": {"args": {"images": 600}}}, "user_time"),
-        # 2 DDP ranks (torchrun) over loopback, on the host and in a container.
+        # 2 DDP ranks (torchrun) over loopback inside one instance, on the host and in a container. lin2018-distributed
+        # (ranks on instances of their own, over a bridge and an overlay) runs in tests/integration/test_instances.py.
         (
-            "lin2018-distributed",
+            "lin2018-single",
             {
                 "repeats": 1,
-                "params": {"model": "tiny", "steps": 6, "warmup_steps": 1, "image_size": 32, "batch_size": 8},
+                "params": {
+                    "framework": "torch",
+                    "model": "tiny",
+                    "variable_update": "distributed",
+                    "launch_local": 2,
+                    "threads": 1,
+                    "steps": 6,
+                    "warmup_steps": 1,
+                    "image_size": 32,
+                    "batch_size": 8,
+                },
             },
             "step_time_p50",
         ),

@@ -88,6 +88,9 @@ def torchrun_argv(ranks, endpoint, run_id, net_timeout):
         f"--rdzv-conf=join_timeout={int(net_timeout)}",
         "--max-restarts=0",
         "--monitor-interval=0.2",
+        # The address rank 0 publishes as MASTER_ADDR: loopback, where every agent is. Without it torchrun looks up
+        # the host's name, which a container without a network (cn's --network none) cannot resolve to reach.
+        f"--local-addr={LOOPBACK}",
     ]
 
 
