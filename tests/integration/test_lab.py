@@ -259,7 +259,7 @@ def test_bad_input_stops_before_any_cell_runs(tmp_path, extravars, expected):
         # A generated dataset, mounted read-only into the container, read by a PyTorch workload.
         ("chopra2022-mnist-cnn", {"repeats": 1, "dataset": {"args": {"images": 600}}}, "user_time"),
         # 2 DDP ranks (torchrun) over loopback inside one instance, on the host and in a container. lin2018-distributed
-        # (ranks on instances of their own, over a bridge and an overlay) runs in tests/integration/test_instances.py.
+        # (ranks on instances of their own, over a bridge and an overlay): tests/integration/test_lab_instances.py.
         (
             "lin2018-single",
             {
