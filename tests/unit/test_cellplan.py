@@ -376,3 +376,17 @@ def test_a_platform_not_built_is_refused_with_the_reason(monkeypatch):
     make_unbuilt(monkeypatch, "sg")
     with pytest.raises(CellPlanError, match=f"platform sg is not built by this release of platbench .{REASON}"):
         cell_plan(make_cell("sg"), ONE_NODE, OPTIONS)
+
+
+@pytest.mark.parametrize("platform", ["vm", "vmcn"])
+def test_an_emulated_guest_runs_onednn_kernels_no_higher_than_sse41_and_says_so(platform):
+    cell = make_cell(platform)
+    emulated = {**cell, "labels": {**cell["labels"], "emulated": True}}
+    plan = cell_plan(emulated, ONE_NODE, OPTIONS)
+    inner = plan["process"] if platform == "vm" else plan["container"]
+    assert plan["env"]["ONEDNN_MAX_CPU_ISA"] == inner["env"]["ONEDNN_MAX_CPU_ISA"] == "SSE41"
+    assert plan["runtime"]["emulated_env"] == {"ONEDNN_MAX_CPU_ISA": "SSE41"}
+    if platform == "vm":
+        assert "ONEDNN_MAX_CPU_ISA=SSE41" in plan["process"]["command"]
+    # On KVM the guest's kernels are the host's own.
+    assert "ONEDNN_MAX_CPU_ISA" not in cell_plan(cell, ONE_NODE, OPTIONS)["env"]

@@ -44,6 +44,7 @@ class Placing:
     cache: str  # the GEMM peak cache directory
     peer: bool = False  # micro_net: the workload measures the network against a peer
     params: dict = field(default_factory=dict)
+    extra_env: dict = field(default_factory=dict)  # what the kind adds to every environment (an emulated guest's)
 
     @property
     def data_mounts(self):
@@ -56,6 +57,7 @@ class Placing:
         env.update(FIXED_ENV)
         env["PLATBENCH_CACHE_DIR"] = str(self.cache)
         env.update(gpu_env(self.platform.gpu_view, self.gpus, self.gpu_count, self.facts))
+        env.update(self.extra_env)
         env.update(extra or {})
         return env
 

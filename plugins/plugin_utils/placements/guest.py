@@ -20,6 +20,10 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common im
 )
 
 INNER = {"process": process, "container": container}
+# An emulated guest (QEMU TCG, no KVM) runs oneDNN's kernels no higher than SSE4.1: the AVX2 code its JIT emits for
+# PyTorch's LSTMs (sr's RNN-T) crashed under TCG (SIGSEGV in vmcn, a lost guest in vm), while the same cell ran with
+# this set. Emulated cells are functional only (left out of the ratios), so their speed is not what changes.
+EMULATED_ENV = {"ONEDNN_MAX_CPU_ISA": "SSE41"}
 
 
 def plan(ctx, plan):
@@ -57,6 +61,9 @@ def plan(ctx, plan):
         guest_memory_mb=memory,
         guest_data_disk=data["path"] if data else None,
     )
+    if ctx.cell["labels"].get("emulated"):
+        ctx.extra_env = dict(EMULATED_ENV)
+        plan["runtime"]["emulated_env"] = dict(EMULATED_ENV)
     # The guest's vCPUs are pinned on the host; in the guest the workload takes them all.
     in_guest = ",".join(str(vcpu) for vcpu in range(ctx.threads)) if ctx.pinned else ""
     if ctx.platform.inner == "container":
