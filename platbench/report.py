@@ -917,11 +917,22 @@ def add_arguments(parser):
     parser.set_defaults(handler=run)
 
 
-def table_so_far(results_dir):
+def table_so_far(results_dir, cells=None):
     """The main table of the campaign's samples as they are now (``platbench run`` shows it once only the
-    emulated guests' cells are left), with its noise note; nothing is written. None while nothing measured."""
+    emulated guests' cells are left), with its noise note; nothing is written. None while nothing measured.
+
+    ``cells``: the ids of cells it must show; None (as well) until the samples file holds every one of them: the
+    results callback writes a cell's samples about when its event reaches ``platbench run``, before or after.
+    The emulated guests' cells are left out: the table is of the others."""
     try:
         frame = load_samples(Path(results_dir))
+    except ReportError:
+        return None
+    if cells is not None and ("cell" not in frame.columns or not set(cells) <= set(frame["cell"].dropna())):
+        return None
+    if "emulated" in frame.columns:
+        frame = frame[frame["emulated"].ne(True)]
+    try:
         metrics = choose_metrics(frame, None)
     except ReportError:
         return None

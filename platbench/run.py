@@ -439,8 +439,12 @@ def main(args, out=None, err=None):
             # Emulated guests' cells run last and take long: the table of the others need not wait for them.
             if table_shown or not campaign.only_emulated_left():
                 return
+            # The cells this run measured, once the samples file holds them all (the next tick looks again).
+            measured = [result.id for result in campaign.results if result.status == "ok"]
+            table = table_so_far(Path(campaign.samples_path).parent, measured)
+            if table is None:
+                return
             table_shown.append(True)
-            table = table_so_far(Path(campaign.samples_path).parent)
             if table:
                 display.line(
                     f"every cell but the emulated guests' is done: their table, while the "

@@ -736,3 +736,22 @@ def test_teardown_stops_leftover_workload_processes_and_only_those(tmp_path, pla
         for process in (polite, stubborn, other):
             process.kill()
             process.wait()
+
+
+def test_the_table_so_far_waits_for_every_cell_it_must_show_and_leaves_the_guests_out(tmp_path):
+    """The results callback writes a cell's samples about when its event arrives: before that, no table."""
+    from platbench.report import table_so_far
+
+    def sample(cell_id, platform, emulated=None):
+        labels = {"platform": platform, "scaleup": 1, "cpu_config": "pin", "processor": "cpu", "cell": cell_id}
+        if emulated:
+            labels["emulated"] = True
+        return json.dumps({"metric": "throughput", "value": 10.0, "unit": "images/sec", "labels": labels}) + "\n"
+
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(sample("bm|r0", "bm") + sample("vm|r0", "vm", emulated=True))
+    assert table_so_far(tmp_path, ["bm|r0", "cn|r0"]) is None  # cn's samples are not written yet
+    samples.write_text(samples.read_text() + sample("cn|r0", "cn"))
+    shown = table_so_far(tmp_path, ["bm|r0", "cn|r0"])
+    assert [line.split()[0] for line in shown.splitlines()[2:] if line.strip()][:2] == ["bm", "cn"]
+    assert not any(line.startswith("vm") for line in shown.splitlines())
