@@ -246,8 +246,9 @@ def cell_plan(cell, facts, options=None):
     key = instance_key(opts["campaign"], opts["host"], cell["id"])
     with_peer = peer.needs_peer(labels["workload"])
     if with_peer:
+        # micro_net's peer is the cell's second instance (plugins/plugin_utils/peer.py).
         try:
-            argv += peer.peer_args(platform, params, key, where)
+            cell = {**cell, "instances": peer.instances_spec(platform, params, where)}
         except peer.PeerPlanError as exc:
             raise CellPlanError(str(exc)) from None
     cache = opts["peak_cache_dir"]

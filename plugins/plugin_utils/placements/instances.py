@@ -23,7 +23,7 @@ import json
 import time
 
 from ansible_collections.platbench.lab.plugins.module_utils import network_path
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances
+from ansible_collections.platbench.lab.plugins.plugin_utils import instances, peer
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import RESULT_PREFIX, SCHEMA_VERSION
 
@@ -36,6 +36,8 @@ RENDEZVOUS_PORTS = (29500, 30500)
 # What a container's network namespace is held by while the path is built into it and measured, before the
 # workload's containers join it (--network container:HOLDER), as a Kubernetes pod's pause container holds its.
 HOLDER_SUFFIX = "-net"
+# micro_net's peer is listening within this; the workload then waits for it a while more itself (--peer-wait).
+PEER_SETTLE_SECONDS = 1.0
 
 
 def plan(ctx, plan, spec):
@@ -50,8 +52,6 @@ def plan(ctx, plan, spec):
         )
     if kind == "process" and ctx.platform.launcher != "venv":
         raise PlacementError(f"{ctx.where}: several instances of {ctx.platform.label} are not placed in this release")
-    if kind == "container" and plan.get("peer"):
-        raise PlacementError(f"{ctx.where}: micro_net's peer is a cell of its own; it has no background or ranks")
     count, sharing = spec["count"], spec["cpus"]
     cpus = instances.split_cpus(ctx.cpus, count, ctx.threads, sharing) if ctx.pinned else [[]] * count
     names = [f"{ctx.name}-{index}" for index in range(count)]
@@ -73,7 +73,9 @@ def plan(ctx, plan, spec):
             "experiment's gpu scenarios with mode single"
         )
     network = _network(ctx, plan, spec) if "network" in spec else None
-    if ctx.cell["labels"].get("mode") == "shared":
+    if "peer" in spec:
+        rounds, settle = _peer_rounds(ctx, plan, build, members, network, spec), PEER_SETTLE_SECONDS
+    elif ctx.cell["labels"].get("mode") == "shared":
         foreground, background = members
         job = spec["background"]
         alone = build(ctx, plan, foreground, ctx.argv, {instances.SHARE_LABEL: instances.ALONE})
@@ -102,6 +104,8 @@ def plan(ctx, plan, spec):
     )
     if network:
         plan["runtime"].update(network_path=network["path"], path_addresses=[m["address"] for m in network["members"]])
+    if "peer" in spec:
+        plan["runtime"]["peer_address"] = network["members"][1]["address"]
     if "background" in spec:
         plan["runtime"]["background"] = {"workload": spec["background"]["workload"], **spec["background"]["params"]}
 
@@ -139,6 +143,8 @@ def _network(ctx, plan, spec):
         "server_netns": second["netns"],
         "port": _port(ctx.key) + count,  # beside the ranks' ports, never one of them
     }
+    if "peer" in spec:
+        measure = None  # micro_net measures the path itself, against its peer
     return {
         "path": path,
         "key": ctx.key,
@@ -179,18 +185,37 @@ def _rank(ctx, plan, build, member, network):
         workers = [f"{address}:{network['port'] + rank}" for rank, address in enumerate(addresses)]
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = {"TF_CONFIG": json.dumps(config, separators=(",", ":"))}
-    instance = build(ctx, plan, member, ctx.argv, {}, env=env)
+    return _on_path(ctx, build(ctx, plan, member, ctx.argv, {}, env=env), network)
+
+
+def _on_path(ctx, instance, network):
+    """The instance in its place on the cell's path: a bm process in its namespace, a container in its holder's."""
     if network["path"] != "loopback":
+        own = network["members"][instance["index"]]
         if ctx.platform.kind == "process":
             instance["argv"] = ["ip", "netns", "exec", own["netns"], *instance["argv"]]
         else:
             at = instance["argv"].index("--network") + 1
-            instance["argv"][at] = f"container:{network['holders'][index]['name']}"
+            instance["argv"][at] = f"container:{network['holders'][instance['index']]['name']}"
     return instance
 
 
-def _labels(member, extra):
-    return {instances.ROLE_LABEL: member["role"], instances.INDEX_LABEL: member["index"], **extra}
+def _peer_rounds(ctx, plan, build, members, network, spec):
+    """micro_net's one round: its peer serving on the path (started first, confirmed running), then the workload
+    measuring against the peer's address."""
+    workload, server = members
+    address = network["members"][server["index"]]["address"]
+    serve = build(ctx, plan, server, peer.serve_argv(spec, address, plan["timeout"]), None, background=True)
+    measure = build(ctx, plan, workload, [*ctx.argv, "--peer", address], {})
+    return [[_on_path(ctx, serve, network), _on_path(ctx, measure, network)]]
+
+
+def _labels_argv(member, extra):
+    """The record labels an instance's workload is given; none for a program that writes no record (extra None)."""
+    if extra is None:
+        return []
+    labels = {instances.ROLE_LABEL: member["role"], instances.INDEX_LABEL: member["index"], **extra}
+    return instances.labels_argv(labels)
 
 
 def _process_instance(ctx, plan, member, argv, extra, background=False, env=None):
@@ -201,7 +226,7 @@ def _process_instance(ctx, plan, member, argv, extra, background=False, env=None
         "name": member["name"],
         "role": member["role"],
         "index": member["index"],
-        "argv": taskset + [python] + argv + instances.labels_argv(_labels(member, extra)),
+        "argv": taskset + [python] + argv + _labels_argv(member, extra),
         "env": {**process["env"], **(env or {})},
         "chdir": process["chdir"],
         "background": background,
@@ -225,7 +250,7 @@ def _container_instance(ctx, plan, member, argv, extra, background=False, env=No
     for name, value in sorted(labels.items()):
         run += ["--label", f"{name}={value}"]
     run += _gpu_options(container)
-    command = ["python"] + argv + instances.labels_argv(_labels(member, extra))
+    command = ["python"] + argv + _labels_argv(member, extra)
     return {
         "name": member["name"],
         "role": member["role"],
