@@ -9,9 +9,11 @@ import sys
 import types
 
 import pytest
+from ansible_collections.platbench.lab.plugins.module_utils import platforms as registry
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
 from plan_options import assert_plan_matches_its_specs, plan_options
 
 FIRST, SECOND, THIRD, FOURTH = "0000:1a:00.0", "0000:3b:00.0", "0000:5e:00.0", "0000:af:00.0"
@@ -222,6 +224,32 @@ def test_instances_take_their_gpus_from_the_host_pool_only():
     # With one of two GPUs given to guests, one is left for two ranks.
     with pytest.raises(CellPlanError, match="need 2 GPUs of their own, but bm cells get 1 here"):
         cell_plan(cell("bm"), TWO_GPUS, {**OPTIONS, "gpu_assignment": {SECOND: "guests"}})
+
+
+# --- the precheck: before any cell -----------------------------------------------------------------
+
+
+def precheck(data, gpus, **options):
+    plan = validate_experiment(data)
+    plan["cells"] = expand(plan)
+    ready = {label: {"ready": True, "reason": ""} for label in registry.BY_LABEL}
+    return plan_problems(plan, ready, facts(*gpus), "gpu1", **options)["problems"]
+
+
+def test_the_precheck_stops_instances_that_need_more_gpus_than_the_host_pool_holds():
+    [found] = precheck(experiment("distributed"), [gpu(FIRST)])
+    assert found == (
+        "Experiment 'gpus' gives each of 2 instances of a gpu cell 1 GPU(s) of its own (platform_run_gpus_per_cell), "
+        "2 GPUs in a cell, but gpu1 leaves 1 to bm/cn/pd cells (0000:1a:00.0 (nvidia); platbench_gpu_assignment "
+        "says which): lower platform_run_gpus_per_cell, assign more GPUs to the host, or let the instances share "
+        "their GPUs (instances: {gpus: shared})."
+    )
+    two = [gpu(FIRST), gpu(SECOND)]
+    assert precheck(experiment("distributed"), two) == []
+    assert "4 GPUs in a cell, but gpu1 leaves 2" in precheck(experiment("shared"), two, gpus_per_cell=2)[0]
+    assert "leaves 1" in precheck(experiment("distributed"), two, gpu_assignment={SECOND: "guests"})[0]
+    shared = experiment("shared", instances={"gpus": "shared"})
+    assert precheck(shared, [gpu(FIRST)]) == [] and precheck({**shared, "processor": ["cpu"]}, []) == []
 
 
 # --- the rank's engine and device (workloads/cnn_train/distributed.py) --------------------------
