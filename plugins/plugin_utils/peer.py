@@ -73,6 +73,7 @@ def instances_spec(platform, params, where):
     return {
         "count": 2,
         "cpus": "shared",
+        "gpus": "shared",
         "roles": ["foreground", "peer"],
         "network": platform.peer,
         "peer": {
