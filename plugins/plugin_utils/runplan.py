@@ -12,6 +12,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_k8s
 
 
 def _wanted(plan):
@@ -90,6 +91,8 @@ def plan_problems(
             f"{offered} CPUs: lower 'scaleup' in experiments/{name}.yml, or let the instances share their CPUs "
             "(instances: {cpus: shared})."
         )
+    # A Kubernetes platform's pods only talk over the cluster's CNI (placements/instances_k8s.py).
+    problems.extend(instances_k8s.network_problems(name, cells))
     problems.extend(_node_problems(name, cells, status, skipped))
     gpu_problems, summary = _gpu_problems(name, local, status, facts, host, gpu_assignment, guest_image)
     problems.extend(gpu_problems)
