@@ -6,7 +6,9 @@ cannot have, refused before any cell runs; and what the pods reported, mapped in
 from __future__ import annotations
 
 import json
+import socket
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import kubernetes_validate
@@ -22,6 +24,8 @@ from plan_options import assert_plan_matches_its_specs, plan_options
 
 from workloads.cnn_train.ranks import tf_place, torch_place
 
+REPO = Path(__file__).resolve().parents[2]
+UNREACHABLE = REPO / "tests/roles/platform_run/k8s_instances_unreachable.yml"
 KUBERNETES = "1.33.0"  # as tests/unit/test_k8s_job.py
 NODE = "runner-a"
 FACTS = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
@@ -339,3 +343,38 @@ def test_the_background_has_started_once_its_pod_runs_or_ended():
     assert not k8s_pods_started([{"status": {"phase": "Pending"}}])
     assert k8s_pods_started([{"status": {"phase": "Running"}}])
     assert k8s_pods_started([{"status": {"phase": "Failed"}}])
+
+
+def test_a_cluster_that_does_not_answer_fails_the_cell_and_every_object_is_still_deleted(tmp_path, playbook):
+    # Ansible validates the plan against the entry point's argument spec (include_role), then runs the task file.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again when the socket is
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "not-a-real-token"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    plan = plan_of(tmp_path, DISTRIBUTED, "k8s/2/pin/cpu|network=overlay|r0", kubeconfig=str(kubeconfig))
+    outcome_file = tmp_path / "outcome.json"
+    run = playbook(UNREACHABLE, {"platform_run_cell_plan": plan, "outcome_file": str(outcome_file)})
+    assert run.rc == 0, run.output[-5000:]
+    outcome = json.loads(outcome_file.read_text())
+    assert outcome["task"] == "Make sure the namespace of the cells' Jobs exists"
+    refused = f"port={port}" in outcome["msg"] and "Connection refused" in outcome["msg"]
+    assert refused or "required Python library (kubernetes)" in outcome["msg"], outcome
+    # Both the Job and the Service were asked to go, each failure ignored so the cell's own error is recorded.
+    deleted = [
+        (entry["item"]["kind"], entry["item"]["name"], entry["failed"]) for entry in outcome["deletion"]["results"]
+    ]
+    assert deleted == [("Job", plan["name"], True), ("Service", plan["name"], True)]
+    assert f"Not deleted from namespace platbench: {plan['name']}, {plan['name']}" in run.output
+    assert "not-a-real-token" not in run.output
