@@ -18,7 +18,8 @@ labels and, on the runner's cluster, the runner's node (a provisioned cluster's 
   index as labels when its log is read (``observed``), since one pod template cannot name them.
 - ``shared``: the foreground as a Job alone; then the background as a Job, confirmed running for ``settle``
   seconds, and the foreground's Job again beside it on the same node (the runner's; on a provisioned cluster a
-  pod affinity to the background's pod); the background is deleted once the foreground ended. Each Job's command
+  pod affinity to the background's pod); the background, which must still run then (or the cell fails), is
+  deleted once the foreground ended. Each Job's command
   carries its record labels (``instances.labels_argv``), as the other kinds' instances do.
 
 The ranks' network path is the cluster's CNI, flannel's VXLAN: ``overlay``. A k8s cell asking for another path is
@@ -329,6 +330,14 @@ def observed(plan, results):
         outcome = jobs.job_outcome(entry.get("job") or [], pods)
         if not outcome["succeeded"]:
             errors.append(f"Job {name} in namespace {namespace}: {outcome['reason'] or 'it did not finish'}")
+        background = planned["rounds"][number]["background"]
+        if background and entry.get("background"):
+            ended = jobs.job_outcome(entry["background"])
+            if ended["finished"]:
+                errors.append(
+                    f"the background Job {background['metadata']['name']} ended before the foreground did "
+                    f"({ended['reason'] or 'it completed'}): the foreground did not run beside it to the end"
+                )
     output = "\n".join(outputs)
     error = None
     if errors:
