@@ -122,6 +122,10 @@ def _node_problems(name, cells, status, skipped):
                 f"{node.get('allocatable_cpus', 0)} allocatable CPUs (its CPUs minus kubelet's reservedSystemCPUs): "
                 f"lower 'scaleup' in experiments/{name}.yml, or reserve fewer CPUs in platbench.lab.kubernetes."
             )
+        # A cell's several pods on that node at once (placements/instances_k8s.py).
+        problems.extend(
+            instances_k8s.node_problems(name, label, [c for c in cells if c["labels"]["platform"] == label], node)
+        )
     return problems
 
 

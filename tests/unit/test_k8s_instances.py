@@ -29,6 +29,11 @@ UNREACHABLE = REPO / "tests/roles/platform_run/k8s_instances_unreachable.yml"
 KUBERNETES = "1.33.0"  # as tests/unit/test_k8s_job.py
 NODE = "runner-a"
 FACTS = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
+GPU_HOST = {
+    **FACTS,
+    "gpu_count": 1,
+    "gpus": [{"pci_address": "0000:3b:00.0", "device_id": "0x20b0", "driver": "nvidia", "iommu_group": "12"}],
+}
 OPTIONS = plan_options(host="Runner-A", campaign="k8s ranks", k8s_node=NODE, image="platbench/workload:0123456789ab")
 CELL_LABELS = ("org.platbench.cell", "org.platbench.campaign", "org.platbench.host")
 DISTRIBUTED = """
@@ -369,3 +374,34 @@ def test_a_cluster_that_does_not_answer_fails_the_cell_and_every_object_is_still
     ]
     assert deleted == [("Job", plan["name"], True), ("Service", plan["name"], True)]
     assert f"Not deleted from namespace platbench: {plan['name']}, {plan['name']}" in run.output
+
+
+def test_a_node_that_cannot_hold_a_cells_pods_at_once_is_refused(tmp_path):
+    experiment = load_experiment(_written(tmp_path, "ranks", DISTRIBUTED.replace("[cpu]", "[cpu, gpu]")), "ranks")
+    plan = {**experiment, "cells": expand(experiment)}
+    node = {"name": NODE, "ready": True, "allocatable_cpus": 5, "allocatable_gpus": 2}
+    status = {"k8s": {"ready": True, "reason": "", "skip": False, "node": node}}
+    assert plan_problems(plan, status, GPU_HOST, "runner-a")["problems"] == [
+        "Experiment 'ranks' pins 3 pods x scale-up 2 = 6 CPUs on k8s (cell k8s/2/pin/cpu|network=overlay|r0), but "
+        f"node {NODE} has 5 allocatable CPUs: lower 'scaleup' or 'instances.count' in experiments/ranks.yml, or let "
+        "vnl pods share the node's CPUs.",
+        "Experiment 'ranks' runs 3 pods with a GPU each on k8s (cell k8s/2/pin/gpu|network=overlay|r0), but node "
+        f"{NODE} advertises 2 nvidia.com/gpu: lower 'instances.count' in experiments/ranks.yml, or drop the k8s gpu "
+        "scenarios.",
+    ]
+    node.update(allocatable_cpus=6, allocatable_gpus=3)
+    assert plan_problems(plan, status, GPU_HOST, "runner-a")["problems"] == []
+
+
+def test_each_pod_of_a_gpu_cell_asks_the_device_plugin_for_its_own(tmp_path):
+    cell = next(
+        cell
+        for cell in cells_of(tmp_path, "ranks", DISTRIBUTED.replace("[cpu]", "[gpu]"))
+        if cell["id"] == "k8s/2/pin/gpu|network=overlay|r0"
+    )
+    job = cell_plan(cell, GPU_HOST, OPTIONS)["k8s_instances"]["rounds"][0]["foreground"]
+    kubernetes_validate.validate(job, KUBERNETES, strict=True)
+    assert container_of(job)["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert job["spec"]["template"]["spec"]["runtimeClassName"] == "nvidia"
+    env = expanded(job, 1)
+    assert env["CUDA_VISIBLE_DEVICES"] == "0" and json.loads(env["PLATBENCH_EXPECTED_GPUS"])["count"] == 1

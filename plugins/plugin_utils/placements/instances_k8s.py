@@ -77,6 +77,35 @@ def network_problems(name, cells):
     ]
 
 
+def node_problems(name, label, cells, node):
+    """The prechecks' messages for ``label``'s cells with several pods on the runner's ``node`` (platform_status's
+    summary: allocatable CPUs and GPUs) that it cannot hold at once: pinned pods need their scale-up each (those
+    whose scale-up alone is too much are refused by runplan already), and a gpu cell's pods a GPU each at least."""
+    problems = []
+    cpus, gpus = node.get("allocatable_cpus", 0), node.get("allocatable_gpus", 0)
+    placed = [cell for cell in cells if cell.get("instances")]
+    pinned = [
+        cell for cell in placed if cell["labels"]["cpu_config"] == "pin" and int(cell["labels"]["scaleup"]) <= cpus
+    ]
+    widest = max(pinned, key=instances.cpus_needed, default=None)
+    if widest is not None and instances.cpus_needed(widest) > cpus:
+        problems.append(
+            f"Experiment '{name}' pins {widest['instances']['count']} pods x scale-up {widest['labels']['scaleup']} "
+            f"= {instances.cpus_needed(widest)} CPUs on {label} (cell {widest['id']}), but node {node['name']} has "
+            f"{cpus} allocatable CPUs: lower 'scaleup' or 'instances.count' in experiments/{name}.yml, or let vnl "
+            "pods share the node's CPUs."
+        )
+    with_gpus = [cell for cell in placed if cell["labels"]["processor"] == "gpu"]
+    most = max(with_gpus, key=lambda cell: cell["instances"]["count"], default=None)
+    if most is not None and 0 < gpus < most["instances"]["count"]:
+        problems.append(
+            f"Experiment '{name}' runs {most['instances']['count']} pods with a GPU each on {label} "
+            f"(cell {most['id']}), but node {node['name']} advertises {gpus} nvidia.com/gpu: lower "
+            f"'instances.count' in experiments/{name}.yml, or drop the {label} gpu scenarios."
+        )
+    return problems
+
+
 def _network_reason():
     return (
         "a Kubernetes pod reaches another only over the cluster's CNI, flannel's VXLAN "
