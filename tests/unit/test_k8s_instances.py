@@ -6,6 +6,7 @@ cannot have, refused before any cell runs; and what the pods reported, mapped in
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,7 +21,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_k8s
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
 from plan_options import assert_plan_matches_its_specs, plan_options
-from unreachable_cluster import place_on_unreachable_cluster
+from unreachable_cluster import TOKEN, place_on_unreachable_cluster, unreachable_kubeconfig
 
 from workloads.cnn_train.ranks import tf_place, torch_place
 
@@ -405,3 +406,16 @@ def test_each_pod_of_a_gpu_cell_asks_the_device_plugin_for_its_own(tmp_path):
     assert job["spec"]["template"]["spec"]["runtimeClassName"] == "nvidia"
     env = expanded(job, 1)
     assert env["CUDA_VISIBLE_DEVICES"] == "0" and json.loads(env["PLATBENCH_EXPECTED_GPUS"])["count"] == 1
+
+
+def test_teardown_goes_on_when_the_cluster_of_leftover_pods_does_not_answer(tmp_path, playbook):
+    kubeconfig, _ = unreachable_kubeconfig(tmp_path)
+    inventory = tmp_path / "hosts.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory.write_text(json.dumps({"all": {"children": {"platbench_runners": {"hosts": {"localhost": local}}}}}))
+    variables = {"platform_run_prefix": str(tmp_path / "prefix"), "platform_run_kubeconfig": str(kubeconfig)}
+    run = playbook("playbooks/teardown.yml", variables, inventory=inventory)
+    assert run.rc == 0, run.output[-3000:]
+    assert f"The Kubernetes cluster of {kubeconfig} did not list the cells' objects" in run.output
+    assert "kubectl delete jobs,services -n platbench -l org.platbench.cell" in run.output
+    assert TOKEN not in run.output
