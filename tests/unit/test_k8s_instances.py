@@ -215,6 +215,9 @@ def test_a_shared_k8s_cell_runs_the_foreground_alone_then_beside_the_background_
     assert jobs[1]["metadata"]["labels"]["org.platbench.role"] == "background"
     assert [item["name"] for item in placed["objects"]] == [job["metadata"]["name"] for job in jobs]
     assert plan["runtime"]["instance_rounds"] == ["foreground 0", "background 1 + foreground 0"]
+    assert (
+        plan["runtime"]["k8s_jobs"] == [job["metadata"]["name"] for job in jobs] and "job_name" not in plan["runtime"]
+    )
 
 
 def test_on_a_cluster_without_a_pinned_node_the_foreground_follows_the_background(tmp_path):

@@ -144,7 +144,6 @@ def plan(ctx, plan, spec):
         for job in (entry["background"], entry["foreground"])
         if job
     ]
-    objects = list({item["name"]: item for item in objects}.values())
     if service:
         objects.append({"api_version": "v1", "kind": "Service", "name": service["metadata"]["name"]})
     plan["k8s_instances"] = {
@@ -168,6 +167,8 @@ def plan(ctx, plan, spec):
     )
     if service:
         plan["runtime"].update(network_path=spec["network"], k8s_service=service["metadata"]["name"])
+    else:
+        plan["runtime"].pop("job_name", None)  # a shared cell's Jobs are its k8s_jobs
     if "background" in spec:
         plan["runtime"]["background"] = {"workload": spec["background"]["workload"], **spec["background"]["params"]}
 
