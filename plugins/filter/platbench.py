@@ -35,6 +35,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     emulated_subset as _emulated_subset,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_k8s as _instances_k8s
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import done_cells as _done_cells
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import (
     cells_to_run as _cells_to_run,
@@ -258,6 +259,13 @@ def k8s_job_outcome(jobs, pods=None):
         raise AnsibleFilterError(f"k8s_job_outcome: {exc}") from None
 
 
+def k8s_pods_started(pods):
+    """Whether a k8s shared cell's background pod runs (or ended, so that waiting for it is pointless)."""
+    if not isinstance(pods, list):
+        raise AnsibleFilterError(f"k8s_pods_started: expected the list of pods k8s_info returns, got {pods!r}")
+    return _instances_k8s.background_started(pods)
+
+
 def _kubernetes_call(name, function, *args):
     try:
         return function(*args)
@@ -362,6 +370,7 @@ class FilterModule:
             "vfio_functions": vfio_functions,
             "pci_address": pci_address,
             "k8s_job_outcome": k8s_job_outcome,
+            "k8s_pods_started": k8s_pods_started,
             "kubernetes_problems": kubernetes_problems,
             "kubeadm_init_config": kubeadm_init_config,
             "kubeadm_join_config": kubeadm_join_config,

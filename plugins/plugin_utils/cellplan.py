@@ -195,7 +195,9 @@ def _resources(platform, cell, facts, opts, where):
         # The assignment is checked for every cell, so a bad one never passes unnoticed.
         gpu_pools.checked_assignment(opts["gpu_assignment"], facts.get("gpus"), opts["host"])
         # GPUs of its own for each instance of a cell with several (instances.gpus: disjoint), or one set for all.
-        wanted = instances.gpus_needed(cell, opts["gpus_per_cell"])
+        # k8s: each pod asks the device plugin for its own; the host pool only names the node's GPUs.
+        scheduled = platform.gpu_view == "scheduled"
+        wanted = int(opts["gpus_per_cell"]) if scheduled else instances.gpus_needed(cell, opts["gpus_per_cell"])
         gpus = (
             choose_gpus(platform, facts, opts["gpu_assignment"], wanted, opts["host"])
             if wants_gpu and platform.gpu_pool

@@ -12,6 +12,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_k8s
 
 
 def _wanted(plan):
@@ -99,6 +100,8 @@ def plan_problems(
             f"{offered} CPUs: lower 'scaleup' in experiments/{name}.yml, or let the instances share their CPUs "
             "(instances: {cpus: shared})."
         )
+    # A Kubernetes platform's pods only talk over the cluster's CNI (placements/instances_k8s.py).
+    problems.extend(instances_k8s.network_problems(name, cells))
     problems.extend(_node_problems(name, cells, status, skipped))
     gpu_problems, summary = _gpu_problems(name, local, status, facts, host, gpu_assignment, guest_image)
     problems.extend(gpu_problems)
@@ -130,12 +133,16 @@ def _node_problems(name, cells, status, skipped):
                 f"{node.get('allocatable_cpus', 0)} allocatable CPUs (its CPUs minus kubelet's reservedSystemCPUs): "
                 f"lower 'scaleup' in experiments/{name}.yml, or reserve fewer CPUs in platbench.lab.kubernetes."
             )
+        # A cell's several pods on that node at once (placements/instances_k8s.py).
+        problems.extend(
+            instances_k8s.node_problems(name, label, [c for c in cells if c["labels"]["platform"] == label], node)
+        )
     return problems
 
 
 def _instance_gpu_problems(name, cells, facts, host, assignment, per_instance):
     """The gpu cells with instances of their own GPUs (instances.gpus: disjoint) that need more of the host's
-    GPUs than its pool holds (bm, cn, pd: the only platforms placing several instances)."""
+    GPUs than its pool holds (bm, cn, pd; k8s pods get theirs from the device plugin)."""
     gpus = facts.get("gpus") or []
     wide = [
         cell
@@ -143,6 +150,8 @@ def _instance_gpu_problems(name, cells, facts, host, assignment, per_instance):
         if cell.get("instances")
         and cell["labels"]["processor"] == "gpu"
         and platforms.BY_LABEL[cell["labels"]["platform"]].gpu_pool == "host"
+        # k8s: the device plugin gives each pod its GPUs; the node's capacity is instances_k8s.node_problems'.
+        and platforms.BY_LABEL[cell["labels"]["platform"]].gpu_view != "scheduled"
     ]
     widest = max(wide, key=lambda cell: instances.gpus_needed(cell, per_instance), default=None)
     if widest is None or not gpus:

@@ -167,6 +167,7 @@ def test_experiment_lookup_relative_dir_is_taken_from_the_playbook_dir(tmp_path)
         ("filter", "platbench.lab.gpu_assignment_problems"),
         ("filter", "platbench.lab.vfio_functions"),
         ("filter", "platbench.lab.pci_address"),
+        ("filter", "platbench.lab.k8s_pods_started"),
         ("module", "platbench.lab.platform_status"),
         ("module", "platbench.lab.vcpu_threads"),
     ],

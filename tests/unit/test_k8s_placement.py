@@ -16,6 +16,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
 from plan_options import plan_options
+from unreachable_cluster import place_on_unreachable_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "tests/roles/platform_run/k8s_unreachable.yml"
@@ -186,46 +187,23 @@ def test_a_gpu_scenario_on_a_node_without_the_device_plugin_is_refused():
     assert plan_problems(plan, ready_status(allocatable_gpus=1), gpu_host, "runner-a")["problems"] == []
 
 
-def closed_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]  # closed again when the socket is
-
-
 def test_a_cluster_that_does_not_answer_fails_the_cell_and_the_job_is_still_deleted(tmp_path, playbook):
-    port = closed_port()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
-                "users": [{"name": "u", "user": {"token": "not-a-real-token"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
     cell = {
         "id": "k8s/1/pin/cpu|r0",
         "scenario": "k8s/1/pin/cpu",
         "params": {"framework": "tensorflow", "steps": 1},
         "labels": {"platform": "k8s", "scaleup": 1, "cpu_config": "pin", "processor": "cpu", "workload": "cnn_train"},
     }
-    plan = cell_plan(
-        cell, FACTS, plan_options(host="localhost", campaign="c", k8s_node="n", kubeconfig=str(kubeconfig))
-    )
-    outcome_file = tmp_path / "outcome.json"
-    run = playbook(PLAYBOOK, {"platform_run_cell_plan": plan, "outcome_file": str(outcome_file)})
-    assert run.rc == 0, run.output[-5000:]
-    outcome = json.loads(outcome_file.read_text())
     # The first call to the API server fails the cell with its error (the client library's own when the
     # runner lacks it, else the refused connection) ...
-    assert outcome["task"] == "Make sure the namespace of the cells' Jobs exists"
-    refused = f"port={port}" in outcome["msg"] and "Connection refused" in outcome["msg"]
-    assert refused or "required Python library (kubernetes)" in outcome["msg"], outcome
+    plan, run, outcome = place_on_unreachable_cluster(
+        playbook,
+        PLAYBOOK,
+        tmp_path,
+        lambda kubeconfig: cell_plan(
+            cell, FACTS, plan_options(host="localhost", campaign="c", k8s_node="n", kubeconfig=kubeconfig)
+        ),
+    )
     # ... and the Job is deleted all the same; its failure is ignored, so the cell's own error is what is recorded.
     assert outcome["deletion"]["failed"] is True
     assert "Job " + plan["name"] + " in namespace platbench was not deleted" in run.output
-    assert "not-a-real-token" not in run.output

@@ -22,6 +22,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements import (
     container,
     guest,
     instances,
+    instances_k8s,
     k8s_job,
     process,
 )
@@ -51,6 +52,7 @@ RESULTS = (
     "instance",
     instances.RESULT,
     instances.PATH_RESULT,
+    instances_k8s.RESULT,
 )
 
 __all__ = ["KINDS", "RESULTS", "Observed", "PlacementError", "Placing", "plan_sections", "observed"]
@@ -58,10 +60,11 @@ __all__ = ["KINDS", "RESULTS", "Observed", "PlacementError", "Placing", "plan_se
 
 def plan_sections(ctx, plan):
     """Add the sections of ``ctx.platform``'s kind to ``plan``; a cell with several instances then becomes the
-    instances placement (placements/instances.py) of that kind's instance."""
+    instances placement of that kind's instance (placements/instances.py; pods: placements/instances_k8s.py)."""
     KINDS[ctx.platform.kind].plan(ctx, plan)
     if ctx.cell.get("instances"):
-        instances.plan(ctx, plan, ctx.cell["instances"])
+        placing = instances_k8s if instances_k8s.places(ctx.platform) else instances
+        placing.plan(ctx, plan, ctx.cell["instances"])
 
 
 def observed(plan, results):
@@ -73,4 +76,6 @@ def observed(plan, results):
     results = {name: (results or {}).get(name) or {} for name in RESULTS}
     if plan.get("placement") == "instances":
         return instances.observed(plan, results)
+    if plan.get("placement") == instances_k8s.PLACEMENT:
+        return instances_k8s.observed(plan, results)
     return KINDS[platform.kind].observed(plan, results)

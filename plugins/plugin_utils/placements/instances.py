@@ -20,6 +20,8 @@ one rank per GPU: ranks sharing one are refused.
 A shared cell runs two rounds: the foreground alone, then a background job (confirmed running for
 ``settle`` seconds first) and the foreground again. Its two foreground records carry ``share: alone`` and
 ``share: shared``, and record_cell adds their degradation (outcome.py).
+
+A k8s cell's instances are pods, placed by placements/instances_k8s.py (k8s_instances.yml; statically verified).
 """
 
 from __future__ import annotations
