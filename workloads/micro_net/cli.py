@@ -1,13 +1,13 @@
 """Command line, measurements and result record of micro_net: the network part of Xu 2017's micro-benchmarks.
 
-Two instances of one platform (two processes on bm, two containers on a bridge network of their
-own on cn, two network namespaces in the lab test) and the traffic between them:
+Two instances of one platform (two processes on bm, two containers on a bridge of the cell's own on
+cn, two network namespaces in the lab test) and the traffic between them:
 - throughput: ``iperf3`` TCP tests, one per --streams value (parallel streams, ``-P``), each metric
   entry labelled with its stream count;
 - latency: the median round trip of small messages over one TCP connection (pingpong.py).
 
-The other end is ``python -m workloads.micro_net.peer``: already running at --peer, or started
-here as a child process with --serve-peer (bm). Only loopback and the benchmarking range
+The other end is ``python -m workloads.micro_net.peer``: already running at --peer (the lab runs it as the
+cell's second instance), or started here as a child process with --serve-peer (by hand). Only loopback and the benchmarking range
 198.18.0.0/15 may be --peer (addresses.py). Every loop is bounded in count and time.
 """
 
@@ -73,7 +73,7 @@ def build_parser():
     add(
         "--peer",
         help="the peer's IPv4 address, in 127.0.0.0/8 or 198.18.0.0/15 (required; the platform adds it: "
-        "127.0.0.1 with --serve-peer on bm, the peer container's address on cn)",
+        "127.0.0.1 on bm, the peer container's address on the cell's bridge on cn)",
     )
     add("--serve-peer", action="store_true", help="start the peer here, a child process bound to --peer; stop it after")
     add("--port", type=port_number, default=DEFAULT_PORT, help="the peer's iperf3 port")
