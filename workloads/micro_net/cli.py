@@ -7,8 +7,8 @@ cn, two network namespaces in the lab test) and the traffic between them:
 - latency: the median round trip of small messages over one TCP connection (pingpong.py).
 
 The other end is ``python -m workloads.micro_net.peer``: already running at --peer (the lab runs it as the
-cell's second instance), or started here as a child process with --serve-peer (by hand). Only loopback and the benchmarking range
-198.18.0.0/15 may be --peer (addresses.py). Every loop is bounded in count and time.
+cell's second instance), or started here as a child process with --serve-peer (by hand). Only loopback
+and the benchmarking range 198.18.0.0/15 may be --peer (addresses.py). Every loop is bounded in count and time.
 """
 
 import argparse
