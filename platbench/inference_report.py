@@ -18,7 +18,7 @@ import pandas as pd
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
-from platbench import report
+from platbench import report_load, report_shares, report_stats, report_tables
 
 WORKLOAD = "inference_e2e"
 APP, TIMING, REQUESTS = "app", "timing", "requests"
@@ -36,9 +36,9 @@ PHASES_TITLE = "Phase breakdown of end-to-end inference (inference_e2e){app}:"
 PHASES_NOTE = (
     f"pre, inference, post, {E2E}: seconds summed over a cell's requests, mean over its repeats (std in "
     f"phases.csv); %: the phase's share of {E2E}, each cell's own share averaged; an {INFERENCE_ONLY} run times "
-    f"inference alone. / {report.BASELINE}: the mean's ratio to {report.BASELINE}'s of the same app, timing, "
+    f"inference alone. / {report_load.BASELINE}: the mean's ratio to {report_load.BASELINE}'s of the same app, timing, "
     f"request count, scale-up, CPU config and processor (and host), then [its 95% interval]: Welch's t interval "
-    f"of the difference of the means over {report.BASELINE}'s mean."
+    f"of the difference of the means over {report_load.BASELINE}'s mean."
 )
 SPEEDUP_TITLE = "GPU-vs-CPU speedup (inference_e2e): CPU time / GPU time of the same app, timing and scenario:"
 SPEEDUP_NOTE = (
@@ -51,8 +51,8 @@ SPEEDUP_NOTE = (
 def inference_samples(frame):
     """The samples of inference_e2e cells, their failed and skipped ones included; None when no cell holds
     phase times."""
-    if report.WORKLOAD in frame.columns:
-        frame = frame[frame[report.WORKLOAD] == WORKLOAD]
+    if report_load.WORKLOAD in frame.columns:
+        frame = frame[frame[report_load.WORKLOAD] == WORKLOAD]
     if not frame["metric"].isin(TIMES.values()).any():
         return None
     return frame
@@ -61,21 +61,21 @@ def inference_samples(frame):
 def phase_rows(frame, include_emulated=False):
     """(rows, keys, units, metrics) of the phase breakdown, None without inference_e2e phase times.
 
-    Rows as ``report.summarize`` makes them, keyed by the scenario, app, timing and request count (and
+    Rows as ``report_tables.summarize`` makes them, keyed by the scenario, app, timing and request count (and
     whatever else varies), with ``<phase>_time ratio interval`` added: (low, high) of its ratio to bm."""
     samples = inference_samples(frame)
     if samples is None:
         return None
-    shares = report.cell_shares(samples, SHARES, TIMES[E2E])
+    shares = report_shares.cell_shares(samples, SHARES, TIMES[E2E])
     split = pd.concat([samples, shares], ignore_index=True)
     present = set(split["metric"])
     metrics = [metric for metric in (*TIMES.values(), *SHARES.values()) if metric in present]
-    rows, keys, units = report.summarize(split, metrics, include_emulated, always=ALWAYS)
-    for row, baseline in zip(rows, report.baseline_rows(rows, keys, include_emulated), strict=True):
+    rows, keys, units = report_tables.summarize(split, metrics, include_emulated, always=ALWAYS)
+    for row, baseline in zip(rows, report_tables.baseline_rows(rows, keys, include_emulated), strict=True):
         for metric in TIMES.values():
             compared = baseline and baseline is not row and metric in metrics
             row[f"{metric} ratio interval"] = (
-                report.ratio_interval(row[f"{metric} values"], baseline[f"{metric} values"]) if compared else None
+                report_stats.ratio_interval(row[f"{metric} values"], baseline[f"{metric} values"]) if compared else None
             )
     return rows, keys, units, metrics
 
@@ -98,18 +98,20 @@ def speedup_rows(rows, keys, include_emulated=False):
             continue
         measure = TIMES["inference"] if cpu.get(TIMING) == INFERENCE_ONLY else TIMES[E2E]
         cpu_values, gpu_values = cpu.get(f"{measure} values", []), gpu.get(f"{measure} values", [])
-        shown = include_emulated or not report.is_emulated(cpu)
-        interval = report.ratio_interval(cpu_values, gpu_values) if shown else None
+        shown = include_emulated or not report_load.is_emulated(cpu)
+        interval = report_stats.ratio_interval(cpu_values, gpu_values) if shown else None
         speedups.append(
             {
                 **{key: cpu[key] for key in others},
                 "measure": measure,
                 "n cpu": len(cpu_values),
                 "n gpu": len(gpu_values),
-                report.INVALID: cpu[report.INVALID] + gpu[report.INVALID],
-                "cpu mean": report.mean(cpu_values),
-                "gpu mean": report.mean(gpu_values),
-                "speedup": report.ratio(report.mean(cpu_values), report.mean(gpu_values)) if shown else None,
+                report_load.INVALID: cpu[report_load.INVALID] + gpu[report_load.INVALID],
+                "cpu mean": report_stats.mean(cpu_values),
+                "gpu mean": report_stats.mean(gpu_values),
+                "speedup": report_stats.ratio(report_stats.mean(cpu_values), report_stats.mean(gpu_values))
+                if shown
+                else None,
                 "interval": interval,
                 "within noise": None if interval is None else interval[0] <= 1.0 <= interval[1],
             }
@@ -119,10 +121,10 @@ def speedup_rows(rows, keys, include_emulated=False):
 
 def _ratio_cell(value, interval, within_noise):
     """``1.050 [0.980, 1.120] ~``: a ratio, its interval and the noise mark; n/a without a ratio."""
-    text = report._number(value, "3f")
+    text = report_tables.number_cell(value, "3f")
     if value is not None and interval is not None:
         text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
-    return text + (f" {report.NOISE_MARK}" if within_noise else "")
+    return text + (f" {report_tables.NOISE_MARK}" if within_noise else "")
 
 
 def _phase(metric):
@@ -131,24 +133,24 @@ def _phase(metric):
 
 def phases_display(rows, keys, metrics):
     """Header and lines of a phase table: per phase its mean time and share of e2e, then each mean's ratio."""
-    counts = report.count_columns(rows)
+    counts = report_tables.count_columns(rows)
     times = [metric for metric in TIMES.values() if metric in metrics]
     shares = {metric: SHARES[metric] for metric in times if SHARES.get(metric) in metrics}
     header = [*keys, *counts]
     for metric in times:
         header += [f"{_phase(metric)} (s)"] + (["%"] if metric in shares else [])
-    header += [f"{_phase(metric)} / {report.BASELINE}" for metric in times]
+    header += [f"{_phase(metric)} / {report_load.BASELINE}" for metric in times]
     lines = []
     for row in rows:
-        line = [*report._key_cells(row, keys), *(str(row[count]) for count in counts)]
+        line = [*report_tables.key_cells(row, keys), *(str(row[count]) for count in counts)]
         for metric in times:
-            line.append(report._measure(row[f"{metric} mean"]))
+            line.append(report_tables.measure_cell(row[f"{metric} mean"]))
             if metric in shares:
                 share = row[f"{shares[metric]} mean"]
-                line.append(report.NOT_AVAILABLE if share is None else f"{100 * share:.1f}%")
+                line.append(report_tables.NOT_AVAILABLE if share is None else f"{100 * share:.1f}%")
         line += [
             _ratio_cell(
-                row[f"{metric} ratio to {report.BASELINE}"],
+                row[f"{metric} ratio to {report_load.BASELINE}"],
                 row[f"{metric} ratio interval"],
                 row[f"{metric} within noise"],
             )
@@ -161,17 +163,17 @@ def phases_display(rows, keys, metrics):
 def phases_csv_frame(rows, keys, units, metrics):
     """The phase rows unrounded: each time's mean, std, ratio to bm, its interval and whether it holds 1;
     each share's mean and std."""
-    columns = {column: [row[column] for row in rows] for column in [*keys, *report.count_columns(rows)]}
+    columns = {column: [row[column] for row in rows] for column in [*keys, *report_tables.count_columns(rows)]}
     for metric in metrics:
         columns[f"{metric} mean ({units[metric]})"] = [row[f"{metric} mean"] for row in rows]
         columns[f"{metric} std ({units[metric]})"] = [row[f"{metric} std"] for row in rows]
         if metric not in TIMES.values():
             continue
-        ratio = f"{metric} ratio to {report.BASELINE}"
+        ratio = f"{metric} ratio to {report_load.BASELINE}"
         columns[ratio] = [row[ratio] for row in rows]
         for bound, index in (("low", 0), ("high", 1)):
             columns[f"{ratio} {bound} (95% CI)"] = [_bound(row[f"{metric} ratio interval"], index) for row in rows]
-        columns[f"{metric} within noise of {report.BASELINE} (95% CI)"] = [
+        columns[f"{metric} within noise of {report_load.BASELINE} (95% CI)"] = [
             row[f"{metric} within noise"] for row in rows
         ]
     return pd.DataFrame(columns, dtype=object)
@@ -183,12 +185,12 @@ def _bound(interval, index):
 
 def speedup_display(rows, keys):
     """Header and lines of the speedup table."""
-    counts = report.invalid_columns(rows)
+    counts = report_tables.invalid_columns(rows)
     header = [*keys, "measure", "n cpu", "n gpu", *counts, "cpu (s)", "gpu (s)", "speedup (cpu / gpu)"]
     lines = [
-        [*report._key_cells(row, keys), row["measure"], str(row["n cpu"]), str(row["n gpu"])]
+        [*report_tables.key_cells(row, keys), row["measure"], str(row["n cpu"]), str(row["n gpu"])]
         + [str(row[count]) for count in counts]
-        + [report._measure(row["cpu mean"]), report._measure(row["gpu mean"])]
+        + [report_tables.measure_cell(row["cpu mean"]), report_tables.measure_cell(row["gpu mean"])]
         + [_ratio_cell(row["speedup"], row["interval"], row["within noise"])]
         for row in rows
     ]
@@ -198,7 +200,7 @@ def speedup_display(rows, keys):
 def speedup_csv_frame(rows, keys):
     """The speedup rows unrounded."""
     columns = {column: [row[column] for row in rows] for column in [*keys, "measure", "n cpu", "n gpu"]}
-    columns.update({column: [row[column] for row in rows] for column in report.invalid_columns(rows)})
+    columns.update({column: [row[column] for row in rows] for column in report_tables.invalid_columns(rows)})
     columns.update({f"{side} mean (s)": [row[f"{side} mean"] for row in rows] for side in (CPU, GPU)})
     columns["speedup (cpu / gpu)"] = [row["speedup"] for row in rows]
     for bound, index in (("low", 0), ("high", 1)):
@@ -210,7 +212,9 @@ def speedup_csv_frame(rows, keys):
 def shown_keys(rows, keys, app=False):
     """The key columns printed: the scenario's, timing and requests, the app when ``app`` (else it is the
     table's title) and the labels that vary among ``rows`` (one that follows the app, the framework, does not)."""
-    kept = {*report.SCENARIO_LABELS, report.ACCELERATOR, report.HOST, TIMING, REQUESTS} | ({APP} if app else set())
+    kept = {*report_load.SCENARIO_LABELS, report_load.ACCELERATOR, report_load.HOST, TIMING, REQUESTS} | (
+        {APP} if app else set()
+    )
     return [key for key in keys if key in kept or (key != APP and len({str(row[key]) for row in rows}) > 1)]
 
 
@@ -239,11 +243,13 @@ def write_inference_tables(results_dir, frame, include_emulated=False):
     notes = [
         PHASES_NOTE,
         SPEEDUP_NOTE if speedups else None,
-        report.NOISE_NOTE if any(ratios) else None,
-        report.emulated_note(rows, include_emulated),
-        report.invalid_note(inference_samples(frame)),
+        report_tables.NOISE_NOTE if any(ratios) else None,
+        report_tables.emulated_note(rows, include_emulated),
+        report_tables.invalid_note(inference_samples(frame)),
     ]
     notes = "".join(f"\n\n{note}" for note in notes if note)
-    text = "".join(f"\n\n{title}\n" + report.render_text(header, lines) for title, header, lines in sections)
-    markdown = "".join(f"\n\n{title}\n\n" + report.render_markdown(header, lines) for title, header, lines in sections)
+    text = "".join(f"\n\n{title}\n" + report_tables.render_text(header, lines) for title, header, lines in sections)
+    markdown = "".join(
+        f"\n\n{title}\n\n" + report_tables.render_markdown(header, lines) for title, header, lines in sections
+    )
     return written, text + notes, markdown + notes

@@ -8,7 +8,7 @@ distributed cells' throughput per network path.
   path, with the path's own figures beside it (``path_throughput`` by iperf3, ``path_rtt`` by ping,
   ``path_mtu``), and the overlay against the bridge per platform; written to distributed.csv.
 
-Rows follow the main table's rules (platbench/report.py's summarize): keys are the scenario and the labels that
+Rows follow the main table's rules (platbench/report_tables.py's summarize): keys are the scenario and the labels that
 vary, emulated (tcg) rows get no ratio unless ``--include-emulated``.
 """
 
@@ -16,7 +16,10 @@ import warnings
 
 import pandas as pd
 
-from platbench import report
+# platbench/__init__.py has put the platbench.lab collection on the import path.
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import OUTCOME_METRICS
+
+from platbench import report_load, report_stats, report_tables
 
 MODE = "mode"
 NETWORK = "network"
@@ -58,9 +61,9 @@ def degradation_rows(frame, include_emulated=False):
         return None
     elapsed = shared[(shared["metric"] == "elapsed") & shared.get(SHARE, pd.Series(index=shared.index)).notna()]
     split = elapsed.assign(metric=elapsed[SHARE].map({"alone": ALONE, "shared": SHARED}))
-    rest = shared[shared["metric"].isin([DEGRADATION, *report.OUTCOME_METRICS])]
+    rest = shared[shared["metric"].isin([DEGRADATION, *OUTCOME_METRICS])]
     combined = _without(pd.concat([split, rest], ignore_index=True), INSTANCE_LABELS)
-    rows, keys, _ = report.summarize(combined, [ALONE, SHARED, DEGRADATION], include_emulated)
+    rows, keys, _ = report_tables.summarize(combined, [ALONE, SHARED, DEGRADATION], include_emulated)
     return rows, keys
 
 
@@ -74,7 +77,7 @@ def distributed_rows(frame, include_emulated=False):
     with warnings.catch_warnings():
         # The path's MTU is the same in every repeat by construction: its noise test has nothing to test.
         warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
-        rows, keys, _ = report.summarize(
+        rows, keys, _ = report_tables.summarize(
             _without(distributed, INSTANCE_LABELS), present, include_emulated, always=(NETWORK,)
         )
     others = [key for key in keys if key != NETWORK]
@@ -82,7 +85,7 @@ def distributed_rows(frame, include_emulated=False):
     for row in rows:
         over = bridge.get(tuple(str(row[key]) for key in others)) if row.get(NETWORK) == "overlay" else None
         row["overlay / bridge"] = (
-            report.ratio(row[f"{THROUGHPUT} mean"], over[f"{THROUGHPUT} mean"]) if over is not None else None
+            report_stats.ratio(row[f"{THROUGHPUT} mean"], over[f"{THROUGHPUT} mean"]) if over is not None else None
         )
     return rows, keys
 
@@ -95,10 +98,10 @@ def _mean_std(row, metric):
 
 
 def _ratio(row, metric):
-    value = row.get(f"{metric} ratio to {report.BASELINE}")
+    value = row.get(f"{metric} ratio to {report_load.BASELINE}")
     if value is None:
         return "n/a"
-    return f"{value:.3f}" + (f" {report.NOISE_MARK}" if row.get(f"{metric} within noise") else "")
+    return f"{value:.3f}" + (f" {report_tables.NOISE_MARK}" if row.get(f"{metric} within noise") else "")
 
 
 def _key_cells(row, keys):
@@ -122,7 +125,7 @@ def degradation_display(rows, keys):
 
 
 def distributed_display(rows, keys):
-    header = [*keys, "n", "failed", "throughput", f"/ {report.BASELINE}", "path Gbit/s", "path RTT ms", "MTU"]
+    header = [*keys, "n", "failed", "throughput", f"/ {report_load.BASELINE}", "path Gbit/s", "path RTT ms", "MTU"]
     header.append("overlay / bridge")
     lines = []
     for row in rows:
@@ -146,7 +149,9 @@ def distributed_display(rows, keys):
 def _csv(rows, keys, metrics, extra=(), ratios=True):
     columns = [*keys, "n", "failed"]
     for metric in metrics:
-        columns += [f"{metric} mean", f"{metric} std"] + ([f"{metric} ratio to {report.BASELINE}"] if ratios else [])
+        columns += [f"{metric} mean", f"{metric} std"] + (
+            [f"{metric} ratio to {report_load.BASELINE}"] if ratios else []
+        )
     return pd.DataFrame(rows).reindex(columns=[*columns, *extra])
 
 
@@ -170,10 +175,11 @@ def write_instance_tables(results_dir, frame, include_emulated=False):
         written.append("distributed.csv")
         sections.append((DISTRIBUTED_TITLE, *distributed_display(rows, keys), DISTRIBUTED_NOTE))
     text = "".join(
-        f"\n\n{title}\n" + report.render_text(header, lines) + f"\n\n{note}" for title, header, lines, note in sections
+        f"\n\n{title}\n" + report_tables.render_text(header, lines) + f"\n\n{note}"
+        for title, header, lines, note in sections
     )
     markdown = "".join(
-        f"\n\n{title}\n\n" + report.render_markdown(header, lines) + f"\n\n{note}"
+        f"\n\n{title}\n\n" + report_tables.render_markdown(header, lines) + f"\n\n{note}"
         for title, header, lines, note in sections
     )
     return written, text, markdown

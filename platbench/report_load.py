@@ -1,0 +1,184 @@
+"""A campaign's samples as the report reads them: RESULTS_DIR/samples.jsonl loaded into a pandas frame (metric,
+value, unit, one column per label and the fields that say whether a figure counts: accelerator, skip reason,
+MLPerf loadgen's verdict, GPU device), and what the report asks of that frame: which labels vary and so make
+rows, which metrics to show, which samples are measurements, the platforms' order and baseline."""
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+# platbench/__init__.py has put the platbench.lab collection on the import path.
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+    OUTCOME_METRICS,
+    SKIPPED_METRIC,
+    read_samples,
+)
+
+# The platform every other one is normalized to, and the row order: both from the registry.
+BASELINE = platforms.BASELINE
+DEFAULT_METRICS = ("throughput", "elapsed")
+# A campaign of micro-benchmarks (workloads/micro_*) has no throughput: its main table shows one
+# headline figure per component, and every Diff% table is printed (Xu 2017's way of reporting them).
+MICRO_METRICS = ("hpl_gflops", "stream_triad", "mem_latency", "dd_write", "net_throughput", "gpu_sgemm")
+SCENARIO_LABELS = ["platform", "scaleup", "cpu_config", "processor"]
+# Labels that identify a run rather than what was run: never a row of their own.
+RUN_LABELS = {"scenario", "cell", "repeat", "campaign"}
+# The inventory host that measured a cell: a row of its own (and its own baseline) once a
+# campaign holds samples of more than one host.
+HOST = "host"
+WORKLOAD = "workload"
+# metadata.reason of a skipped sample, a column of the frame (never a label, never a row key).
+SKIP_REASON = "skip_reason"
+# metadata.accelerator of the vm and vmcn samples: "kvm" or "tcg" (QEMU's software emulator).
+ACCELERATOR = "accelerator"
+EMULATED = "tcg"
+# metadata.loadgen of an inference_e2e sample: its verdict and reasons, columns of the frame (never labels).
+LOADGEN_RESULT = "loadgen_result"
+LOADGEN_REASONS = "loadgen_reasons"
+INVALID = "INVALID"  # the verdict, and the column counting a row's cells that carry it
+LOADGEN_SPEED = "loadgen_samples_per_sec"  # MLPerf's own figure: marked INVALID where it is
+# The device a GPU sample's roofline belongs to: metadata.roofline_device, else the first device it used.
+GPU_DEVICE = "gpu_device"
+
+
+class ReportError(Exception):
+    """Nothing to report; the message says why."""
+
+
+def load_samples(results_dir):
+    """The samples of a campaign as a frame: metric, value, unit, accelerator and one column per label."""
+    path = Path(results_dir) / "samples.jsonl"
+    if not Path(results_dir).is_dir():
+        raise ReportError(f"results directory {results_dir} does not exist")
+    if not path.is_file():
+        raise ReportError(f"no samples: {path} does not exist (has the campaign recorded any cell?)")
+    skipped = []
+    samples = read_samples(path, on_bad_line=lambda number, line: skipped.append(number))
+    if skipped:
+        print(
+            f"note: skipped {len(skipped)} unreadable line(s) of {path} (line {skipped[0]}...), "
+            "probably a write cut short",
+            file=sys.stderr,
+        )
+    if not samples:
+        raise ReportError(f"no samples in {path}")
+    frame = pd.DataFrame(
+        [
+            {
+                "metric": sample.get("metric"),
+                "value": sample.get("value"),
+                "unit": sample.get("unit"),
+                ACCELERATOR: (sample.get("metadata") or {}).get(ACCELERATOR),
+                GPU_DEVICE: gpu_device(sample.get("metadata") or {}),
+                SKIP_REASON: (sample.get("metadata") or {}).get("reason")
+                if sample.get("metric") == SKIPPED_METRIC
+                else None,
+                **loadgen_verdict(sample.get("metadata") or {}),
+                **sample.get("labels", {}),
+            }
+            for sample in samples
+        ]
+    )
+    return _integer_labels(frame, samples)
+
+
+def _integer_labels(frame, samples):
+    """Integer labels stay integers (hpl_n 2000, not 2000.0) where samples without the label leave a gap,
+    which would make pandas store the column as floats."""
+    for column in frame.columns:
+        if column in ("metric", "value", "unit") or frame[column].dtype.kind != "f":
+            continue
+        values = [(sample.get("labels") or {}).get(column) for sample in samples]
+        present = [value for value in values if value is not None]
+        if present and all(isinstance(value, int) and not isinstance(value, bool) for value in present):
+            frame[column] = pd.Series(values, index=frame.index, dtype=object)
+    return frame
+
+
+def loadgen_verdict(metadata):
+    """{LOADGEN_RESULT: VALID|INVALID|None, LOADGEN_REASONS: its reasons joined, or None} of a sample."""
+    loadgen = metadata.get("loadgen")
+    if not isinstance(loadgen, dict) or not loadgen.get("result"):
+        return {LOADGEN_RESULT: None, LOADGEN_REASONS: None}
+    reasons = [str(reason) for reason in loadgen.get("reasons") or []]
+    return {LOADGEN_RESULT: str(loadgen["result"]), LOADGEN_REASONS: "; ".join(reasons) or None}
+
+
+def gpu_device(metadata):
+    """The name of the GPU a sample measured on, None for CPU samples."""
+    if metadata.get("roofline_device"):
+        return str(metadata["roofline_device"])
+    devices = metadata.get("devices")
+    if isinstance(devices, list) and devices and isinstance(devices[0], dict) and devices[0].get("name"):
+        return str(devices[0]["name"])
+    return None
+
+
+def varying_labels(frame):
+    """Workload labels (parameters) that vary within a scenario: each value gets its own rows.
+
+    A label that only follows the scenario (threads = scale-up) adds nothing and is left out.
+    """
+    fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR, HOST, GPU_DEVICE, SKIP_REASON}
+    fixed |= {LOADGEN_RESULT, LOADGEN_REASONS}
+    scenarios = [column for column in SCENARIO_LABELS if column in frame.columns]
+    varying = []
+    for column in frame.columns:
+        if column in fixed:
+            continue
+        values = frame[column].astype(str).where(frame[column].notna())
+        within = values.groupby([frame[c].astype(str) for c in scenarios]).nunique() if scenarios else None
+        if (within.max() if within is not None else values.nunique()) > 1:
+            varying.append(column)
+    return varying
+
+
+def workload_keys(frame):
+    """[workload] when the campaign holds samples of several workloads, else []."""
+    if WORKLOAD not in frame.columns:
+        return []
+    return [WORKLOAD] if frame[WORKLOAD].dropna().astype(str).nunique() > 1 else []
+
+
+def host_keys(frame):
+    """[host] when the campaign holds samples of several runner hosts, else []."""
+    if HOST not in frame.columns:
+        return []
+    return [HOST] if frame[HOST].dropna().astype(str).nunique() > 1 else []
+
+
+def measured(frame):
+    """The samples that are measurements: not the one sample of a failed or skipped cell."""
+    return frame[~frame["metric"].isin(OUTCOME_METRICS)]
+
+
+def choose_metrics(frame, requested=None):
+    present = list(dict.fromkeys(measured(frame)["metric"]))
+    if requested:
+        missing = [metric for metric in requested if metric not in present]
+        if missing:
+            raise ReportError(
+                f"metric(s) {', '.join(missing)} not in the samples; available: "
+                + (", ".join(present) or "none (every cell failed)")
+            )
+        return list(requested)
+    if "throughput" not in present and is_micro_campaign(present):
+        return [metric for metric in MICRO_METRICS if metric in present]
+    return [metric for metric in DEFAULT_METRICS if metric in present] or present
+
+
+def is_micro_campaign(present):
+    """True when the measured metrics hold a micro-benchmark's headline figure."""
+    return any(metric in MICRO_METRICS for metric in present)
+
+
+def platform_rank(platform):
+    """The platform's place in the row order, from the registry: bm first."""
+    return platforms.rank(platform)
+
+
+def is_emulated(row):
+    """True for a row (or sample) of an emulated guest (QEMU TCG)."""
+    return row.get(ACCELERATOR) == EMULATED

@@ -1,0 +1,305 @@
+"""The report's summary tables: one row per scenario and parameter combination with each metric's mean, std,
+cv and ratio to bm (``summarize``), the bm row each row is compared with, and their rendering as text, markdown
+and CSV frames, with the notes that follow a table (noise mark, emulated guests, skipped and INVALID cells).
+The cell helpers (``key_cells``, ``measure_cell``...) are the ones every table of the report uses."""
+
+import math
+
+import numpy
+import pandas as pd
+
+# platbench/__init__.py has put the platbench.lab collection on the import path.
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+    FAILED_METRIC,
+    OUTCOME_METRICS,
+    SKIPPED_METRIC,
+)
+
+from platbench.report_load import (
+    ACCELERATOR,
+    BASELINE,
+    HOST,
+    INVALID,
+    LOADGEN_REASONS,
+    LOADGEN_RESULT,
+    LOADGEN_SPEED,
+    SCENARIO_LABELS,
+    SKIP_REASON,
+    WORKLOAD,
+    host_keys,
+    is_emulated,
+    measured,
+    platform_rank,
+    varying_labels,
+    workload_keys,
+)
+from platbench.report_stats import coefficient_of_variation, mean, ratio, sample_std, within_noise
+
+NOT_AVAILABLE = "n/a"  # the cell of a missing value or label
+NO_ACCELERATOR = "-"  # the accelerator cell of a row without one (bare metal)
+# The notes after a table, each printed only where a row needs it.
+NOISE_MARK = "~"
+NOISE_NOTE = (
+    f"{NOISE_MARK}: the difference to bm lies within its 95% confidence interval (Welch's t over the "
+    "repeats): it cannot be told from noise. More repeats or a quieter host may resolve it."
+)
+EMULATED_NOTE = (
+    "tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower than "
+    "hardware; left out of the ratios to bm (--include-emulated shows them)."
+)
+EMULATED_INCLUDED_NOTE = (
+    "tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower "
+    "than hardware; its ratios to bm are shown because of --include-emulated."
+)
+SKIPPED_TITLE = "skipped: {cells} cell(s) could not measure here by design (no failure, no figures):"
+INVALID_TITLE = (
+    f"{INVALID}: {{cells}} cell(s) that MLPerf loadgen called {INVALID}: their times are measured, but no figure "
+    f"of theirs is a valid MLPerf result ({LOADGEN_SPEED} is marked {INVALID}); loadgen's reasons:"
+)
+
+
+def summarize(frame, metrics, include_emulated=False, always=()):
+    """One row per scenario and parameter combination, bm first, with mean, std and ratio to bm.
+
+    Only the samples of ``metrics`` (and those of failed or skipped cells) make rows, so the labels of
+    other metrics add none. Row keys: the scenario, the workload when the campaign has several, the
+    host when several, and the labels (parameters, a metric's own labels) that vary; a sample without
+    such a label is a row of its own (n/a), never dropped.
+    An accelerator column follows platform when any sample has one; emulated (tcg) rows get no
+    ratio unless ``include_emulated``. ``always``: labels that are row keys even where they do not vary.
+    Returns (rows, keys, units): rows are dicts, keys the columns that identify a row; a row also holds
+    each metric's values over its cells (``<metric> values``) and its count of INVALID cells.
+    """
+    for column in SCENARIO_LABELS + ["cell", ACCELERATOR, LOADGEN_RESULT]:
+        if column not in frame.columns:
+            frame = frame.assign(**{column: None})
+    by_workload = workload_keys(frame)
+    frame = frame[frame["metric"].isin([*metrics, *OUTCOME_METRICS])]
+    accelerated = [ACCELERATOR] if frame[ACCELERATOR].notna().any() else []
+    wanted = [label for label in always if label in frame.columns] + varying_labels(frame)
+    labels = by_workload + [label for label in dict.fromkeys(wanted) if label not in by_workload]
+    keys = SCENARIO_LABELS[:1] + accelerated + SCENARIO_LABELS[1:] + host_keys(frame) + labels
+    units = {metric: frame.loc[frame["metric"] == metric, "unit"].dropna().iloc[0] for metric in metrics}
+
+    rows, values_of = [], {}
+    for _, group in frame.groupby(keys, dropna=False, sort=False):
+        succeeded = measured(group)
+        first = group.iloc[0]
+        row = {
+            # The key values as the samples hold them: groupby gives a label with gaps (NaN) as floats.
+            **{key: _python(first[key]) for key in keys},
+            "n": succeeded["cell"].nunique(),
+            "failed": int((group["metric"] == FAILED_METRIC).sum()),
+            "skipped": int((group["metric"] == SKIPPED_METRIC).sum()),
+            INVALID: succeeded.loc[succeeded[LOADGEN_RESULT] == INVALID, "cell"].nunique(),
+        }
+        for metric in metrics:
+            values = [float(value) for value in succeeded.loc[succeeded["metric"] == metric, "value"]]
+            values_of[id(row), metric] = row[f"{metric} values"] = values
+            row[f"{metric} count"] = len(values)
+            row[f"{metric} mean"] = mean(values)
+            row[f"{metric} std"] = sample_std(values)
+            row[f"{metric} cv"] = coefficient_of_variation(values)
+            row[f"{metric} min"] = min(values) if values else None
+            row[f"{metric} max"] = max(values) if values else None
+        rows.append(row)
+
+    for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
+        for metric in metrics:
+            row[f"{metric} ratio to {BASELINE}"] = ratio(row[f"{metric} mean"], baseline.get(f"{metric} mean"))
+            row[f"{metric} within noise"] = (
+                within_noise(values_of[id(row), metric], values_of[id(baseline), metric])
+                if baseline and baseline is not row
+                else None
+            )
+    rows.sort(
+        key=lambda row: (
+            platform_rank(row["platform"]),
+            str(row["platform"]),
+            *(_sortable(row[key]) for key in keys[1:]),
+        )
+    )
+    return rows, keys, units
+
+
+def _python(value):
+    """A numpy scalar as the Python value it holds (an int sorts as a number); a missing label as None."""
+    if pd.isna(value):
+        return None
+    return value.item() if isinstance(value, numpy.generic) else value
+
+
+def with_keys_as_given(table, rows, keys):
+    """``table`` (a frame of ``rows``) with the key columns holding the rows' own values: a label with gaps
+    would otherwise turn into floats (size_mb 1.0)."""
+    for key in keys:
+        table[key] = pd.Series([row[key] for row in rows], index=table.index, dtype=object)
+    return table
+
+
+def baseline_rows(rows, keys, include_emulated=False):
+    """The bm row each summarized row is compared with ({} when none), in the order of ``rows``.
+
+    bm has no accelerator: a vm row matches the bm row of the same scenario and parameters. Emulated
+    (tcg) rows get none unless ``include_emulated``."""
+
+    def identity(row, platform):
+        return tuple(str(row[key]) for key in keys if key not in ("platform", ACCELERATOR)) + (platform,)
+
+    baselines = {identity(row, row["platform"]): row for row in rows}
+    return [
+        {} if is_emulated(row) and not include_emulated else baselines.get(identity(row, BASELINE), {}) for row in rows
+    ]
+
+
+def _sortable(value):
+    # Numbers before text, numbers by value: scale-up 2 before 16.
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return (0, value, "")
+    return (1, 0, str(value))
+
+
+def number_cell(value, digits):
+    return NOT_AVAILABLE if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}}"
+
+
+def measure_cell(value, scale=None):
+    """Plain decimals sized to ``scale`` (default: the value): 1779, 41.7, 3.52, 0.0161; no exponents."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NOT_AVAILABLE
+    magnitude = abs(value if scale is None else scale)
+    decimals = 0 if magnitude >= 100 else 1 if magnitude >= 10 else 2 if magnitude >= 1 else 4
+    return f"{value:.{decimals}f}"
+
+
+def key_cells(row, keys):
+    """A row's label values as table cells: a missing accelerator is bare metal's, anything else missing n/a."""
+    return [
+        (NO_ACCELERATOR if key == ACCELERATOR else NOT_AVAILABLE) if pd.isna(row[key]) else str(row[key])
+        for key in keys
+    ]
+
+
+def mean_std_cell(row, metric):
+    """``mean ± std`` of a summarized row's metric, the std rounded to the mean's scale."""
+    center, spread = row[f"{metric} mean"], row[f"{metric} std"]
+    return measure_cell(center) + ("" if spread is None else f" ± {measure_cell(spread, scale=center)}")
+
+
+def mean_std_columns(metrics, units):
+    """CSV column names of each metric's mean and std, with its unit."""
+    columns = {}
+    for metric in metrics:
+        columns[f"{metric} mean"] = f"{metric} mean ({units[metric]})"
+        columns[f"{metric} std"] = f"{metric} std ({units[metric]})"
+    return columns
+
+
+def count_columns(rows):
+    """n and failed, skipped when some cell was, INVALID when loadgen called some cell so."""
+    return ["n", "failed"] + (["skipped"] if any(row.get("skipped") for row in rows) else []) + invalid_columns(rows)
+
+
+def invalid_columns(rows):
+    """[INVALID] when some row holds cells loadgen called INVALID, else []."""
+    return [INVALID] if any(row.get(INVALID) for row in rows) else []
+
+
+def invalid_mark(row, metric):
+    """`` (INVALID)`` after MLPerf's own figure in a row holding INVALID cells, else nothing."""
+    return f" ({INVALID})" if metric == LOADGEN_SPEED and row.get(INVALID) else ""
+
+
+def display_table(rows, keys, metrics, units):
+    """Header and rows of strings: ``mean ± std`` per metric with its unit, and its ratio to bm."""
+    counts = count_columns(rows)
+    header = [*keys, *counts]
+    for metric in metrics:
+        header += [f"{metric} ({units[metric]})", "cv", f"{metric} / {BASELINE}"]
+    lines = []
+    for row in rows:
+        line = [*key_cells(row, keys), *(str(row[count]) for count in counts)]
+        for metric in metrics:
+            line.append(mean_std_cell(row, metric) + invalid_mark(row, metric))
+            cv = row[f"{metric} cv"]
+            line.append(NOT_AVAILABLE if cv is None else f"{100 * cv:.1f}%")
+            mark = f" {NOISE_MARK}" if row[f"{metric} within noise"] else ""
+            line.append(number_cell(row[f"{metric} ratio to {BASELINE}"], "3f") + mark)
+        lines.append(line)
+    return header, lines
+
+
+def render_text(header, lines):
+    widths = [max(len(cell) for cell in column) for column in zip(header, *lines, strict=False)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)).rstrip()
+        for line in [header, ["-" * width for width in widths], *lines]
+    )
+
+
+def render_markdown(header, lines):
+    return "\n".join("| " + " | ".join(line) + " |" for line in [header, ["---"] * len(header), *lines])
+
+
+def csv_frame(rows, keys, metrics, units):
+    """The numbers unrounded, units in the column names."""
+    columns = {key: key for key in [*keys, *count_columns(rows)]}
+    for metric in metrics:
+        columns.update(mean_std_columns([metric], units))
+        columns[f"{metric} cv"] = f"{metric} cv"
+        columns[f"{metric} ratio to {BASELINE}"] = f"{metric} ratio to {BASELINE}"
+        columns[f"{metric} within noise"] = f"{metric} within noise of {BASELINE} (95% CI)"
+    return with_keys_as_given(pd.DataFrame(rows, columns=list(columns)), rows, keys).rename(columns=columns)
+
+
+def noise_note(rows, metrics):
+    """The line explaining the noise mark, None when no ratio carries it."""
+    if not any(row[f"{metric} within noise"] for row in rows for metric in metrics):
+        return None
+    return NOISE_NOTE
+
+
+def skipped_note(frame):
+    """The note listing the skipped cells, one line per workload and reason with its scenarios; None when
+    no cell was skipped."""
+    return cells_note(frame[frame["metric"] == SKIPPED_METRIC], SKIPPED_TITLE, SKIP_REASON)
+
+
+def invalid_note(frame):
+    """The note listing the cells loadgen called INVALID, one line per workload and reasons with its
+    scenarios; None when there are none."""
+    if LOADGEN_RESULT not in frame.columns:
+        return None
+    return cells_note(measured(frame[frame[LOADGEN_RESULT] == INVALID]), INVALID_TITLE, LOADGEN_REASONS)
+
+
+def cells_note(samples, title, reason_column):
+    """``title`` (with the count of cells), then one line per workload and reason: its scenarios and cells."""
+    if samples.empty:
+        return None
+    groups = {}
+    for _, sample in samples.iterrows():
+        workload = sample.get(WORKLOAD)
+        reason = sample.get(reason_column)
+        key = (
+            NOT_AVAILABLE if pd.isna(workload) else str(workload),
+            "no reason given" if pd.isna(reason) else str(reason),
+        )
+        scenario = sample.get("scenario")
+        group = groups.setdefault(key, {"cells": set(), "scenarios": {}})
+        group["cells"].add((sample.get("cell"), sample.get(HOST)))
+        if not pd.isna(scenario):
+            group["scenarios"][str(scenario)] = None
+    cells = sum(len(group["cells"]) for group in groups.values())
+    lines = [title.format(cells=cells)]
+    for (workload, reason), group in groups.items():
+        where = f" on {', '.join(group['scenarios'])}" if group["scenarios"] else ""
+        lines.append(f"- {workload}{where} ({len(group['cells'])} cell(s)): {reason}")
+    return "\n".join(lines)
+
+
+def emulated_note(rows, include_emulated=False):
+    """The line explaining tcg rows, None when there are none."""
+    if not any(is_emulated(row) for row in rows):
+        return None
+    return EMULATED_INCLUDED_NOTE if include_emulated else EMULATED_NOTE
