@@ -10,9 +10,9 @@ hence the stop line:
 
 - a process (bm): the line makes the runtime directory, changes to the instance's directory and starts a shell in
   a session of its own (``setsid --wait``, which hands back its exit status) that writes its process id, the id of
-  its process group, to ``<runtime dir>/<instance name>.pid``, runs the workload with its environment (``env
-  K=V ...``) and removes the file when the workload exits. The stop line reads the file, sends SIGTERM to that
-  process group, waits up to ``grace`` seconds, sends SIGKILL, and removes the file;
+  its process group, to ``<runtime dir>/<instance name>.pid`` and becomes the workload with its environment
+  (``exec env K=V ...``); the login shell removes the file when the workload has exited. The stop line reads the
+  file, sends SIGTERM to that process group, waits up to ``grace`` seconds, sends SIGKILL, and removes the file;
 - a container (cn, pd): the engine's ``run --rm`` line itself; its stop line the engine's ``rm --force NAME``.
 
 The lines are POSIX sh (the remote user's login shell runs them; dash takes them as bash does). Every argv
@@ -83,16 +83,14 @@ def process_line(name, argv, env=None, chdir=None, runtime_dir=RUNTIME_DIR):
     session of its own, with its process group's id in its pid file while it runs; exits with its status."""
     if not argv:
         raise RemoteInstanceError(f"instance {name}: no command to run")
-    pidfile = pid_file(name, runtime_dir)
+    pidfile = shlex.quote(pid_file(name, runtime_dir))
     command = ["env", *(f"{key}={value}" for key, value in sorted((env or {}).items())), *map(str, argv)]
-    inner = (
-        f"echo $$ > {shlex.quote(pidfile)} && {{ {shlex.join(command)}; status=$?; "
-        f"rm -f {shlex.quote(pidfile)}; exit $status; }}"
-    )
+    # The workload replaces the session's shell: its process id is the group's, written down before the exec.
+    inner = f"echo $$ > {pidfile} && exec {shlex.join(command)}"
     steps = [f"mkdir -p {shlex.quote(str(runtime_dir))}"]
     if chdir:
         steps.append(f"cd {shlex.quote(str(chdir))}")
-    steps.append(f"exec setsid --wait sh -c {shlex.quote(inner)}")
+    steps.append(f"{{ setsid --wait sh -c {shlex.quote(inner)}; status=$?; rm -f {pidfile}; exit $status; }}")
     return " && ".join(steps)
 
 
