@@ -11,7 +11,6 @@ import os
 import shlex
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
@@ -19,12 +18,7 @@ from ansible_collections.platbench.lab.plugins.filter.platbench import runner_ss
 from ansible_collections.platbench.lab.plugins.module_utils import remote_instance
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
-    ExperimentError,
-    expand,
-    load_experiment,
-    validate_experiment,
-)
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_hosts
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
 from plan_options import assert_plan_matches_its_specs, plan_options
@@ -60,19 +54,6 @@ HOSTVARS = {
 NAMES = ["runner-a", "runner-b", "runner-c"]
 RUNNERS = instances_hosts.runner_hosts(NAMES, HOSTVARS, "root", "/root/.ssh/runners")
 OPTIONS = plan_options(host="runner-a", campaign="c1", runners=RUNNERS)
-SPREAD = """
-name: spread
-workload: cnn_train
-platforms: [bm, cn]
-scaleup: [2]
-cpu_config: [pin]
-processor: [cpu]
-repeats: 1
-mode: distributed
-instances: {count: 3, hosts: 2}
-network: [host]
-params: {model: tiny, steps: 5, framework: [torch, tensorflow]}
-"""
 READY = platform_status(
     FACTS_A,
     "/opt/platbench",
@@ -85,9 +66,17 @@ READY = platform_status(
 )
 
 
-def cells_of(tmp_path, text=SPREAD):
-    (tmp_path / "spread.yml").write_text(textwrap.dedent(text))
-    return expand(load_experiment(tmp_path, "spread"))
+def cells_of(hosts=2, count=3):
+    """The cells of an experiment of bm and cn ranks (torch, tensorflow) over the hosts' network."""
+    return expand(
+        validated(
+            platforms=["bm", "cn"],
+            scaleup=[2],
+            instances={"count": count, "hosts": hosts},
+            network=["host"],
+            params={"model": "tiny", "steps": 5, "framework": ["torch", "tensorflow"]},
+        )
+    )
 
 
 def one(cells, platform, framework):
@@ -202,8 +191,8 @@ def test_hosts_is_refused_for_a_shared_cell():
 # -- which runner runs the cell ----------------------------------------------------------------------------------
 
 
-def test_the_home_host_runs_a_spread_cell_and_the_other_runners_leave_it_out(tmp_path):
-    cells = cells_of(tmp_path)
+def test_the_home_host_runs_a_spread_cell_and_the_other_runners_leave_it_out():
+    cells = cells_of()
     plan = {"name": "spread", "cells": cells}
     home = cells_to_run(plan, READY, "runner-a", runners=RUNNERS)
     assert [cell["id"] for cell in home["cells"]] == [cell["id"] for cell in cells]
@@ -214,8 +203,8 @@ def test_the_home_host_runs_a_spread_cell_and_the_other_runners_leave_it_out(tmp
     assert len(cells_to_run(single, READY, "runner-b", runners=RUNNERS)["cells"]) == 1
 
 
-def test_platbench_run_counts_the_cell_on_its_home_host_only(tmp_path):
-    cells = cells_of(tmp_path)
+def test_platbench_run_counts_the_cell_on_its_home_host_only():
+    cells = cells_of()
     plan = {"name": "spread", "cells": cells}
     campaign = Campaign("spread", planned=cells)
 
@@ -238,8 +227,8 @@ def test_platbench_run_counts_the_cell_on_its_home_host_only(tmp_path):
 # -- the plan on the home host -------------------------------------------------------------------------------------
 
 
-def test_a_bm_torch_cell_places_each_rank_on_its_host_with_that_host_s_cpus(tmp_path):
-    cell = one(cells_of(tmp_path), "bm", "torch")
+def test_a_bm_torch_cell_places_each_rank_on_its_host_with_that_host_s_cpus():
+    cell = one(cells_of(), "bm", "torch")
     plan = cell_plan(cell, FACTS_A, OPTIONS)
     assert_plan_matches_its_specs(plan)
     spread = plan["instances"]
@@ -296,8 +285,8 @@ def test_a_bm_torch_cell_places_each_rank_on_its_host_with_that_host_s_cpus(tmp_
     assert worker["stop_timeout"] == remote_instance.stop_timeout(spread["grace"])
 
 
-def test_a_cn_tensorflow_cell_runs_host_network_containers_the_remote_one_over_ssh(tmp_path):
-    cell = one(cells_of(tmp_path), "cn", "tensorflow")
+def test_a_cn_tensorflow_cell_runs_host_network_containers_the_remote_one_over_ssh():
+    cell = one(cells_of(), "cn", "tensorflow")
     plan = cell_plan(cell, FACTS_A, OPTIONS)
     assert_plan_matches_its_specs(plan)
     chief, worker, local = plan["instances"]["rounds"][0]
@@ -324,9 +313,8 @@ def test_a_cn_tensorflow_cell_runs_host_network_containers_the_remote_one_over_s
     assert local["argv"][local["argv"].index("--cpuset-cpus") + 1] == "4,5" and local["stop"][:2] == ["docker", "rm"]
 
 
-def test_three_hosts_one_rank_each(tmp_path):
-    text = SPREAD.replace("{count: 3, hosts: 2}", "{count: 3, hosts: 3}")
-    plan = cell_plan(one(cells_of(tmp_path, text), "bm", "torch"), FACTS_A, OPTIONS)
+def test_three_hosts_one_rank_each():
+    plan = cell_plan(one(cells_of(hosts=3), "bm", "torch"), FACTS_A, OPTIONS)
     members = plan["instances"]["members"]
     assert [(m["host"], m["cpuset"]) for m in members] == [
         ("runner-a", "6,7"),
@@ -340,17 +328,16 @@ def test_three_hosts_one_rank_each(tmp_path):
     assert "GLOO_SOCKET_IFNAME=ens3" in env and "MASTER_ADDR=198.18.0.11" in env
 
 
-def test_the_host_path_on_one_host_meets_at_its_address_without_ssh(tmp_path):
-    text = SPREAD.replace("{count: 3, hosts: 2}", "{count: 2}")
-    plan = cell_plan(one(cells_of(tmp_path, text), "bm", "torch"), FACTS_A, OPTIONS)
+def test_the_host_path_on_one_host_meets_at_its_address_without_ssh():
+    plan = cell_plan(one(cells_of(hosts=1, count=2), "bm", "torch"), FACTS_A, OPTIONS)
     ranks = plan["instances"]["rounds"][0]
     assert [rank["argv"][0] for rank in ranks] == ["taskset", "taskset"]
     assert {rank["env"]["MASTER_ADDR"] for rank in ranks} == {"198.18.0.11"}
     assert plan["instances"]["network"]["built"] is False
 
 
-def test_a_spread_cell_is_refused_on_a_host_that_is_not_its_home_or_without_the_runners_facts(tmp_path):
-    cell = one(cells_of(tmp_path), "bm", "torch")
+def test_a_spread_cell_is_refused_on_a_host_that_is_not_its_home_or_without_the_runners_facts():
+    cell = one(cells_of(), "bm", "torch")
     with pytest.raises(CellPlanError, match="the cell's home is runner-a, the first host of platbench_runners"):
         cell_plan(cell, FACTS_B, {**OPTIONS, "host": "runner-b"})
     blind = [RUNNERS[0], {**RUNNERS[1], "facts": None}]
@@ -366,8 +353,8 @@ def test_a_spread_cell_is_refused_on_a_host_that_is_not_its_home_or_without_the_
 # -- before any cell -----------------------------------------------------------------------------------------------
 
 
-def test_the_prechecks_refuse_more_hosts_than_runners_and_gpu_cells(tmp_path):
-    cells = cells_of(tmp_path)
+def test_the_prechecks_refuse_more_hosts_than_runners_and_gpu_cells():
+    cells = cells_of()
     plan = {"name": "spread", "cells": cells}
     found = plan_problems(plan, READY, FACTS_A, "runner-a", runners=RUNNERS[:1])["problems"]
     assert any(
@@ -385,8 +372,8 @@ def test_the_prechecks_refuse_more_hosts_than_runners_and_gpu_cells(tmp_path):
     ]
 
 
-def test_the_home_host_checks_its_ssh_logins_to_the_other_members_and_says_what_to_set_up(tmp_path):
-    plan = {"name": "spread", "cells": cells_of(tmp_path)}
+def test_the_home_host_checks_its_ssh_logins_to_the_other_members_and_says_what_to_set_up():
+    plan = {"name": "spread", "cells": cells_of()}
     checks = ssh_checks_filter(plan, RUNNERS, "runner-a")
     assert checks == [
         {

@@ -99,21 +99,26 @@ def plan(ctx, plan, spec):
         "network": network
         or {"path": None, "built": False, "key": ctx.key, "holders": [], "engine": None, "measure": None},
     }
-    plan["placement"] = "instances"
-    plan.pop(kind, None)
-    plan["runtime"].update(
-        instances=count,
-        instance_cpus=sharing,
-        instance_cpusets=[member["cpuset"] or None for member in members],
-        instance_gpus=[",".join(member["gpus"]) or None for member in members],
-        instance_rounds=instances.describe_rounds(rounds),
-    )
+    record_placement(plan, kind, sharing, members, rounds)
     if network:
         plan["runtime"].update(network_path=network["path"], path_addresses=[m["address"] for m in network["members"]])
     if "peer" in spec:
         plan["runtime"]["peer_address"] = network["members"][1]["address"]
     if "background" in spec:
         plan["runtime"]["background"] = {"workload": spec["background"]["workload"], **spec["background"]["params"]}
+
+
+def record_placement(plan, kind, sharing, members, rounds):
+    """``plan`` becomes the instances placement (its kind's section gone), with what each instance was asked."""
+    plan["placement"] = "instances"
+    plan.pop(kind, None)
+    plan["runtime"].update(
+        instances=len(members),
+        instance_cpus=sharing,
+        instance_cpusets=[member["cpuset"] or None for member in members],
+        instance_gpus=[",".join(member["gpus"]) or None for member in members],
+        instance_rounds=instances.describe_rounds(rounds),
+    )
 
 
 def check_kind(ctx):

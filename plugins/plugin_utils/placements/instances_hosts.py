@@ -216,14 +216,8 @@ def plan(ctx, plan, spec):
         "grace": placing.STOP_GRACE_SECONDS,
         "network": network,
     }
-    plan["placement"] = "instances"
-    plan.pop(kind, None)
+    placing.record_placement(plan, kind, sharing, members, rounds)
     plan["runtime"].update(
-        instances=count,
-        instance_cpus=sharing,
-        instance_cpusets=[member["cpuset"] or None for member in members],
-        instance_gpus=[",".join(member["gpus"]) or None for member in members],
-        instance_rounds=instances.describe_rounds(rounds),
         instance_hosts=[member["host"] for member in members],
         network_path=network_path.HOST_PATH,
         path_addresses=[entry["address"] for entry in network["members"]],
