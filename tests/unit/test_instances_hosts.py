@@ -364,6 +364,12 @@ def test_the_prechecks_refuse_more_hosts_than_runners_and_gpu_cells():
     gpu = {"name": "spread", "cells": [{**cells[0], "labels": {**cells[0]["labels"], "processor": "gpu"}}]}
     found = instances_hosts.plan_problems("spread", gpu["cells"], RUNNERS, "runner-a")
     assert found and "gpu cells whose ranks spread over several runner hosts" in found[0]
+    crowded = [RUNNERS[0], {**RUNNERS[1], "reserved_cpus": [0, 1, 2]}]
+    assert instances_hosts.plan_problems("spread", cells, crowded, "runner-b") == [
+        "Experiment 'spread' pins 1 rank(s) x scale-up 2 = 2 CPUs of a cell on runner host runner-b, which offers 1 "
+        "(platbench_reserved_cpus left out): lower 'scaleup' in experiments/spread.yml, or let the instances share "
+        "their CPUs (instances: {cpus: shared})."
+    ]
     no_address = [RUNNERS[0], {**RUNNERS[1], "address": None}]
     found = instances_hosts.plan_problems("spread", cells, no_address, "runner-a")
     assert found == [

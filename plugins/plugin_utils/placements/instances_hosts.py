@@ -28,7 +28,7 @@ a gpu cell spread over hosts is refused before any cell.
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.module_utils import network_path, remote_instance
+from ansible_collections.platbench.lab.plugins.module_utils import network_path, platforms, remote_instance
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances as placing
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import PlacementError
@@ -298,6 +298,7 @@ def plan_problems(name, cells, runners, host):
             f"Experiment '{name}' has gpu cells whose ranks spread over several runner hosts (instances.hosts), which "
             "this release does not place: use processor [cpu] with instances.hosts above 1, or instances.hosts 1."
         )
+    problems.extend(_member_cpu_problems(name, spread_out, runners))
     for runner in runners[1:widest]:
         if not runner.get("address"):
             problems.append(
@@ -310,6 +311,31 @@ def plan_problems(name, cells, runners, host):
                 f"playbooks/experiment.yml on every host of {RUNNERS_GROUP} (no --limit)."
             )
     return problems
+
+
+def _member_cpu_problems(name, cells, runners):
+    """The other runners that cannot pin their ranks of a cell (the home host's are runplan's, as for any cell)."""
+    problems = {}
+    for cell in cells:
+        spec, labels = cell["instances"], cell["labels"]
+        if labels["cpu_config"] != "pin" or labels["platform"] in platforms.REMOTE:
+            continue
+        hosts, scaleup = spread(spec), int(labels["scaleup"])
+        for at, runner in enumerate(runners[1:hosts], start=1):
+            if not runner.get("facts"):
+                continue  # named below
+            held = sum(1 for index in range(spec["count"]) if host_of(index, hosts) == at)
+            needed = scaleup if spec["cpus"] == "shared" else scaleup * held
+            free = {int(cpu) for cpu in runner["facts"].get("cpus_allowed", [])}
+            free -= {int(cpu) for cpu in runner.get("reserved_cpus") or []}
+            if needed > len(free) and needed > problems.get(runner["name"], (0,))[0]:
+                problems[runner["name"]] = (needed, held, scaleup, len(free))
+    return [
+        f"Experiment '{name}' pins {held} rank(s) x scale-up {scaleup} = {needed} CPUs of a cell on runner host "
+        f"{host}, which offers {free} ({RESERVED_VARIABLE} left out): lower 'scaleup' in experiments/{name}.yml, "
+        "or let the instances share their CPUs (instances: {cpus: shared})."
+        for host, (needed, held, scaleup, free) in problems.items()
+    ]
 
 
 def ssh_checks(cells, runners, host):
