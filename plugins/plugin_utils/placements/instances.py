@@ -108,32 +108,6 @@ def plan(ctx, plan, spec):
         plan["runtime"]["background"] = {"workload": spec["background"]["workload"], **spec["background"]["params"]}
 
 
-def record_placement(plan, kind, sharing, members, rounds):
-    """``plan`` becomes the instances placement (its kind's section gone), with what each instance was asked."""
-    plan["placement"] = "instances"
-    plan.pop(kind, None)
-    plan["runtime"].update(
-        instances=len(members),
-        instance_cpus=sharing,
-        instance_cpusets=[member["cpuset"] or None for member in members],
-        instance_gpus=[",".join(member["gpus"]) or None for member in members],
-        instance_rounds=instances.describe_rounds(rounds),
-    )
-
-
-def check_kind(ctx):
-    """Several instances of a platform are the runner host's processes and containers (the supervised kinds)."""
-    kind = ctx.platform.kind
-    if kind not in instances.SUPERVISED_KINDS or ctx.platform.remote:
-        raise PlacementError(
-            f"{ctx.where}: a cell with several instances (mode {ctx.cell['labels'].get('mode')}) runs on the runner "
-            f"host's processes and containers in this release (bm, cn, pd), not on {ctx.platform.label}: "
-            f"leave {ctx.platform.label} out of this experiment"
-        )
-    if kind == "process" and ctx.platform.launcher != "venv":
-        raise PlacementError(f"{ctx.where}: several instances of {ctx.platform.label} are not placed in this release")
-
-
 def _network(ctx, plan, spec):
     """The cell's network path (module_utils/network_path.py plans it from the cell's key): each instance's
     address, namespace and device, the holders of the containers' namespaces, and what is measured."""
@@ -350,3 +324,29 @@ def observed(plan, results):
     # The supervisor's verdict names the first instance to fail; its peers' failed records only say they lost it.
     error = result.get("msg") if result.get("failed") else None
     return Observed(output=output, runtime=runtime if result else {}, error=error)
+
+
+def record_placement(plan, kind, sharing, members, rounds):
+    """``plan`` becomes the instances placement (its kind's section gone), with what each instance was asked."""
+    plan["placement"] = "instances"
+    plan.pop(kind, None)
+    plan["runtime"].update(
+        instances=len(members),
+        instance_cpus=sharing,
+        instance_cpusets=[member["cpuset"] or None for member in members],
+        instance_gpus=[",".join(member["gpus"]) or None for member in members],
+        instance_rounds=instances.describe_rounds(rounds),
+    )
+
+
+def check_kind(ctx):
+    """Several instances of a platform are the runner host's processes and containers (the supervised kinds)."""
+    kind = ctx.platform.kind
+    if kind not in instances.SUPERVISED_KINDS or ctx.platform.remote:
+        raise PlacementError(
+            f"{ctx.where}: a cell with several instances (mode {ctx.cell['labels'].get('mode')}) runs on the runner "
+            f"host's processes and containers in this release (bm, cn, pd), not on {ctx.platform.label}: "
+            f"leave {ctx.platform.label} out of this experiment"
+        )
+    if kind == "process" and ctx.platform.launcher != "venv":
+        raise PlacementError(f"{ctx.where}: several instances of {ctx.platform.label} are not placed in this release")
