@@ -472,3 +472,21 @@ def test_a_remote_process_that_ends_by_itself_leaves_no_pid_file(tmp_path):
     line = remote_instance.process_line("pb-1", [sys.executable, "-c", "raise SystemExit(3)"], runtime_dir=str(runtime))
     assert subprocess.run(["sh", "-c", line], timeout=30, check=False).returncode == 3
     assert runtime.is_dir() and not (runtime / "pb-1.pid").exists()
+
+
+def test_a_stop_line_that_hangs_is_given_up_after_its_stop_timeout():
+    """A remote stop line whose host no longer answers must not keep the supervisor from returning."""
+    from ansible_collections.platbench.lab.plugins.module_utils.supervisor import run_rounds
+
+    hangs = {
+        "name": "pb-hang",
+        "role": "chief",
+        "index": 0,
+        "argv": [sys.executable, "-c", "pass"],
+        "stop": [sys.executable, "-c", "import time; time.sleep(60)"],
+        "stop_timeout": 1,
+    }
+    began = time.monotonic()
+    results, error = run_rounds([[hangs]], timeout=30, grace=0.5)
+    assert error is None and results[0]["rc"] == 0
+    assert time.monotonic() - began < 15
