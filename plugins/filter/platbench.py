@@ -35,6 +35,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     emulated_subset as _emulated_subset,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_hosts as _instances_hosts
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_k8s as _instances_k8s
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import done_cells as _done_cells
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import (
@@ -186,6 +187,7 @@ def plan_problems(
     gpu_assignment=None,
     guest_image=None,
     gpus_per_cell=1,
+    runners=None,
 ):
     """What stops ``plan`` on ``host`` before any cell runs, the platforms skipped, and which GPUs
     its gpu scenarios use."""
@@ -199,7 +201,39 @@ def plan_problems(
         gpu_assignment,
         guest_image,
         gpus_per_cell,
+        _runner_list(runners, "plan_problems"),
     )
+
+
+def _runner_list(runners, name):
+    if runners is None:
+        return None
+    if not isinstance(runners, list) or not all(isinstance(entry, dict) and "name" in entry for entry in runners):
+        raise AnsibleFilterError(
+            f"{name}: runners must be platform_run_runners (a list of dicts with name), got {runners!r}"
+        )
+    return runners
+
+
+def runner_hosts(names, hostvars, user=None, key=None):
+    """The runner hosts ``names`` (group platbench_runners) as the cell plan takes them: name, address, SSH, facts."""
+    if not isinstance(names, list):
+        raise AnsibleFilterError(f"runner_hosts: expected the list of the group's hosts, got {names!r}")
+    return _instances_hosts.runner_hosts(names, hostvars, user, key)
+
+
+def runner_ssh_checks(plan, runners, host):
+    """The ssh logins ``host`` checks before its first cell whose ranks spread over other runner hosts."""
+    return _instances_hosts.ssh_checks(
+        _mapping(plan, "the plan", "runner_ssh_checks").get("cells") or [],
+        _runner_list(runners, "runner_ssh_checks"),
+        host,
+    )
+
+
+def runner_ssh_problems(results, host):
+    """A message per runner host the looped ssh check could not log in to."""
+    return _instances_hosts.ssh_problems(results, host)
 
 
 def _gpu_list(gpus, name):
@@ -240,11 +274,16 @@ def pci_address(address):
         raise AnsibleFilterError(f"pci_address: {exc}") from None
 
 
-def cells_to_run(plan, status, host, results_dir=None):
-    """The cells ``host`` runs (ready platforms, emulated subset, not yet measured by ``host``)."""
+def cells_to_run(plan, status, host, results_dir=None, runners=None):
+    """The cells ``host`` runs (ready platforms, emulated subset, not yet measured by ``host``, its own when spread
+    over several runner hosts)."""
     done = _done_cells(os.path.join(str(results_dir), "samples.jsonl"), host) if results_dir else ()
     return _cells_to_run(
-        _mapping(plan, "the plan", "cells_to_run"), _mapping(status, "status", "cells_to_run"), host, done
+        _mapping(plan, "the plan", "cells_to_run"),
+        _mapping(status, "status", "cells_to_run"),
+        host,
+        done,
+        _runner_list(runners, "cells_to_run"),
     )
 
 
@@ -365,6 +404,9 @@ class FilterModule:
             "dataset_dir": dataset_dir,
             "plan_problems": plan_problems,
             "cells_to_run": cells_to_run,
+            "runner_hosts": runner_hosts,
+            "runner_ssh_checks": runner_ssh_checks,
+            "runner_ssh_problems": runner_ssh_problems,
             "gpus_assigned_to": gpus_assigned_to,
             "gpu_assignment_problems": gpu_assignment_problems,
             "vfio_functions": vfio_functions,

@@ -2,7 +2,8 @@
 # Apache License 2.0 (see galaxy.yml)
 """The network path between a cell's instances, planned: names, addresses, MTU and the commands that build it.
 
-A cell's instances talk over one of three paths:
+A cell's instances talk over one of three paths built on the runner host (``PATHS``), or over the hosts' own
+network (``host``):
 
 - ``loopback``: 127.0.0.1, nothing to build; only processes of one OS share it (platforms of the ``process``
   kind), so it is refused for several instances of any other kind.
@@ -12,6 +13,12 @@ A cell's instances talk over one of three paths:
 - ``overlay``: the bridge, and in each instance's namespace a VXLAN device over its veth, as flannel's VXLAN
   backend builds one (VNI 1, UDP port 8472, learning off, static forwarding entries to every peer), with an
   address of a second /24 and the MTU lowered by VXLAN's 50 bytes of encapsulation.
+- ``host`` (``HOST_PATH``): nothing is built and nothing is planned here. Each instance uses the address of the
+  runner host it runs on: the inventory's ``platbench_underlay_address`` of that host, else its ``ansible_host``,
+  else the default IPv4 address of its facts (plugins/plugin_utils/placements/instances_hosts.py). It is the one
+  path that crosses hosts (``instances.hosts`` above 1: a bridge or an overlay built here never leaves this host);
+  with one host its ranks meet on that host's address. A bm rank is a process in the host's namespace, a cn or pd
+  rank a container with ``--network host``.
 
 Every name starts with the cell's tag, ``pb`` and 8 hex digits of a hash of the cell's key, and ends with what
 it is (``br``, ``h<i>``, ``v<i>``, ``x<i>``, namespaces ``-<i>``), so that ``LINK_NAME`` and ``NETNS_NAME``
@@ -30,7 +37,8 @@ import re
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 
-PATHS = ("loopback", "bridge", "overlay")
+PATHS = ("loopback", "bridge", "overlay")  # built (or, loopback, found) on the runner host by plan()
+HOST_PATH = "host"  # the runner hosts' own network: nothing to build, so never a path of plan()
 SUPERNET = ipaddress.ip_network("198.18.0.0/15")
 RESERVED_SUBNETS = (ipaddress.ip_network("198.18.0.0/24"),)
 SUBNETS = tuple(subnet for subnet in SUPERNET.subnets(new_prefix=24) if subnet not in RESERVED_SUBNETS)

@@ -16,7 +16,8 @@ instances are then stopped. A round fails, and the cell with it, when:
 
 Every instance runs in a session of its own, so that stopping it stops its children too (a launcher's
 ranks, ``ip netns exec``'s child). An instance may name a ``stop`` command: what ends it where killing its
-local process is not enough (``docker rm -f NAME`` for a container whose client is the local process).
+local process is not enough (``docker rm -f NAME`` for a container whose client is the local process; an ssh
+line for an instance on another host, module_utils/remote_instance.py), within its ``stop_timeout`` seconds.
 Stopping is SIGTERM to the session, then SIGKILL after ``grace`` seconds, then the ``stop`` command.
 SIGTERM, SIGINT and SIGHUP received by the supervisor (Ctrl-C on the controller, a task timeout) stop
 everything the same way before it exits.
@@ -118,14 +119,16 @@ class Instance:
             self.ended = time.monotonic()
         stop = self.spec.get("stop")
         if stop:
-            subprocess.run(
-                [str(arg) for arg in stop],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=max(grace, 10),
-                check=False,
-            )
+            # A stop that hangs (a host that no longer answers) must not keep the others from being stopped.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                subprocess.run(
+                    [str(arg) for arg in stop],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=self.spec.get("stop_timeout") or max(grace, 10),
+                    check=False,
+                )
 
     def output(self, stream):
         handle = self._out if stream == "stdout" else self._err

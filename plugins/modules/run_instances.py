@@ -28,7 +28,10 @@ options:
     description:
       - The rounds, run one after the other; each a list of instances.
       - 'An instance: C(name), C(role), C(index), C(argv) (a list; no shell), C(env), C(chdir), C(background)
-        (a boolean) and C(stop) (an argv run after the instance is stopped, or null).'
+        (a boolean), C(stop) (an argv run after the instance is stopped, or null) and C(stop_timeout) (seconds
+        the stop argv may take; default the larger of O(grace) and 10).'
+      - An instance on another runner host is an C(ssh) client with an C(ssh) stop line (see
+        C(plugins/module_utils/remote_instance.py)); the module runs it like any other argv.
     type: list
     elements: list
     required: true

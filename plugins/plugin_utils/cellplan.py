@@ -55,9 +55,12 @@ OPTIONS = {
     "sif": "platform_run_sif",  # the SIF description (Apptainer on the host), platbench.lab.apptainer's current.json
     "apptainer_version": "platform_run_apptainer_version",  # the host's Apptainer
     "openstack_kubeconfig_dir": "platform_run_openstack_kubeconfig_dir",  # magnum: each cluster's kubeconfig
+    # The runner hosts (group platbench_runners, in order: name, address, SSH, facts) a cell's ranks spread over
+    # (instances.hosts, network host: placements/instances_hosts.py); None: this host alone.
+    "runners": "platform_run_runners",
 }
 # Options a plan can do without (None or empty): the others must be given.
-OPTIONAL = ("dataset", "engines", "guest_image", "sif", "apptainer_version", "k8s_node", "reserved_cpus")
+OPTIONAL = ("dataset", "engines", "guest_image", "sif", "apptainer_version", "k8s_node", "reserved_cpus", "runners")
 
 
 class CellPlanError(ValueError):

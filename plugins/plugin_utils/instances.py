@@ -10,7 +10,9 @@ A cell of ``mode: single`` is one instance: one process, container, guest or Job
   what runs beside it (Lin: AlexNet at batch 512, and again at 32; a list in its params is a dimension).
   On bm both run in the same OS as processes; on a container platform each is a container.
 - ``distributed``: ``instances: {count: N}`` ranks, a ``chief`` and ``worker``s, across the network path of
-  the cell's ``network`` (``loopback``, ``bridge``, ``overlay``).
+  the cell's ``network`` (``loopback``, ``bridge``, ``overlay`` on the runner host; ``host``: the runner hosts'
+  own addresses). ``instances.hosts: H`` (default 1) spreads the ranks over the first H hosts of group
+  ``platbench_runners``, rank i on runner i % H (placements/instances_hosts.py); only the ``host`` path crosses hosts.
 
 ``instances.cpus`` says whether the instances share the cell's CPUs (``shared``) or each gets its own
 scale-up's worth (``disjoint``, the default: Lin's instances each had their own GPU and cores).
@@ -31,12 +33,14 @@ from __future__ import annotations
 import json
 import shlex
 
+from ansible_collections.platbench.lab.plugins.module_utils import network_path
+
 MODES_WITH_INSTANCES = ("distributed", "shared")
-NETWORK_PATHS = ("loopback", "bridge", "overlay")
+NETWORK_PATHS = (*network_path.PATHS, network_path.HOST_PATH)
 CPU_SHARING = ("disjoint", "shared")
 GPU_SHARING = ("disjoint", "shared")
 ROLES = ("chief", "worker", "ps", "foreground", "background", "peer")
-INSTANCE_FIELDS = ("count", "cpus", "gpus")
+INSTANCE_FIELDS = ("count", "cpus", "gpus", "hosts")
 BACKGROUND_FIELDS = ("workload", "params", "settle")
 # Lin 2018's background job; its steps outlast any foreground (the supervisor stops it).
 DEFAULT_BACKGROUND = {"workload": "cnn_train", "params": {"model": "alexnet", "batch_size": [512, 32]}}
@@ -97,9 +101,16 @@ def check_experiment(experiment, problems):
             if path not in NETWORK_PATHS:
                 problems.append(f"network: unknown path {path!r}; allowed: {', '.join(NETWORK_PATHS)}")
         experiment["network"] = network
+        _check_hosts(instances, network, problems)
         if background is not None:
             problems.append("background: applies to mode shared")
     else:
+        if instances.get("hosts", 1) != 1:
+            problems.append(
+                f"instances.hosts: {instances['hosts']!r}: a shared cell's two jobs share one host; "
+                "hosts applies to mode distributed"
+            )
+        instances["hosts"] = 1
         if "count" in instances and instances["count"] != 2:
             problems.append("instances.count: a shared cell has 2 instances, its foreground and its background")
         instances["count"] = 2
@@ -107,6 +118,38 @@ def check_experiment(experiment, problems):
             problems.append("network: a shared cell's two jobs do not talk to each other; leave network out")
         experiment["background"] = _checked_background(background, problems)
     experiment["instances"] = instances
+
+
+def _check_hosts(instances, network, problems):
+    """``instances.hosts``: how many runner hosts a distributed cell's ranks spread over (1 to count), and only
+    over the ``host`` path: the paths built on one host (loopback, bridge, overlay) do not leave it."""
+    hosts = instances.setdefault("hosts", 1)
+    if isinstance(hosts, bool) or not isinstance(hosts, int) or hosts < 1:
+        problems.append(
+            f"instances.hosts: {hosts!r}: the number of runner hosts the ranks spread over, a whole number from 1 "
+            "(the default: every rank on one host) to instances.count"
+        )
+        return
+    count = instances.get("count")
+    if isinstance(count, int) and not isinstance(count, bool) and hosts > count:
+        problems.append(
+            f"instances.hosts: {hosts} hosts for {count} ranks would leave a host without one: "
+            f"set hosts to {count} at most, or raise instances.count"
+        )
+    local = [path for path in network if path in network_path.PATHS]
+    if hosts > 1 and local:
+        problems.append(
+            f"network: {', '.join(local)} cannot join ranks on {hosts} hosts (instances.hosts): "
+            f"{'each is' if len(local) > 1 else 'it is'} built on one host and does not leave it; "
+            f"use network: [{network_path.HOST_PATH}] (the runner hosts' own addresses), or k8s pods over the "
+            "cluster's overlay"
+        )
+
+
+def home_share(count, hosts):
+    """How many of ``count`` instances spread over ``hosts`` hosts (instance i on host i % hosts) the first
+    host, the cell's home, holds: the most any host holds."""
+    return -(-count // max(int(hosts or 1), 1))
 
 
 def _checked_background(background, problems):
@@ -156,10 +199,18 @@ def cell_dimensions(experiment):
     if mode == "distributed":
         count, cpus = experiment["instances"]["count"], experiment["instances"]["cpus"]
         gpus = experiment["instances"].get("gpus", "disjoint")
+        hosts = experiment["instances"].get("hosts", 1)
         return [
             (
                 {"network": path},
-                {"count": count, "cpus": cpus, "gpus": gpus, "network": path, "roles": distributed_roles(count)},
+                {
+                    "count": count,
+                    "cpus": cpus,
+                    "gpus": gpus,
+                    "network": path,
+                    "roles": distributed_roles(count),
+                    **({"hosts": hosts} if hosts > 1 else {}),
+                },
             )
             for path in experiment["network"]
         ]
@@ -180,12 +231,13 @@ def distributed_roles(count):
 
 
 def cpus_needed(cell):
-    """CPUs a cell pins on its runner: the scale-up for each instance that has cores of its own."""
+    """CPUs a cell pins on its runner: the scale-up for each instance that has cores of its own (of a cell spread
+    over several hosts, each of the instances on its home host, which holds the most)."""
     spec = cell.get("instances")
     scaleup = int(cell["labels"]["scaleup"])
     if not spec or spec["cpus"] == "shared":
         return scaleup
-    return scaleup * spec["count"]
+    return scaleup * home_share(spec["count"], spec.get("hosts", 1))
 
 
 def gpus_needed(cell, per_instance):
@@ -195,7 +247,7 @@ def gpus_needed(cell, per_instance):
     per_instance = max(int(per_instance), 1)
     if not spec or spec.get("gpus", "disjoint") == "shared":
         return per_instance
-    return per_instance * spec["count"]
+    return per_instance * home_share(spec["count"], spec.get("hosts", 1))
 
 
 def split_gpus(gpus, count, sharing):

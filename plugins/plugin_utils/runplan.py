@@ -12,7 +12,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
-from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_k8s
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_hosts, instances_k8s
 
 
 def _wanted(plan):
@@ -33,6 +33,7 @@ def plan_problems(
     gpu_assignment=None,
     guest_image=None,
     gpus_per_cell=1,
+    runners=None,
 ):
     """Everything that stops ``plan`` on ``host`` before a cell runs, each a message naming the
     setting to change (all at once, so one fix-and-rerun is enough), and the platforms skipped.
@@ -40,7 +41,8 @@ def plan_problems(
     ``status``: the ``platforms`` result of platbench.lab.platform_status; ``facts``:
     ``ansible_facts.platbench``; ``gpu_assignment``: ``platbench_gpu_assignment``;
     ``guest_image``: the guest image description (its ``nvidia_driver``); ``gpus_per_cell``: the GPUs
-    of a gpu cell, or of each of its instances (``platform_run_gpus_per_cell``). Returns
+    of a gpu cell, or of each of its instances (``platform_run_gpus_per_cell``); ``runners``: the runner hosts
+    (``platform_run_runners``) a distributed cell's ranks may spread over (``instances.hosts``). Returns
     ``{"problems": [...], "skipped": {label: reason}, "gpu_summary": "..."}``, the summary
     saying which GPUs the plan's gpu scenarios use on this host ("" when it has none).
     """
@@ -102,6 +104,8 @@ def plan_problems(
         )
     # A Kubernetes platform's pods only talk over the cluster's CNI (placements/instances_k8s.py).
     problems.extend(instances_k8s.network_problems(name, cells))
+    # Ranks spread over several runner hosts (placements/instances_hosts.py).
+    problems.extend(instances_hosts.plan_problems(name, cells, runners, host))
     problems.extend(_node_problems(name, cells, status, skipped))
     gpu_problems, summary = _gpu_problems(name, local, status, facts, host, gpu_assignment, guest_image)
     problems.extend(gpu_problems)
@@ -238,17 +242,24 @@ def _gpu_problems(name, cells, status, facts, host, assignment, guest_image):
     return problems, f"GPUs on {host}: " + "; ".join(uses) + "."
 
 
-def cells_to_run(plan, status, host, done=()):
+def cells_to_run(plan, status, host, done=(), runners=None):
     """The cells ``host`` runs, in the plan's order, each labelled with ``host``.
 
     Kept: cells of the platforms ready here; where guests are emulated (``emulated`` in
     ``status``), the experiment's ``emulated`` subset of their cells, after all the others; minus the cells this
-    host already measured (``done``: their ids, from ``records.done_cells(path, host)``).
+    host already measured (``done``: their ids, from ``records.done_cells(path, host)``). A cell whose ranks spread
+    over several runner hosts (``instances.hosts``) is its home host's, the first of ``runners``: the other runners
+    leave it out (neither run nor counted done here).
     Returns ``{"cells": [...], "done": how many cells of the plan this host already measured}``.
     """
     ready = [label for label, entry in status.items() if entry.get("ready")]
     emulated = [label for label, entry in status.items() if entry.get("emulated")]
-    cells = [cell for cell in plan.get("cells", []) if cell["labels"]["platform"] in ready]
+    home = instances_hosts.home_of(list(runners or []), host)
+    cells = [
+        cell
+        for cell in plan.get("cells", [])
+        if cell["labels"]["platform"] in ready and (home == host or instances_hosts.spread(cell.get("instances")) == 1)
+    ]
     cells = emulated_subset(cells, plan.get("emulated"), emulated)
     # Emulated guests' cells go last: each takes minutes under TCG and has no ratio to bare metal, so the
     # comparable cells (and the table of them) are done first. The other cells keep their interleaved order.

@@ -26,6 +26,7 @@ AT_RUN_TIME = {
     "k8s_node": None,
     "sif": {},
     "apptainer_version": None,
+    "runners": None,
 }
 
 

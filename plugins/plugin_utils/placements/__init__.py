@@ -22,6 +22,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements import (
     container,
     guest,
     instances,
+    instances_hosts,
     instances_k8s,
     k8s_job,
     process,
@@ -60,11 +61,16 @@ __all__ = ["KINDS", "RESULTS", "Observed", "PlacementError", "Placing", "plan_se
 
 def plan_sections(ctx, plan):
     """Add the sections of ``ctx.platform``'s kind to ``plan``; a cell with several instances then becomes the
-    instances placement of that kind's instance (placements/instances.py; pods: placements/instances_k8s.py)."""
+    instances placement of that kind's instance (placements/instances.py; pods: placements/instances_k8s.py; ranks
+    over the runner hosts' own network: placements/instances_hosts.py)."""
     KINDS[ctx.platform.kind].plan(ctx, plan)
-    if ctx.cell.get("instances"):
-        placing = instances_k8s if instances_k8s.places(ctx.platform) else instances
-        placing.plan(ctx, plan, ctx.cell["instances"])
+    spec = ctx.cell.get("instances")
+    if spec:
+        if instances_k8s.places(ctx.platform):
+            placing = instances_k8s
+        else:
+            placing = instances_hosts if instances_hosts.places(spec) else instances
+        placing.plan(ctx, plan, spec)
 
 
 def observed(plan, results):

@@ -53,15 +53,8 @@ PEER_SETTLE_SECONDS = 1.0
 def plan(ctx, plan, spec):
     """Turn ``plan`` (its kind's single instance planned) into the instances placement of ``spec``
     (``cell["instances"]``): plan["instances"] with the rounds run_instances runs."""
+    check_kind(ctx)
     kind = ctx.platform.kind
-    if kind not in instances.SUPERVISED_KINDS or ctx.platform.remote:
-        raise PlacementError(
-            f"{ctx.where}: a cell with several instances (mode {ctx.cell['labels'].get('mode')}) runs on the runner "
-            f"host's processes and containers in this release (bm, cn, pd), not on {ctx.platform.label}: "
-            f"leave {ctx.platform.label} out of this experiment"
-        )
-    if kind == "process" and ctx.platform.launcher != "venv":
-        raise PlacementError(f"{ctx.where}: several instances of {ctx.platform.label} are not placed in this release")
     count, sharing = spec["count"], spec["cpus"]
     cpus = instances.split_cpus(ctx.cpus, count, ctx.threads, sharing) if ctx.pinned else [[]] * count
     names = [f"{ctx.name}-{index}" for index in range(count)]
@@ -103,17 +96,10 @@ def plan(ctx, plan, spec):
         "rounds": rounds,
         "settle": settle,
         "grace": STOP_GRACE_SECONDS,
-        "network": network or {"path": None, "key": ctx.key, "holders": [], "engine": None, "measure": None},
+        "network": network
+        or {"path": None, "built": False, "key": ctx.key, "holders": [], "engine": None, "measure": None},
     }
-    plan["placement"] = "instances"
-    plan.pop(kind, None)
-    plan["runtime"].update(
-        instances=count,
-        instance_cpus=sharing,
-        instance_cpusets=[member["cpuset"] or None for member in members],
-        instance_gpus=[",".join(member["gpus"]) or None for member in members],
-        instance_rounds=instances.describe_rounds(rounds),
-    )
+    record_placement(plan, kind, sharing, members, rounds)
     if network:
         plan["runtime"].update(network_path=network["path"], path_addresses=[m["address"] for m in network["members"]])
     if "peer" in spec:
@@ -159,6 +145,7 @@ def _network(ctx, plan, spec):
         measure = None  # micro_net measures the path itself, against its peer
     return {
         "path": path,
+        "built": True,  # by platbench.lab.network_path (the host path is the hosts' own: nothing to build)
         "key": ctx.key,
         "mtu": planned.get("mtu"),
         "members": members,
@@ -189,10 +176,9 @@ def _rank(ctx, plan, build, member, network):
             "LOCAL_WORLD_SIZE": "1",
             "MASTER_ADDR": addresses[0],
             "MASTER_PORT": str(network["port"]),
-            # gloo's (and NCCL's) own sockets on the path's device, not the host name's address
-            "GLOO_SOCKET_IFNAME": own["device"],
-            "NCCL_SOCKET_IFNAME": own["device"],
         }
+        if own["device"]:  # gloo's (and NCCL's) own sockets on the path's device, not the host name's address
+            env.update(GLOO_SOCKET_IFNAME=own["device"], NCCL_SOCKET_IFNAME=own["device"])
     else:
         workers = [f"{address}:{network['port'] + rank}" for rank, address in enumerate(addresses)]
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
@@ -202,7 +188,7 @@ def _rank(ctx, plan, build, member, network):
 
 def _on_path(ctx, instance, network):
     """The instance in its place on the cell's path: a bm process in its namespace, a container in its holder's."""
-    if network["path"] != "loopback":
+    if network["path"] != "loopback" and network["built"]:
         own = network["members"][instance["index"]]
         if ctx.platform.kind == "process":
             instance["argv"] = ["ip", "netns", "exec", own["netns"], *instance["argv"]]
@@ -338,3 +324,29 @@ def observed(plan, results):
     # The supervisor's verdict names the first instance to fail; its peers' failed records only say they lost it.
     error = result.get("msg") if result.get("failed") else None
     return Observed(output=output, runtime=runtime if result else {}, error=error)
+
+
+def record_placement(plan, kind, sharing, members, rounds):
+    """``plan`` becomes the instances placement (its kind's section gone), with what each instance was asked."""
+    plan["placement"] = "instances"
+    plan.pop(kind, None)
+    plan["runtime"].update(
+        instances=len(members),
+        instance_cpus=sharing,
+        instance_cpusets=[member["cpuset"] or None for member in members],
+        instance_gpus=[",".join(member["gpus"]) or None for member in members],
+        instance_rounds=instances.describe_rounds(rounds),
+    )
+
+
+def check_kind(ctx):
+    """Several instances of a platform are the runner host's processes and containers (the supervised kinds)."""
+    kind = ctx.platform.kind
+    if kind not in instances.SUPERVISED_KINDS or ctx.platform.remote:
+        raise PlacementError(
+            f"{ctx.where}: a cell with several instances (mode {ctx.cell['labels'].get('mode')}) runs on the runner "
+            f"host's processes and containers in this release (bm, cn, pd), not on {ctx.platform.label}: "
+            f"leave {ctx.platform.label} out of this experiment"
+        )
+    if kind == "process" and ctx.platform.launcher != "venv":
+        raise PlacementError(f"{ctx.where}: several instances of {ctx.platform.label} are not placed in this release")
