@@ -8,9 +8,12 @@ A cell of ``mode: single`` is one instance: one process, container, guest or Job
 - ``shared`` (Lin 2018's noisy neighbour): a ``foreground`` job measured alone, then again beside a
   ``background`` job on the same host. The experiment's ``background: {workload, params, settle}`` says
   what runs beside it (Lin: AlexNet at batch 512, and again at 32; a list in its params is a dimension).
-  On bm both run in the same OS as processes; on a container platform each is a container.
+  On bm both run in the same OS as processes; on a container platform each is a container; on a guest platform
+  each is a guest (vm: its process; vmcn: a container in it).
 - ``distributed``: ``instances: {count: N}`` ranks, a ``chief`` and ``worker``s, across the network path of
-  the cell's ``network`` (``loopback``, ``bridge``, ``overlay``).
+  the cell's ``network`` (``loopback``, ``bridge``, ``overlay``). Guests (vm, vmcn: a guest per rank, vmcn's
+  container in it) meet on ``bridge`` or ``overlay``, each guest with a NIC on the cell's bridge; ``loopback``,
+  which each guest has of its own, is refused for them when the experiment is loaded.
 
 ``instances.cpus`` says whether the instances share the cell's CPUs (``shared``) or each gets its own
 scale-up's worth (``disjoint``, the default: Lin's instances each had their own GPU and cores).
@@ -26,6 +29,8 @@ from __future__ import annotations
 import json
 import shlex
 
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+
 MODES_WITH_INSTANCES = ("distributed", "shared")
 NETWORK_PATHS = ("loopback", "bridge", "overlay")
 CPU_SHARING = ("disjoint", "shared")
@@ -39,7 +44,8 @@ BACKGROUND_STEPS = 1_000_000
 # The labels a record of an instance carries (workloads take them through --labels-json).
 ROLE_LABEL, INDEX_LABEL, SHARE_LABEL = "instance_role", "instance_index", "share"
 ALONE, SHARED = "alone", "shared"
-# The platforms whose instances the supervisor runs here: processes on the runner host and its containers.
+# The platforms whose instances the supervisor runs here: processes on the runner host and its containers (a guest
+# platform's run in a guest each, placements/instances_guest.py).
 SUPERVISED_KINDS = ("process", "container")
 
 
@@ -85,6 +91,7 @@ def check_experiment(experiment, problems):
             if path not in NETWORK_PATHS:
                 problems.append(f"network: unknown path {path!r}; allowed: {', '.join(NETWORK_PATHS)}")
         experiment["network"] = network
+        _check_guests_loopback(experiment, network, problems)
         if background is not None:
             problems.append("background: applies to mode shared")
     else:
@@ -95,6 +102,22 @@ def check_experiment(experiment, problems):
             problems.append("network: a shared cell's two jobs do not talk to each other; leave network out")
         experiment["background"] = _checked_background(background, problems)
     experiment["instances"] = instances
+
+
+def _check_guests_loopback(experiment, network, problems):
+    """A guest has a loopback of its own: the guests of a distributed cell cannot meet on one."""
+    guests = [
+        label
+        for label in _as_list(experiment.get("platforms") or [])
+        if label in platforms.BY_LABEL and platforms.get(label).guest
+    ]
+    if "loopback" in network and guests:
+        listed = platforms.in_words(guests)
+        problems.append(
+            f"network: 'loopback' cannot join the instances of {listed}, each a guest with a loopback of its own; "
+            f"give network: [bridge] or [overlay] (the guests' NICs on the cell's bridge), or leave {listed} out of "
+            "platforms"
+        )
 
 
 def _checked_background(background, problems):

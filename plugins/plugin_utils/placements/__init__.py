@@ -22,6 +22,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements import (
     container,
     guest,
     instances,
+    instances_guest,
     k8s_job,
     process,
 )
@@ -51,6 +52,7 @@ RESULTS = (
     "instance",
     instances.RESULT,
     instances.PATH_RESULT,
+    instances_guest.RESULT,
 )
 
 __all__ = ["KINDS", "RESULTS", "Observed", "PlacementError", "Placing", "plan_sections", "observed"]
@@ -58,10 +60,11 @@ __all__ = ["KINDS", "RESULTS", "Observed", "PlacementError", "Placing", "plan_se
 
 def plan_sections(ctx, plan):
     """Add the sections of ``ctx.platform``'s kind to ``plan``; a cell with several instances then becomes the
-    instances placement (placements/instances.py) of that kind's instance."""
+    instances placement (placements/instances.py) of that kind's instance, or for guests a guest per instance
+    (placements/instances_guest.py)."""
     KINDS[ctx.platform.kind].plan(ctx, plan)
     if ctx.cell.get("instances"):
-        instances.plan(ctx, plan, ctx.cell["instances"])
+        (instances_guest if ctx.platform.guest else instances).plan(ctx, plan, ctx.cell["instances"])
 
 
 def observed(plan, results):
@@ -71,6 +74,6 @@ def observed(plan, results):
     if unknown:
         raise PlacementError(f"unknown result(s) {', '.join(unknown)}; known: {', '.join(RESULTS)}")
     results = {name: (results or {}).get(name) or {} for name in RESULTS}
-    if plan.get("placement") == "instances":
+    if plan.get("placement") in ("instances", instances_guest.PLACEMENT):
         return instances.observed(plan, results)
     return KINDS[platform.kind].observed(plan, results)

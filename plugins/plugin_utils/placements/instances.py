@@ -159,7 +159,22 @@ def _port(key):
 def _rank(ctx, plan, build, member, network):
     """One rank of a distributed cell: its instance, with where it meets the others (torch: the chief's TCP store,
     MASTER_ADDR; TensorFlow: TF_CONFIG's workers) on the cell's path, in its namespace or its holder's."""
-    index, count = member["index"], len(network["members"])
+    index = member["index"]
+    instance = build(ctx, plan, member, ctx.argv, {}, env=rank_env(ctx, index, network))
+    own = network["members"][index]
+    if network["path"] != "loopback":
+        if ctx.platform.kind == "process":
+            instance["argv"] = ["ip", "netns", "exec", own["netns"], *instance["argv"]]
+        else:
+            at = instance["argv"].index("--network") + 1
+            instance["argv"][at] = f"container:{network['holders'][index]['name']}"
+    return instance
+
+
+def rank_env(ctx, index, network):
+    """Where rank ``index`` meets the others on ``network`` (its members' ``address`` and ``device``, its ``port``):
+    torch's variables (MASTER_ADDR, gloo's and NCCL's device) or TensorFlow's TF_CONFIG."""
+    count = len(network["members"])
     framework = ctx.params.get("framework", "tensorflow")
     addresses = [entry["address"] for entry in network["members"]]
     own = network["members"][index]
@@ -179,14 +194,7 @@ def _rank(ctx, plan, build, member, network):
         workers = [f"{address}:{network['port'] + rank}" for rank, address in enumerate(addresses)]
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = {"TF_CONFIG": json.dumps(config, separators=(",", ":"))}
-    instance = build(ctx, plan, member, ctx.argv, {}, env=env)
-    if network["path"] != "loopback":
-        if ctx.platform.kind == "process":
-            instance["argv"] = ["ip", "netns", "exec", own["netns"], *instance["argv"]]
-        else:
-            at = instance["argv"].index("--network") + 1
-            instance["argv"][at] = f"container:{network['holders'][index]['name']}"
-    return instance
+    return env
 
 
 def _labels(member, extra):
@@ -275,6 +283,20 @@ def observed(plan, results):
             "metadata": {"path_measure": {key: measured.get(key) for key in ("throughput", "rtt", "mtu", "device")}},
         }
         output += f"\n{RESULT_PREFIX}{json.dumps(record)}\n"
+    # A guest per instance (instances_guest.py): how each ran, as the guest kind records its one guest's.
+    guests, vcpus = results.get("guests") or {}, (results.get("vcpus") or {}).get("results") or []
+    if guests:
+        affinity = {entry.get("item"): entry.get("vcpu_affinity") for entry in vcpus if isinstance(entry, dict)}
+        runtime["guests"] = [
+            {
+                "name": name,
+                "accelerator": guest.get("accelerator"),
+                "boot_to_ready_s": float(guest["boot_to_ready_s"]) if guest.get("boot_to_ready_s") else None,
+                "ssh_port": guest.get("ssh_port"),
+                "vcpu_affinity": affinity.get(name),
+            }
+            for name, guest in sorted(guests.items())
+        ]
     # The supervisor's verdict names the first instance to fail; its peers' failed records only say they lost it.
     error = result.get("msg") if result.get("failed") else None
     return Observed(output=output, runtime=runtime if result else {}, error=error)
