@@ -219,6 +219,44 @@ def background_argv(job, threads):
     return workload_argv(params, job["workload"])
 
 
+def shared_rounds(ctx, plan, build, members, job):
+    """A shared cell's rounds and settle time: its foreground alone, then its background job (``job``) and the
+    foreground again; ``build(ctx, plan, member, argv, extra_labels, background=False)`` makes an instance."""
+    foreground, background = members
+    alone = build(ctx, plan, foreground, ctx.argv, {SHARE_LABEL: ALONE})
+    beside = build(ctx, plan, foreground, ctx.argv, {SHARE_LABEL: SHARED})
+    noise = build(ctx, plan, background, background_argv(job, ctx.threads), {}, background=True)
+    return [[alone], [noise, beside]], float(job["settle"])
+
+
+def plan_section(spec, members, rounds, settle, grace, network):
+    """plan["instances"]: how many, their CPUs, each member's name, role, index and CPU set, the rounds
+    run_instances runs, and the cell's network path (as the placement planned it)."""
+    return {
+        "count": spec["count"],
+        "cpus": spec["cpus"],
+        "members": [{key: member[key] for key in ("name", "role", "index", "cpuset")} for member in members],
+        "rounds": rounds,
+        "settle": settle,
+        "grace": grace,
+        "network": network,
+    }
+
+
+def record_runtime(plan, spec, members, rounds, network):
+    """What a cell with several instances was asked to run, into its plan's runtime record."""
+    plan["runtime"].update(
+        instances=spec["count"],
+        instance_cpus=spec["cpus"],
+        instance_cpusets=[member["cpuset"] or None for member in members],
+        instance_rounds=describe_rounds(rounds),
+    )
+    if network:
+        plan["runtime"].update(network_path=network["path"], path_addresses=[m["address"] for m in network["members"]])
+    if "background" in spec:
+        plan["runtime"]["background"] = {"workload": spec["background"]["workload"], **spec["background"]["params"]}
+
+
 def describe_rounds(rounds):
     """One line per round, for the plan's runtime record: who ran beside whom."""
     return [" + ".join(f"{spec['role']} {spec['index']}" for spec in specs) for specs in rounds]

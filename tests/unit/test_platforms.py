@@ -63,9 +63,10 @@ def test_every_kind_has_its_module_task_file_and_argument_spec():
         plan = SPECS[kind]["options"]["platform_run_cell_plan"]
         assert plan["type"] == "dict" and plan["required"] is True
         assert set(plan["options"]) >= {"cell", "kind", "placement", "argv", "env", "cpuset", "gpus", "runtime"}
-    # Entry points: the role's own (main, capabilities), one per kind, and the instances placement that runs a cell's
-    # several instances of a kind (plugins/plugin_utils/placements/instances.py), no more.
-    assert set(SPECS) == {"main", "capabilities", "instances", *platforms.KINDS}
+    # Entry points: the role's own (main, capabilities), one per kind, and the instances placements that run a cell's
+    # several instances of a kind (plugins/plugin_utils/placements/instances.py; a guest each: instances_guest.py),
+    # no more.
+    assert set(SPECS) == {"main", "capabilities", "instances", "guest_instances", *platforms.KINDS}
     assert (ROLE / "tasks" / "instances.yml").is_file()
 
 

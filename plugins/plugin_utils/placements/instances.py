@@ -74,36 +74,15 @@ def plan(ctx, plan, spec):
         )
     network = _network(ctx, plan, spec) if "network" in spec else None
     if ctx.cell["labels"].get("mode") == "shared":
-        foreground, background = members
-        job = spec["background"]
-        alone = build(ctx, plan, foreground, ctx.argv, {instances.SHARE_LABEL: instances.ALONE})
-        beside = build(ctx, plan, foreground, ctx.argv, {instances.SHARE_LABEL: instances.SHARED})
-        noise = build(ctx, plan, background, instances.background_argv(job, ctx.threads), {}, background=True)
-        rounds, settle = [[alone], [noise, beside]], float(job["settle"])
+        rounds, settle = instances.shared_rounds(ctx, plan, build, members, spec["background"])
     else:
         rounds = [[_rank(ctx, plan, build, member, network) for member in members]]
         settle = 0.0
-    plan["instances"] = {
-        "count": count,
-        "cpus": sharing,
-        "members": [{key: member[key] for key in ("name", "role", "index", "cpuset")} for member in members],
-        "rounds": rounds,
-        "settle": settle,
-        "grace": STOP_GRACE_SECONDS,
-        "network": network or {"path": None, "key": ctx.key, "holders": [], "engine": None, "measure": None},
-    }
+    none = {"path": None, "key": ctx.key, "holders": [], "engine": None, "measure": None}
+    plan["instances"] = instances.plan_section(spec, members, rounds, settle, STOP_GRACE_SECONDS, network or none)
     plan["placement"] = "instances"
     plan.pop(kind, None)
-    plan["runtime"].update(
-        instances=count,
-        instance_cpus=sharing,
-        instance_cpusets=[member["cpuset"] or None for member in members],
-        instance_rounds=instances.describe_rounds(rounds),
-    )
-    if network:
-        plan["runtime"].update(network_path=network["path"], path_addresses=[m["address"] for m in network["members"]])
-    if "background" in spec:
-        plan["runtime"]["background"] = {"workload": spec["background"]["workload"], **spec["background"]["params"]}
+    instances.record_runtime(plan, spec, members, rounds, network)
 
 
 def _network(ctx, plan, spec):

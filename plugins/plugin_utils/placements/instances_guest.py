@@ -86,44 +86,23 @@ def plan(ctx, plan, spec):
     guests = [_guest(plan["guest"], member, path) for member in members]
     build = _container_instance if ctx.platform.inner == "container" else _process_instance
     if ctx.cell["labels"].get("mode") == "shared":
-        foreground, background = members
-        job = spec["background"]
-        alone = build(ctx, plan, foreground, ctx.argv, {instances.SHARE_LABEL: instances.ALONE})
-        beside = build(ctx, plan, foreground, ctx.argv, {instances.SHARE_LABEL: instances.SHARED})
-        noise = build(ctx, plan, background, instances.background_argv(job, ctx.threads), {}, background=True)
-        rounds, settle = [[alone], [noise, beside]], float(job["settle"])
+        rounds, settle = instances.shared_rounds(ctx, plan, build, members, spec["background"])
     else:
         ranks = [
             build(ctx, plan, member, ctx.argv, {}, env=placed.rank_env(ctx, member["index"], network))
             for member in members
         ]
         rounds, settle = [ranks], 0.0
-    plan["instances"] = {
-        "count": count,
-        "cpus": sharing,
-        "members": [{key: member[key] for key in ("name", "role", "index", "cpuset")} for member in members],
-        "rounds": rounds,
-        "settle": settle,
-        "grace": placed.STOP_GRACE_SECONDS,
-        "network": network or {"path": None, "key": ctx.key, "bridge": None, "measure": None},
-    }
+    none = {"path": None, "key": ctx.key, "bridge": None, "measure": None}
+    plan["instances"] = instances.plan_section(
+        spec, members, rounds, settle, placed.STOP_GRACE_SECONDS, network or none
+    )
     plan["guests"] = guests
     plan["placement"] = PLACEMENT
     plan.pop("guest")
     plan["runtime"].pop("guest_domain", None)
-    plan["runtime"].update(
-        guest_domains=[member["name"] for member in members],
-        instances=count,
-        instance_cpus=sharing,
-        instance_cpusets=[member["cpuset"] or None for member in members],
-        instance_rounds=instances.describe_rounds(rounds),
-    )
-    if network:
-        plan["runtime"].update(
-            network_path=network["path"], path_addresses=[member["address"] for member in network["members"]]
-        )
-    if "background" in spec:
-        plan["runtime"]["background"] = {"workload": spec["background"]["workload"], **spec["background"]["params"]}
+    plan["runtime"]["guest_domains"] = [member["name"] for member in members]
+    instances.record_runtime(plan, spec, members, rounds, network)
 
 
 def _path(ctx, spec, members):
