@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,3 +136,21 @@ def read_samples(campaign_dir):
     """The samples an experiment's runs recorded in ``campaign_dir``."""
     path = Path(campaign_dir) / "samples.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def instance_leftovers(campaign):
+    """Links and namespaces of network paths, and containers of ``campaign``, still on the host."""
+    # Here, not at the top: tests/conftest.py imports this module before Ansible's collection loader is set up.
+    from ansible_collections.platbench.lab.plugins.module_utils.network_path import LINK_NAME, NETNS_NAME
+
+    links = [link["ifname"] for link in json.loads(subprocess.check_output(["ip", "-j", "link"], text=True))]
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    containers = subprocess.run(
+        ["docker", "ps", "--all", "--quiet", "--filter", f"label=org.platbench.campaign={campaign}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    paths = [name for name in links if LINK_NAME.match(name)]
+    netns = [line.split()[0] for line in namespaces.splitlines() if line.strip() and NETNS_NAME.match(line.split()[0])]
+    return paths + netns + containers

@@ -176,7 +176,15 @@ def _mapping(value, what, name):
 
 
 def plan_problems(
-    plan, status, facts, host, reserved_cpus=None, skip_unavailable=False, gpu_assignment=None, guest_image=None
+    plan,
+    status,
+    facts,
+    host,
+    reserved_cpus=None,
+    skip_unavailable=False,
+    gpu_assignment=None,
+    guest_image=None,
+    gpus_per_cell=1,
 ):
     """What stops ``plan`` on ``host`` before any cell runs, the platforms skipped, and which GPUs
     its gpu scenarios use."""
@@ -189,6 +197,7 @@ def plan_problems(
         bool(skip_unavailable),
         gpu_assignment,
         guest_image,
+        gpus_per_cell,
     )
 
 

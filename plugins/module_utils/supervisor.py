@@ -10,7 +10,8 @@ instances are then stopped. A round fails, and the cell with it, when:
 
 - a foreground instance exits non-zero: the other instances are stopped at once, and the error is that
   instance's own (its role, index and the end of its stderr), not the symptom its peers saw after it;
-- a background instance exits before the round's foregrounds are done (the shared run was not shared);
+- a background instance exits before the round's foregrounds are done (a shared run was not shared all along,
+  a peer was gone);
 - the deadline passes (the cell's timeout, for all rounds together).
 
 Every instance runs in a session of its own, so that stopping it stops its children too (a launcher's
@@ -241,7 +242,8 @@ def _check_background(background):
         if not instance.running():
             raise SupervisorError(
                 instance.failure(
-                    f"ended (status {instance.rc}) before the foreground was done: the run beside it was not shared"
+                    f"ended (status {instance.rc}) before the foreground was done: the foreground did not run "
+                    "beside it all along (a shared cell's background job, micro_net's peer)"
                 ),
                 instance,
             )

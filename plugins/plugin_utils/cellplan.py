@@ -194,13 +194,24 @@ def _resources(platform, cell, facts, opts, where):
         )
         # The assignment is checked for every cell, so a bad one never passes unnoticed.
         gpu_pools.checked_assignment(opts["gpu_assignment"], facts.get("gpus"), opts["host"])
+        # GPUs of its own for each instance of a cell with several (instances.gpus: disjoint), or one set for all.
+        wanted = instances.gpus_needed(cell, opts["gpus_per_cell"])
         gpus = (
-            choose_gpus(platform, facts, opts["gpu_assignment"], opts["gpus_per_cell"], opts["host"])
+            choose_gpus(platform, facts, opts["gpu_assignment"], wanted, opts["host"])
             if wants_gpu and platform.gpu_pool
             else []
         )
     except (CellPlanError, gpu_pools.GpuAssignmentError) as exc:
         raise CellPlanError(f"{where}: {exc}") from None
+    if cell.get("instances") and gpus and len(gpus) < wanted:
+        count = cell["instances"]["count"]
+        raise CellPlanError(
+            f"{where}: {count} instances x {wanted // count} GPU(s) each (platform_run_gpus_per_cell) need {wanted} "
+            f"GPUs of their own, but {platform.label} cells get {len(gpus)} here "
+            f"({gpu_pools.describe(gpus, facts.get('gpus'))}, their pool under {gpu_pools.SETTING}): "
+            "lower platform_run_gpus_per_cell, assign more GPUs to the host, or let the instances share their GPUs "
+            "(instances: {gpus: shared})"
+        )
     count = len(gpus) if platform.gpu_pool else int(opts["gpus_per_cell"]) if wants_gpu else 0
     # kubelet's CPU manager picks the cores, a scheduler (device plugin) the GPUs: only how many is planned.
     if platform.pinning == "cpu_manager":
@@ -246,8 +257,9 @@ def cell_plan(cell, facts, options=None):
     key = instance_key(opts["campaign"], opts["host"], cell["id"])
     with_peer = peer.needs_peer(labels["workload"])
     if with_peer:
+        # micro_net's peer is the cell's second instance (plugins/plugin_utils/peer.py).
         try:
-            argv += peer.peer_args(platform, params, key, where)
+            cell = {**cell, "instances": peer.instances_spec(platform, params, where)}
         except peer.PeerPlanError as exc:
             raise CellPlanError(str(exc)) from None
     cache = opts["peak_cache_dir"]

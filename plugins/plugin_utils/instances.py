@@ -17,6 +17,11 @@ A cell of ``mode: single`` is one instance: one process, container, guest or Job
 
 ``instances.cpus`` says whether the instances share the cell's CPUs (``shared``) or each gets its own
 scale-up's worth (``disjoint``, the default: Lin's instances each had their own GPU and cores).
+``instances.gpus`` says the same of a ``gpu`` cell's GPUs: ``disjoint`` (the default, Lin's one GPU each) gives
+every instance ``platform_run_gpus_per_cell`` GPUs of its own, so the cell takes count x that many from the
+host's pool (``platbench_gpu_assignment``); ``shared`` hands the same GPUs to every instance. Each instance sees
+only its own GPUs (bm: ``CUDA_VISIBLE_DEVICES``; cn, pd: the engine's GPU request), as CUDA device 0 onwards in
+a container; a torch rank on a GPU trains with NCCL, on CPU with gloo.
 
 The instances of a cell run in rounds under ``platbench.lab.run_instances`` (a background first,
 confirmed running, then the foreground); every instance's record carries its role and index as labels
@@ -34,8 +39,9 @@ from ansible_collections.platbench.lab.plugins.module_utils import platforms
 MODES_WITH_INSTANCES = ("distributed", "shared")
 NETWORK_PATHS = ("loopback", "bridge", "overlay")
 CPU_SHARING = ("disjoint", "shared")
+GPU_SHARING = ("disjoint", "shared")
 ROLES = ("chief", "worker", "ps", "foreground", "background", "peer")
-INSTANCE_FIELDS = ("count", "cpus")
+INSTANCE_FIELDS = ("count", "cpus", "gpus")
 BACKGROUND_FIELDS = ("workload", "params", "settle")
 # Lin 2018's background job; its steps outlast any foreground (the supervisor stops it).
 DEFAULT_BACKGROUND = {"workload": "cnn_train", "params": {"model": "alexnet", "batch_size": [512, 32]}}
@@ -73,6 +79,12 @@ def check_experiment(experiment, problems):
     instances.setdefault("cpus", "disjoint")
     if instances["cpus"] not in CPU_SHARING:
         problems.append(f"instances.cpus: unknown value {instances['cpus']!r}; allowed: {', '.join(CPU_SHARING)}")
+    instances.setdefault("gpus", "disjoint")
+    if instances["gpus"] not in GPU_SHARING:
+        problems.append(
+            f"instances.gpus: unknown value {instances['gpus']!r}; allowed: {', '.join(GPU_SHARING)} (disjoint: "
+            "platform_run_gpus_per_cell GPUs of its own for each instance of a gpu cell; shared: the same for all)"
+        )
     if mode == "distributed":
         count = instances.get("count")
         if not (isinstance(count, int) and not isinstance(count, bool)):
@@ -166,16 +178,20 @@ def cell_dimensions(experiment):
     mode = experiment.get("mode")
     if mode == "distributed":
         count, cpus = experiment["instances"]["count"], experiment["instances"]["cpus"]
+        gpus = experiment["instances"].get("gpus", "disjoint")
         return [
-            ({"network": path}, {"count": count, "cpus": cpus, "network": path, "roles": distributed_roles(count)})
+            (
+                {"network": path},
+                {"count": count, "cpus": cpus, "gpus": gpus, "network": path, "roles": distributed_roles(count)},
+            )
             for path in experiment["network"]
         ]
     if mode == "shared":
-        cpus = experiment["instances"]["cpus"]
+        cpus, gpus = experiment["instances"]["cpus"], experiment["instances"].get("gpus", "disjoint")
         return [
             (
                 {"background": label},
-                {"count": 2, "cpus": cpus, "roles": ["foreground", "background"], "background": job},
+                {"count": 2, "cpus": cpus, "gpus": gpus, "roles": ["foreground", "background"], "background": job},
             )
             for label, job in background_variants(experiment["background"])
         ]
@@ -193,6 +209,25 @@ def cpus_needed(cell):
     if not spec or spec["cpus"] == "shared":
         return scaleup
     return scaleup * spec["count"]
+
+
+def gpus_needed(cell, per_instance):
+    """GPUs a ``gpu`` cell takes from its host's pool: ``per_instance`` (platform_run_gpus_per_cell) for each
+    instance that has GPUs of its own (``instances.gpus: disjoint``), once for a cell whose instances share them."""
+    spec = cell.get("instances")
+    per_instance = max(int(per_instance), 1)
+    if not spec or spec.get("gpus", "disjoint") == "shared":
+        return per_instance
+    return per_instance * spec["count"]
+
+
+def split_gpus(gpus, count, sharing):
+    """Each instance's GPUs (PCI addresses): the cell's list for ``shared``; an equal run of ``gpus`` apiece in
+    PCI order for ``disjoint`` (instance 0, the chief or the foreground, first)."""
+    if sharing == "shared" or not gpus:
+        return [list(gpus)] * count
+    each = len(gpus) // count
+    return [list(gpus[index * each : (index + 1) * each]) for index in range(count)]
 
 
 def split_cpus(cpus, count, threads, sharing):
@@ -230,12 +265,16 @@ def shared_rounds(ctx, plan, build, members, job):
 
 
 def plan_section(spec, members, rounds, settle, grace, network):
-    """plan["instances"]: how many, their CPUs, each member's name, role, index and CPU set, the rounds
+    """plan["instances"]: how many, their CPUs and GPUs, each member's name, role, index, CPU set and GPUs, the rounds
     run_instances runs, and the cell's network path (as the placement planned it)."""
     return {
         "count": spec["count"],
         "cpus": spec["cpus"],
-        "members": [{key: member[key] for key in ("name", "role", "index", "cpuset")} for member in members],
+        "gpus": spec.get("gpus", "disjoint"),
+        "members": [
+            {**{key: member[key] for key in ("name", "role", "index", "cpuset")}, "gpus": member.get("gpus", [])}
+            for member in members
+        ],
         "rounds": rounds,
         "settle": settle,
         "grace": grace,
@@ -249,6 +288,7 @@ def record_runtime(plan, spec, members, rounds, network):
         instances=spec["count"],
         instance_cpus=spec["cpus"],
         instance_cpusets=[member["cpuset"] or None for member in members],
+        instance_gpus=[",".join(member.get("gpus") or []) or None for member in members],
         instance_rounds=describe_rounds(rounds),
     )
     if network:

@@ -23,14 +23,23 @@ def _not_ready(plan, status):
 
 
 def plan_problems(
-    plan, status, facts, host, reserved_cpus=(), skip_unavailable=False, gpu_assignment=None, guest_image=None
+    plan,
+    status,
+    facts,
+    host,
+    reserved_cpus=(),
+    skip_unavailable=False,
+    gpu_assignment=None,
+    guest_image=None,
+    gpus_per_cell=1,
 ):
     """Everything that stops ``plan`` on ``host`` before a cell runs, each a message naming the
     setting to change (all at once, so one fix-and-rerun is enough), and the platforms skipped.
 
     ``status``: the ``platforms`` result of platbench.lab.platform_status; ``facts``:
     ``ansible_facts.platbench``; ``gpu_assignment``: ``platbench_gpu_assignment``;
-    ``guest_image``: the guest image description (its ``nvidia_driver``). Returns
+    ``guest_image``: the guest image description (its ``nvidia_driver``); ``gpus_per_cell``: the GPUs
+    of a gpu cell, or of each of its instances (``platform_run_gpus_per_cell``). Returns
     ``{"problems": [...], "skipped": {label: reason}, "gpu_summary": "..."}``, the summary
     saying which GPUs the plan's gpu scenarios use on this host ("" when it has none).
     """
@@ -93,6 +102,8 @@ def plan_problems(
     problems.extend(_node_problems(name, cells, status, skipped))
     gpu_problems, summary = _gpu_problems(name, local, status, facts, host, gpu_assignment, guest_image)
     problems.extend(gpu_problems)
+    if not gpu_problems:
+        problems.extend(_instance_gpu_problems(name, local, facts, host, gpu_assignment, gpus_per_cell))
     return {"problems": problems, "skipped": skipped, "gpu_summary": summary}
 
 
@@ -120,6 +131,32 @@ def _node_problems(name, cells, status, skipped):
                 f"lower 'scaleup' in experiments/{name}.yml, or reserve fewer CPUs in platbench.lab.kubernetes."
             )
     return problems
+
+
+def _instance_gpu_problems(name, cells, facts, host, assignment, per_instance):
+    """The gpu cells with instances of their own GPUs (instances.gpus: disjoint) that need more of the host's
+    GPUs than its pool holds (bm, cn, pd: the only platforms placing several instances)."""
+    gpus = facts.get("gpus") or []
+    wide = [
+        cell
+        for cell in cells
+        if cell.get("instances")
+        and cell["labels"]["processor"] == "gpu"
+        and platforms.BY_LABEL[cell["labels"]["platform"]].gpu_pool == "host"
+    ]
+    widest = max(wide, key=lambda cell: instances.gpus_needed(cell, per_instance), default=None)
+    if widest is None or not gpus:
+        return []
+    needed, pool = instances.gpus_needed(widest, per_instance), gpu_pools.host_pool(assignment, gpus, host)
+    if needed <= len(pool):
+        return []
+    count = widest["instances"]["count"]
+    return [
+        f"Experiment '{name}' gives each of {count} instances of a gpu cell {needed // count} GPU(s) of its own "
+        f"(platform_run_gpus_per_cell), {needed} GPUs in a cell, but {host} leaves {len(pool)} to bm/cn/pd cells "
+        f"({gpu_pools.describe(pool, gpus)}; {gpu_pools.SETTING} says which): lower platform_run_gpus_per_cell, "
+        "assign more GPUs to the host, or let the instances share their GPUs (instances: {gpus: shared})."
+    ]
 
 
 def _gpu_problems(name, cells, status, facts, host, assignment, guest_image):

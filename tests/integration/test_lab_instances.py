@@ -5,13 +5,12 @@ mid-training fails its cell with its own error; nothing is left behind (namespac
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 import time
 
 import pytest
-from ansible_collections.platbench.lab.plugins.module_utils.network_path import LINK_NAME, NETNS_NAME
+from playbook_run import instance_leftovers as leftovers
 from playbook_run import read_samples, run_lab_playbook
 
 pytestmark = pytest.mark.lab
@@ -47,21 +46,6 @@ def run_campaign(tmp_path_factory, experiment, campaign, overrides):
         },
     )
     return runner, results / campaign
-
-
-def leftovers(campaign):
-    """Links and namespaces of network paths, and containers of ``campaign``, still on the host."""
-    links = [link["ifname"] for link in json.loads(subprocess.check_output(["ip", "-j", "link"], text=True))]
-    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    containers = subprocess.run(
-        ["docker", "ps", "--all", "--quiet", "--filter", f"label=org.platbench.campaign={campaign}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    paths = [name for name in links if LINK_NAME.match(name)]
-    netns = [line.split()[0] for line in namespaces.splitlines() if line.strip() and NETNS_NAME.match(line.split()[0])]
-    return paths + netns + containers
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from playbook_run import REPO, read_samples, run_lab_playbook
+from playbook_run import REPO, instance_leftovers, read_samples, run_lab_playbook
 
 pytestmark = pytest.mark.lab
 
@@ -72,15 +72,16 @@ def test_every_component_is_measured_with_the_labs_tools(micro, platform):
 def test_containers_measure_the_network_over_a_bridge_of_their_own_which_is_removed(micro):
     peer = measured(micro["samples"], "net_throughput", "cn")[0]["metadata"]["peer"]
     assert ipaddress.ip_address(peer["address"]) in PEER_NETWORK
-    left = subprocess.run(
-        ["docker", "network", "ls", "--quiet", "--filter", f"label=org.platbench.campaign={CAMPAIGN}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert left == []
+    # The peer, the holders and the cell's bridge, veths and namespaces: all gone.
+    assert instance_leftovers(CAMPAIGN) == []
     bm_peer = measured(micro["samples"], "net_throughput", "bm")[0]["metadata"]["peer"]
     assert ipaddress.ip_address(bm_peer["address"]).is_loopback
+    # Each platform's workload ran beside its peer as the cell's second instance, on the cell's CPUs.
+    for platform in ("bm", "cn"):
+        cell = measured(micro["samples"], "net_throughput", platform)[0]
+        assert cell["labels"]["instance_role"] == "foreground", cell["labels"]
+        ran = cell["metadata"]["instances_ran"]
+        assert sorted((entry["role"], entry["index"]) for entry in ran) == [("foreground", 0), ("peer", 1)], ran
 
 
 def test_the_report_gives_diff_percent_per_component(micro):

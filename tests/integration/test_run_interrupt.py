@@ -1,5 +1,6 @@
 """platbench run against the lab: a Ctrl-C (SIGINT) in the middle of a bm cell stops it and leaves nothing
-running; the same command resumes the campaign, with no sample lost and none recorded twice."""
+running; the same command resumes the campaign, with no sample lost and none recorded twice. A Ctrl-C in the middle
+of a distributed cn cell stops its ranks and removes its network path and its containers."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from playbook_run import instance_leftovers
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.lab
@@ -106,3 +108,61 @@ def test_ctrl_c_mid_cell_leaves_nothing_and_the_rerun_resumes(lab, tmp_path):
     throughput = [s["labels"]["cell"] for s in recorded if s["metric"] == "throughput"]
     assert sorted(throughput) == CELLS  # every planned cell once: none lost, none twice
     assert os.path.exists(results / CAMPAIGN / "run.json")
+
+
+# One distributed cn cell: two torch ranks in containers that join their holders' namespaces, over a VXLAN overlay
+# (the most a cell builds: holders, a bridge, veths, VXLAN devices), training long enough to be interrupted.
+DISTRIBUTED_CAMPAIGN = "it-run-interrupt-ranks"
+DISTRIBUTED_ARGV = [
+    "lin2018-distributed",
+    "--size",
+    "small",
+    "--platforms",
+    "cn",
+    "--repeats",
+    "1",
+    "--set",
+    "network=[overlay]",
+    "--set",
+    "params.framework=torch",
+    "--set",
+    "params.model=tiny",
+    "--set",
+    "params.steps=100000",
+    "--campaign",
+    DISTRIBUTED_CAMPAIGN,
+]
+
+
+def rank_processes():
+    """The host's processes of the cell's two ranks (their records' labels are on their command lines)."""
+    found = subprocess.run(["pgrep", "--full", '"instance_role":"(chief|worker)"'], capture_output=True, text=True)
+    return found.stdout.split()
+
+
+def test_ctrl_c_mid_distributed_cell_stops_every_rank_and_removes_its_path_and_holders(lab, tmp_path):
+    assert rank_processes() == [], "ranks run already: the lab is busy"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "platbench", "run", *DISTRIBUTED_ARGV, "--results-dir", str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for(lambda: len(rank_processes()) >= 2, 300, "two ranks of the distributed cell")
+        # Both ranks past their rendezvous and the path measured: the cell holds everything it builds.
+        assert instance_leftovers(DISTRIBUTED_CAMPAIGN), "the ranks run but the cell holds no path or container"
+        time.sleep(3)
+        run.send_signal(signal.SIGINT)
+        output, _ = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, output
+    assert "interrupted: cleaned up cell cn/1/pin/cpu" in output, output
+    assert rank_processes() == [], output
+    assert instance_leftovers(DISTRIBUTED_CAMPAIGN) == [], output
+    samples = tmp_path / DISTRIBUTED_CAMPAIGN / "samples.jsonl"
+    recorded = [json.loads(line) for line in samples.read_text().splitlines()] if samples.exists() else []
+    assert [s for s in recorded if s["metric"] == "throughput"] == []  # an interrupted cell records no result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import shlex
 from pathlib import Path
 
@@ -283,80 +284,89 @@ def micro_net_cell(platform, cell_id=None, cpu_config="pin", **params):
     return cell
 
 
-@pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
-def test_micro_net_on_bm_serves_its_own_peer_on_loopback(cpu_config):
-    plan = cell_plan(micro_net_cell("bm", cpu_config=cpu_config), ONE_NODE, OPTIONS)
-    assert plan["argv"] == ["-m", "workloads.micro_net", "--threads", "2", "--duration", "1"] + [
-        "--peer",
-        "127.0.0.1",
-        "--serve-peer",
+def _peer_round(plan):
+    """micro_net's one round: (its peer, the workload), each an instance of the plan."""
+    (round_,) = plan["instances"]["rounds"]
+    serve, workload = round_
+    assert (serve["role"], serve["index"], serve["background"]) == ("peer", 1, True)
+    assert (workload["role"], workload["index"], workload["background"]) == ("foreground", 0, False)
+    return serve, workload
+
+
+def _serve_argv(address, lifetime, port="5201", pingpong_port="5202"):
+    return ["-m", "workloads.micro_net.peer", "--bind", address, "--port", port, "--pingpong-port", pingpong_port] + [
+        "--lifetime",
+        str(lifetime),
     ]
-    # The peer is a child of the workload: under the same taskset, so on the cell's CPUs.
-    assert plan["process"]["argv"][-3:] == ["--peer", "127.0.0.1", "--serve-peer"]
+
+
+@pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
+def test_micro_net_on_bm_runs_beside_its_peer_a_second_process_on_loopback(cpu_config):
+    plan = cell_plan(micro_net_cell("bm", cpu_config=cpu_config), ONE_NODE, {**OPTIONS, "timeout": 900})
+    assert plan["placement"] == "instances" and plan["instances"]["cpus"] == "shared"
+    assert plan["instances"]["network"]["path"] == "loopback" and plan["instances"]["network"]["measure"] is None
+    serve, workload = _peer_round(plan)
+    python = f"{OPTIONS['prefix']}/venv/bin/python"
+    taskset = ["taskset", "--cpu-list", plan["cpuset"]] if cpu_config == "pin" else []
+    # Both on the cell's CPUs: the two ends of the path on the same cores, as on cn.
+    assert serve["argv"] == taskset + [python] + _serve_argv("127.0.0.1", 900)
+    assert workload["argv"][: len(taskset) + 1] == taskset + [python]
+    at = workload["argv"].index("--peer")
+    assert workload["argv"][len(taskset) + 1 : at] == plan["argv"]
+    assert workload["argv"][at : at + 2] == ["--peer", "127.0.0.1"]
+    assert "--serve-peer" not in workload["argv"]
+    assert json.loads(workload["argv"][-1]) == {"instance_index": 0, "instance_role": "foreground"}
     assert plan["runtime"]["peer_address"] == "127.0.0.1"
-    assert "peer" not in plan
     assert_plan_matches_its_specs(plan)
 
 
 @pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
-def test_micro_net_on_cn_gets_a_peer_container_on_a_network_of_its_own(cpu_config):
+def test_micro_net_on_cn_runs_beside_its_peer_container_on_a_bridge_of_the_cell(cpu_config):
     plan = cell_plan(micro_net_cell("cn", cpu_config=cpu_config), ONE_NODE, {**OPTIONS, "timeout": 900})
-    peer, network, container = plan["peer"], plan["peer"]["network"], plan["container"]
-    subnet = ipaddress.ip_network(network["subnet"])
-    assert subnet.prefixlen == 24 and subnet.subnet_of(ipaddress.ip_network("198.18.0.0/15"))
-    assert subnet != ipaddress.ip_network("198.18.0.0/24")  # left to tests
-    assert network["gateway"] == str(subnet.network_address + 1)
-    assert peer["address"] == str(subnet.network_address + 2)
-    assert peer["cell_address"] == str(subnet.network_address + 3)
-    assert network["name"] == "platbench-net-" + plan["name"].removeprefix("platbench-")  # the same hash
-    assert network["driver"] == "bridge" and network["internal"] is True
-    # The cell's container: on that network at .3, told where the peer is.
-    assert plan["argv"][-2:] == ["--peer", peer["address"]]
-    assert container["command"] == ["python"] + plan["argv"]
-    assert container["network_mode"] == network["name"] != "host"
-    assert container["networks"] == [{"name": network["name"], "ipv4_address": peer["cell_address"]}]
-    # The peer: the same image and CPUs, on the network at .2, alive as long as the cell may run.
-    peer_container = peer["container"]
-    assert peer_container["name"] == plan["name"] + "-peer"
-    assert peer_container["image"] == container["image"] and peer_container["image_id"] == container["image_id"]
-    assert peer_container["command"] == [
-        "python",
-        "-m",
-        "workloads.micro_net.peer",
-        "--bind",
-        peer["address"],
-        "--port",
-        "5201",
-        "--pingpong-port",
-        "5202",
-        "--lifetime",
-        "900",
-    ]
-    assert (peer_container["cpuset_cpus"], peer_container["cpus"]) == (container["cpuset_cpus"], container["cpus"])
-    assert peer_container["network_mode"] == network["name"]
-    assert peer_container["networks"] == [{"name": network["name"], "ipv4_address": peer["address"]}]
-    assert "published_ports" not in peer_container and "published_ports" not in container
-    assert peer_container["labels"]["org.platbench.cell"] == plan["cell"]  # teardown finds a leftover
-    assert plan["runtime"]["peer_network"] == network["name"] and plan["runtime"]["peer_subnet"] == network["subnet"]
-    assert_plan_matches_its_specs(plan, {"peer"})
+    network = plan["instances"]["network"]
+    assert network["path"] == "bridge" and network["measure"] is None  # micro_net measures the path itself
+    addresses = [member["address"] for member in network["members"]]
+    for address in addresses:
+        assert ipaddress.ip_address(address) in ipaddress.ip_network("198.18.0.0/15")
+        assert ipaddress.ip_address(address) not in ipaddress.ip_network("198.18.0.0/24")  # left to tests
+    serve, workload = _peer_round(plan)
+    # Each joins the namespace of its holder, which the path's bridge joins to the other's; never `host`.
+    holders = [holder["name"] for holder in network["holders"]]
+    for instance in (workload, serve):
+        at = instance["argv"].index("--network") + 1
+        assert instance["argv"][at] == f"container:{holders[instance['index']]}"
+        assert "host" not in instance["argv"] and "--publish" not in instance["argv"]
+        if cpu_config == "pin":
+            assert instance["argv"][instance["argv"].index("--cpuset-cpus") + 1] == plan["cpuset"]
+        else:
+            assert instance["argv"][instance["argv"].index("--cpus") + 1] == "2.0"
+    image = plan["container"]["image"] if "container" in plan else network["holders"][0]["image"]
+    assert serve["argv"][serve["argv"].index(image) + 1 :] == ["python"] + _serve_argv(addresses[1], 900)
+    command = workload["argv"][workload["argv"].index(image) + 1 :]
+    assert command[: len(plan["argv"]) + 3] == ["python"] + plan["argv"] + ["--peer", addresses[1]]
+    assert serve["stop"][-3:] == ["rm", "--force", serve["name"]]
+    assert plan["runtime"]["peer_address"] == addresses[1]
+    assert_plan_matches_its_specs(plan)
 
 
-def test_the_peer_network_is_the_same_for_a_cell_and_differs_between_cells():
-    def network(cell_id, campaign="c1"):
-        return cell_plan(micro_net_cell("cn", cell_id), ONE_NODE, {**OPTIONS, "campaign": campaign})["peer"]["network"]
+def test_the_peer_path_is_the_same_for_a_cell_and_differs_between_cells():
+    def addresses(cell_id, campaign="c1"):
+        plan = cell_plan(micro_net_cell("cn", cell_id), ONE_NODE, {**OPTIONS, "campaign": campaign})
+        return tuple(member["address"] for member in plan["instances"]["network"]["members"])
 
-    assert network("cn/2/pin/cpu|r0") == network("cn/2/pin/cpu|r0")
-    networks = [network(f"cn/2/pin/cpu|r{repeat}") for repeat in range(20)] + [network("cn/2/pin/cpu|r0", "c2")]
-    assert len({entry["name"] for entry in networks}) == len(networks)
+    assert addresses("cn/2/pin/cpu|r0") == addresses("cn/2/pin/cpu|r0")
+    subnets = [addresses(f"cn/2/pin/cpu|r{repeat}") for repeat in range(20)] + [addresses("cn/2/pin/cpu|r0", "c2")]
     # 511 subnets: 21 cells share one now and then (a host runs its cells one at a time, so only a leftover
-    # network of another cell can be in the way), most get their own.
-    assert len({entry["subnet"] for entry in networks}) >= len(networks) - 3
+    # path of another cell can be in the way), most get their own.
+    assert len(set(subnets)) >= len(subnets) - 3
 
 
 def test_the_peer_ports_follow_the_cell_params():
     plan = cell_plan(micro_net_cell("cn", port=6201, pingpong_port=6202), ONE_NODE, OPTIONS)
-    assert plan["peer"]["container"]["command"][5:9] == ["--port", "6201", "--pingpong-port", "6202"]
-    assert plan["argv"][-6:] == ["--port", "6201", "--pingpong-port", "6202", "--peer", plan["peer"]["address"]]
+    serve, workload = _peer_round(plan)
+    assert serve["argv"][-6:-2] == ["--port", "6201", "--pingpong-port", "6202"]
+    at = workload["argv"].index("--peer")
+    assert workload["argv"][at - 4 : at] == ["--port", "6201", "--pingpong-port", "6202"]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import network_path, network_state, path_measure
-from ansible_collections.platbench.lab.plugins.plugin_utils import peer
 
 DATA = Path(__file__).parent / "data" / "network_path"
 KEY = "campaign-a/runner-1/cell-0042"
@@ -32,7 +31,7 @@ def test_names_fit_ifnamsiz_and_carry_the_cells_prefix():
 def test_addresses_are_the_cells_24s_of_the_benchmarking_range():
     plan = network_path.plan(KEY, "overlay", 3, "bm")
     underlay, overlay = ipaddress.ip_network(plan["subnet"]), ipaddress.ip_network(plan["overlay_subnet"])
-    assert underlay == peer.cell_subnet(KEY)  # the same /24 micro_net's Docker network gets
+    assert underlay == network_path.cell_subnet(KEY)
     for subnet in (underlay, overlay):
         assert subnet.prefixlen == 24 and subnet.subnet_of(network_path.SUPERNET)
         assert subnet != ipaddress.ip_network("198.18.0.0/24")

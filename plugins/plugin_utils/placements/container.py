@@ -3,9 +3,9 @@
 """The container kind: the workload image run to completion by a container engine (the registry's
 ``engine``: Docker or Podman), on the runner host or in a guest.
 
-``pin`` = ``--cpuset-cpus``, ``vnl`` = a ``--cpus`` quota; no network (``none``) except micro_net's
-bridge to its peer; never privileged. GPUs: Docker's ``device_requests`` for the NVIDIA runtime,
-Podman's CDI devices (``nvidia.com/gpu=INDEX``).
+``pin`` = ``--cpuset-cpus``, ``vnl`` = a ``--cpus`` quota; no network (``none``: the instances of a cell with
+several, micro_net's peer among them, join the cell's network path, placements/instances.py); never privileged.
+GPUs: Docker's ``device_requests`` for the NVIDIA runtime, Podman's CDI devices (``nvidia.com/gpu=INDEX``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.platbench.lab.plugins.module_utils import engines
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import peer
-from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed
 
 # The CDI device kind nvidia-ctk generates for each GPU (platbench.lab.podman writes the spec).
 CDI_GPU = "nvidia.com/gpu"
@@ -58,8 +57,7 @@ def _gpus(engine, device_ids):
 
 
 def plan(ctx, plan, where=None):
-    """plan["container"] (arguments of the engine's container module) and, for micro_net on a platform whose
-    peer is a bridge, plan["peer"] (plugins/plugin_utils/peer.py)."""
+    """plan["container"]: arguments of the engine's container module."""
     where = where or runner_engine(ctx)
     engine = ctx.platform.engine
     plan["env"] = ctx.env()
@@ -86,22 +84,10 @@ def plan(ctx, plan, where=None):
     plan["runtime"].update(launcher=engine, cpu_quota_requested=ctx.quota, container_name=ctx.name, image=where.image)
     # A Docker container on the runner host stays, exited, until its host's cells are done, and then goes with the
     # others of the campaign in one prune (tasks/main.yml): a removal per cell costs a second module run per cell.
-    # A failed run's container, a guest's and one beside a peer are removed with their cell.
+    # A failed run's container and a guest's are removed with their cell.
     plan["container"]["removal"] = "campaign" if engine == "docker" and not where.in_guest else "cell"
     if where.in_guest:
         plan["runtime"]["in_guest_cpuset"] = where.cpuset or None
-    if ctx.peer and ctx.platform.peer == "bridge":
-        if engine != "docker":
-            raise PlacementError(f"{ctx.where}: micro_net's bridge peer runs on the Docker engine only, not {engine}")
-        plan["peer"] = peer.container_peer(ctx.key, ctx.name, ctx.params, plan["container"], plan["timeout"])
-        peer.attach_cell(plan["container"], plan["peer"])
-        plan["container"]["removal"] = "cell"
-        plan["runtime"].update(
-            peer_container=plan["peer"]["container"]["name"],
-            peer_address=plan["peer"]["address"],
-            peer_network=plan["peer"]["network"]["name"],
-            peer_subnet=plan["peer"]["network"]["subnet"],
-        )
 
 
 def observed(plan, results):

@@ -4,12 +4,18 @@
 ``platbench.lab.run_instances`` (``roles/platform_run/tasks/instances.yml``).
 
 The cell's kind plans its one instance first (``process`` or ``container``); each instance is that
-command again with its own CPUs, name and record labels:
+command again with its own CPUs, GPUs, name and record labels:
 
-- process (bm): ``taskset`` over the instance's CPUs in front of the venv's python, on the runner host;
-- container (cn, pd): the engine's own ``run --rm`` command line with the instance's name, CPUs and labels
-  (the supervisor runs the client in the foreground; ``rm -f NAME`` is its stop command, since killing the
-  client leaves the container running).
+- process (bm): ``taskset`` over the instance's CPUs in front of the venv's python, on the runner host, and
+  ``CUDA_VISIBLE_DEVICES`` naming the instance's own GPUs in a gpu cell;
+- container (cn, pd): the engine's own ``run --rm`` command line with the instance's name, CPUs, labels and
+  GPUs (Docker: ``--gpus "device=..."``; Podman: ``--device nvidia.com/gpu=...``, CDI), each seen from 0
+  inside (the supervisor runs the client in the foreground; ``rm -f NAME`` is its stop command, since killing
+  the client leaves the container running).
+
+A gpu cell's GPUs are split among its instances by ``instances.gpus`` (``instances.split_gpus``); the record's
+runtime lists each instance's (``instance_gpus``). Distributed torch ranks on GPUs train with NCCL, which runs
+one rank per GPU: ranks sharing one are refused.
 
 A shared cell runs two rounds: the foreground alone, then a background job (confirmed running for
 ``settle`` seconds first) and the foreground again. Its two foreground records carry ``share: alone`` and
@@ -23,8 +29,10 @@ import json
 import time
 
 from ansible_collections.platbench.lab.plugins.module_utils import network_path
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances
-from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError
+from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
+from ansible_collections.platbench.lab.plugins.plugin_utils import instances, peer
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError, gpu_env
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.container import CDI_GPU
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import RESULT_PREFIX, SCHEMA_VERSION
 
 RESULT = "instances"  # the registered result record_cell reads (placements.RESULTS)
@@ -36,6 +44,8 @@ RENDEZVOUS_PORTS = (29500, 30500)
 # What a container's network namespace is held by while the path is built into it and measured, before the
 # workload's containers join it (--network container:HOLDER), as a Kubernetes pod's pause container holds its.
 HOLDER_SUFFIX = "-net"
+# micro_net's peer is listening within this; the workload then waits for it a while more itself (--peer-wait).
+PEER_SETTLE_SECONDS = 1.0
 
 
 def plan(ctx, plan, spec):
@@ -50,13 +60,13 @@ def plan(ctx, plan, spec):
         )
     if kind == "process" and ctx.platform.launcher != "venv":
         raise PlacementError(f"{ctx.where}: several instances of {ctx.platform.label} are not placed in this release")
-    if kind == "container" and plan.get("peer"):
-        raise PlacementError(f"{ctx.where}: micro_net's peer is a cell of its own; it has no background or ranks")
     count, sharing = spec["count"], spec["cpus"]
     cpus = instances.split_cpus(ctx.cpus, count, ctx.threads, sharing) if ctx.pinned else [[]] * count
     names = [f"{ctx.name}-{index}" for index in range(count)]
     build = _process_instance if kind == "process" else _container_instance
     roles = spec["roles"]
+    gpu_sharing = spec.get("gpus", "disjoint")
+    gpus = instances.split_gpus(ctx.gpus, count, gpu_sharing)
     members = [
         {
             "name": names[index],
@@ -64,16 +74,16 @@ def plan(ctx, plan, spec):
             "index": index,
             "cpus": cpus[index],
             "cpuset": ",".join(str(cpu) for cpu in cpus[index]),
+            "gpus": gpus[index],
+            "gpu_env": _gpu_env(ctx, gpus[index], gpu_sharing),
         }
         for index in range(count)
     ]
-    if ctx.gpu_count:
-        raise PlacementError(
-            f"{ctx.where}: GPUs for each of several instances are not planned in this release; run this "
-            "experiment's gpu scenarios with mode single"
-        )
+    _check_gpu_ranks(ctx, gpus, gpu_sharing)
     network = _network(ctx, plan, spec) if "network" in spec else None
-    if ctx.cell["labels"].get("mode") == "shared":
+    if "peer" in spec:
+        rounds, settle = _peer_rounds(ctx, plan, build, members, network, spec), PEER_SETTLE_SECONDS
+    elif ctx.cell["labels"].get("mode") == "shared":
         rounds, settle = instances.shared_rounds(ctx, plan, build, members, spec["background"])
     else:
         rounds = [[_rank(ctx, plan, build, member, network) for member in members]]
@@ -83,6 +93,8 @@ def plan(ctx, plan, spec):
     plan["placement"] = "instances"
     plan.pop(kind, None)
     instances.record_runtime(plan, spec, members, rounds, network)
+    if "peer" in spec:
+        plan["runtime"]["peer_address"] = network["members"][1]["address"]
 
 
 def _network(ctx, plan, spec):
@@ -118,6 +130,8 @@ def _network(ctx, plan, spec):
         "server_netns": second["netns"],
         "port": _port(ctx.key) + count,  # beside the ranks' ports, never one of them
     }
+    if "peer" in spec:
+        measure = None  # micro_net measures the path itself, against its peer
     return {
         "path": path,
         "key": ctx.key,
@@ -138,16 +152,7 @@ def _port(key):
 def _rank(ctx, plan, build, member, network):
     """One rank of a distributed cell: its instance, with where it meets the others (torch: the chief's TCP store,
     MASTER_ADDR; TensorFlow: TF_CONFIG's workers) on the cell's path, in its namespace or its holder's."""
-    index = member["index"]
-    instance = build(ctx, plan, member, ctx.argv, {}, env=rank_env(ctx, index, network))
-    own = network["members"][index]
-    if network["path"] != "loopback":
-        if ctx.platform.kind == "process":
-            instance["argv"] = ["ip", "netns", "exec", own["netns"], *instance["argv"]]
-        else:
-            at = instance["argv"].index("--network") + 1
-            instance["argv"][at] = f"container:{network['holders'][index]['name']}"
-    return instance
+    return _on_path(ctx, build(ctx, plan, member, ctx.argv, {}, env=rank_env(ctx, member["index"], network)), network)
 
 
 def rank_env(ctx, index, network):
@@ -176,8 +181,34 @@ def rank_env(ctx, index, network):
     return env
 
 
-def _labels(member, extra):
-    return {instances.ROLE_LABEL: member["role"], instances.INDEX_LABEL: member["index"], **extra}
+def _on_path(ctx, instance, network):
+    """The instance in its place on the cell's path: a bm process in its namespace, a container in its holder's."""
+    if network["path"] != "loopback":
+        own = network["members"][instance["index"]]
+        if ctx.platform.kind == "process":
+            instance["argv"] = ["ip", "netns", "exec", own["netns"], *instance["argv"]]
+        else:
+            at = instance["argv"].index("--network") + 1
+            instance["argv"][at] = f"container:{network['holders'][instance['index']]['name']}"
+    return instance
+
+
+def _peer_rounds(ctx, plan, build, members, network, spec):
+    """micro_net's one round: its peer serving on the path (started first, confirmed running), then the workload
+    measuring against the peer's address."""
+    workload, server = members
+    address = network["members"][server["index"]]["address"]
+    serve = build(ctx, plan, server, peer.serve_argv(spec, address, plan["timeout"]), None, background=True)
+    measure = build(ctx, plan, workload, [*ctx.argv, "--peer", address], {})
+    return [[_on_path(ctx, serve, network), _on_path(ctx, measure, network)]]
+
+
+def _labels_argv(member, extra):
+    """The record labels an instance's workload is given; none for a program that writes no record (extra None)."""
+    if extra is None:
+        return []
+    labels = {instances.ROLE_LABEL: member["role"], instances.INDEX_LABEL: member["index"], **extra}
+    return instances.labels_argv(labels)
 
 
 def _process_instance(ctx, plan, member, argv, extra, background=False, env=None):
@@ -188,8 +219,8 @@ def _process_instance(ctx, plan, member, argv, extra, background=False, env=None
         "name": member["name"],
         "role": member["role"],
         "index": member["index"],
-        "argv": taskset + [python] + argv + instances.labels_argv(_labels(member, extra)),
-        "env": {**process["env"], **(env or {})},
+        "argv": taskset + [python] + argv + _labels_argv(member, extra),
+        "env": {**process["env"], **member["gpu_env"], **(env or {})},
         "chdir": process["chdir"],
         "background": background,
         "stop": None,
@@ -204,15 +235,15 @@ def _container_instance(ctx, plan, member, argv, extra, background=False, env=No
         run += ["--cpuset-cpus", member["cpuset"]]
     elif container.get("cpus"):
         run += ["--cpus", str(container["cpus"])]
-    for name, value in sorted({**container["env"], **(env or {})}.items()):
+    for name, value in sorted({**container["env"], **member["gpu_env"], **(env or {})}.items()):
         run += ["--env", f"{name}={value}"]
     for volume in container["volumes"]:
         run += ["--volume", volume]
     labels = {**container["labels"], "org.platbench.instance": member["name"], "org.platbench.role": member["role"]}
     for name, value in sorted(labels.items()):
         run += ["--label", f"{name}={value}"]
-    run += _gpu_options(container)
-    command = ["python"] + argv + instances.labels_argv(_labels(member, extra))
+    run += _gpu_options(engine, gpu_pools.cuda_indexes(member["gpus"], ctx.facts.get("gpus")))
+    command = ["python"] + argv + _labels_argv(member, extra)
     return {
         "name": member["name"],
         "role": member["role"],
@@ -225,13 +256,36 @@ def _container_instance(ctx, plan, member, argv, extra, background=False, env=No
     }
 
 
-def _gpu_options(container):
-    options = []
-    for device in container.get("devices") or []:
-        options += ["--device", device]
-    for request in container.get("device_requests") or []:
-        options += ["--gpus", "device=" + ",".join(request["device_ids"])]
-    return options
+def _gpu_env(ctx, gpus, sharing):
+    """What an instance of a gpu cell sees of its own GPUs (common.gpu_env for its list), and TensorFlow's
+    allocator growing as needed where instances share a GPU (its default takes nearly all of the GPU's memory)."""
+    if not ctx.gpu_count:
+        return {}
+    env = gpu_env(ctx.platform.gpu_view, gpus, len(gpus), ctx.facts)
+    if sharing == "shared" and len(gpus):
+        env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+    return env
+
+
+def _check_gpu_ranks(ctx, gpus, sharing):
+    """NCCL builds one communicator over distinct GPUs: two torch ranks on one GPU fail at its first collective."""
+    torch = ctx.params.get("framework", "tensorflow") == "torch"
+    if ctx.cell["labels"].get("mode") == "distributed" and torch and sharing == "shared" and any(gpus):
+        raise PlacementError(
+            f"{ctx.where}: torch ranks on GPUs train with NCCL, which runs one rank per GPU, and instances.gpus is "
+            "shared: give each rank GPUs of its own (instances: {gpus: disjoint}, the default), or run the ranks on "
+            "CPU (processor cpu: gloo)"
+        )
+
+
+def _gpu_options(engine, indexes):
+    """The engine's request for an instance's GPUs, by nvidia-smi index: Podman's CDI devices, Docker's --gpus
+    (quoted, so that its CSV parser keeps a list of devices as one field)."""
+    if not indexes:
+        return []
+    if engine == "podman":
+        return [option for index in indexes for option in ("--device", f"{CDI_GPU}={index}")]
+    return ["--gpus", '"device=' + ",".join(str(index) for index in indexes) + '"']
 
 
 def observed(plan, results):

@@ -75,6 +75,8 @@ def plan(ctx, plan, spec):
             "index": index,
             "cpus": cpus[index],
             "cpuset": ",".join(str(cpu) for cpu in cpus[index]),
+            "gpus": [],  # a GPU apiece passed through is not planned (refused above)
+            "gpu_env": {},
         }
         for index in range(count)
     ]

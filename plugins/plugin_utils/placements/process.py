@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ansible_collections.platbench.lab.plugins.module_utils import apptainer
-from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, peer
+from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     Observed,
     PlacementError,
@@ -100,8 +100,6 @@ def plan(ctx, plan, machine=None):
             plan["runtime"]["launcher"] = "taskset" if taskset else "process"
     plan["process"].update(host=machine.host, become=machine.become)
     plan["process"]["command"] = shell_command(plan["process"])
-    if ctx.platform.peer == "loopback" and ctx.peer:
-        plan["runtime"]["peer_address"] = peer.LOOPBACK_PEER
 
 
 def shell_command(process):
