@@ -16,7 +16,7 @@ description:
   - Throughput by one iperf3 TCP test of O(seconds) (C(--json)); the server answers that one client and exits,
     and both are killed if they outlive their bound.
   - The MTU of the device the route to O(address) leaves by, in the client's namespace.
-  - With O(server_running), the iperf3 server was started elsewhere, on another machine (a cell's guests: in the
+  - With O(server_running), the iperf3 server was started elsewhere, on another machine (for a cell's guests, in the
     server guest, with the same bounded command line); the client then tries to connect for up to 5 s.
   - Only addresses of 127.0.0.0/8 and 198.18.0.0/15 are measured.
   - Measuring changes nothing, but sends traffic; in check mode nothing is measured.
