@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import shlex
+import subprocess
 import xml.etree.ElementTree as ET
 
 import guest_domain
@@ -213,6 +214,8 @@ def test_each_guest_gives_its_nic_found_by_mac_an_address_and_a_vxlan_device_as_
         assert all(shlex.join(command) in script for command in commands)
         assert script.rstrip().endswith("echo configured") and "echo unchanged; exit 0" in script
         assert script.index(f"ip link set dev {nic} mtu") > script.index(f"name {nic}")  # named before configured
+        checked = subprocess.run(["sh", "-n"], input=script, text=True, capture_output=True, check=False)
+        assert checked.returncode == 0, checked.stderr  # the guest's /bin/sh parses it
 
 
 def test_a_bridge_path_gives_the_guests_their_nic_only():
@@ -360,3 +363,42 @@ def test_a_server_in_another_guest_is_waited_for_only_while_it_refuses():
     assert path_measure.not_listening_yet(refused)
     assert not path_measure.not_listening_yet(json.dumps({"error": "unable to connect to server: No route to host"}))
     assert not path_measure.not_listening_yet("not json")
+
+
+@pytest.mark.parametrize("jump", [None, "admin@kvm1.lab:2222"])
+def test_the_ssh_config_the_ranks_use_reaches_the_guest_as_ansible_does(playbook, tmp_path, jump):
+    """platbench.lab.vm's ssh_config-NAME, rendered as the role renders it, resolved by OpenSSH itself (ssh -G): the
+    KVM host is the controller itself (no jump) or reached over SSH (the jump through it, as add_host's)."""
+    variables = {
+        "vm_name": "platbench-0123456789ab-1",
+        "vm_port": {"port": 40022},
+        "vm_image": {"ssh_key": "/home/runner/.cache/platbench/ssh/local_ed25519"},
+        "vm_proxy_jump": jump or "",
+    }
+    template = REPO / "roles/vm/templates/ssh_config.j2"
+    plays = [
+        {
+            "name": "Render the guest's ssh config",
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "Render",
+                    "ansible.builtin.set_fact": {"rendered": f"{{{{ lookup('template', '{template}') }}}}"},
+                }
+            ],
+        }
+    ]
+    (result,) = playbook(plays, variables).results("Render")
+    config = tmp_path / "ssh_config"
+    config.write_text(result["ansible_facts"]["rendered"])
+    resolved = subprocess.run(
+        ["ssh", "-G", "-F", str(config), variables["vm_name"]], text=True, capture_output=True, check=True
+    ).stdout
+    options = dict(line.split(" ", 1) for line in resolved.splitlines() if " " in line)
+    assert (options["hostname"], options["port"], options["user"]) == ("127.0.0.1", "40022", "root")
+    assert options["identityfile"] == variables["vm_image"]["ssh_key"] and options["identitiesonly"] == "yes"
+    assert options["userknownhostsfile"] == f"/home/runner/.cache/platbench/ssh/known_hosts-{variables['vm_name']}"
+    assert options["stricthostkeychecking"] == "true"
+    assert options.get("proxyjump") == jump
