@@ -20,9 +20,16 @@ network (``host``):
   with one host its ranks meet on that host's address. A bm rank is a process in the host's namespace, a cn or pd
   rank a container with ``--network host``.
 
+Guests (platforms of the ``guest`` kind) are machines of their own: the host holds only the bridge, with no address
+(the guests reach nothing of the host through it), and each guest's second NIC is a tap on it that libvirt makes
+and removes with the domain (``t<i>``, the NIC's MAC derived from the key). Inside each guest the NIC, found by that
+MAC, takes the instance's name and address, and for ``overlay`` carries the VXLAN device: what a namespace's veth
+and VXLAN device are for the other kinds (module_utils/guest_path.py renders those commands).
+
 Every name starts with the cell's tag, ``pb`` and 8 hex digits of a hash of the cell's key, and ends with what
-it is (``br``, ``h<i>``, ``v<i>``, ``x<i>``, namespaces ``-<i>``), so that ``LINK_NAME`` and ``NETNS_NAME``
-match exactly what some cell left, and nothing else. Interface names stay within IFNAMSIZ (15 characters).
+it is (``br``, ``h<i>``, ``v<i>``, ``x<i>``, a guest's tap ``t<i>``, namespaces ``-<i>``), so that ``LINK_NAME``
+and ``NETNS_NAME`` match exactly what some cell left, and nothing else. Interface names stay within IFNAMSIZ
+(15 characters).
 
 Addresses come from 198.18.0.0/15 (RFC 2544's benchmarking range), a /24 per cell derived from its key, as
 plugins/plugin_utils/peer.py gives micro_net's Docker networks. 198.18.0.0/24 is never allocated: it is left
@@ -49,7 +56,7 @@ PREFIX = "pb"
 TAG_HEX = 8
 IFNAMSIZ = 15  # the kernel's limit on an interface name, its terminating NUL excluded
 TAG = re.compile(rf"^{PREFIX}[0-9a-f]{{{TAG_HEX}}}")
-LINK_NAME = re.compile(rf"^({PREFIX}[0-9a-f]{{{TAG_HEX}}})(br|[hvx][0-9]{{1,2}})$")
+LINK_NAME = re.compile(rf"^({PREFIX}[0-9a-f]{{{TAG_HEX}}})(br|[hvxt][0-9]{{1,2}})$")
 NETNS_NAME = re.compile(rf"^({PREFIX}[0-9a-f]{{{TAG_HEX}}})-[0-9]{{1,2}}$")
 MAX_INSTANCES = 64  # two digits in a name; far more than a distributed cell on one host places
 
@@ -108,9 +115,15 @@ def _subnet(text, what, instances):
     return subnet
 
 
-def _mac(tag, index):
-    """A fixed, locally administered unicast MAC for instance ``index``'s VXLAN device (static FDB entries name it)."""
-    octets = ["02", tag[2:4], tag[4:6], tag[6:8], tag[8:10], f"{index:02x}"]
+# Locally administered unicast MACs (the first octet's second-lowest bit set, its lowest clear): 02 for a VXLAN
+# device, 06 for a guest's NIC on the bridge; then the tag's 4 bytes and the instance's index.
+VXLAN_MAC_OCTET, GUEST_NIC_MAC_OCTET = "02", "06"
+
+
+def _mac(tag, index, first=VXLAN_MAC_OCTET):
+    """A fixed MAC for instance ``index``'s VXLAN device (static FDB entries name it) or, with ``first`` 06, its
+    guest's NIC on the bridge (the guest finds the NIC by it)."""
+    octets = [first, tag[2:4], tag[4:6], tag[6:8], tag[8:10], f"{index:02x}"]
     return ":".join(octets)
 
 
@@ -126,6 +139,8 @@ def _check_request(path, instances, platform, pids):
             f"network path 'loopback' cannot join {instances} instances of {platform}: each {entry.kind} has a "
             f"loopback of its own, which only processes of one OS share ({sharing}); use 'bridge' or 'overlay'"
         )
+    if pids and entry.guest:
+        raise NetworkPathError(f"pids: the instances of {platform} are guests, whose NICs are taps on the bridge")
     if pids and len(pids) != instances:
         raise NetworkPathError(f"pids names {len(pids)} processes for {instances} instances: give one per instance")
 
@@ -134,13 +149,15 @@ def plan(key, path, instances, platform, pids=None, mtu=DEFAULT_MTU, subnet=None
     """The path of the cell with ``key`` between ``instances`` instances of ``platform`` (a registry label).
 
     ``pids``: one running process per instance whose network namespace the instance joins (else the cell
-    makes a namespace per instance); ``mtu``: the underlay's; ``subnet``, ``overlay``: explicit /N of
-    198.18.0.0/15 instead of the key's; ``bridge_filtered``: the host passes bridged frames through iptables
-    (br_netfilter), so the bridge needs a FORWARD rule of its own to let its ports talk.
+    makes a namespace per instance; a guest platform's instances are guests, which get only the bridge on the
+    host and configure their own ends, module_utils/guest_path.py); ``mtu``: the underlay's; ``subnet``,
+    ``overlay``: explicit /N of 198.18.0.0/15 instead of the key's; ``bridge_filtered``: the host passes bridged
+    frames through iptables (br_netfilter), so the bridge needs a FORWARD rule of its own to let its ports talk.
     """
     _check_request(path, instances, platform, pids)
+    guests = platforms.get(platform).guest
     tag = tag_of(key)
-    result = {"tag": tag, "path": path, "instances": [], "commands": [], "forward_rule": None}
+    result = {"tag": tag, "path": path, "guests": guests, "instances": [], "commands": [], "forward_rule": None}
     if path == "loopback":
         result["mtu"] = LOOPBACK_MTU
         result["instances"] = [{"index": i, "address": LOOPBACK_ADDRESS, "netns": None} for i in range(instances)]
@@ -151,7 +168,8 @@ def plan(key, path, instances, platform, pids=None, mtu=DEFAULT_MTU, subnet=None
     result.update(
         bridge=f"{tag}br",
         subnet=str(underlay),
-        gateway=str(underlay.network_address + 1),
+        # a guests' bridge holds no address: the guests reach nothing of the host through it
+        gateway=None if guests else str(underlay.network_address + 1),
         underlay_mtu=mtu,
         mtu=mtu,
     )
@@ -164,13 +182,16 @@ def plan(key, path, instances, platform, pids=None, mtu=DEFAULT_MTU, subnet=None
         underlay_address = str(underlay.network_address + FIRST_HOST + index)
         instance = {
             "index": index,
-            "netns": f"{tag}-{index}",
+            "netns": None if guests else f"{tag}-{index}",
             "pid": pids[index] if pids else None,
-            "host_veth": f"{tag}h{index}",
-            "veth": f"{tag}v{index}",
+            "veth": f"{tag}v{index}",  # a guest's NIC takes this name in the guest
             "underlay_address": underlay_address,
             "address": underlay_address,
         }
+        if guests:
+            instance.update(tap=f"{tag}t{index}", nic_mac=_mac(tag, index, GUEST_NIC_MAC_OCTET))
+        else:
+            instance["host_veth"] = f"{tag}h{index}"
         if path == "overlay":
             instance.update(
                 vxlan=f"{tag}x{index}", mac=_mac(tag, index), address=str(inner.network_address + FIRST_HOST + index)
@@ -188,22 +209,31 @@ def forward_rule(bridge, tag):
     return ["-i", bridge, "-o", bridge, "-m", "comment", "--comment", tag, "-j", "ACCEPT"]
 
 
-def _link_up(name, netns=None):
+def link_up(name, netns=None):
     # addrgenmode none: no IPv6 link-local address, so nothing is sent outside the cell's IPv4 addresses
-    inside = ["-n", netns] if netns else []
+    inside = _in(netns)
     return [
         ["ip", *inside, "link", "set", "dev", name, "addrgenmode", "none"],
         ["ip", *inside, "link", "set", name, "up"],
     ]
 
 
+def _in(netns):
+    return ["-n", netns] if netns else []
+
+
 def build_commands(path_plan):
-    """The ``ip``/``bridge``/``iptables`` argvs that build ``path_plan`` from nothing, in order."""
+    """The ``ip``/``bridge``/``iptables`` argvs that build ``path_plan`` from nothing, in order (for guests, the
+    bridge alone: the taps are libvirt's, the rest the guests')."""
     bridge, prefixlen = path_plan["bridge"], path_plan["subnet"].split("/")[1]
     commands = [["ip", "link", "add", bridge, "type", "bridge"]]
-    commands += [["ip", "addr", "add", f"{path_plan['gateway']}/{prefixlen}", "dev", bridge], *_link_up(bridge)]
+    if path_plan["gateway"]:
+        commands.append(["ip", "addr", "add", f"{path_plan['gateway']}/{prefixlen}", "dev", bridge])
+    commands += link_up(bridge)
     if path_plan["forward_rule"]:
         commands.append(["iptables", "-I", "FORWARD", "1", *path_plan["forward_rule"]])
+    if path_plan["guests"]:
+        return commands
     mtu = str(path_plan["underlay_mtu"])
     for instance in path_plan["instances"]:
         netns, veth, host_veth = instance["netns"], instance["veth"], instance["host_veth"]
@@ -215,28 +245,29 @@ def build_commands(path_plan):
         commands.append(["ip", "link", "add", host_veth, "mtu", mtu, "type", "veth", "peer", "name", veth, "mtu", mtu])
         commands.append(["ip", "link", "set", veth, "netns", netns])
         commands.append(["ip", "link", "set", host_veth, "master", bridge])
-        commands += _link_up(host_veth)
+        commands += link_up(host_veth)
         commands.append(["ip", "-n", netns, "addr", "add", f"{instance['underlay_address']}/{prefixlen}", "dev", veth])
-        commands += _link_up(veth, netns)
+        commands += link_up(veth, netns)
     if path_plan["path"] == "overlay":
         for instance in path_plan["instances"]:
-            commands += _vxlan_commands(path_plan, instance)
+            commands += vxlan_commands(path_plan, instance)
     return commands
 
 
-def _vxlan_commands(path_plan, instance):
+def vxlan_commands(path_plan, instance):
+    """The instance's VXLAN device over its veth (a guest's NIC), in its namespace (or, for a guest, in the guest)."""
     netns, vxlan = instance["netns"], instance["vxlan"]
     overlay_prefixlen = path_plan["overlay_subnet"].split("/")[1]
-    add = ["ip", "-n", netns, "link", "add", vxlan, "address", instance["mac"], "mtu", str(path_plan["mtu"])]
+    add = ["ip", *_in(netns), "link", "add", vxlan, "address", instance["mac"], "mtu", str(path_plan["mtu"])]
     add += ["type", "vxlan", "id", str(path_plan["vni"]), "dstport", str(path_plan["vxlan_port"])]
     add += ["local", instance["underlay_address"], "dev", instance["veth"], "nolearning"]
-    commands = [add, ["ip", "-n", netns, "addr", "add", f"{instance['address']}/{overlay_prefixlen}", "dev", vxlan]]
+    commands = [add, ["ip", *_in(netns), "addr", "add", f"{instance['address']}/{overlay_prefixlen}", "dev", vxlan]]
     # flannel-style: learning off, so every peer is written down: its MAC where to send unicast frames, and
     # the all-zero MAC once per peer so that broadcasts (ARP) reach each of them
     for peer in path_plan["instances"]:
         if peer["index"] == instance["index"]:
             continue
-        fdb = ["bridge", "-n", netns, "fdb", "append"]
+        fdb = ["bridge", *_in(netns), "fdb", "append"]
         commands.append([*fdb, FLOOD_MAC, "dst", peer["underlay_address"], "dev", vxlan])
         commands.append([*fdb, peer["mac"], "dst", peer["underlay_address"], "dev", vxlan])
-    return commands + _link_up(vxlan, netns)
+    return commands + link_up(vxlan, netns)

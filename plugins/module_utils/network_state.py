@@ -4,7 +4,9 @@
 how it differs from a plan (plugins/module_utils/network_path.py); and the commands that remove it.
 
 Only names of a cell's path (network_path.LINK_NAME, NETNS_NAME, a FORWARD rule commented with a tag) are
-kept when reading, so nothing else of the host is ever compared or removed.
+kept when reading, so nothing else of the host is ever compared or removed. A guest's tap on a cell's bridge is
+libvirt's: it is made and removed with its domain (playbooks/teardown.yml removes leftover guests before leftover
+paths), so it is not read either.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def parse_links(text):
         if not network_path.tag_of_name(name):
             continue
         info = link.get("linkinfo") or {}
+        if info.get("info_kind") == "tun":
+            continue  # a guest's tap: libvirt's, gone with its domain
         data = info.get("info_data") or {}
         links[name] = {
             "kind": info.get("info_kind"),
@@ -99,8 +103,11 @@ def _wanted_links(path_plan):
     """What the plan sets on each link: those of the host's namespace, and those inside each namespace."""
     bridge, prefixlen = path_plan["bridge"], path_plan["subnet"].split("/")[1]
     underlay_mtu = path_plan["underlay_mtu"]
-    host = {bridge: {"kind": "bridge", "up": True, "addresses": [f"{path_plan['gateway']}/{prefixlen}"]}}
+    gateway = [f"{path_plan['gateway']}/{prefixlen}"] if path_plan["gateway"] else []
+    host = {bridge: {"kind": "bridge", "up": True, "addresses": gateway}}
     inside = {}
+    if path_plan.get("guests"):
+        return host, inside  # the guests hold their ends (module_utils/guest_path.py)
     for instance in path_plan["instances"]:
         host[instance["host_veth"]] = {"kind": "veth", "up": True, "master": bridge, "mtu": underlay_mtu}
         address = f"{instance['underlay_address']}/{prefixlen}"
@@ -148,7 +155,7 @@ def differences(path_plan, state):
         for name in state["netns"]
         if name.startswith(tag) and name not in inside
     ]
-    for instance in path_plan["instances"]:
+    for instance in [] if path_plan.get("guests") else path_plan["instances"]:
         netns = instance["netns"]
         held = state["netns"].get(netns)
         if held is None:

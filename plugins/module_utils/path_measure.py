@@ -86,6 +86,15 @@ def parse_iperf3(text):
     }
 
 
+def not_listening_yet(text):
+    """Whether iperf3's ``--json`` report says the client found no server listening (yet): a refused connection."""
+    try:
+        error = str((json.loads(text) or {}).get("error") or "")
+    except (ValueError, AttributeError):
+        return False
+    return "unable to connect" in error.lower() and "refused" in error.lower()
+
+
 def parse_ping(text):
     """Packets sent and received and the RTT's min/avg/max/mdev (ms) of ping's summary; MeasureError when no
     reply came back (ping prints no RTT line then)."""

@@ -19,6 +19,10 @@ description:
   - C(overlay) adds, in each instance's namespace, a VXLAN device over its veth as flannel's VXLAN backend
     makes one (VNI 1, UDP port 8472, learning off, static forwarding entries for every peer), with an address
     of a second /24 and the underlay's MTU minus the 50 bytes of VXLAN's encapsulation.
+  - For the instances of a guest platform (vm, vmcn) only the bridge is made, holding no address; each guest's
+    second NIC is a tap on it that libvirt makes and removes with the domain (C(<target dev>) C(pbXXXXXXXXt<i>)),
+    and each guest configures its own end (plugins/module_utils/guest_path.py), which O(instances) describes
+    (C(tap), C(nic_mac)).
   - Addresses come from 198.18.0.0/15 only. Every name starts with C(pb) and 8 hex digits of a hash of the
     key, so O(cleanup_all) finds whatever an interrupted cell left.
   - Where the host sends bridged frames through iptables (br_netfilter loaded, as Docker does) a FORWARD rule
@@ -48,7 +52,8 @@ options:
     default: 2
   platform:
     description:
-      - The cell's platform label (the registry's); decides whether C(loopback) can join its instances.
+      - The cell's platform label (the registry's); decides whether C(loopback) can join its instances, and
+        whether they are guests (only the bridge is made on the host).
       - Required with O(state=present).
     type: str
   pids:
@@ -96,6 +101,13 @@ EXAMPLES = r"""
     platform: cn
     pids: "{{ cell_containers | map(attribute='State.Pid') | list }}"
 
+- name: Make the bridge the taps of three vm guests join
+  platbench.lab.network_path:
+    key: "{{ cell_key }}"
+    path: overlay
+    instances: 3
+    platform: vm
+
 - name: Remove the cell's path
   platbench.lab.network_path:
     key: "{{ cell_key }}"
@@ -125,7 +137,8 @@ mtu:
   sample: 1450
 instances:
   description: Per instance its index, namespace, address on the path, and for the other paths the veth, host
-    veth, underlay address, and for the overlay the VXLAN device and its MAC.
+    veth, underlay address, and for the overlay the VXLAN device and its MAC; for guests no namespace or host veth,
+    but the tap's name and the guest NIC's MAC, the veth being the NIC's name in the guest.
   returned: state is present
   type: list
   elements: dict

@@ -16,6 +16,8 @@ description:
   - Throughput by one iperf3 TCP test of O(seconds) (C(--json)); the server answers that one client and exits,
     and both are killed if they outlive their bound.
   - The MTU of the device the route to O(address) leaves by, in the client's namespace.
+  - With O(server_running), the iperf3 server was started elsewhere, on another machine (for a cell's guests, in the
+    server guest, with the same bounded command line); the client then tries to connect for up to 5 s.
   - Only addresses of 127.0.0.0/8 and 198.18.0.0/15 are measured.
   - Measuring changes nothing, but sends traffic; in check mode nothing is measured.
 version_added: "0.12.0"
@@ -37,6 +39,10 @@ options:
     description: The iperf3 server's TCP port.
     type: int
     default: 5201
+  server_running:
+    description: The iperf3 server listens already, started by the caller where the server instance is.
+    type: bool
+    default: false
   seconds:
     description: The iperf3 test's duration.
     type: float
@@ -124,7 +130,23 @@ def _wait_listening(server):
     return False, seen.decode(errors="replace")
 
 
+def _remote_throughput(module, params, seconds):
+    """The client against a server the caller started elsewhere: tried again while it cannot connect yet."""
+    client = path_measure.client_argv(params["client_netns"], params["address"], params["port"], seconds)
+    deadline = time.monotonic() + SERVER_READY_S
+    while True:
+        rc, stdout, stderr = module.run_command(client)
+        try:
+            return path_measure.parse_iperf3(stdout)
+        except path_measure.MeasureError as error:
+            if not path_measure.not_listening_yet(stdout) or time.monotonic() > deadline:
+                module.fail_json(msg=f"{error} (rc {rc}; stderr: {stderr.strip()[-300:]})", cmd=client)
+        time.sleep(0.2)
+
+
 def _throughput(module, params, seconds):
+    if params["server_running"]:
+        return _remote_throughput(module, params, seconds)
     server_argv = path_measure.server_argv(
         params["server_netns"], params["address"], params["port"], seconds + path_measure.SLACK_S + SERVER_READY_S
     )
@@ -159,6 +181,7 @@ def main():
             "port": {"type": "int", "default": 5201},
             "seconds": {"type": "float", "default": 1.0},
             "ping_count": {"type": "int", "default": 10},
+            "server_running": {"type": "bool", "default": False},
         },
         supports_check_mode=False,
     )

@@ -50,8 +50,9 @@ options:
   results:
     description:
       - What the kind's placement task file registered, by name - C(process), C(container), C(guest) (C(vm_guest)),
-        C(vcpus), C(k8s_job), C(k8s_pods), C(k8s_log), C(instance), C(instances), C(path), C(k8s_instances); empty for
-        those it did not run.
+        C(vcpus), C(k8s_job), C(k8s_pods), C(k8s_log), C(instance), C(instances), C(path), C(k8s_instances),
+        C(guests) (each guest's C(vm_guest) of a cell with a guest per instance, by name); empty for those it did not
+        run.
     type: dict
     default: {}
     version_added: "0.9.0"

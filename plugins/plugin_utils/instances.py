@@ -8,11 +8,15 @@ A cell of ``mode: single`` is one instance: one process, container, guest or Job
 - ``shared`` (Lin 2018's noisy neighbour): a ``foreground`` job measured alone, then again beside a
   ``background`` job on the same host. The experiment's ``background: {workload, params, settle}`` says
   what runs beside it (Lin: AlexNet at batch 512, and again at 32; a list in its params is a dimension).
-  On bm both run in the same OS as processes; on a container platform each is a container.
+  On bm both run in the same OS as processes; on a container platform each is a container; on a guest platform
+  each is a guest (vm: its process; vmcn: a container in it).
 - ``distributed``: ``instances: {count: N}`` ranks, a ``chief`` and ``worker``s, across the network path of
   the cell's ``network`` (``loopback``, ``bridge``, ``overlay`` on the runner host; ``host``: the runner hosts'
   own addresses). ``instances.hosts: H`` (default 1) spreads the ranks over the first H hosts of group
   ``platbench_runners``, rank i on runner i % H (placements/instances_hosts.py); only the ``host`` path crosses hosts.
+  Guests (vm, vmcn: a guest per rank, vmcn's container in it) meet on ``bridge`` or ``overlay``, each guest with a
+  NIC on the cell's bridge; ``loopback``, which each guest has of its own, is refused for them when the experiment
+  is loaded.
 
 ``instances.cpus`` says whether the instances share the cell's CPUs (``shared``) or each gets its own
 scale-up's worth (``disjoint``, the default: Lin's instances each had their own GPU and cores).
@@ -33,7 +37,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from ansible_collections.platbench.lab.plugins.module_utils import network_path
+from ansible_collections.platbench.lab.plugins.module_utils import network_path, platforms
 
 MODES_WITH_INSTANCES = ("distributed", "shared")
 NETWORK_PATHS = (*network_path.PATHS, network_path.HOST_PATH)
@@ -49,7 +53,8 @@ BACKGROUND_STEPS = 1_000_000
 # The labels a record of an instance carries (workloads take them through --labels-json).
 ROLE_LABEL, INDEX_LABEL, SHARE_LABEL = "instance_role", "instance_index", "share"
 ALONE, SHARED = "alone", "shared"
-# The platforms whose instances the supervisor runs here: processes on the runner host and its containers.
+# The platforms whose instances the supervisor runs here: processes on the runner host and its containers (a guest
+# platform's run in a guest each, placements/instances_guest.py).
 SUPERVISED_KINDS = ("process", "container")
 
 
@@ -102,6 +107,7 @@ def check_experiment(experiment, problems):
                 problems.append(f"network: unknown path {path!r}; allowed: {', '.join(NETWORK_PATHS)}")
         experiment["network"] = network
         _check_hosts(instances, network, problems)
+        _check_guests_loopback(experiment, network, problems)
         if background is not None:
             problems.append("background: applies to mode shared")
     else:
@@ -150,6 +156,22 @@ def home_share(count, hosts):
     """How many of ``count`` instances spread over ``hosts`` hosts (instance i on host i % hosts) the first
     host, the cell's home, holds: the most any host holds."""
     return -(-count // max(int(hosts or 1), 1))
+
+
+def _check_guests_loopback(experiment, network, problems):
+    """A guest has a loopback of its own: the guests of a distributed cell cannot meet on one."""
+    guests = [
+        label
+        for label in _as_list(experiment.get("platforms") or [])
+        if label in platforms.BY_LABEL and platforms.get(label).guest
+    ]
+    if "loopback" in network and guests:
+        listed = platforms.in_words(guests)
+        problems.append(
+            f"network: 'loopback' cannot join the instances of {listed}, each a guest with a loopback of its own; "
+            f"give network: [bridge] or [overlay] (the guests' NICs on the cell's bridge), or leave {listed} out of "
+            "platforms"
+        )
 
 
 def _checked_background(background, problems):
@@ -281,6 +303,49 @@ def background_argv(job, threads):
     if job["workload"] == "cnn_train":
         params.setdefault("steps", BACKGROUND_STEPS)
     return workload_argv(params, job["workload"])
+
+
+def shared_rounds(ctx, plan, build, members, job):
+    """A shared cell's rounds and settle time: its foreground alone, then its background job (``job``) and the
+    foreground again; ``build(ctx, plan, member, argv, extra_labels, background=False)`` makes an instance."""
+    foreground, background = members
+    alone = build(ctx, plan, foreground, ctx.argv, {SHARE_LABEL: ALONE})
+    beside = build(ctx, plan, foreground, ctx.argv, {SHARE_LABEL: SHARED})
+    noise = build(ctx, plan, background, background_argv(job, ctx.threads), {}, background=True)
+    return [[alone], [noise, beside]], float(job["settle"])
+
+
+def plan_section(spec, members, rounds, settle, grace, network):
+    """plan["instances"]: how many, their CPUs and GPUs, each member's name, role, index, CPU set and GPUs, the rounds
+    run_instances runs, and the cell's network path (as the placement planned it)."""
+    return {
+        "count": spec["count"],
+        "cpus": spec["cpus"],
+        "gpus": spec.get("gpus", "disjoint"),
+        "members": [
+            {**{key: member[key] for key in ("name", "role", "index", "cpuset")}, "gpus": member.get("gpus", [])}
+            for member in members
+        ],
+        "rounds": rounds,
+        "settle": settle,
+        "grace": grace,
+        "network": network,
+    }
+
+
+def record_runtime(plan, spec, members, rounds, network):
+    """What a cell with several instances was asked to run, into its plan's runtime record."""
+    plan["runtime"].update(
+        instances=spec["count"],
+        instance_cpus=spec["cpus"],
+        instance_cpusets=[member["cpuset"] or None for member in members],
+        instance_gpus=[",".join(member.get("gpus") or []) or None for member in members],
+        instance_rounds=describe_rounds(rounds),
+    )
+    if network:
+        plan["runtime"].update(network_path=network["path"], path_addresses=[m["address"] for m in network["members"]])
+    if "background" in spec:
+        plan["runtime"]["background"] = {"workload": spec["background"]["workload"], **spec["background"]["params"]}
 
 
 def describe_rounds(rounds):

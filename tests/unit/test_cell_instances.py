@@ -1,5 +1,5 @@
 """Cells with several instances: the experiment fields, the cells they expand into, each instance's plan, and
-the shared cell's degradation."""
+the shared cell's degradation. A guest per instance (vm, vmcn): test_guest_instances.py."""
 
 from __future__ import annotations
 
@@ -103,12 +103,6 @@ def test_a_shared_cn_cell_runs_containers_that_the_supervisor_removes(tmp_path):
     assert "--cpuset-cpus" not in argv and alone["stop"] == ["docker", "rm", "--force", plan["name"] + "-0"]
     assert f"org.platbench.cell={cell['id']}" in argv and "org.platbench.role=foreground" in argv
     assert argv[argv.index("platbench/workload:latest") + 1 :][:3] == ["python", "-m", "workloads.cnn_train"]
-
-
-def test_a_guest_platform_is_refused_for_several_instances(tmp_path):
-    cell = one(cells_of(tmp_path, "noisy", SHARED), "vm/1/pin/cpu|background=cnn_train:model=alexnet,batch_size=32|r0")
-    with pytest.raises(CellPlanError, match="runs on the runner host's processes and containers in this release"):
-        cell_plan(cell, EIGHT_CPUS, {**OPTIONS, "guest_image": {"container_image_id": "x"}})
 
 
 def test_more_pinned_instances_times_scale_up_than_cpus_is_refused(tmp_path):

@@ -64,9 +64,11 @@ def test_every_kind_has_its_module_task_file_and_argument_spec():
         assert plan["type"] == "dict" and plan["required"] is True
         assert set(plan["options"]) >= {"cell", "kind", "placement", "argv", "env", "cpuset", "gpus", "runtime"}
     # Entry points: the role's own (main, capabilities), one per kind, and the instances placements that run a cell's
-    # several instances of a kind (plugins/plugin_utils/placements/instances.py; pods: instances_k8s.py), no more.
-    assert set(SPECS) == {"main", "capabilities", "instances", "k8s_instances", *platforms.KINDS}
+    # several instances of a kind (plugins/plugin_utils/placements/instances.py; pods: instances_k8s.py; a guest each:
+    # instances_guest.py), no more.
+    assert set(SPECS) == {"main", "capabilities", "instances", "k8s_instances", "guest_instances", *platforms.KINDS}
     assert (ROLE / "tasks" / "instances.yml").is_file() and (ROLE / "tasks" / "k8s_instances.yml").is_file()
+    assert (ROLE / "tasks" / "guest_instances.yml").is_file()
 
 
 def test_every_platform_of_this_release_is_built():

@@ -22,6 +22,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements import (
     container,
     guest,
     instances,
+    instances_guest,
     instances_hosts,
     instances_k8s,
     k8s_job,
@@ -54,6 +55,7 @@ RESULTS = (
     instances.RESULT,
     instances.PATH_RESULT,
     instances_k8s.RESULT,
+    instances_guest.RESULT,
 )
 
 __all__ = ["KINDS", "RESULTS", "Observed", "PlacementError", "Placing", "plan_sections", "observed"]
@@ -61,13 +63,15 @@ __all__ = ["KINDS", "RESULTS", "Observed", "PlacementError", "Placing", "plan_se
 
 def plan_sections(ctx, plan):
     """Add the sections of ``ctx.platform``'s kind to ``plan``; a cell with several instances then becomes the
-    instances placement of that kind's instance (placements/instances.py; pods: placements/instances_k8s.py; ranks
-    over the runner hosts' own network: placements/instances_hosts.py)."""
+    instances placement of that kind's instance (placements/instances.py; pods: placements/instances_k8s.py; a guest
+    each: placements/instances_guest.py; ranks over the runner hosts' own network: placements/instances_hosts.py)."""
     KINDS[ctx.platform.kind].plan(ctx, plan)
     spec = ctx.cell.get("instances")
     if spec:
         if instances_k8s.places(ctx.platform):
             placing = instances_k8s
+        elif ctx.platform.guest:
+            placing = instances_guest
         else:
             placing = instances_hosts if instances_hosts.places(spec) else instances
         placing.plan(ctx, plan, spec)
@@ -80,7 +84,7 @@ def observed(plan, results):
     if unknown:
         raise PlacementError(f"unknown result(s) {', '.join(unknown)}; known: {', '.join(RESULTS)}")
     results = {name: (results or {}).get(name) or {} for name in RESULTS}
-    if plan.get("placement") == "instances":
+    if plan.get("placement") in ("instances", instances_guest.PLACEMENT):
         return instances.observed(plan, results)
     if plan.get("placement") == instances_k8s.PLACEMENT:
         return instances_k8s.observed(plan, results)

@@ -79,33 +79,15 @@ def plan(ctx, plan, spec):
     if "peer" in spec:
         rounds, settle = _peer_rounds(ctx, plan, build, members, network, spec), PEER_SETTLE_SECONDS
     elif ctx.cell["labels"].get("mode") == "shared":
-        foreground, background = members
-        job = spec["background"]
-        alone = build(ctx, plan, foreground, ctx.argv, {instances.SHARE_LABEL: instances.ALONE})
-        beside = build(ctx, plan, foreground, ctx.argv, {instances.SHARE_LABEL: instances.SHARED})
-        noise = build(ctx, plan, background, instances.background_argv(job, ctx.threads), {}, background=True)
-        rounds, settle = [[alone], [noise, beside]], float(job["settle"])
+        rounds, settle = instances.shared_rounds(ctx, plan, build, members, spec["background"])
     else:
         rounds = [[_rank(ctx, plan, build, member, network) for member in members]]
         settle = 0.0
-    plan["instances"] = {
-        "count": count,
-        "cpus": sharing,
-        "gpus": gpu_sharing,
-        "members": [{key: member[key] for key in ("name", "role", "index", "cpuset", "gpus")} for member in members],
-        "rounds": rounds,
-        "settle": settle,
-        "grace": STOP_GRACE_SECONDS,
-        "network": network
-        or {"path": None, "built": False, "key": ctx.key, "holders": [], "engine": None, "measure": None},
-    }
-    record_placement(plan, kind, sharing, members, rounds)
-    if network:
-        plan["runtime"].update(network_path=network["path"], path_addresses=[m["address"] for m in network["members"]])
+    none = {"path": None, "built": False, "key": ctx.key, "holders": [], "engine": None, "measure": None}
+    plan["instances"] = instances.plan_section(spec, members, rounds, settle, STOP_GRACE_SECONDS, network or none)
+    record_placement(plan, kind, spec, members, rounds, network)
     if "peer" in spec:
         plan["runtime"]["peer_address"] = network["members"][1]["address"]
-    if "background" in spec:
-        plan["runtime"]["background"] = {"workload": spec["background"]["workload"], **spec["background"]["params"]}
 
 
 def _network(ctx, plan, spec):
@@ -164,7 +146,13 @@ def _port(key):
 def _rank(ctx, plan, build, member, network):
     """One rank of a distributed cell: its instance, with where it meets the others (torch: the chief's TCP store,
     MASTER_ADDR; TensorFlow: TF_CONFIG's workers) on the cell's path, in its namespace or its holder's."""
-    index, count = member["index"], len(network["members"])
+    return _on_path(ctx, build(ctx, plan, member, ctx.argv, {}, env=rank_env(ctx, member["index"], network)), network)
+
+
+def rank_env(ctx, index, network):
+    """Where rank ``index`` meets the others on ``network`` (its members' ``address`` and ``device``, its ``port``):
+    torch's variables (MASTER_ADDR, gloo's and NCCL's device) or TensorFlow's TF_CONFIG."""
+    count = len(network["members"])
     framework = ctx.params.get("framework", "tensorflow")
     addresses = [entry["address"] for entry in network["members"]]
     own = network["members"][index]
@@ -183,7 +171,7 @@ def _rank(ctx, plan, build, member, network):
         workers = [f"{address}:{network['port'] + rank}" for rank, address in enumerate(addresses)]
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = {"TF_CONFIG": json.dumps(config, separators=(",", ":"))}
-    return _on_path(ctx, build(ctx, plan, member, ctx.argv, {}, env=env), network)
+    return env
 
 
 def _on_path(ctx, instance, network):
@@ -321,22 +309,30 @@ def observed(plan, results):
             "metadata": {"path_measure": {key: measured.get(key) for key in ("throughput", "rtt", "mtu", "device")}},
         }
         output += f"\n{RESULT_PREFIX}{json.dumps(record)}\n"
+    # A guest per instance (instances_guest.py): how each ran, as the guest kind records its one guest's.
+    guests, vcpus = results.get("guests") or {}, (results.get("vcpus") or {}).get("results") or []
+    if guests:
+        affinity = {entry.get("item"): entry.get("vcpu_affinity") for entry in vcpus if isinstance(entry, dict)}
+        runtime["guests"] = [
+            {
+                "name": name,
+                "accelerator": guest.get("accelerator"),
+                "boot_to_ready_s": float(guest["boot_to_ready_s"]) if guest.get("boot_to_ready_s") else None,
+                "ssh_port": guest.get("ssh_port"),
+                "vcpu_affinity": affinity.get(name),
+            }
+            for name, guest in sorted(guests.items())
+        ]
     # The supervisor's verdict names the first instance to fail; its peers' failed records only say they lost it.
     error = result.get("msg") if result.get("failed") else None
     return Observed(output=output, runtime=runtime if result else {}, error=error)
 
 
-def record_placement(plan, kind, sharing, members, rounds):
+def record_placement(plan, kind, spec, members, rounds, network=None):
     """``plan`` becomes the instances placement (its kind's section gone), with what each instance was asked."""
     plan["placement"] = "instances"
     plan.pop(kind, None)
-    plan["runtime"].update(
-        instances=len(members),
-        instance_cpus=sharing,
-        instance_cpusets=[member["cpuset"] or None for member in members],
-        instance_gpus=[",".join(member["gpus"]) or None for member in members],
-        instance_rounds=instances.describe_rounds(rounds),
-    )
+    instances.record_runtime(plan, spec, members, rounds, network)
 
 
 def check_kind(ctx):
@@ -344,9 +340,9 @@ def check_kind(ctx):
     kind = ctx.platform.kind
     if kind not in instances.SUPERVISED_KINDS or ctx.platform.remote:
         raise PlacementError(
-            f"{ctx.where}: a cell with several instances (mode {ctx.cell['labels'].get('mode')}) runs on the runner "
-            f"host's processes and containers in this release (bm, cn, pd), not on {ctx.platform.label}: "
-            f"leave {ctx.platform.label} out of this experiment"
+            f"{ctx.where}: a cell with several instances (mode {ctx.cell['labels'].get('mode')}) runs in this release "
+            f"on the runner host's processes and containers (bm, cn, pd), a guest each (vm, vmcn) and pods (k8s), not "
+            f"on {ctx.platform.label}: leave {ctx.platform.label} out of this experiment"
         )
     if kind == "process" and ctx.platform.launcher != "venv":
         raise PlacementError(f"{ctx.where}: several instances of {ctx.platform.label} are not placed in this release")

@@ -216,12 +216,8 @@ def plan(ctx, plan, spec):
         "grace": placing.STOP_GRACE_SECONDS,
         "network": network,
     }
-    placing.record_placement(plan, kind, sharing, members, rounds)
-    plan["runtime"].update(
-        instance_hosts=[member["host"] for member in members],
-        network_path=network_path.HOST_PATH,
-        path_addresses=[entry["address"] for entry in network["members"]],
-    )
+    placing.record_placement(plan, kind, spec, members, rounds, network)
+    plan["runtime"]["instance_hosts"] = [member["host"] for member in members]
 
 
 def _network(ctx, runners, members):
