@@ -7,6 +7,10 @@ EXPERIMENT ?= smoke
 # A size the experiment names in its `sizes` field (e.g. SIZE=small for xu2017-micro); empty: the file's own.
 SIZE ?=
 CAMPAIGN ?= $(EXPERIMENT)-$(shell date +%Y%m%d-%H%M%S)
+# The experiment's overhead budgets (README "Budgets"), when experiments/budgets/ has a file of its name: `platbench
+# run` refuses a bad file before any cell, the report after the campaign shows the verdicts; a failing budget never
+# fails make lab (no --check).
+BUDGETS ?= $(wildcard experiments/budgets/$(EXPERIMENT).yml)
 PYTEST_ARGS ?=
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
@@ -19,8 +23,8 @@ export PYTHONDONTWRITEBYTECODE := 1
 # when a cell failed: the table of the others is still shown, and make then fails with that status.
 lab: $(VENV)/.installed
 	ansible-playbook site.yml
-	campaign=$(CAMPAIGN); platbench run $(EXPERIMENT) --campaign $$campaign $(if $(SIZE),--size $(SIZE)); status=$$?; \
-	  if [ $$status -le 1 ] && [ -s results/$$campaign/samples.jsonl ]; then platbench report results/$$campaign || exit; fi; \
+	campaign=$(CAMPAIGN); platbench run $(EXPERIMENT) --campaign $$campaign $(if $(SIZE),--size $(SIZE)) $(if $(BUDGETS),--budgets $(BUDGETS)); status=$$?; \
+	  if [ $$status -le 1 ] && [ -s results/$$campaign/samples.jsonl ]; then platbench report results/$$campaign $(if $(BUDGETS),--budgets $(BUDGETS)) || exit; fi; \
 	  exit $$status
 
 # Two pytest runs, each exit status kept: the unit tests and lint on $(TEST_WORKERS) pytest-xdist workers (they

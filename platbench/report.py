@@ -16,6 +16,9 @@ misses its minimum duration) keep their measured times, but never pass for a val
 counts them in an INVALID column, loadgen_samples_per_sec is marked INVALID and a note gives loadgen's reasons.
 Inference campaigns also get a phase breakdown and a GPU-vs-CPU speedup (platbench/inference_report.py); campaigns
 of shared and distributed cells their degradation and their throughput per network path (platbench/instances_report.py).
+With --budgets FILE, every budgeted row is marked pass, fail or inconclusive against its bound, after the tables, and
+budgets.csv is written; --check exits 1 when a budget fails, --strict also when one is inconclusive
+(platbench/budgets.py).
 """
 
 # This module is the command line (``platbench report``, ``python -m platbench.report``); the report's parts
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd  # noqa: F401  (the tests build their frames as report.pd)
 
-from platbench import inference_report, instances_report
+from platbench import budgets, inference_report, instances_report
 from platbench.report_diff import DIFF_NOTE, diff_percent, diff_tables, write_diff_tables
 from platbench.report_figures import chart_rows, roofline_points, write_chart, write_roofline
 from platbench.report_load import (
@@ -120,6 +123,14 @@ def add_arguments(parser):
         action="store_true",
         help="give emulated (QEMU TCG) vm/vmcn rows their ratios to bm and chart them too",
     )
+    parser.add_argument(
+        "--budgets",
+        metavar="FILE",
+        help="a budgets file (YAML, e.g. experiments/budgets/smoke.yml): mark every budgeted row pass, fail or "
+        'inconclusive and print a verdict summary (README "Budgets")',
+    )
+    parser.add_argument("--check", action="store_true", help="with --budgets: exit 1 when a budget fails")
+    parser.add_argument("--strict", action="store_true", help="--check, and exit 1 on inconclusive verdicts too")
     parser.set_defaults(handler=run)
 
 
@@ -152,9 +163,13 @@ def table_so_far(results_dir, cells=None):
 def run(args):
     results_dir = Path(args.results_dir)
     try:
+        if (args.check or args.strict) and not args.budgets:
+            raise ReportError("--check and --strict need --budgets FILE")
+        stated = budgets.load(args.budgets) if args.budgets else None
         frame = load_samples(results_dir)
         metrics = choose_metrics(frame, args.metric)
-    except ReportError as exc:
+        judgement = None if stated is None else budgets.evaluate(frame, stated, args.budgets, args.include_emulated)
+    except (ReportError, budgets.BudgetError) as exc:
         print(f"platbench report: {exc}", file=sys.stderr)
         return 2
     rows, keys, units = summarize(frame, metrics, include_emulated=args.include_emulated)
@@ -226,17 +241,25 @@ def run(args):
     written += diff_written
     if missing_note:
         notes_after.append(missing_note)
+    budget_text = budget_markdown = ""
+    if judgement:
+        budget_written, budget_text, budget_markdown = budgets.section(results_dir, judgement, args.strict)
+        written += budget_written
+        with (results_dir / "report.md").open("a", encoding="utf-8") as stream:
+            stream.write(budget_markdown.removeprefix("\n") + "\n")
 
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
+        if judgement:  # stdout stays one CSV
+            print(budgets.summary(judgement, args.strict), file=sys.stderr)
     elif args.format == "markdown":
-        print(markdown + split_markdown + diff_markdown)
+        print(markdown + split_markdown + diff_markdown + budget_markdown)
     else:
-        print(render_text(header, lines) + notes + split_text + diff_text)
+        print(render_text(header, lines) + notes + split_text + diff_text + budget_text)
     print(f"platbench report: wrote {', '.join(written)} in {results_dir}", file=sys.stderr)
     for line in notes_after:
         print(f"note: {line}", file=sys.stderr)
-    return 0
+    return budgets.exit_status(judgement, args.strict) if judgement and (args.check or args.strict) else 0
 
 
 def main(argv=None):

@@ -37,6 +37,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
 )
 from ansible_collections.platbench.lab.workloads.common.args import positive_int
 
+from platbench import budgets
 from platbench.campaign import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -125,6 +126,12 @@ def add_arguments(parser):
         metavar="KEY=VALUE",
         help="an Ansible variable for the playbook (e.g. openstack_instances_cloud=CLOUD, "
         "platform_run_skip_unavailable=true); the value is YAML; repeatable",
+    )
+    parser.add_argument(
+        "--budgets",
+        metavar="FILE",
+        help='a budgets file (README "Budgets") to check against the plan before any cell: bad budgets are '
+        "refused; `platbench report --budgets FILE` gives their verdicts",
     )
     parser.set_defaults(handler=main)
 
@@ -249,6 +256,11 @@ def prepare(args):
         plan, warnings = plan_experiment(str(EXPERIMENTS), args.experiment, overrides, args.size or None)
     except ExperimentError as exc:
         raise UsageError(str(exc)) from None
+    if args.budgets:
+        try:
+            budgets.check_experiment(budgets.load(args.budgets), plan, args.budgets)
+        except budgets.BudgetError as exc:
+            raise UsageError(str(exc)) from None
     if "," not in args.inventory and not Path(args.inventory).exists():
         raise UsageError(f"--inventory {args.inventory}: no such file or directory")
     variables.update(
