@@ -1,10 +1,13 @@
 """The report's statistics, on plain lists of a metric's values over the repeats: mean, sample standard
 deviation (ddof=1), coefficient of variation, ratios, and Welch's t confidence interval of a difference of
-means (and of a ratio to bm's mean) that marks a ratio as within noise. No pandas, no campaign: numbers in,
-numbers out."""
+means (and of a ratio to bm's mean) that marks a ratio as within noise; for ``platbench compare``, the
+two-sided p-values of Mann-Whitney's U and Welch's t tests, the rank interval of a ratio and geometric means.
+No pandas, no campaign: numbers in, numbers out."""
 
 import math
 import statistics
+
+import numpy
 
 CONFIDENCE = 0.95
 
@@ -58,3 +61,85 @@ def ratio(value, baseline):
     if value is None or baseline is None or baseline == 0 or math.isnan(value) or math.isnan(baseline):
         return None
     return value / baseline
+
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def geometric_mean(values):
+    """exp(mean(log v)) of the positive ``values``; None when there are none."""
+    positive = [value for value in values if value is not None and value > 0]
+    return math.exp(statistics.fmean(math.log(value) for value in positive)) if positive else None
+
+
+def mann_whitney_p(values, baseline_values):
+    """Two-sided p-value of Mann-Whitney's U test (scipy's ``mannwhitneyu``, its default exact or asymptotic
+    method); None with fewer than two values on either side."""
+    if len(values) < 2 or len(baseline_values) < 2:
+        return None
+    from scipy import stats
+
+    return _p_value(stats.mannwhitneyu(values, baseline_values, alternative="two-sided").pvalue)
+
+
+def welch_p(values, baseline_values):
+    """Two-sided p-value of Welch's t test (unequal variances); None with fewer than two values on either side,
+    or no spread on both (t is then undefined)."""
+    if len(values) < 2 or len(baseline_values) < 2 or (sample_std(values) == 0 and sample_std(baseline_values) == 0):
+        return None
+    from scipy import stats
+
+    return _p_value(stats.ttest_ind(values, baseline_values, equal_var=False).pvalue)
+
+
+def _p_value(p):
+    return None if p is None or math.isnan(p) else float(p)
+
+
+def rank_ratio_interval(values, baseline_values, confidence=CONFIDENCE):
+    """(low, high): the distribution-free confidence interval of the ratio values / baseline_values that belongs
+    to Mann-Whitney's U test, on the logarithms (Moses' interval of a shift, whose centre is the Hodges-Lehmann
+    estimate: the median of the m x n pairwise ratios).
+
+    The m x n ratios v / b, sorted: the interval runs from the k-th smallest to the k-th largest, where k - 1 is
+    the largest U with P(U <= k - 1) <= (1 - confidence) / 2 under the null distribution of U. For samples without
+    ties it is exact and holds 1 exactly when the exact U test at that level does not reject; it needs no
+    resampling (so no seed). None with a value <= 0 (no logarithm) or too few values for that level (2 against 2: the
+    smallest two-sided p is 1/3)."""
+    if not values or not baseline_values or min(*values, *baseline_values) <= 0:
+        return None
+    k = _u_critical(len(values), len(baseline_values), (1.0 - confidence) / 2.0)
+    if k < 1:
+        return None
+    ratios = numpy.sort(numpy.subtract.outer(numpy.log(values), numpy.log(baseline_values)).ravel())
+    return float(numpy.exp(ratios[k - 1])), float(numpy.exp(ratios[-k]))
+
+
+# Up to this many pairs the null distribution of U is counted exactly; beyond, the normal approximation is as good.
+_EXACT_PAIRS = 10_000
+
+
+def _u_critical(m, n, tail):
+    """The number k of pairwise differences cut off at each end: P(U <= k - 1) <= tail < P(U <= k)."""
+    if m * n > _EXACT_PAIRS:
+        from scipy import stats
+
+        spread = math.sqrt(m * n * (m + n + 1) / 12.0)
+        return max(0, math.floor(m * n / 2.0 - stats.norm.isf(tail) * spread + 0.5))
+    cumulative = numpy.cumsum(_u_counts(m, n))
+    cumulative /= cumulative[-1]
+    return int(numpy.searchsorted(cumulative, tail, side="right"))
+
+
+def _u_counts(m, n):
+    """How many of the C(m+n, m) orderings give U = 0, 1, ..., m*n: the coefficients of the Gaussian binomial
+    [m+n choose m] in q, built as the product over i = 1..m of (1 - q^(n+i)) / (1 - q^i); each partial product
+    [n+i choose i] has non-negative coefficients, so floats keep them accurate."""
+    counts = numpy.zeros(m * n + 1)
+    counts[0] = 1.0
+    for i in range(1, m + 1):
+        counts[n + i :] -= counts[: -(n + i)].copy()  # times (1 - q^(n+i))
+        for start in range(i):  # divided by (1 - q^i): a running sum along each residue class mod i
+            counts[start::i] = numpy.cumsum(counts[start::i])
+    return counts
