@@ -416,7 +416,11 @@ def test_teardown_goes_on_when_the_cluster_of_leftover_pods_does_not_answer(tmp_
     inventory = tmp_path / "hosts.yml"
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory.write_text(json.dumps({"all": {"children": {"platbench_runners": {"hosts": {"localhost": local}}}}}))
-    variables = {"platform_run_prefix": str(tmp_path / "prefix"), "platform_run_kubeconfig": str(kubeconfig)}
+    variables = {
+        "platform_run_prefix": str(tmp_path / "prefix"),
+        "platform_run_kubeconfig": str(kubeconfig),
+        "teardown_cell_networks": False,  # a campaign running on this machine keeps its cells' paths
+    }
     run = playbook("playbooks/teardown.yml", variables, inventory=inventory)
     assert run.rc == 0, run.output[-3000:]
     assert f"The Kubernetes cluster of {kubeconfig} did not list the cells' objects" in run.output
