@@ -4,6 +4,7 @@
 import importlib
 import os
 import socket
+import sys
 
 from ..common.environment import format_cpuset, set_thread_env
 from ..common.harness import Outcome
@@ -49,6 +50,7 @@ class TensorFlowRanks:
         self.strategy = strategy
         self.engine = "tf.distribute.MultiWorkerMirroredStrategy"
         self.trainer = backend.build_trainer(args, args.place.rank, args.place.world_size, strategy)
+        self.rank, self.timeout = args.place.rank, args.net_timeout
 
     def gather(self, figures):
         """Every worker's figures, through the strategy's own all-gather: JSON text as padded integer rows."""
@@ -69,7 +71,18 @@ class TensorFlowRanks:
         return self.strategy.gather(local, axis=0)
 
     def close(self):
-        pass  # the strategy's servers end with the process
+        """Wait until every worker is past the gather before this one ends (the harness ends it with os._exit).
+
+        A collective's receiver pulls its part from the sender (RecvBuf): a worker gone at once closed its socket
+        under a peer still pulling ("Socket closed" on cn over a bridge, now and then). The barrier is the
+        coordination service's, which the strategy starts on the chief. Past the gather this worker owes nobody
+        anything, so a failed barrier is only reported: a peer that died says so with its own exit status."""
+        from tensorflow.python.eager import context  # the coordination service's barrier has no public API
+
+        try:
+            context.context().wait_at_barrier("platbench-cnn-train-gathered", int(self.timeout * 1000))
+        except self.tf.errors.OpError as error:
+            print(f"rank {self.rank}: the barrier after the gather failed: {error}", file=sys.stderr)
 
 
 ENGINES = {"torch": TorchRanks, "tensorflow": TensorFlowRanks}
