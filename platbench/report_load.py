@@ -3,6 +3,7 @@ value, unit, one column per label and the fields that say whether a figure count
 MLPerf loadgen's verdict, GPU device), and what the report asks of that frame: which labels vary and so make
 rows, which metrics to show, which samples are measurements, the platforms' order and baseline."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -41,6 +42,8 @@ INVALID = "INVALID"  # the verdict, and the column counting a row's cells that c
 LOADGEN_SPEED = "loadgen_samples_per_sec"  # MLPerf's own figure: marked INVALID where it is
 # The device a GPU sample's roofline belongs to: metadata.roofline_device, else the first device it used.
 GPU_DEVICE = "gpu_device"
+# The unreadable lines of samples.jsonl named one by one; the rest are counted.
+BAD_LINES_SHOWN = 10
 
 
 class ReportError(Exception):
@@ -48,22 +51,36 @@ class ReportError(Exception):
 
 
 def load_samples(results_dir):
-    """The samples of a campaign as a frame: metric, value, unit, accelerator and one column per label."""
-    path = Path(results_dir) / "samples.jsonl"
-    if not Path(results_dir).is_dir():
-        raise ReportError(f"results directory {results_dir} does not exist")
+    """The samples of a campaign as a frame: metric, value, unit, accelerator and one column per label.
+
+    A line of samples.jsonl that is not a sample (a write cut short, an edit gone wrong) is reported on stderr
+    with its number and why, and skipped: the report renders from the others."""
+    directory = Path(results_dir)
+    path = directory / "samples.jsonl"
+    expected = "a campaign's directory, results/<campaign>, which `platbench run` fills with samples.jsonl"
+    if not directory.exists():
+        raise ReportError(f"results directory {results_dir} does not exist: expected {expected}")
+    if not directory.is_dir():
+        raise ReportError(f"{results_dir} is not a directory: expected {expected}")
     if not path.is_file():
-        raise ReportError(f"no samples: {path} does not exist (has the campaign recorded any cell?)")
-    skipped = []
-    samples = read_samples(path, on_bad_line=lambda number, line: skipped.append(number))
-    if skipped:
+        found = sorted(entry.name for entry in directory.iterdir())[:5]
+        holds = f"it holds {', '.join(found)}" if found else "it is empty"
+        raise ReportError(
+            f"no samples: {path} does not exist ({holds}); expected {expected} (has the campaign recorded any cell?)"
+        )
+    bad_lines = []
+    samples = read_samples(
+        path, on_bad_line=lambda number, line: bad_lines.append((number, line)), is_sample=_is_sample
+    )
+    for number, line in bad_lines[:BAD_LINES_SHOWN]:
+        print(f"note: {path} line {number}: {_why_not_a_sample(line)}; skipped", file=sys.stderr)
+    if len(bad_lines) > BAD_LINES_SHOWN:
         print(
-            f"note: skipped {len(skipped)} unreadable line(s) of {path} (line {skipped[0]}...), "
-            "probably a write cut short",
+            f"note: {path}: {len(bad_lines) - BAD_LINES_SHOWN} more line(s) that are not samples skipped",
             file=sys.stderr,
         )
     if not samples:
-        raise ReportError(f"no samples in {path}")
+        raise ReportError(f"no samples in {path}: none of its lines is a sample (a JSON object with a metric)")
     frame = pd.DataFrame(
         [
             {
@@ -82,6 +99,30 @@ def load_samples(results_dir):
         ]
     )
     return _integer_labels(frame, samples)
+
+
+def _is_sample(sample):
+    """A sample as the results callback writes it: a metric's name, its value and labels that are a mapping."""
+    return (
+        isinstance(sample.get("metric"), str)
+        and "value" in sample
+        and isinstance(sample.get("labels", {}), dict)
+        and isinstance(sample.get("metadata") or {}, dict)
+    )
+
+
+def _why_not_a_sample(line):
+    """What is wrong with a line of samples.jsonl that is not a sample, in words."""
+    try:
+        decoded = json.loads(line)
+    except ValueError as exc:
+        return f"not JSON ({exc.msg}: column {exc.colno}), probably a write cut short"
+    if not isinstance(decoded, dict):
+        return f"a JSON {type(decoded).__name__}, not an object"
+    missing = [field for field in ("metric", "value") if field not in decoded]
+    if missing:
+        return f"an object without {' and '.join(missing)}"
+    return "an object whose metric is not a name, or whose labels or metadata are not a mapping"
 
 
 def _integer_labels(frame, samples):

@@ -156,10 +156,11 @@ def append_samples(path, samples):
             os.close(dir_fd)
 
 
-def read_samples(path, on_bad_line=None):
+def read_samples(path, on_bad_line=None, is_sample=None):
     """All samples in ``path``; lines that do not decode (a write cut by a crash) are skipped.
 
-    ``on_bad_line(line_number, line)`` is called for each skipped line.
+    ``on_bad_line(line_number, line)`` is called for each skipped line; ``is_sample(object)``, when given, also
+    skips the JSON objects it turns down.
     """
     samples = []
     with open(path, encoding="utf-8", errors="replace") as stream:
@@ -170,7 +171,7 @@ def read_samples(path, on_bad_line=None):
                 sample = json.loads(line)
             except ValueError:
                 sample = None
-            if isinstance(sample, dict):
+            if isinstance(sample, dict) and (is_sample is None or is_sample(sample)):
                 samples.append(sample)
             elif on_bad_line is not None:
                 on_bad_line(number, line.rstrip("\n"))

@@ -228,10 +228,24 @@ def test_missing_dir_and_missing_samples_exit_2_with_a_message(tmp_path, capsys)
     assert report.main([str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert report.main([str(tmp_path)]) == 2
-    assert "no samples" in capsys.readouterr().err
+    assert "it is empty); expected a campaign's directory" in capsys.readouterr().err
     (tmp_path / "samples.jsonl").write_text('{"metric": "thr')  # only a cut-short line
     assert report.main([str(tmp_path)]) == 2
     assert "no samples in" in capsys.readouterr().err
+
+
+def test_lines_that_are_not_samples_are_named_with_their_numbers_and_skipped(tmp_path, capsys):
+    append_samples(tmp_path / "samples.jsonl", [sample("bm", "throughput", 10.0, 1)])
+    with (tmp_path / "samples.jsonl").open("a", encoding="utf-8") as stream:
+        stream.write('{"metric": "thr\n[1, 2]\n{"value": 3}\n')
+    append_samples(tmp_path / "samples.jsonl", [sample("cn", "throughput", 9.0, 1)])
+    assert report.main([str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "line 2: not JSON (Unterminated string" in captured.err
+    assert "line 3: a JSON list, not an object; skipped" in captured.err
+    assert "line 4: an object without metric; skipped" in captured.err
+    assert [line.split()[0] for line in captured.out.splitlines()[2:4]] == ["bm", "cn"]
+    assert (tmp_path / "report.csv").is_file()
 
 
 def test_all_cells_failed_still_reports_the_failures(tmp_path, capsys):
