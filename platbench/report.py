@@ -135,7 +135,7 @@ def add_arguments(parser):
         type=float,
         metavar="PERCENT",
         default=100 * defaults.max_cv,
-        help=f"mark a row whose metric's CV is above this (default {100 * defaults.max_cv:g}; README \"Run validity\")",
+        help=f'mark a row whose metric\'s CV is above this (default {100 * defaults.max_cv:g}; README "Run validity")',
     )
     parser.add_argument(
         "--min-timed-seconds",

@@ -137,10 +137,7 @@ def _validity(row, succeeded, metrics, thresholds):
     )
     reasons += [timed] if timed else []
     reasons += validity.host_reasons(
-        [
-            (cell[HOST] or NOT_AVAILABLE, cell[validity.STEAL_PERCENT], cell[validity.THROTTLE_EVENTS])
-            for cell in cells
-        ],
+        [(cell[HOST] or NOT_AVAILABLE, cell[validity.STEAL_PERCENT], cell[validity.THROTTLE_EVENTS]) for cell in cells],
         thresholds,
     )
     return "; ".join(reasons)
@@ -235,7 +232,8 @@ def invalid_mark(row, metric):
 
 
 def validity_columns(rows):
-    """[validity] when some row is marked (platbench/validity.py), else []: a valid campaign's tables stay as they were."""
+    """[validity] when some row is marked (platbench/validity.py), else []: a valid campaign's tables stay as
+    they were."""
     return [validity.VALIDITY] if any(row.get(validity.VALIDITY) for row in rows) else []
 
 

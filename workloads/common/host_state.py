@@ -125,11 +125,12 @@ def _frequency_ratios(readings, index):
 def host_state(before, after, cpus=None):
     """The record's ``metadata.host_state`` for the window between two snapshots.
 
-    steal_percent: steal jiffies over all jiffies of every CPU (None when no jiffy passed: a window under 10 ms); steal_percent_cpus: of ``cpus`` only (the run's
-    allowed CPUs; left out when /proc/stat has no per-CPU lines for them). throttle_events: how much the thermal
-    throttle counters grew. freq_ratio_min/max: the lowest and highest current frequency over the hardware maximum
-    seen in either reading; freq_limit_ratio: the lowest scaling_max_freq over the hardware maximum (a cap that an
-    administrator or power policy set). A source the host does not offer is UNAVAILABLE."""
+    steal_percent: steal jiffies over all jiffies of every CPU (None when no jiffy passed: a window under
+    10 ms); steal_percent_cpus: of ``cpus`` only (the run's allowed CPUs; left out when /proc/stat has no
+    per-CPU lines for them). throttle_events: how much the thermal throttle counters grew. freq_ratio_min/max:
+    the lowest and highest current frequency over the hardware maximum seen in either reading;
+    freq_limit_ratio: the lowest scaling_max_freq over the hardware maximum (a cap that an administrator or
+    power policy set). A source the host does not offer is UNAVAILABLE."""
     state = {"seconds": round(after.taken - before.taken, 3)}
     if before.jiffies is None or after.jiffies is None:
         state["steal_percent"] = UNAVAILABLE
