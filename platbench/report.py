@@ -130,27 +130,18 @@ def add_arguments(parser):
         'inconclusive and print a verdict summary (README "Budgets")',
     )
     defaults = validity.DEFAULTS
-    parser.add_argument(
-        "--cv-threshold",
-        type=float,
-        metavar="PERCENT",
-        default=100 * defaults.max_cv,
-        help=f'mark a row whose metric\'s CV is above this (default {100 * defaults.max_cv:g}; README "Run validity")',
-    )
-    parser.add_argument(
-        "--min-timed-seconds",
-        type=float,
-        metavar="SECONDS",
-        default=defaults.min_timed_seconds,
-        help=f"mark a row whose cells were timed for less (default {defaults.min_timed_seconds:g})",
-    )
-    parser.add_argument(
-        "--max-steal-percent",
-        type=float,
-        metavar="PERCENT",
-        default=defaults.max_steal_percent,
-        help=f"mark a row whose host stole more CPU time while timed (default {defaults.max_steal_percent:g})",
-    )
+    for option, metavar, default, what in (
+        ("--cv-threshold", "PERCENT", 100 * defaults.max_cv, "whose metric's CV is above this"),
+        ("--min-timed-seconds", "SECONDS", defaults.min_timed_seconds, "whose cells were timed for less"),
+        ("--max-steal-percent", "PERCENT", defaults.max_steal_percent, "whose host stole more CPU time while timed"),
+    ):
+        parser.add_argument(
+            option,
+            type=float,
+            metavar=metavar,
+            default=default,
+            help=f'mark a row {what} (default {default:g}; README "Run validity")',
+        )
     parser.add_argument("--check", action="store_true", help="with --budgets: exit 1 when a budget fails")
     parser.add_argument("--strict", action="store_true", help="--check, and exit 1 on inconclusive verdicts too")
     parser.set_defaults(handler=run)

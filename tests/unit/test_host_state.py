@@ -1,8 +1,7 @@
 """The host's steal and throttling, read from fake /proc and /sys trees, and how the harness records them."""
 
-import signal
-
 import pytest
+from test_workload_harness import restore_signal_handlers  # noqa: F401 - autouse: run_workload sets handlers
 from workload_run import records_of
 
 from workloads.common import host_state
@@ -97,14 +96,6 @@ def test_a_host_that_offers_nothing_says_so_rather_than_zero(tmp_path):
 def test_this_machines_own_proc_stat_is_read():
     jiffies = host_state.read_jiffies("/")
     assert jiffies is not None and jiffies["all"][0] > jiffies["all"][1] >= 0
-
-
-@pytest.fixture(autouse=True)
-def restore_signal_handlers():
-    saved = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for number, handler in saved.items():
-        signal.signal(number, handler)
 
 
 @pytest.fixture
