@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd  # noqa: F401  (the tests build their frames as report.pd)
 
-from platbench import budgets, inference_report, instances_report
+from platbench import budgets, inference_report, instances_report, validity
 from platbench.report_diff import DIFF_NOTE, diff_percent, diff_tables, write_diff_tables
 from platbench.report_figures import chart_rows, roofline_points, write_chart, write_roofline
 from platbench.report_load import (
@@ -129,6 +129,19 @@ def add_arguments(parser):
         help="a budgets file (YAML, e.g. experiments/budgets/smoke.yml): mark every budgeted row pass, fail or "
         'inconclusive and print a verdict summary (README "Budgets")',
     )
+    defaults = validity.DEFAULTS
+    for option, metavar, default, what in (
+        ("--cv-threshold", "PERCENT", 100 * defaults.max_cv, "whose metric's CV is above this"),
+        ("--min-timed-seconds", "SECONDS", defaults.min_timed_seconds, "whose cells were timed for less"),
+        ("--max-steal-percent", "PERCENT", defaults.max_steal_percent, "whose host stole more CPU time while timed"),
+    ):
+        parser.add_argument(
+            option,
+            type=float,
+            metavar=metavar,
+            default=default,
+            help=f'mark a row {what} (default {default:g}; README "Run validity")',
+        )
     parser.add_argument("--check", action="store_true", help="with --budgets: exit 1 when a budget fails")
     parser.add_argument("--strict", action="store_true", help="--check, and exit 1 on inconclusive verdicts too")
     parser.set_defaults(handler=run)
@@ -156,8 +169,8 @@ def table_so_far(results_dir, cells=None):
     if not metrics:
         return None
     rows, keys, units = summarize(frame, metrics)
-    note = noise_note(rows, metrics)
-    return render_text(*display_table(rows, keys, metrics, units)) + (f"\n\n{note}" if note else "")
+    notes = "".join(f"\n\n{note}" for note in (noise_note(rows, metrics), validity.note(rows)) if note)
+    return render_text(*display_table(rows, keys, metrics, units)) + notes
 
 
 def run(args):
@@ -172,13 +185,20 @@ def run(args):
     except (ReportError, budgets.BudgetError) as exc:
         print(f"platbench report: {exc}", file=sys.stderr)
         return 2
-    rows, keys, units = summarize(frame, metrics, include_emulated=args.include_emulated)
+    thresholds = validity.Thresholds(
+        max_cv=args.cv_threshold / 100,
+        ci_half_width=validity.DEFAULTS.ci_half_width,
+        min_timed_seconds=args.min_timed_seconds,
+        max_steal_percent=args.max_steal_percent,
+    )
+    rows, keys, units = summarize(frame, metrics, include_emulated=args.include_emulated, thresholds=thresholds)
     header, lines = display_table(rows, keys, metrics, units)
     table = csv_frame(rows, keys, metrics, units)
     notes = "".join(
         f"\n\n{note}"
         for note in (
             noise_note(rows, metrics),
+            validity.note(rows, thresholds),
             emulated_note(rows, args.include_emulated),
             skipped_note(frame),
             invalid_note(frame),

@@ -17,6 +17,8 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     read_samples,
 )
 
+from platbench import validity
+
 # The platform every other one is normalized to, and the row order: both from the registry.
 BASELINE = platforms.BASELINE
 DEFAULT_METRICS = ("throughput", "elapsed")
@@ -93,6 +95,7 @@ def load_samples(results_dir):
                 if sample.get("metric") == SKIPPED_METRIC
                 else None,
                 **loadgen_verdict(sample.get("metadata") or {}),
+                **validity.sample_fields(sample.get("metadata") or {}),
                 **sample.get("labels", {}),
             }
             for sample in samples
@@ -163,7 +166,7 @@ def varying_labels(frame):
     A label that only follows the scenario (threads = scale-up) adds nothing and is left out.
     """
     fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR, HOST, GPU_DEVICE, SKIP_REASON}
-    fixed |= {LOADGEN_RESULT, LOADGEN_REASONS}
+    fixed |= {LOADGEN_RESULT, LOADGEN_REASONS, *validity.COLUMNS}
     scenarios = [column for column in SCENARIO_LABELS if column in frame.columns]
     varying = []
     for column in frame.columns:

@@ -15,6 +15,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     SKIPPED_METRIC,
 )
 
+from platbench import validity
 from platbench.report_load import (
     ACCELERATOR,
     BASELINE,
@@ -58,7 +59,7 @@ INVALID_TITLE = (
 )
 
 
-def summarize(frame, metrics, include_emulated=False, always=()):
+def summarize(frame, metrics, include_emulated=False, always=(), thresholds=validity.DEFAULTS):
     """One row per scenario and parameter combination, bm first, with mean, std and ratio to bm.
 
     Only the samples of ``metrics`` (and those of failed or skipped cells) make rows, so the labels of
@@ -68,9 +69,10 @@ def summarize(frame, metrics, include_emulated=False, always=()):
     An accelerator column follows platform when any sample has one; emulated (tcg) rows get no
     ratio unless ``include_emulated``. ``always``: labels that are row keys even where they do not vary.
     Returns (rows, keys, units): rows are dicts, keys the columns that identify a row; a row also holds
-    each metric's values over its cells (``<metric> values``) and its count of INVALID cells.
+    each metric's values over its cells (``<metric> values``), its count of INVALID cells and its ``validity``:
+    the reasons (platbench/validity.py, by ``thresholds``) its figures cannot be trusted, "" when they can.
     """
-    for column in SCENARIO_LABELS + ["cell", ACCELERATOR, LOADGEN_RESULT]:
+    for column in SCENARIO_LABELS + ["cell", HOST, ACCELERATOR, LOADGEN_RESULT, *validity.COLUMNS]:
         if column not in frame.columns:
             frame = frame.assign(**{column: None})
     by_workload = workload_keys(frame)
@@ -102,6 +104,7 @@ def summarize(frame, metrics, include_emulated=False, always=()):
             row[f"{metric} cv"] = coefficient_of_variation(values)
             row[f"{metric} min"] = min(values) if values else None
             row[f"{metric} max"] = max(values) if values else None
+        row[validity.VALIDITY] = _validity(row, succeeded, metrics, thresholds)
         rows.append(row)
 
     for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
@@ -120,6 +123,24 @@ def summarize(frame, metrics, include_emulated=False, always=()):
         )
     )
     return rows, keys, units
+
+
+def _validity(row, succeeded, metrics, thresholds):
+    """The row's validity marks, joined by "; ": its metrics' CV, and each cell's timed part and host state."""
+    cells = [
+        {name: _python(value) for name, value in cell.items()}
+        for _, cell in succeeded.drop_duplicates("cell")[[HOST, *validity.COLUMNS]].iterrows()
+    ]
+    reasons = validity.cv_reasons(row["n"], {metric: row[f"{metric} cv"] for metric in metrics}, thresholds)
+    timed = validity.timed_reason(
+        [(cell[validity.TIMED_SECONDS], cell[validity.TIMED_STEPS]) for cell in cells], thresholds
+    )
+    reasons += [timed] if timed else []
+    reasons += validity.host_reasons(
+        [(cell[HOST] or NOT_AVAILABLE, cell[validity.STEAL_PERCENT], cell[validity.THROTTLE_EVENTS]) for cell in cells],
+        thresholds,
+    )
+    return "; ".join(reasons)
 
 
 def _python(value):
@@ -210,9 +231,17 @@ def invalid_mark(row, metric):
     return f" ({INVALID})" if metric == LOADGEN_SPEED and row.get(INVALID) else ""
 
 
+def validity_columns(rows):
+    """[validity] when some row is marked (platbench/validity.py), else []: a valid campaign's tables stay as
+    they were."""
+    return [validity.VALIDITY] if any(row.get(validity.VALIDITY) for row in rows) else []
+
+
 def display_table(rows, keys, metrics, units):
-    """Header and rows of strings: ``mean ± std`` per metric with its unit, and its ratio to bm."""
+    """Header and rows of strings: ``mean ± std`` per metric with its unit, and its ratio to bm; the validity
+    marks last, when some row has them."""
     counts = count_columns(rows)
+    marks = validity_columns(rows)
     header = [*keys, *counts]
     for metric in metrics:
         header += [f"{metric} ({units[metric]})", "cv", f"{metric} / {BASELINE}"]
@@ -225,8 +254,8 @@ def display_table(rows, keys, metrics, units):
             line.append(NOT_AVAILABLE if cv is None else f"{100 * cv:.1f}%")
             mark = f" {NOISE_MARK}" if row[f"{metric} within noise"] else ""
             line.append(number_cell(row[f"{metric} ratio to {BASELINE}"], "3f") + mark)
-        lines.append(line)
-    return header, lines
+        lines.append(line + [row[column] for column in marks])
+    return header + marks, lines
 
 
 def render_text(header, lines):
@@ -249,6 +278,7 @@ def csv_frame(rows, keys, metrics, units):
         columns[f"{metric} cv"] = f"{metric} cv"
         columns[f"{metric} ratio to {BASELINE}"] = f"{metric} ratio to {BASELINE}"
         columns[f"{metric} within noise"] = f"{metric} within noise of {BASELINE} (95% CI)"
+    columns.update({column: column for column in validity_columns(rows)})
     return with_keys_as_given(pd.DataFrame(rows, columns=list(columns)), rows, keys).rename(columns=columns)
 
 

@@ -168,10 +168,26 @@ def test_table_shows_units_mean_std_ratio_and_na(campaign):
         "elapsed (sec)",
         "cv",
         "elapsed / bm",
+        "validity",
     ]
     # Decimals follow the mean's size, the spread takes the mean's decimals: no exponents.
     # cv = std / mean; "~": the gap to bm is inside its 95% confidence interval.
-    assert lines[0] == ["bm", "2", "pin", "cpu", "3", "0", "42.0 ± 2.0", "4.8%", "1.000", "11.0 ± 1.0", "9.1%", "1.000"]
+    # validity: a CV above 5% asks for the repeats that bring the mean's 95% interval within ±5% (16 at 9.1%).
+    assert lines[0] == [
+        "bm",
+        "2",
+        "pin",
+        "cpu",
+        "3",
+        "0",
+        "42.0 ± 2.0",
+        "4.8%",
+        "1.000",
+        "11.0 ± 1.0",
+        "9.1%",
+        "1.000",
+        "elapsed CV 9.1% > 5%: raise repeats to 16",
+    ]
     assert lines[1] == [
         "cn",
         "2",
@@ -185,8 +201,9 @@ def test_table_shows_units_mean_std_ratio_and_na(campaign):
         "12.0 ± 1.4",
         "11.8%",
         "1.091 ~",
+        "throughput CV 5.2% > 5%: raise repeats to 7; elapsed CV 11.8% > 5%: raise repeats to 24",
     ]
-    assert lines[2] == ["vm", "4", "pin", "cpu", "1", "0", "21.0", "n/a", "n/a", "20.0", "n/a", "n/a"]
+    assert lines[2] == ["vm", "4", "pin", "cpu", "1", "0", "21.0", "n/a", "n/a", "20.0", "n/a", "n/a", ""]
 
 
 def test_cli_prints_the_table_and_writes_csv_and_markdown(campaign, capsys):
@@ -213,8 +230,9 @@ def test_csv_and_markdown_formats_and_metric_choice(campaign, capsys):
     assert lines[0] == (
         "platform,scaleup,cpu_config,processor,n,failed,"
         "elapsed mean (sec),elapsed std (sec),elapsed cv,elapsed ratio to bm,"
-        "elapsed within noise of bm (95% CI)"
+        "elapsed within noise of bm (95% CI),validity"
     )
+    assert lines[1].endswith(",elapsed CV 9.1% > 5%: raise repeats to 16")
     assert report.main([str(campaign), "--format", "markdown"]) == 0
     assert capsys.readouterr().out.startswith("| platform |")
 
@@ -311,8 +329,10 @@ def test_accelerator_is_a_key_column_and_kvm_rows_get_their_ratio_to_bm(guests):
     assert by_platform["vmcn"]["throughput ratio to bm"] is None
     assert by_platform["vmcn"]["elapsed ratio to bm"] is None
     header, lines = report.display_table(rows, keys, ["throughput"], units)
-    assert header[:3] == ["platform", "accelerator", "scaleup"]
-    assert [line[:2] + line[-1:] for line in lines] == [
+    assert header[:3] == ["platform", "accelerator", "scaleup"] and header[-1] == "validity"
+    # bm's three repeats (40, 42, 44 images/sec; 10, 11, 12 s) are the only ones: no other row has a CV to mark.
+    assert [line[-1] for line in lines][1:] == ["", "", ""] and lines[0][-1].startswith("throughput CV ")
+    assert [line[:2] + line[-2:-1] for line in lines] == [
         ["bm", "-", "1.000"],
         ["cn", "-", "0.976"],
         ["vm", "kvm", "0.905"],
@@ -505,9 +525,11 @@ def test_a_gpu_campaign_gets_the_roofline_figure_and_the_host_to_device_split(gp
     assert "wrote report.csv, report.md, report.png, h2d_split.csv, roofline.png" in out.err
     assert (gpu_campaign / "roofline.png").read_bytes().startswith(b"\x89PNG")
     text = out.out.split("\n\n")
-    assert text[1].splitlines()[0] == report.H2D_TITLE
+    # The main table, the validity note (bm's repeats differ by over 5%), then the host-to-device split.
+    assert text[1].startswith("validity: a row is marked when")
+    assert text[2].splitlines()[0] == report.H2D_TITLE
     # bm: 2.0 s of 40 s and 3.0 s of 60 s (5% each); cn: 4.5 s of 45 s.
-    assert [line.split() for line in text[1].splitlines()[1:]] == [
+    assert [line.split() for line in text[2].splitlines()[1:]] == [
         "platform scaleup cpu_config processor n h2d_time (s) elapsed (s) h2d share of elapsed".split(),
         ["--------", "-------", "----------", "---------", "-", "------------", "-----------", "--------------------"],
         ["bm", "4", "pin", "gpu", "2", "2.50", "±", "0.71", "50.0", "±", "14.1", "5.0%"],

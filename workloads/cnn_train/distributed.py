@@ -99,7 +99,7 @@ def train_rank(args, run):
     backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
     ranks = ENGINES[args.framework](args, backend)
     trainer = ranks.trainer
-    steps = run_steps(trainer.next_batch, trainer.step, args.warmup_steps, args.steps)
+    steps = run_steps(trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part)
     own = {
         "pid": os.getpid(),
         "host": socket.gethostname(),

@@ -1,5 +1,6 @@
 """One cnn_train training process: the timed loop and its metrics, single mode or --mode ps."""
 
+import contextlib
 import importlib
 import math
 import os
@@ -22,19 +23,22 @@ class StepRun(NamedTuple):
     first_batch: float  # seconds the very first batch took to arrive once asked for
 
 
-def run_steps(next_batch, step, warmup_steps, steps):
+def run_steps(next_batch, step, warmup_steps, steps, timed_part=None):
     """Runs warmup then timed steps.
 
     next_batch() hands over the next input batch; step(batch) trains on it and must return
     its loss only once it has finished. A timed step is both: waiting for data is part of
     the step (an input pipeline slower than the model lowers throughput, as it would in
-    production), and `data_waits` says how much of it was waiting.
+    production), and `data_waits` says how much of it was waiting. ``timed_part``: the
+    harness's WorkloadRun.timed_part, which brackets the timed steps (the host's steal and
+    throttling are read around them).
     """
     startup = process_elapsed()
     losses, step_times, data_waits = [], [], []
     first_batch = 0.0
     clock = time.perf_counter
-    for index in range(warmup_steps + steps):
+
+    def one_step(index):
         started = clock()
         batch = next_batch()
         fetched = clock()
@@ -43,9 +47,17 @@ def run_steps(next_batch, step, warmup_steps, steps):
         if not math.isfinite(loss):
             raise FloatingPointError(f"loss is {loss} at step {index}")
         losses.append(loss)
+        return started, fetched, finished
+
+    for index in range(warmup_steps):
+        started, fetched, _ = one_step(index)
         if index == 0:
             first_batch = fetched - started
-        if index >= warmup_steps:
+    with contextlib.nullcontext() if timed_part is None else timed_part(steps):
+        for index in range(warmup_steps, warmup_steps + steps):
+            started, fetched, finished = one_step(index)
+            if index == 0:
+                first_batch = fetched - started
             step_times.append(finished - started)
             data_waits.append(fetched - started)
     return StepRun(startup, losses, step_times, data_waits, first_batch)
@@ -100,7 +112,7 @@ def train(args, run):
         run.metadata["engine"] = "tf.distribute.experimental.CentralStorageStrategy"
     else:
         trainer = backend.build_trainer(args)
-    steps = run_steps(trainer.next_batch, trainer.step, args.warmup_steps, args.steps)
+    steps = run_steps(trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part)
     run.metadata.update(
         trainer.metadata(),
         step_times=[round(t, 6) for t in steps.step_times],

@@ -30,6 +30,10 @@ The harness owns what every workload needs and none should re-implement:
 - kept files (``run.keep_file``): a tool's own logs (loadgen's), carried by the ok record and written by the
   controller beside the campaign's samples, in a folder per cell;
 - ``WorkloadSkipped`` becomes a ``skipped`` record (no metrics, the reason as its error), exit code 0;
+- ``metadata.host_state`` (common/host_state.py): the CPU steal and frequency throttling the host showed while the
+  run was timed, read before and after the timed part a body marks with ``run.timed_part(steps)`` (which also
+  records ``metadata.timed_seconds`` and ``timed_steps``), or around the whole body when it marks none; the report
+  marks a row whose host stole CPU or throttled (platbench/validity.py);
 - ``metadata.launched_at``: the wall-clock time the process was launched, so that the controller can tell
   its own overhead (decision to launch, exit to sample on disk) from the workload's time;
 - exactly one ``PLATBENCH_RESULT`` line; the exit code is 0 for an ok or skipped record, 1 for a failed one.
@@ -38,14 +42,16 @@ A usage error found by the body (``parser.error``, a SystemExit) is not a run: n
 Stdlib only: frameworks are imported by the body.
 """
 
+import contextlib
 import os
 import signal
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from typing import NamedTuple
 
-from . import gpus
+from . import gpus, host_state
 from .clock import launched_at, process_elapsed
 from .flops import TRAINING_PASSES, training_flop_metrics
 from .record import KEPT_FILE_NAME, KEPT_FILES_CHARS, emit_record, metric, metric_value
@@ -102,6 +108,23 @@ class WorkloadRun:
         # False: an ok run prints no record (a distributed run's rank other than 0, whose figures rank 0's
         # record carries); a failed run still prints its own.
         self.record_when_ok = True
+        self.host_before = None  # host_state.Snapshot at the start of the first timed part, None until then
+
+    @contextlib.contextmanager
+    def timed_part(self, steps=None):
+        """Marks the timed part of the run (``with run.timed_part(args.steps): ...timed loop...``): the host's
+        steal and throttling are read before and after it, and ``metadata.timed_seconds`` (its wall time) and
+        ``timed_steps`` (``steps``, when the run has steps) are recorded; the report tells a part too short to
+        trust by them. Several parts add up, and the host state then spans from the first to the last."""
+        if self.host_before is None:
+            self.host_before = _host_snapshot()
+        started = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - started
+        self.metadata["timed_seconds"] = round(self.metadata.get("timed_seconds", 0.0) + seconds, 6)
+        if steps is not None:
+            self.metadata["timed_steps"] = self.metadata.get("timed_steps", 0) + steps
+        self.metadata["host_state"] = _host_state(self.host_before, "timed part")
 
     def keep_file(self, name, text):
         """Keep ``text`` as the file ``name`` (a plain file name) beside the campaign's samples: an ok record
@@ -143,9 +166,32 @@ def error_line(error):
     return f"{type(error).__name__}: {error}"
 
 
+def _host_snapshot():
+    """The host's steal and throttle counters now; None when reading them failed (never fails the run)."""
+    snapshot, _ = attempt(host_state.snapshot)
+    return snapshot
+
+
+def _host_state(before, window):
+    """metadata.host_state from ``before`` to now over ``window`` ("timed part" or "whole run"); the error when
+    the counters could not be read."""
+    after = _host_snapshot()
+    if before is None or after is None:
+        return {"window": window, "error": "the host's /proc/stat and /sys could not be read"}
+    state, error = attempt(host_state.host_state, before, after, _allowed_cpus())
+    return {"window": window, **state} if error is None else {"window": window, "error": error_line(error)}
+
+
+def _allowed_cpus():
+    return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+
+
 def _run_body(run, body):
     """The body's metrics, then `elapsed`, then the FLOP metrics; signals are ignored from then on."""
+    before = _host_snapshot()
     outcome = body(run)
+    if run.host_before is None:  # no timed part marked: the host's state over the whole body
+        run.metadata["host_state"] = _host_state(before, "whole run")
     metrics = list(outcome.metrics)
     metrics.append(metric("elapsed", process_elapsed(), "s"))
     if outcome.flops is not None:

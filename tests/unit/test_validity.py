@@ -1,0 +1,163 @@
+"""Run validity: the marks of a summary row (CV, short timed part, steal, throttling) with their fixes."""
+
+import csv
+import math
+
+import pytest
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+
+from platbench import report, validity
+
+UNAVAILABLE = "not offered by this host"
+
+
+@pytest.mark.parametrize(
+    "cv, half_width, expected",
+    [
+        (0.10, 0.05, 18),  # t(17) = 2.110: (2.110 * 0.10 / 0.05)^2 = 17.8 <= 18; t(16) = 2.120 gives 17.98 > 17
+        (0.06, 0.05, 9),  # n = 8: t(7) * 0.06 / sqrt(8) = 0.0502, just over; n = 9: 0.0461
+        (0.01, 0.05, 3),  # n = 2: t(1) = 12.7 makes even a 1% CV's interval 9.0% wide; n = 3: 2.5%
+        (0.0, 0.05, 2),
+    ],
+)
+def test_repeats_needed_bring_the_mean_interval_within_the_target(cv, half_width, expected):
+    from scipy import stats
+
+    needed = validity.repeats_needed(cv, half_width)
+    # The defining property, checked against scipy directly: n holds, n - 1 does not (unless n is the minimum).
+    holds = [stats.t.ppf(0.975, n - 1) * cv / math.sqrt(n) <= half_width for n in (needed - 1, needed)]
+    assert holds[1] and (needed == 2 or not holds[0])
+    assert needed == expected
+
+
+def test_steps_needed_scale_the_timed_part_to_the_minimum():
+    assert validity.steps_needed(100, 2.5, 10.0) == 400
+    assert validity.steps_needed(30, 7.0, 10.0) == 43  # 42.86 steps: one more, never short of the minimum
+
+
+def test_cv_marks_above_the_threshold_only():
+    reasons = validity.cv_reasons(3, {"throughput": 0.048, "elapsed": 0.10, "startup": None})
+    assert reasons == ["elapsed CV 10% > 5%: raise repeats to 18"]
+    # 40 repeats already bound the mean: more will not help, and the mark says so.
+    (reason,) = validity.cv_reasons(40, {"elapsed": 0.10})
+    assert reason.startswith("elapsed CV 10% > 5% though 40 repeats bound its mean within ±5%")
+    assert validity.cv_reasons(3, {"elapsed": 0.10}, validity.Thresholds(max_cv=0.2)) == []
+
+
+def test_a_short_timed_part_asks_for_the_steps_that_make_it_long_enough():
+    assert validity.timed_reason([(12.0, 100), (4.0, 50), (None, None)]) == (
+        "timed part 4 s < 10 s: raise steps to 125"
+    )
+    assert validity.timed_reason([(3.0, None)]) == "timed part 3 s < 10 s: lengthen it to 10 s"
+    assert validity.timed_reason([(10.0, 100)]) is None
+    assert validity.timed_reason([(None, None)]) is None  # not recorded: nothing to judge
+
+
+def test_steal_and_throttling_name_the_host():
+    cells = [("lab1", 0.5, None), ("lab2", 3.25, None)]
+    assert validity.host_reasons(cells) == ["CPU steal 3.2% on host lab2"]
+    assert validity.host_reasons([("lab1", 1.9, 0)]) == []
+    assert validity.host_reasons([("lab1", None, 2), ("lab1", None, 1)]) == [
+        "frequency throttled (3 event(s) on host lab1)"
+    ]
+    assert validity.host_reasons([("lab1", None, None)]) == []  # not offered: never a mark
+
+
+def test_sample_fields_keep_numbers_and_leave_what_the_host_does_not_offer():
+    metadata = {
+        "timed_seconds": 12.5,
+        "timed_steps": 100,
+        "host_state": {"steal_percent": 0.4, "throttle_events": UNAVAILABLE},
+    }
+    assert validity.sample_fields(metadata) == {
+        "timed_seconds": 12.5,
+        "timed_steps": 100,
+        "steal_percent": 0.4,
+        "throttle_events": None,
+    }
+    assert set(validity.sample_fields({}).values()) == {None}
+
+
+def cell_samples(platform, repeat, throughput, host_state=None, timed_seconds=20.0, host="lab1"):
+    """One cnn_train cell of the fixed campaign: throughput and elapsed, with the workload's timed part and host."""
+    scenario = f"{platform}/2/pin/cpu"
+    labels = {
+        "workload": "cnn_train",
+        "platform": platform,
+        "scaleup": 2,
+        "cpu_config": "pin",
+        "processor": "cpu",
+        "repeat": repeat,
+        "scenario": scenario,
+        "cell": f"{scenario}|r{repeat}",
+        "host": host,
+    }
+    metadata = {
+        "timed_seconds": timed_seconds,
+        "timed_steps": 100,
+        "host_state": host_state or {"steal_percent": 0.1, "throttle_events": UNAVAILABLE},
+    }
+    return [
+        {"metric": name, "value": value, "unit": unit, "timestamp": 1.0, "labels": labels, "metadata": metadata}
+        for name, value, unit in (("throughput", throughput, "images/sec"), ("elapsed", 30.0, "s"))
+    ]
+
+
+@pytest.fixture
+def campaign(tmp_path):
+    """bm: steady (CV 1%) and valid; cn: CV 10%; pd: a 4 s timed part; vm: 5% steal; sg: throttled."""
+    samples = []
+    for repeat, (bm, cn) in enumerate([(99.0, 90.0), (100.0, 100.0), (101.0, 110.0)]):
+        samples += cell_samples("bm", repeat, bm)
+        samples += cell_samples("cn", repeat, cn)
+        samples += cell_samples("pd", repeat, bm, timed_seconds=4.0 if repeat == 1 else 20.0)
+        steal = {"steal_percent": 5.0 if repeat == 2 else 0.2, "throttle_events": UNAVAILABLE}
+        samples += cell_samples("vm", repeat, bm, host_state=steal)
+        samples += cell_samples("sg", repeat, bm, host_state={"steal_percent": 0.0, "throttle_events": repeat})
+    append_samples(tmp_path / "samples.jsonl", samples)
+    return tmp_path
+
+
+def test_the_rows_of_a_fixed_campaign_carry_their_marks(campaign):
+    rows, keys, _ = report.summarize(report.load_samples(campaign), ["throughput"])
+    assert "timed_seconds" not in keys and "steal_percent" not in keys  # never row keys
+    assert {row["platform"]: row["validity"] for row in rows} == {
+        "bm": "",
+        "cn": "throughput CV 10% > 5%: raise repeats to 18",
+        "pd": "timed part 4 s < 10 s: raise steps to 250",
+        "vm": "CPU steal 5.0% on host lab1",
+        "sg": "frequency throttled (3 event(s) on host lab1)",
+    }
+
+
+def test_the_table_csv_and_note_show_the_marks_and_the_options_move_the_thresholds(campaign, capsys):
+    assert report.main([str(campaign), "--metric", "throughput"]) == 0
+    out = capsys.readouterr().out
+    table, *notes = out.split("\n\n")
+    (note,) = [note for note in notes if note.startswith("validity:")]
+    assert table.splitlines()[0].split()[-1] == "validity"
+    assert "raise repeats to 18" in table and "CPU steal 5.0% on host lab1" in table
+    assert note.startswith("validity: a row is marked when a metric's CV is above 5%")
+    with open(campaign / "report.csv", newline="") as stream:
+        marks = {row["platform"]: row["validity"] for row in csv.DictReader(stream)}
+    assert marks["pd"] == "timed part 4 s < 10 s: raise steps to 250" and marks["bm"] == ""
+    assert "validity: a row is marked" in (campaign / "report.md").read_text()
+
+    options = ["--cv-threshold", "15", "--min-timed-seconds", "3", "--max-steal-percent", "6"]
+    assert report.main([str(campaign), "--metric", "throughput", "--format", "csv", *options]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    # Only the throttled row is left: no threshold moves "any throttle event".
+    assert header.endswith(",validity")
+    with open(campaign / "report.csv", newline="") as stream:
+        marks = {row["platform"]: row["validity"] for row in csv.DictReader(stream)}
+    assert [platform for platform, mark in marks.items() if mark] == ["sg"]
+
+
+def test_a_valid_campaign_keeps_its_tables_as_they_were(tmp_path, capsys):
+    append_samples(
+        tmp_path / "samples.jsonl",
+        [sample for repeat in range(3) for sample in cell_samples("bm", repeat, 100.0 + repeat / 10)],
+    )
+    assert report.main([str(tmp_path), "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert "validity" not in out
