@@ -102,7 +102,9 @@ def load_state(state_file):
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise FenceError(f"cannot read the fence's state file {state_file}: {exc}; restore the cgroups by hand") from None
+        raise FenceError(
+            f"cannot read the fence's state file {state_file}: {exc}; restore its cgroups by hand"
+        ) from None
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
         raise FenceError(f"{state_file} is no platbench fence state (version {STATE_VERSION})")
     return state
@@ -143,7 +145,8 @@ def plan_fence(cpus, cgroup_root="/sys/fs/cgroup"):
     version, directory = hierarchy(cgroup_root)
     state = {"version": STATE_VERSION, "cgroup": version, "directory": directory, "cpus": format_cpus(wanted)}
     state.update(enable_cpuset=False, groups={}, unchanged=[])
-    available = parse_cpus(_read(os.path.join(directory, "cpuset.cpus.effective" if version == "v2" else "cpuset.cpus")))
+    offered = "cpuset.cpus.effective" if version == "v2" else "cpuset.cpus"
+    available = parse_cpus(_read(os.path.join(directory, offered)))
     missing = sorted(set(wanted) - set(available))
     if missing:
         raise FenceError(f"CPUs {format_cpus(missing)} are not in the host's cpuset ({format_cpus(available)})")

@@ -23,8 +23,7 @@ import json
 from ansible_collections.platbench.lab.plugins.module_utils import data_disk, platforms
 from ansible_collections.platbench.lab.plugins.module_utils import storage as storage_classes
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import idle_cores
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances, peer, placements
+from ansible_collections.platbench.lab.plugins.plugin_utils import idle_cores, instances, peer, placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 
 NAME_PREFIX = "platbench-"

@@ -135,7 +135,8 @@ def test_the_module_describes_the_wanted_classes_and_returns_the_problems(tmp_pa
     result = run_module(capsys, {"classes": classes, "wanted": ["fast", "disk", "tape"], "host": "runner-a"})
     assert not result["changed"] and sorted(result["storage"]) == ["disk", "fast"]
     assert result["storage"]["fast"]["exists"] and result["storage"]["fast"]["medium"]
-    assert [problem.split(" is ")[0] for problem in result["problems"]] == ["storage class 'disk'", "storage class 'tape'"]
+    failing = [problem.split(" is ")[0] for problem in result["problems"]]
+    assert failing == ["storage class 'disk'", "storage class 'tape'"]
 
 
 def experiment(**fields):
