@@ -21,8 +21,9 @@ import hashlib
 import json
 
 from ansible_collections.platbench.lab.plugins.module_utils import data_disk, platforms
+from ansible_collections.platbench.lab.plugins.module_utils import storage as storage_classes
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances, peer, placements
+from ansible_collections.platbench.lab.plugins.plugin_utils import idle_cores, instances, peer, placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 
 NAME_PREFIX = "platbench-"
@@ -58,9 +59,22 @@ OPTIONS = {
     # The runner hosts (group platbench_runners, in order: name, address, SSH, facts) a cell's ranks spread over
     # (instances.hosts, network host: placements/instances_hosts.py); None: this host alone.
     "runners": "platform_run_runners",
+    # The experiment's storage classes as platbench.lab.storage_classes described them on this host (their path,
+    # device, rotational flag), by name: a cell's `storage` label puts its data directory there.
+    "storage": "platform_run_storage",
 }
 # Options a plan can do without (None or empty): the others must be given.
-OPTIONAL = ("dataset", "engines", "guest_image", "sif", "apptainer_version", "k8s_node", "reserved_cpus", "runners")
+OPTIONAL = (
+    "dataset",
+    "engines",
+    "guest_image",
+    "sif",
+    "apptainer_version",
+    "k8s_node",
+    "reserved_cpus",
+    "runners",
+    "storage",
+)
 
 
 class CellPlanError(ValueError):
@@ -226,6 +240,22 @@ def _resources(platform, cell, facts, opts, where):
     return cpus, node, gpus, count
 
 
+def _with_storage_class(cell, opts, where):
+    """``opts`` with the datasets directory of the cell's storage class (its ``storage`` label), and what the record
+    says of that class; unchanged, and nothing to say, for a cell without one."""
+    name = cell["labels"].get("storage")
+    if name is None:
+        return opts, {}
+    info = (opts["storage"] or {}).get(name)
+    if not info or not info.get("exists"):
+        raise CellPlanError(
+            f"{where}: storage class {name!r} is not described on this host (platbench_storage_classes names no "
+            "existing directory for it; the prechecks say which)"
+        )
+    # The dataset, and a guest's data disk made of it, both live on the class's device.
+    return {**opts, "datasets_dir": info["path"]}, storage_classes.runtime(info)
+
+
 def cell_plan(cell, facts, options=None):
     """Everything placing ``cell`` on its platform on this host needs (see the role's README)."""
     if not isinstance(cell, dict) or not {"id", "labels", "params"} <= set(cell):
@@ -235,6 +265,11 @@ def cell_plan(cell, facts, options=None):
     labels = cell["labels"]
     platform = _platform(cell)
     where = f"cell {cell['id']} on {opts['host']}"
+    opts, storage_runtime = _with_storage_class(cell, opts, where)
+    try:
+        fence, emulator_cpus, idle_runtime = idle_cores.plan(platform, cell, facts, opts["reserved_cpus"], where)
+    except idle_cores.IdleCoresError as exc:
+        raise CellPlanError(str(exc)) from None
     cpus, node, gpus, gpu_count = _resources(platform, cell, facts, opts, where)
     threads, pinned = labels["scaleup"], labels["cpu_config"] == "pin"
     cpuset = ",".join(str(cpu) for cpu in cpus)
@@ -294,11 +329,15 @@ def cell_plan(cell, facts, options=None):
         "data_dir": data_dir,
         "mounts": mounts,
         "timeout": int(opts["timeout"]),
+        # idle_cores: none on the runner host: the host's other work kept on these CPUs while the cell runs.
+        "fence": fence,
         # What the platform was asked to do, recorded with the cell; the kind adds what its engine saw.
         "runtime": {
             "cpuset_requested": cpuset or None,
             "numa_node": node,
             "gpus_requested": ",".join(gpus) or None,
+            **storage_runtime,
+            **idle_runtime,
         },
     }
     ctx = placements.Placing(
@@ -327,4 +366,7 @@ def cell_plan(cell, facts, options=None):
         placements.plan_sections(ctx, plan)
     except placements.PlacementError as exc:
         raise CellPlanError(str(exc)) from None
+    if emulator_cpus is not None:
+        plan["guest"]["emulator_cpus"] = emulator_cpus
+        plan["runtime"]["emulator_pins_requested"] = ",".join(map(str, emulator_cpus))
     return plan

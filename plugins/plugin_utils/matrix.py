@@ -40,6 +40,10 @@ OPTIONAL_FIELDS = {
     "instances": None,
     "network": None,
     "background": None,
+    # Samani 2022's deployment knobs (see _check_deployment): the data directory's storage class, a dimension of
+    # the inventory's classes; idle_cores: none gives the instance every host core and leaves none idle.
+    "storage": None,
+    "idle_cores": None,
 }
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
 # Labels every cell carries; a workload parameter may not shadow them. `host` (the inventory
@@ -60,6 +64,8 @@ CELL_LABELS = (
     "host",
     "network",
     "background",
+    "storage",
+    "idle_cores",
     instances.ROLE_LABEL,
     instances.INDEX_LABEL,
     instances.SHARE_LABEL,
@@ -336,6 +342,44 @@ def _check_emulated(emulated, experiment, problems, workloads=None):
     return emulated
 
 
+IDLE_CORES = ("none",)
+
+
+def _check_deployment(experiment, problems):
+    """``storage``: one or more storage class names (the inventory's ``platbench_storage_classes`` says where each
+    is; the runner's prechecks check it names them), for a generated ``dataset``. ``idle_cores``: ``none`` (the
+    instance gets every core of the host and nothing is left idle beside it), or absent. Normalised in place."""
+    storage = experiment.get("storage")
+    if storage is not None:
+        storage = experiment["storage"] = _as_list(storage)
+        if not storage or not all(isinstance(name, str) and _IDENTIFIER.match(name) for name in storage):
+            problems.append(
+                f"storage: {storage!r} must name one or more storage classes of the inventory "
+                "(platbench_storage_classes, e.g. [ssd, hdd]), lower_snake_case"
+            )
+        elif len(set(storage)) != len(storage):
+            problems.append(f"storage: {storage!r} lists a class twice")
+        if experiment.get("dataset") is None:
+            problems.append(
+                "storage: chooses where the generated dataset is written, and this experiment has no 'dataset' "
+                "(with params.data_dir, point it at a directory of the class you want instead)"
+            )
+    idle = experiment.get("idle_cores")
+    if idle is not None and idle not in IDLE_CORES:
+        problems.append(
+            f"idle_cores: unknown value {idle!r}; allowed: none (the instance gets every core of the host, nothing "
+            "is left idle beside it), or leave the field out"
+        )
+
+
+def deployment_dimensions(experiment):
+    """The labels the deployment knobs give a cell, one mapping per combination: ``storage`` (one per class)
+    and ``idle_cores``; [{}] without them, so that the cells of other experiments keep their ids."""
+    idle = {"idle_cores": experiment["idle_cores"]} if experiment.get("idle_cores") is not None else {}
+    classes = experiment.get("storage") or [None]
+    return [{**({"storage": name} if name else {}), **idle} for name in classes]
+
+
 def validate_experiment(data, source="experiment", expected_name=None):
     """Return ``data`` normalized (scalars of the dimension fields made lists, defaults
     filled in), or raise ExperimentError listing every problem, each naming ``source``.
@@ -389,6 +433,7 @@ def validate_experiment(data, source="experiment", expected_name=None):
     _check_params(experiment["params"], problems)
     _check_workload_params(experiment["workload_params"], workloads, problems)
     _check_dataset(experiment["dataset"], experiment["params"], problems)
+    _check_deployment(experiment, problems)
     experiment["emulated"] = _check_emulated(experiment["emulated"], experiment, problems, workloads)
     if workloads is not None:
         _check_needs(experiment, workloads, problems)
@@ -426,7 +471,11 @@ def _all_cells(experiment):
         combinations_of[workload] = [
             (params, varying, combination) for combination in itertools.product(*(params[key] for key in varying))
         ]
-    dimensions = instances.cell_dimensions(experiment)
+    dimensions = [
+        ({**deployment, **extra}, spec)
+        for deployment in deployment_dimensions(experiment)
+        for extra, spec in instances.cell_dimensions(experiment)
+    ]
     for repeat in range(experiment["repeats"]):
         for workload in workloads:
             for (params, varying, combination), (extra, spec) in itertools.product(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances
+from ansible_collections.platbench.lab.plugins.plugin_utils import idle_cores, instances
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_hosts, instances_k8s
 
@@ -102,6 +102,8 @@ def plan_problems(
             f"{offered} CPUs: lower 'scaleup' in experiments/{name}.yml, or let the instances share their CPUs "
             "(instances: {cpus: shared})."
         )
+    # idle_cores: none: every core to the instance, none kept back (plugins/plugin_utils/idle_cores.py).
+    problems.extend(idle_cores.plan_problems(name, local, facts, reserved_cpus, host))
     # A Kubernetes platform's pods only talk over the cluster's CNI (placements/instances_k8s.py).
     problems.extend(instances_k8s.network_problems(name, cells))
     # Ranks spread over several runner hosts (placements/instances_hosts.py).
