@@ -33,7 +33,15 @@ from platbench.report_load import (
     varying_labels,
     workload_keys,
 )
-from platbench.report_stats import coefficient_of_variation, mean, ratio, sample_std, within_noise
+from platbench.report_stats import (
+    coefficient_of_variation,
+    mean,
+    mean_interval,
+    ratio,
+    ratio_interval,
+    sample_std,
+    within_noise,
+)
 
 NOT_AVAILABLE = "n/a"  # the cell of a missing value or label
 NO_ACCELERATOR = "-"  # the accelerator cell of a row without one (bare metal)
@@ -120,6 +128,23 @@ def summarize(frame, metrics, include_emulated=False, always=()):
         )
     )
     return rows, keys, units
+
+
+def with_intervals(rows, keys, metrics, include_emulated=False):
+    """``rows`` (summarize's) with each metric's 95% intervals added where a row lacks them: ``<metric> interval``,
+    of its mean (Student's t), and ``<metric> ratio interval``, of its ratio to bm (Welch's, ``ratio_interval``;
+    None for bm itself and rows without a baseline). The text table shows neither; the HTML page and the charts do."""
+    for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
+        for metric in metrics:
+            values = row.get(f"{metric} values") or []
+            if f"{metric} interval" not in row:
+                row[f"{metric} interval"] = mean_interval(values)
+            if f"{metric} ratio interval" not in row:
+                compared = baseline and baseline is not row and row.get(f"{metric} ratio to {BASELINE}") is not None
+                row[f"{metric} ratio interval"] = (
+                    ratio_interval(values, baseline.get(f"{metric} values") or []) if compared else None
+                )
+    return rows
 
 
 def _python(value):
