@@ -187,37 +187,19 @@ def inference_sections(frame, include_emulated, context):
 
 
 def instance_sections(frame, include_emulated):
+    kinds = (
+        (instances_report.degradation_rows, instances_report.degradation_display, "DEGRADATION"),
+        (instances_report.distributed_rows, instances_report.distributed_display, "DISTRIBUTED"),
+    )
     sections = []
-    shared = instances_report.degradation_rows(frame, include_emulated)
-    if shared:
-        rows, keys = shared
-        header, lines = instances_report.degradation_display(rows, keys)
-        title = instances_report.DEGRADATION_TITLE.rstrip(":")
-        sections.append(
-            _section(
-                title,
-                header,
-                lines,
-                [instances_report.DEGRADATION_NOTE],
-                (),
-                [row_state(row) for row in rows],
-            )
-        )
-    distributed = instances_report.distributed_rows(frame, include_emulated)
-    if distributed:
-        rows, keys = distributed
-        header, lines = instances_report.distributed_display(rows, keys)
-        title = instances_report.DISTRIBUTED_TITLE.rstrip(":")
-        sections.append(
-            _section(
-                title,
-                header,
-                lines,
-                [instances_report.DISTRIBUTED_NOTE],
-                (),
-                [row_state(row) for row in rows],
-            )
-        )
+    for rows_of, display, name in kinds:
+        built = rows_of(frame, include_emulated)
+        if built:
+            rows, keys = built
+            title = getattr(instances_report, f"{name}_TITLE").rstrip(":")
+            note = getattr(instances_report, f"{name}_NOTE")
+            states = [row_state(row) for row in rows]
+            sections.append(_section(title, *display(rows, keys), [note], (), states))
     return sections
 
 
@@ -320,10 +302,22 @@ def outcome_rows(frame, metadata, include_emulated):
     return lines
 
 
-def render(results_dir, frame, metrics, include_emulated=False, judgement=None, strict=False):
-    """The page's HTML text."""
+def page_template(name):
+    """The Jinja2 template ``name`` of platbench/templates, escaping what it is given (every page of platbench's)."""
     import jinja2
 
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("platbench", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return environment.get_template(name)
+
+
+def render(results_dir, frame, metrics, include_emulated=False, judgement=None, strict=False):
+    """The page's HTML text."""
     metadata = report_meta.load(results_dir)
     context = report_meta.context_line(metadata)
     sections = []
@@ -335,14 +329,7 @@ def render(results_dir, frame, metrics, include_emulated=False, judgement=None, 
     sections += gpu_sections(frame, include_emulated, context)
     budget = budget_section(judgement, strict)
     missing = report_figures.matplotlib_missing("the page's figures")
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("platbench", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return environment.get_template(TEMPLATE).render(
+    return page_template(TEMPLATE).render(
         title=f"platbench report: {metadata.campaign}",
         context=context,
         figures_note=missing,
