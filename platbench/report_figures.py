@@ -12,6 +12,7 @@ intervals, then saved as PNG (report.png, roofline.png) or inlined as SVG in rep
 import functools
 import io
 import math
+import textwrap
 
 import numpy
 import pandas as pd
@@ -44,6 +45,7 @@ def chart_rows(rows, metric, include_emulated=False):
 
 
 FIGURE_DPI = 120
+TITLE_WIDTH = 80  # characters of a title line at its font size on the narrowest figure (6 in)
 INTERVAL_NOTE = "error bars: 95% CI"
 PHASE_COLORS = {"pre_time": "#8da0cb", "inference_time": "#fc8d62", "post_time": "#66c2a5"}
 
@@ -80,7 +82,8 @@ def _colors():
 
 
 def _title(text, context):
-    return text + (f"\n{context}" if context else "")
+    # Wrapped: a suptitle wider than a narrow figure is cut at both edges.
+    return "\n".join(textwrap.wrap(text, TITLE_WIDTH) + textwrap.wrap(context or "", TITLE_WIDTH))
 
 
 def _missing(value):
