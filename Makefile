@@ -66,11 +66,13 @@ test-cloud-down: $(VENV)/.installed
 # workloads to the hosts (ansible.posix.synchronize); the playbooks install the rest.
 # ansible-test creates its sanity venvs with it too. python3-apt lets the apt module run in
 # check mode (a real run would install it by itself; tests/unit/test_collection.py runs check mode).
+# chromium and chromium-driver: tests/unit/test_report_html.py loads report.html in a real headless browser.
 $(VENV)/.installed: requirements.txt requirements-workload.txt pyproject.toml
-	@{ $(PYTHON) -c 'import ensurepip, venv' && command -v rsync && { ! command -v apt-get || /usr/bin/python3 -c 'import apt'; }; } \
-	  >/dev/null 2>&1 || { \
+	@{ $(PYTHON) -c 'import ensurepip, venv' && command -v rsync && { ! command -v apt-get || { /usr/bin/python3 -c 'import apt' \
+	  && command -v chromium && command -v chromedriver; }; }; } >/dev/null 2>&1 || { \
 	  command -v apt-get >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get update -q \
-	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv python3-pip python3-apt rsync; }
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv python3-pip python3-apt rsync \
+	  chromium chromium-driver; }
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet -r requirements.txt
 	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .

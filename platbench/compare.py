@@ -475,15 +475,8 @@ def csv_frame(comparison):
 
 def write_html(path, comparison):
     """The comparison as one HTML page (templates/compare.html.j2): inline CSS, nothing to load."""
-    import jinja2
+    from platbench.report_html import page_template
 
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("platbench", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
     sections = []
     for section in comparison.metrics:
         header, lines = section_table(comparison, section)
@@ -496,7 +489,7 @@ def write_html(path, comparison):
                 "geomean": geomean_line(section),
             }
         )
-    page = environment.get_template("compare.html.j2").render(
+    page = page_template("compare.html.j2").render(
         sides=side_lines(comparison),
         method=method_line(comparison),
         sections=sections,

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd  # noqa: F401  (the tests build their frames as report.pd)
 
-from platbench import budgets, inference_report, instances_report, validity
+from platbench import budgets, inference_report, instances_report, report_html, report_meta, validity
 from platbench.report_diff import DIFF_NOTE, diff_percent, diff_tables, write_diff_tables
 from platbench.report_figures import chart_rows, roofline_points, write_chart, write_roofline
 from platbench.report_load import (
@@ -209,6 +209,7 @@ def run(args):
 
     table.to_csv(results_dir / "report.csv", index=False)
     written = ["report.csv", "report.md"]
+    context = report_meta.context_line(report_meta.load(results_dir))  # the charts' titles name the run
     note = (
         write_chart(
             results_dir / "report.png",
@@ -217,6 +218,7 @@ def run(args):
             metrics[0],
             units[metrics[0]],
             include_emulated=args.include_emulated,
+            context=context,
         )
         if metrics
         else "report.png skipped: no successful cell to plot"
@@ -246,7 +248,7 @@ def run(args):
 
     points, roofs = roofline_points(frame)
     if points:
-        roofline_note = write_roofline(results_dir / "roofline.png", points, roofs)
+        roofline_note = write_roofline(results_dir / "roofline.png", points, roofs, context)
         if roofline_note is None:
             written.append("roofline.png")
         else:
@@ -268,6 +270,9 @@ def run(args):
         with (results_dir / "report.md").open("a", encoding="utf-8") as stream:
             stream.write(budget_markdown.removeprefix("\n") + "\n")
 
+    page = report_html.write(results_dir, frame, metrics, args.include_emulated, judgement, args.strict, thresholds)
+    written.append(report_html.PAGE)
+
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
         if judgement:  # stdout stays one CSV
@@ -279,6 +284,9 @@ def run(args):
     print(f"platbench report: wrote {', '.join(written)} in {results_dir}", file=sys.stderr)
     for line in notes_after:
         print(f"note: {line}", file=sys.stderr)
+    if args.format == "table":  # last, so that `make lab` ends with where the whole report is
+        sys.stderr.flush()
+        print(f"\nreport: {page}")
     return budgets.exit_status(judgement, args.strict) if judgement and (args.check or args.strict) else 0
 
 

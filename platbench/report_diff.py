@@ -8,7 +8,7 @@ import pandas as pd
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
 from platbench.report_load import ACCELERATOR, BASELINE, EMULATED, INVALID, is_emulated, measured
-from platbench.report_stats import ratio
+from platbench.report_stats import ratio, ratio_interval
 from platbench.report_tables import (
     EMULATED_INCLUDED_NOTE,
     EMULATED_NOTE,
@@ -51,6 +51,16 @@ def diff_percent(host, platform, better):
         return None
     gap = host - platform if better == metric_table.HIGHER else platform - host
     return 100.0 * gap / abs(host)
+
+
+def diff_interval(interval, better):
+    """(low, high) of Diff% from the 95% interval of the ratio platform / bm (``ratio_interval``), None without one."""
+    if interval is None or better not in (metric_table.HIGHER, metric_table.LOWER):
+        return None
+    low, high = interval
+    if better == metric_table.HIGHER:
+        return 100.0 * (1.0 - high), 100.0 * (1.0 - low)
+    return 100.0 * (low - 1.0), 100.0 * (high - 1.0)
 
 
 def _best(row, metric, better):
@@ -100,6 +110,11 @@ def diff_tables(frame, include_emulated=False):
                     "std": row[f"{metric} std"],
                     f"{DIFF} best": diff_percent(host_best, best, info.better),
                     f"{DIFF} mean": diff_percent(host_mean, row[f"{metric} mean"], info.better),
+                    f"{DIFF} mean interval": diff_interval(
+                        ratio_interval(row[f"{metric} values"], baseline.get(f"{metric} values") or []), info.better
+                    )
+                    if baseline
+                    else None,
                     "within noise": row[f"{metric} within noise"],
                     INVALID: row[INVALID],
                 }

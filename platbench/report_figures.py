@@ -1,6 +1,18 @@
-"""The report's figures, drawn with matplotlib when it is installed (a note says why one is missing otherwise):
-report.png, bars of the first metric normalized to bm per scenario; roofline.png, each GPU's measured roofs
-and one point per scenario, from the samples that hold roofline metrics."""
+"""The report's figures, each built as a ``matplotlib.figure.Figure`` (no pyplot state) with error bars from the 95%
+intervals, then saved as PNG (report.png, roofline.png) or inlined as SVG in report.html (``svg_text``):
+
+- ``bars_figure``: a metric normalised to bm per scenario, grouped by platform, the absolute value above each
+  bar (Lin 2018's figures);
+- ``diff_figure``: the Diff% of each metric of a component per platform (Xu 2017's);
+- ``phases_figure``: the inference phases stacked per scenario: pre, inference, post (Samani 2022's);
+- ``scaleup_figure``: a metric against the scale-up, one line per platform, where a campaign has several;
+- ``roofline_figure``: each GPU's measured roofs and one point per scenario, from the samples that hold roofline
+  metrics."""
+
+import functools
+import io
+import math
+import textwrap
 
 import numpy
 import pandas as pd
@@ -15,7 +27,8 @@ from platbench.report_load import (
     platform_rank,
     varying_labels,
 )
-from platbench.report_tables import invalid_mark
+from platbench.report_stats import mean_interval
+from platbench.report_tables import invalid_mark, with_intervals
 
 # A GPU sample's roofline metrics (workloads/common/roofline.py).
 ROOFLINE_INTENSITY = "roofline_arithmetic_intensity"
@@ -31,55 +44,281 @@ def chart_rows(rows, metric, include_emulated=False):
     return [row for row in rows if row[ratio_column] is not None and (include_emulated or not is_emulated(row))]
 
 
-def write_chart(path, rows, keys, metric, unit, include_emulated=False):
-    """Bars of ``metric`` normalized to bm per scenario, the absolute value above each bar.
+FIGURE_DPI = 120
+TITLE_WIDTH = 80  # characters of a title line at its font size on the narrowest figure (6 in)
+INTERVAL_NOTE = "error bars: 95% CI"
+PHASE_COLORS = {"pre_time": "#8da0cb", "inference_time": "#fc8d62", "post_time": "#66c2a5"}
 
-    Returns a note when no chart could be drawn.
-    """
+
+def matplotlib_missing(name):
+    """None when matplotlib imports, else the note saying why ``name`` is missing."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
-        return "report.png skipped: matplotlib is not installed"
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
+        return f"{name} skipped: matplotlib is not installed"
+    return None
 
-    ratio_column = f"{metric} ratio to {BASELINE}"
+
+def drawn(build):
+    """A figure builder that gives None, no figure, where matplotlib cannot be imported."""
+
+    @functools.wraps(build)
+    def build_if_possible(*args, **kwargs):
+        return None if matplotlib_missing(build.__name__) else build(*args, **kwargs)
+
+    return build_if_possible
+
+
+def _new_figure(width, height):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _colors():
+    import matplotlib
+
+    return matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+
+
+def _title(text, context):
+    # Wrapped: a suptitle wider than a narrow figure is cut at both edges.
+    return "\n".join(textwrap.wrap(text, TITLE_WIDTH) + textwrap.wrap(context or "", TITLE_WIDTH))
+
+
+def _missing(value):
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _error(value, interval):
+    """(below, above) of an error bar around ``value``; (nan, nan), drawn as none, without an interval."""
+    if _missing(value) or interval is None:
+        return math.nan, math.nan
+    return max(0.0, value - interval[0]), max(0.0, interval[1] - value)
+
+
+def series_of(row):
+    """A bar's series: the platform, with its accelerator (kvm, tcg) where it has one."""
+    return row["platform"] if _missing(row.get(ACCELERATOR)) else f"{row['platform']} ({row[ACCELERATOR]})"
+
+
+def group_keys(keys):
+    """The keys that name a bar group: the row keys but the platform and accelerator (the series)."""
+    return [key for key in keys if key not in ("platform", ACCELERATOR)]
+
+
+def group_of(row, keys):
+    # A label this row does not have (n/a) names no part of the group.
+    return "/".join(str(row[key]) for key in group_keys(keys) if not _missing(row.get(key)))
+
+
+def _grouped_bars(axes, bars):
+    """Draw ``bars``, dicts of group, series, value, interval and label, as grouped bars with error bars and the
+    label above each; returns the highest point drawn."""
+    groups = list(dict.fromkeys(bar["group"] for bar in bars))
+    series = list(dict.fromkeys(bar["series"] for bar in bars))
+    width = 0.8 / len(series)
+    colors = _colors()
+    top = 0.0
+    for index, name in enumerate(series):
+        own = [bar for bar in bars if bar["series"] == name]
+        offset = (index - (len(series) - 1) / 2) * width
+        errors = numpy.array([_error(bar["value"], bar["interval"]) for bar in own]).T
+        drawn = axes.bar(
+            [groups.index(bar["group"]) + offset for bar in own],
+            [bar["value"] for bar in own],
+            width,
+            yerr=errors,
+            capsize=3,
+            error_kw={"linewidth": 0.8},
+            label=name,
+            color=colors[index % len(colors)],
+        )
+        axes.bar_label(drawn, labels=[bar["label"] for bar in own], fontsize=7, padding=2)
+        top = max([top, *(bar["value"] for bar in own), *(bar["interval"][1] for bar in own if bar["interval"])])
+    axes.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
+    return groups, top
+
+
+def _baseline_own_interval(row, metric):
+    """bm's bar (1.0) carries its own mean's interval, relative to its mean."""
+    interval, center = row.get(f"{metric} interval"), row.get(f"{metric} mean")
+    if interval is None or not center:
+        return None
+    return interval[0] / center, interval[1] / center
+
+
+@drawn
+def bars_figure(rows, keys, metric, unit, include_emulated=False, context=None):
+    """Lin 2018's chart: ``metric`` normalised to bm per scenario, one bar per platform, the absolute mean above
+    each bar and the 95% interval of the ratio as its error bar (bm's: its own mean's). None without a ratio."""
     plotted = chart_rows(rows, metric, include_emulated)
     if not plotted:
-        return f"report.png skipped: no {BASELINE} baseline to normalize {metric} to"
-
-    def group_of(row):
-        # A label this metric does not have (n/a) names no group.
-        return "/".join(str(row[key]) for key in keys[1:] if key != ACCELERATOR and not pd.isna(row[key]))
-
-    def series_of(row):
-        return row["platform"] if pd.isna(row.get(ACCELERATOR)) else f"{row['platform']} ({row[ACCELERATOR]})"
-
-    groups = list(dict.fromkeys(map(group_of, plotted)))
-    platforms = list(dict.fromkeys(map(series_of, plotted)))
-    width = 0.8 / len(platforms)
-    figure, axes = pyplot.subplots(figsize=(max(6.0, 1.2 * len(groups) * len(platforms)), 4.5))
-    for index, platform in enumerate(platforms):
-        bars_rows = [row for row in plotted if series_of(row) == platform]
-        offset = (index - (len(platforms) - 1) / 2) * width
-        bars = axes.bar(
-            [groups.index(group_of(row)) + offset for row in bars_rows],
-            [row[ratio_column] for row in bars_rows],
-            width,
-            label=platform,
-        )
-        labels = [f"{row[f'{metric} mean']:.4g}" + invalid_mark(row, metric) for row in bars_rows]
-        axes.bar_label(bars, labels=labels, fontsize=8)
+        return None
+    with_intervals(rows, keys, [metric], include_emulated)
+    ratio_column = f"{metric} ratio to {BASELINE}"
+    bars = [
+        {
+            "group": group_of(row, keys),
+            "series": series_of(row),
+            "value": row[ratio_column],
+            "interval": _baseline_own_interval(row, metric)
+            if row["platform"] == BASELINE
+            else row[f"{metric} ratio interval"],
+            "label": f"{row[f'{metric} mean']:.4g}" + invalid_mark(row, metric),
+        }
+        for row in plotted
+    ]
+    groups = list(dict.fromkeys(bar["group"] for bar in bars))
+    figure = _new_figure(max(6.0, 1.2 * len(groups) * len({bar["series"] for bar in bars})), 4.8)
+    axes = figure.add_subplot()
+    _, top = _grouped_bars(axes, bars)
     axes.axhline(1.0, color="grey", linewidth=0.8)
-    axes.set_ylim(0, 1.2 * max(row[ratio_column] for row in plotted))
-    axes.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
-    axes.set_ylabel(f"{metric} / {BASELINE}")
-    axes.set_title(f"{metric} normalized to {BASELINE}; {unit} above each bar", fontsize=10)
+    axes.set_ylim(0, 1.2 * top)
+    axes.set_xlabel(" / ".join(group_keys(keys)) or "scenario")
+    axes.set_ylabel(f"{metric} / {BASELINE}'s {metric} (ratio)")
+    figure.suptitle(
+        _title(f"{metric} normalised to {BASELINE}; mean {metric} ({unit}) above each bar; {INTERVAL_NOTE}", context),
+        fontsize=9,
+    )
     axes.legend(title="platform", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    pyplot.close(figure)
+    return figure
+
+
+def write_chart(path, rows, keys, metric, unit, include_emulated=False, context=None):
+    """report.png: ``bars_figure`` of ``metric``, ``context`` (experiment and hosts) in its title.
+
+    Returns a note when no chart could be drawn."""
+    missing = matplotlib_missing("report.png")
+    if missing:
+        return missing
+    figure = bars_figure(rows, keys, metric, unit, include_emulated, context)
+    if figure is None:
+        return f"report.png skipped: no {BASELINE} baseline to normalize {metric} to"
+    figure.savefig(path, dpi=FIGURE_DPI)
     return None
+
+
+@drawn
+def scaleup_figure(rows, keys, metric, unit, include_emulated=False, context=None):
+    """``metric``'s mean against the scale-up, one line per platform (and the other keys), 95% intervals as error
+    bars; None unless the rows hold at least two scale-ups. Emulated rows only with ``include_emulated``."""
+    if "scaleup" not in keys:
+        return None
+    with_intervals(rows, keys, [metric], include_emulated)
+    shown = [
+        row
+        for row in rows
+        if row.get(f"{metric} mean") is not None
+        and isinstance(row.get("scaleup"), (int, float))
+        and (include_emulated or not is_emulated(row))
+    ]
+    if len({row["scaleup"] for row in shown}) < 2:
+        return None
+    line_keys = [key for key in keys if key != "scaleup"]
+    lines = {}
+    for row in shown:
+        name = "/".join(str(row[key]) for key in line_keys if not _missing(row.get(key)))
+        lines.setdefault(name, []).append(row)
+    figure = _new_figure(7.5, max(4.8, 2.0 + 0.22 * len(lines)))  # room for a legend of many lines
+    axes = figure.add_subplot()
+    for name, own in lines.items():
+        own.sort(key=lambda row: row["scaleup"])
+        centers = [row[f"{metric} mean"] for row in own]
+        errors = numpy.array(
+            [_error(center, row[f"{metric} interval"]) for center, row in zip(centers, own, strict=True)]
+        ).T
+        axes.errorbar([row["scaleup"] for row in own], centers, yerr=errors, marker="o", capsize=3, label=name)
+    axes.set_xticks(sorted({row["scaleup"] for row in shown}))
+    axes.set_xlabel("scaleup (cores, or instances for scale-out)")
+    axes.set_ylabel(f"{metric} ({unit}), mean")
+    axes.set_ylim(bottom=0)
+    figure.suptitle(_title(f"{metric} by scale-up; {INTERVAL_NOTE} of the mean", context), fontsize=9)
+    axes.legend(title=" / ".join(line_keys), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    return figure
+
+
+@drawn
+def diff_figure(component, rows, keys, diff, context=None):
+    """Xu 2017's chart of one component: the Diff% of each metric's mean per platform, the 95% interval (from the
+    ratio's) as error bars; positive means worse than bm. ``rows``: report_diff.diff_tables' rows. None without
+    any Diff%."""
+    bars = [
+        {
+            "group": "/".join([row["metric"], *(str(row[k]) for k in group_keys(keys) if not _missing(row.get(k)))]),
+            "series": series_of(row),
+            "value": row[f"{diff} mean"],
+            "interval": row.get(f"{diff} mean interval"),
+            "label": f"{row[f'{diff} mean']:+.1f}",
+        }
+        for row in rows
+        if row.get(f"{diff} mean") is not None
+    ]
+    if not bars:
+        return None
+    groups = list(dict.fromkeys(bar["group"] for bar in bars))
+    figure = _new_figure(max(6.0, 1.0 * len(groups) * len({bar["series"] for bar in bars})), 4.8)
+    axes = figure.add_subplot()
+    _grouped_bars(axes, bars)
+    low = min([0.0, *(bar["value"] for bar in bars), *(bar["interval"][0] for bar in bars if bar["interval"])])
+    high = max([0.0, *(bar["value"] for bar in bars), *(bar["interval"][1] for bar in bars if bar["interval"])])
+    margin = 0.15 * (high - low or 1.0)
+    axes.set_ylim(low - margin, high + margin)
+    axes.axhline(0.0, color="grey", linewidth=0.8)
+    axes.set_xlabel(" / ".join(["metric", *group_keys(keys)]))
+    axes.set_ylabel(f"{diff} of the mean against {BASELINE} (positive: worse)")
+    figure.suptitle(_title(f"{diff} against {BASELINE}, component {component}; {INTERVAL_NOTE}", context), fontsize=9)
+    axes.legend(title="platform", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return figure
+
+
+@drawn
+def phases_figure(rows, keys, metrics, context=None):
+    """Samani 2022's chart: per scenario the mean pre, inference and post times stacked, each segment with its
+    mean's 95% interval as an error bar at its top. ``rows``, ``keys``, ``metrics``: inference_report.phase_rows'.
+    None without a phase time."""
+    phases = [metric for metric in PHASE_COLORS if metric in metrics]
+    shown = [row for row in rows if any(row.get(f"{metric} mean") is not None for metric in phases)]
+    if not phases or not shown:
+        return None
+    labels = ["/".join(str(row[key]) for key in keys if not _missing(row.get(key))) for row in shown]
+    figure = _new_figure(max(6.0, 0.9 * len(shown) + 2.5), 5.0)
+    axes = figure.add_subplot()
+    bottoms = numpy.zeros(len(shown))
+    for metric in phases:
+        heights = numpy.array([row.get(f"{metric} mean") or 0.0 for row in shown])
+        intervals = [mean_interval(row.get(f"{metric} values") or []) for row in shown]
+        errors = numpy.array([_error(height, interval) for height, interval in zip(heights, intervals, strict=True)]).T
+        axes.bar(
+            range(len(shown)),
+            heights,
+            0.6,
+            bottom=bottoms,
+            label=metric.removesuffix("_time"),
+            color=PHASE_COLORS[metric],
+        )
+        axes.errorbar(range(len(shown)), bottoms + heights, yerr=errors, fmt="none", ecolor="black", capsize=3)
+        bottoms = bottoms + heights
+    axes.set_xticks(range(len(shown)), labels, rotation=25, ha="right", fontsize=7)
+    axes.set_xlabel(" / ".join(keys))
+    axes.set_ylabel("time summed over the requests (s), mean")
+    figure.suptitle(
+        _title(f"Inference phases per scenario (stacked); {INTERVAL_NOTE} of each phase", context), fontsize=9
+    )
+    axes.legend(title="phase", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return figure
+
+
+def svg_text(figure):
+    """``figure`` as an SVG element to inline in an HTML page: text drawn as paths (no font to load), without the
+    XML prolog and the metadata block (an inline element needs neither)."""
+    import matplotlib
+
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "path"}):
+        figure.savefig(buffer, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None})
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]
 
 
 def point_keys(frame):
@@ -94,8 +333,9 @@ def _label(row, keys):
 def roofline_points(frame):
     """(points, roofs) of the samples that hold roofline metrics; ([], {}) when none do.
 
-    points: one per scenario and device, {"label", "device", "intensity" (FLOP/B), "achieved" (FLOP/s)},
-    the means over its cells; roofs: {device: (peak FLOP/s, peak B/s)}, the medians of the peaks
+    points: one per scenario and device, {"label", "device", "intensity" (FLOP/B), "achieved" (FLOP/s),
+    "achieved interval" (its mean's 95% interval, None below two cells)}, the means over its cells;
+    roofs: {device: (peak FLOP/s, peak B/s)}, the medians of the peaks
     measured on that device by every cell."""
     measured = frame[frame["metric"].isin(ROOFLINE_METRICS)]
     if measured.empty:
@@ -120,28 +360,23 @@ def roofline_points(frame):
                     "device": row[GPU_DEVICE],
                     "intensity": float(intensity.mean()),
                     "achieved": float(achieved.mean()),
+                    "achieved interval": mean_interval([float(value) for value in achieved]),
                 }
             )
     points.sort(key=lambda point: (platform_rank(point["label"].split("/")[0]), point["label"]))
     return points, roofs
 
 
-def write_roofline(path, points, roofs):
-    """The roofline figure, log-log: each device's roofs from its measured peaks, one point per scenario.
-
-    Returns a note when no figure could be drawn."""
-    try:
-        import matplotlib
-    except ImportError:
-        return "roofline.png skipped: matplotlib is not installed"
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
+@drawn
+def roofline_figure(points, roofs, context=None):
+    """The roofline, log-log: each device's roofs from its measured peaks, one point per scenario with its achieved
+    rate's 95% interval as an error bar."""
     ridges = [peak_flops / bandwidth for peak_flops, bandwidth in roofs.values()]
     intensities = [point["intensity"] for point in points] + ridges
     low, high = min(intensities) / 8, max(intensities) * 8
-    figure, axes = pyplot.subplots(figsize=(7.5, 5.0))
-    colors = dict(zip(roofs, pyplot.rcParams["axes.prop_cycle"].by_key()["color"] * len(roofs), strict=False))
+    figure = _new_figure(7.5, 5.2)
+    axes = figure.add_subplot()
+    colors = dict(zip(roofs, _colors() * len(roofs), strict=False))
     xs = numpy.geomspace(low, high, 200)
     for device, (peak_flops, bandwidth) in roofs.items():
         axes.plot(xs, numpy.minimum(peak_flops, xs * bandwidth), color=colors[device], linewidth=1.5)
@@ -155,7 +390,16 @@ def write_roofline(path, points, roofs):
             color=colors[device],
         )
     for point in points:
-        axes.scatter(point["intensity"], point["achieved"], color=colors[point["device"]], zorder=3)
+        below, above = _error(point["achieved"], point.get("achieved interval"))
+        axes.errorbar(
+            point["intensity"],
+            point["achieved"],
+            yerr=[[below], [above]],
+            fmt="o",
+            color=colors[point["device"]],
+            capsize=3,
+            zorder=3,
+        )
         axes.annotate(
             point["label"],
             (point["intensity"], point["achieved"]),
@@ -168,9 +412,20 @@ def write_roofline(path, points, roofs):
     axes.set_xlim(low, high)
     axes.set_xlabel("arithmetic intensity (FLOP/byte)")
     axes.set_ylabel("achieved (FLOP/s)")
-    axes.set_title("Roofline: peaks measured on each device (GEMM, device-to-device copy)", fontsize=10)
+    figure.suptitle(
+        _title(f"Roofline: peaks measured on each device (GEMM, device-to-device copy); {INTERVAL_NOTE}", context),
+        fontsize=9,
+    )
     axes.grid(True, which="major", linewidth=0.4)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    pyplot.close(figure)
+    return figure
+
+
+def write_roofline(path, points, roofs, context=None):
+    """roofline.png: ``roofline_figure``, ``context`` (experiment and hosts) in its title.
+
+    Returns a note when no figure could be drawn."""
+    missing = matplotlib_missing("roofline.png")
+    if missing:
+        return missing
+    roofline_figure(points, roofs, context).savefig(path, dpi=FIGURE_DPI)
     return None

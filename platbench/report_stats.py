@@ -56,6 +56,20 @@ def ratio_interval(values, baseline_values):
     return 1.0 + interval[0] / center, 1.0 + interval[1] / center
 
 
+def mean_interval(values, confidence=CONFIDENCE):
+    """(low, high): the confidence interval of mean(values) by Student's t over the repeats; None below two
+    values; (mean, mean) when they do not spread at all."""
+    if len(values) < 2:
+        return None
+    center, spread = mean(values), sample_std(values)
+    if not spread:
+        return center, center
+    from scipy import stats
+
+    half = stats.t.ppf((1.0 + confidence) / 2.0, len(values) - 1) * spread / math.sqrt(len(values))
+    return center - half, center + half
+
+
 def ratio(value, baseline):
     """``value / baseline``, or None when either is missing or the baseline is zero."""
     if value is None or baseline is None or baseline == 0 or math.isnan(value) or math.isnan(baseline):

@@ -34,7 +34,15 @@ from platbench.report_load import (
     varying_labels,
     workload_keys,
 )
-from platbench.report_stats import coefficient_of_variation, mean, ratio, sample_std, within_noise
+from platbench.report_stats import (
+    coefficient_of_variation,
+    mean,
+    mean_interval,
+    ratio,
+    ratio_interval,
+    sample_std,
+    within_noise,
+)
 
 NOT_AVAILABLE = "n/a"  # the cell of a missing value or label
 NO_ACCELERATOR = "-"  # the accelerator cell of a row without one (bare metal)
@@ -104,7 +112,8 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
             row[f"{metric} cv"] = coefficient_of_variation(values)
             row[f"{metric} min"] = min(values) if values else None
             row[f"{metric} max"] = max(values) if values else None
-        row[validity.VALIDITY] = _validity(row, succeeded, metrics, thresholds)
+        # An emulated guest's row (tcg) is functional only, never a measurement to trust: nothing to mark.
+        row[validity.VALIDITY] = "" if is_emulated(row) else _validity(row, succeeded, metrics, thresholds)
         rows.append(row)
 
     for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
@@ -141,6 +150,23 @@ def _validity(row, succeeded, metrics, thresholds):
         thresholds,
     )
     return "; ".join(reasons)
+
+
+def with_intervals(rows, keys, metrics, include_emulated=False):
+    """``rows`` (summarize's) with each metric's 95% intervals added where a row lacks them: ``<metric> interval``,
+    of its mean (Student's t), and ``<metric> ratio interval``, of its ratio to bm (Welch's, ``ratio_interval``;
+    None for bm itself and rows without a baseline). The text table shows neither; the HTML page and the charts do."""
+    for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
+        for metric in metrics:
+            values = row.get(f"{metric} values") or []
+            if f"{metric} interval" not in row:
+                row[f"{metric} interval"] = mean_interval(values)
+            if f"{metric} ratio interval" not in row:
+                compared = baseline and baseline is not row and row.get(f"{metric} ratio to {BASELINE}") is not None
+                row[f"{metric} ratio interval"] = (
+                    ratio_interval(values, baseline.get(f"{metric} values") or []) if compared else None
+                )
+    return rows
 
 
 def _python(value):

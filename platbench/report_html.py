@@ -1,0 +1,357 @@
+"""report.html: the whole report on one self-contained page (no network: inline CSS, figures as inline SVG), rendered
+from templates/report.html.j2 with autoescaping. The tables come from the report's own row builders (summarize,
+diff_tables, phase_rows, degradation_rows...) and display helpers; the figures from report_figures, drawn by
+matplotlib and inlined as SVG; the metadata from report_meta. Nothing is computed in the template."""
+
+from pathlib import Path
+
+from platbench import budgets, inference_report, instances_report, report_diff, report_figures, report_meta, validity
+from platbench.report_load import (
+    ACCELERATOR,
+    BASELINE,
+    EMULATED,
+    INVALID,
+    LOADGEN_REASONS,
+    LOADGEN_RESULT,
+    is_emulated,
+)
+from platbench.report_shares import H2D_TITLE, h2d_display, h2d_split
+from platbench.report_tables import (
+    EMULATED_INCLUDED_NOTE,
+    EMULATED_NOTE,
+    NOISE_MARK,
+    NOT_AVAILABLE,
+    count_columns,
+    emulated_note,
+    invalid_mark,
+    invalid_note,
+    key_cells,
+    mean_std_cell,
+    measure_cell,
+    noise_note,
+    number_cell,
+    skipped_note,
+    summarize,
+    with_intervals,
+)
+
+PAGE = "report.html"
+TEMPLATE = "report.html.j2"
+# Another part of the report may mark a summary row invalid as a run (too noisy, too short...): a column of
+# reasons, empty when valid. The page shows it wherever the rows carry it.
+VALIDITY = validity.VALIDITY
+VALID = "valid"
+
+
+def _interval_cell(interval, center=None):
+    if interval is None:
+        return NOT_AVAILABLE
+    scale = center if center is not None else interval[1]
+    return f"[{measure_cell(interval[0], scale)}, {measure_cell(interval[1], scale)}]"
+
+
+def _ratio_cell(row, metric):
+    value = row.get(f"{metric} ratio to {BASELINE}")
+    text = number_cell(value, "3f")
+    interval = row.get(f"{metric} ratio interval")
+    if value is not None and interval is not None:
+        text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+    return text + (f" {NOISE_MARK}" if row.get(f"{metric} within noise") else "")
+
+
+def row_state(row):
+    """The page's class of a summary row, the most serious first: failed (no measurement, a failed cell),
+    invalid (a validity reason or loadgen's INVALID), emulated (tcg), skipped; "" for a plain row."""
+    if not row.get("n") and row.get("failed"):
+        return "failed"
+    if row.get(VALIDITY) or row.get(INVALID):
+        return "invalid"
+    if is_emulated(row):
+        return "emulated"
+    if not row.get("n") and row.get("skipped"):
+        return "skipped"
+    return ""
+
+
+def main_table(rows, keys, metrics, units):
+    """Header and lines of the main table: each metric's n, mean ± std, 95% CI of the mean, CV and
+    ratio to bm with its 95% interval and the noise mark; the validity column where the rows carry one."""
+    counts = count_columns(rows)
+    validity = any(row.get(VALIDITY) for row in rows)
+    header = [*keys, *counts, *([VALIDITY] if validity else [])]
+    for metric in metrics:
+        header += [
+            f"{metric} n",
+            f"{metric} ({units[metric]}) mean ± std",
+            "95% CI",
+            "CV",
+            f"/ {BASELINE} [95% CI]",
+        ]
+    lines = []
+    for row in rows:
+        cells = [*key_cells(row, keys), *(str(row[count]) for count in counts)]
+        if validity:
+            cells.append(row.get(VALIDITY) or VALID)
+        for metric in metrics:
+            cv = row.get(f"{metric} cv")
+            cells += [
+                str(row.get(f"{metric} count", 0)),
+                mean_std_cell(row, metric) + invalid_mark(row, metric),
+                _interval_cell(row.get(f"{metric} interval"), row.get(f"{metric} mean")),
+                NOT_AVAILABLE if cv is None else f"{100 * cv:.1f}%",
+                _ratio_cell(row, metric),
+            ]
+        lines.append(cells)
+    return header, lines
+
+
+def _section(title, header, lines, notes=(), figures=(), states=None):
+    """One table of the page, each line with its row's class (``states``, in the lines' order; none by default)."""
+    states = states or [""] * len(lines)
+    return {
+        "title": title,
+        "header": header,
+        "lines": list(zip(lines, states, strict=True)),
+        "notes": [note for note in notes if note],
+        "figures": list(figures),
+    }
+
+
+def _figure(name, figure):
+    return None if figure is None else {"name": name, "svg": report_figures.svg_text(figure)}
+
+
+def _figures(*named):
+    return [figure for figure in (_figure(name, built) for name, built in named) if figure]
+
+
+def main_sections(frame, metrics, include_emulated, context, thresholds=validity.DEFAULTS):
+    rows, keys, units = summarize(frame, metrics, include_emulated=include_emulated, thresholds=thresholds)
+    with_intervals(rows, keys, metrics, include_emulated)
+    header, lines = main_table(rows, keys, metrics, units)
+    figures = []
+    for metric in metrics:
+        figures += _figures(
+            (
+                f"{metric} normalised to {BASELINE}",
+                report_figures.bars_figure(rows, keys, metric, units[metric], include_emulated, context),
+            ),
+            (
+                f"{metric} by scale-up",
+                report_figures.scaleup_figure(rows, keys, metric, units[metric], include_emulated, context),
+            ),
+        )
+    notes = [
+        noise_note(rows, metrics),
+        validity.note(rows, thresholds),
+        emulated_note(rows, include_emulated),
+        skipped_note(frame),
+        invalid_note(frame),
+    ]
+    states = [row_state(row) for row in rows]
+    return [_section("Every metric against " + BASELINE, header, lines, notes, figures, states)]
+
+
+def diff_sections(frame, include_emulated, context):
+    tables, missing = report_diff.diff_tables(frame, include_emulated)
+    sections = []
+    for component, (rows, keys) in tables.items():
+        header, lines = report_diff.diff_display(rows, keys)
+        title = report_diff.DIFF_TITLE.format(DIFF=report_diff.DIFF, BASELINE=BASELINE, component=component).rstrip(":")
+        figure = report_figures.diff_figure(component, rows, keys, report_diff.DIFF, context)
+        states = [row_state(row) for row in rows]
+        sections.append(_section(title, header, lines, [report_diff.DIFF_NOTE], _figures((title, figure)), states))
+    if sections and missing:
+        sections[-1]["notes"].append(report_diff.missing_entry_note(missing))
+    return sections
+
+
+def inference_sections(frame, include_emulated, context):
+    phases = inference_report.phase_rows(frame, include_emulated)
+    if phases is None:
+        return []
+    rows, keys, units, metrics = phases
+    sections = []
+    for app in dict.fromkeys(row.get(inference_report.APP) for row in rows):
+        selected = [row for row in rows if row.get(inference_report.APP) == app]
+        shown = inference_report.shown_keys(selected, keys)
+        header, lines = inference_report.phases_display(selected, shown, metrics)
+        title = inference_report.PHASES_TITLE.format(app="" if app is None else f", app {app}").rstrip(":")
+        figure = report_figures.phases_figure(selected, shown, metrics, context)
+        states = [row_state(row) for row in selected]
+        sections.append(
+            _section(title, header, lines, [inference_report.PHASES_NOTE], _figures((title, figure)), states)
+        )
+    speedups, speedup_keys = inference_report.speedup_rows(rows, keys, include_emulated)
+    if speedups:
+        header, lines = inference_report.speedup_display(speedups, speedup_keys)
+        title = inference_report.SPEEDUP_TITLE.rstrip(":")
+        sections.append(_section(title, header, lines, [inference_report.SPEEDUP_NOTE]))
+    return sections
+
+
+def instance_sections(frame, include_emulated):
+    kinds = (
+        (instances_report.degradation_rows, instances_report.degradation_display, "DEGRADATION"),
+        (instances_report.distributed_rows, instances_report.distributed_display, "DISTRIBUTED"),
+    )
+    sections = []
+    for rows_of, display, name in kinds:
+        built = rows_of(frame, include_emulated)
+        if built:
+            rows, keys = built
+            title = getattr(instances_report, f"{name}_TITLE").rstrip(":")
+            note = getattr(instances_report, f"{name}_NOTE")
+            states = [row_state(row) for row in rows]
+            sections.append(_section(title, *display(rows, keys), [note], (), states))
+    return sections
+
+
+def gpu_sections(frame, include_emulated, context):
+    sections = []
+    split = h2d_split(frame, include_emulated)
+    if split:
+        header, lines = h2d_display(*split)
+        sections.append(_section(H2D_TITLE.rstrip(":"), header, lines))
+    points, roofs = report_figures.roofline_points(frame)
+    if points:
+        figures = _figures(("Roofline", report_figures.roofline_figure(points, roofs, context)))
+        header = ["scenario", "device", "arithmetic intensity (FLOP/B)", "achieved (FLOP/s)", "95% CI"]
+        lines = [
+            [
+                point["label"],
+                point["device"],
+                f"{point['intensity']:.4g}",
+                f"{point['achieved']:.4g}",
+                NOT_AVAILABLE
+                if point["achieved interval"] is None
+                else f"[{point['achieved interval'][0]:.4g}, {point['achieved interval'][1]:.4g}]",
+            ]
+            for point in points
+        ]
+        sections.append(_section("Roofline", header, lines, (), figures))
+    return sections
+
+
+def budget_section(judgement, strict):
+    if not judgement:
+        return None
+    header, lines = budgets.display_table(judgement)
+    states = [verdict.verdict for verdict in judgement.verdicts]
+    return _section(budgets.TITLE, header, lines, budgets.summary(judgement, strict).splitlines(), (), states)
+
+
+def metadata_view(metadata):
+    """The metadata section's parts: hosts (a field per row, a host per column), versions alike, the sessions
+    of run.json and the experiment as it ran, as YAML."""
+    import yaml
+
+    hosts = list(metadata.hosts)
+    host_rows = [[field, *(metadata.hosts[host][field] for host in hosts)] for field in report_meta.HOST_FIELDS]
+    names = sorted({name for host in hosts for name in metadata.versions[host]})
+    version_rows = [
+        [name, *(metadata.versions[host].get(name, report_meta.NOT_RECORDED) for host in hosts)] for name in names
+    ]
+    sessions = [
+        [str(index), *("" if session[field] is None else str(session[field]) for field in report_meta.SESSION_FIELDS)]
+        for index, session in enumerate(metadata.sessions)
+    ]
+    experiment = (
+        yaml.safe_dump(metadata.experiment, sort_keys=False, default_flow_style=False) if metadata.experiment else None
+    )
+    return {
+        "campaign": metadata.campaign,
+        "experiments": ", ".join(metadata.experiments) or report_meta.NOT_RECORDED,
+        "hosts": hosts,
+        "host_rows": host_rows,
+        "version_rows": version_rows,
+        "session_header": ["session", *report_meta.SESSION_FIELDS],
+        "sessions": sessions,
+        "experiment": experiment,
+        "run_file": report_meta.RUN_FILE,
+        "not_recorded": report_meta.NOT_RECORDED,
+    }
+
+
+def _marked_cells(frame, cell_hosts, column, value, state, reason_of):
+    """(cells, state, detail) of each cell whose samples hold ``value`` in ``column``."""
+    if column not in frame.columns or "cell" not in frame.columns:
+        return []
+    lines = []
+    for cell, group in frame[frame[column] == value].groupby("cell", sort=False):
+        sample = group.iloc[0]
+        host = cell_hosts.get(str(cell), report_meta.NOT_RECORDED)
+        lines.append(([state, str(sample.get("scenario")), str(cell), host, reason_of(sample)], state, ""))
+    return lines
+
+
+def outcome_rows(frame, metadata, include_emulated):
+    """(cells, state, detail) per cell that gave no figure that counts: failed (its error; detail: the whole error
+    and output tail), skipped (its reason), INVALID (loadgen's reasons), emulated (tcg: why its ratios are left out,
+    or shown)."""
+    lines = [
+        ([outcome.status, outcome.scenario, outcome.cell, outcome.host, outcome.reason], outcome.status, outcome.detail)
+        for outcome in metadata.outcomes
+    ]
+    lines += _marked_cells(
+        frame,
+        metadata.cell_hosts,
+        LOADGEN_RESULT,
+        INVALID,
+        INVALID,
+        lambda sample: str(sample.get(LOADGEN_REASONS) or "no reason given"),
+    )
+    emulated = EMULATED_INCLUDED_NOTE if include_emulated else EMULATED_NOTE
+    lines += _marked_cells(frame, metadata.cell_hosts, ACCELERATOR, EMULATED, "emulated", lambda sample: emulated)
+    return lines
+
+
+def page_template(name):
+    """The Jinja2 template ``name`` of platbench/templates, escaping what it is given (every page of platbench's)."""
+    import jinja2
+
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("platbench", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return environment.get_template(name)
+
+
+def render(
+    results_dir, frame, metrics, include_emulated=False, judgement=None, strict=False, thresholds=validity.DEFAULTS
+):
+    """The page's HTML text; ``thresholds``: the run validity's (platbench/validity.py), as the text table's."""
+    metadata = report_meta.load(results_dir)
+    context = report_meta.context_line(metadata)
+    sections = []
+    if metrics:
+        sections += main_sections(frame, metrics, include_emulated, context, thresholds)
+    sections += diff_sections(frame, include_emulated, context)
+    sections += inference_sections(frame, include_emulated, context)
+    sections += instance_sections(frame, include_emulated)
+    sections += gpu_sections(frame, include_emulated, context)
+    budget = budget_section(judgement, strict)
+    missing = report_figures.matplotlib_missing("the page's figures")
+    return page_template(TEMPLATE).render(
+        title=f"platbench report: {metadata.campaign}",
+        context=context,
+        figures_note=missing,
+        sections=sections,
+        budget=budget,
+        outcome_header=["outcome", "scenario", "cell", "host", "reason"],
+        outcomes=outcome_rows(frame, metadata, include_emulated),
+        metadata=metadata_view(metadata),
+    )
+
+
+def write(
+    results_dir, frame, metrics, include_emulated=False, judgement=None, strict=False, thresholds=validity.DEFAULTS
+):
+    """Write RESULTS_DIR/report.html; returns its path."""
+    path = Path(results_dir) / PAGE
+    page = render(results_dir, frame, metrics, include_emulated, judgement, strict, thresholds)
+    path.write_text(page, encoding="utf-8")
+    return path
