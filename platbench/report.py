@@ -35,6 +35,7 @@ import pandas as pd  # noqa: F401  (the tests build their frames as report.pd)
 from platbench import budgets, inference_report, instances_report
 from platbench.report_diff import DIFF_NOTE, diff_percent, diff_tables, write_diff_tables
 from platbench.report_figures import chart_rows, roofline_points, write_chart, write_roofline
+from platbench.report_sizing import CHR_CHART, sizing_keys, write_chr_chart
 from platbench.report_load import (
     BASELINE,
     LOADGEN_SPEED,
@@ -172,7 +173,7 @@ def run(args):
     except (ReportError, budgets.BudgetError) as exc:
         print(f"platbench report: {exc}", file=sys.stderr)
         return 2
-    rows, keys, units = summarize(frame, metrics, include_emulated=args.include_emulated)
+    rows, keys, units = summarize(frame, metrics, include_emulated=args.include_emulated, always=sizing_keys(frame))
     header, lines = display_table(rows, keys, metrics, units)
     table = csv_frame(rows, keys, metrics, units)
     notes = "".join(
@@ -204,6 +205,8 @@ def run(args):
     if note is None:
         written.append("report.png")
     notes_after = [note] if note else []
+    chr_written, chr_note = write_chr_chart(results_dir / CHR_CHART, rows, metrics, args.include_emulated)
+    written, notes_after = written + chr_written, notes_after + ([chr_note] if chr_note else [])
 
     split, split_text, split_markdown = h2d_split(frame, args.include_emulated), "", ""
     if split:
