@@ -35,7 +35,6 @@ import pandas as pd  # noqa: F401  (the tests build their frames as report.pd)
 from platbench import budgets, inference_report, instances_report
 from platbench.report_diff import DIFF_NOTE, diff_percent, diff_tables, write_diff_tables
 from platbench.report_figures import chart_rows, roofline_points, write_chart, write_roofline
-from platbench.report_sizing import CHR_CHART, sizing_keys, write_chr_chart
 from platbench.report_load import (
     BASELINE,
     LOADGEN_SPEED,
@@ -47,6 +46,7 @@ from platbench.report_load import (
 )
 from platbench.report_load import platform_rank as _platform_rank
 from platbench.report_shares import H2D_TITLE, h2d_csv_frame, h2d_display, h2d_split
+from platbench.report_sizing import CHR_CHART, sizing_keys, write_chr_chart
 from platbench.report_stats import coefficient_of_variation, difference_interval, mean, ratio, sample_std, within_noise
 from platbench.report_tables import (
     EMULATED_INCLUDED_NOTE,

@@ -38,13 +38,13 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_hosts as _instances_hosts
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_k8s as _instances_k8s
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import done_cells as _done_cells
-from ansible_collections.platbench.lab.plugins.plugin_utils.sizing import SizingError
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import (
     cells_to_run as _cells_to_run,
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import (
     plan_problems as _plan_problems,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.sizing import SizingError
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
     WorkloadArgsError,
 )

@@ -347,8 +347,7 @@ def _check_scaleup(scaleup, platform_labels, problems):
     if not scaleup or wrong:
         problems.append(
             f"scaleup: {scaleup!r} must be one or more positive integers (cores per instance) or scale-ups relative "
-            "to the runner host (all, half, all-but-N with N >= 1)"
-            + (f": {'; '.join(wrong)}" if wrong else "")
+            "to the runner host (all, half, all-but-N with N >= 1)" + (f": {'; '.join(wrong)}" if wrong else "")
         )
     elif len({str(value) for value in scaleup}) != len(scaleup):
         problems.append(f"scaleup: {scaleup!r} lists a value twice")

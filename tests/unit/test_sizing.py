@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import guest_domain
 import pytest
+from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.filter.platbench import cells_to_run as cells_to_run_filter
 from ansible_collections.platbench.lab.plugins.plugin_utils import sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan, choose_cpus
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
-from ansible.errors import AnsibleFilterError
 from plan_options import assert_plan_matches_its_specs, plan_options
 
 # Two sockets of 8 cores each, numbered in blocks.
@@ -214,9 +214,7 @@ def test_numa_spill_on_a_one_node_host_is_a_warning_and_runs_as_one_node():
         "Experiment 'sizing' asks for numa: spill, but edge has one NUMA node, so nothing spills: its pinned cells "
         "run in one node (numa_nodes: 1)."
     )
-    assert {cell["labels"]["numa_nodes"] for cell in cells_to_run(plan, READY, "edge", facts=ONE_NODE)["cells"]} == {
-        1
-    }
+    assert {cell["labels"]["numa_nodes"] for cell in cells_to_run(plan, READY, "edge", facts=ONE_NODE)["cells"]} == {1}
 
 
 def test_numa_spill_warns_where_every_scale_up_fits_a_node_and_not_where_one_spans_two():
@@ -273,7 +271,8 @@ def test_a_vm_cell_spanning_nodes_plans_its_guest_numa_layout(platform):
     numa = plan["guest"]["numa"]
     assert numa["nodeset"] == "0,1" and [cell["cpus"] for cell in numa["cells"]] == ["0-3", "4-11"]
     assert plan["runtime"]["guest_numa_nodeset"] == "0,1"
-    assert cell_plan(experiment(scaleup=[2], platforms=[platform])["cells"][0], ONE_NODE, OPTIONS)["guest"]["numa"] is None
+    one_node = cell_plan(experiment(scaleup=[2], platforms=[platform])["cells"][0], ONE_NODE, OPTIONS)
+    assert one_node["guest"]["numa"] is None
 
 
 def _vcpus(cpuset):
