@@ -87,10 +87,8 @@ def plan_problems(
     offered = len(set(allowed) - reserved)
     # Relative scale-ups (all, half, all-but-N) become this host's numbers; one that cannot stops the plan.
     sizing_problems, sizing_notes = sizing.plan_sizing(name, cells, facts, reserved, host, plan.get("numa"))
-    if sizing_problems:
-        problems.extend(sizing_problems)
-        return {"problems": problems, "skipped": skipped, "gpu_summary": "", "sizing": sizing_notes}
-    cells = [sizing.sized(cell, facts, reserved, host) for cell in cells]
+    problems.extend(sizing_problems)
+    cells = _sized(cells, facts, reserved, host)  # the checks below see numbers; the cells that have none, no more
     # The cells of OpenStack platforms run on the campaign's instances: their flavors give CPUs and GPUs.
     local = [cell for cell in cells if cell["labels"]["platform"] not in platforms.REMOTE]
     most = max((int(cell["labels"]["scaleup"]) for cell in local), default=0)
@@ -120,6 +118,17 @@ def plan_problems(
     if not gpu_problems:
         problems.extend(_instance_gpu_problems(name, local, facts, host, gpu_assignment, gpus_per_cell))
     return {"problems": problems, "skipped": skipped, "gpu_summary": summary, "sizing": sizing_notes}
+
+
+def _sized(cells, facts, reserved, host):
+    """The cells whose scale-up resolves on ``host``, sized (sizing.sized); plan_sizing names the others."""
+    kept = []
+    for cell in cells:
+        try:
+            kept.append(sizing.sized(cell, facts, reserved, host))
+        except sizing.SizingError:
+            continue
+    return kept
 
 
 def _node_problems(name, cells, status, skipped):

@@ -7,6 +7,7 @@ import csv
 import importlib.util
 
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from test_report import sample as report_sample
 
 from platbench import report, report_sizing
 
@@ -14,34 +15,15 @@ USABLE = 16
 
 
 def sample(platform, value, repeat, scaleup, cpu_config="pin", requested=None, numa_nodes=1):
-    shown = requested or scaleup
-    scenario = f"{platform}/{shown}/{cpu_config}/cpu"
-    labels = {
-        "experiment": "sizing",
-        "workload": "cnn_train",
-        "platform": platform,
-        "scaleup": scaleup,
-        "cpu_config": cpu_config,
-        "processor": "cpu",
-        "mode": "single",
-        "repeat": repeat,
-        "scenario": scenario,
-        "campaign": "sizing-1",
-        "cell": f"{scenario}|r{repeat}",
+    """A throughput sample (test_report.py's) with the sizing labels cells_to_run gives a cell on a 16-core host."""
+    sizing = {
         "host": "h1",
         "chr": round(scaleup / USABLE, 3),
         "numa_nodes": numa_nodes if cpu_config == "pin" else None,
     }
     if requested:
-        labels["scaleup_requested"] = requested
-    return {
-        "metric": "throughput",
-        "value": value,
-        "unit": "images/sec",
-        "timestamp": 1.0 + repeat,
-        "labels": labels,
-        "metadata": {},
-    }
+        sizing["scaleup_requested"] = requested
+    return report_sample(platform, "throughput", value, repeat, scaleup=scaleup, cpu_config=cpu_config, **sizing)
 
 
 def campaign(tmp_path, scaleups=((4, None, 1), (8, "half", 1), (16, "all", 2))):

@@ -120,10 +120,12 @@ def test_all_but_n_with_n_at_or_above_the_cores_stops(spared):
 
 
 def test_all_but_n_stops_the_plan_before_any_cell_with_every_other_problem_checked():
-    plan = experiment(scaleup=[2, "all-but-16"])
+    plan = experiment(scaleup=[32, "all-but-16"])
     check = plan_problems(plan, READY, TWO_NODES, "h1")
-    assert len(check["problems"]) == 1
+    assert len(check["problems"]) == 2
     assert "Experiment 'sizing': scale-up all-but-16 leaves no core on h1" in check["problems"][0]
+    # the numbers are still checked in the same run: one fix-and-rerun is enough
+    assert "asks for scale-up 32, but h1 offers 16 CPUs" in check["problems"][1]
     # reserved CPUs are not usable: all-but-12 leaves none of 16 - 4
     check = plan_problems(experiment(scaleup=["all-but-12"]), READY, TWO_NODES, "h1", reserved_cpus=[0, 1, 2, 3])
     assert "offers 12 usable cores" in check["problems"][0]
