@@ -46,6 +46,7 @@ from platbench.report_load import (
 )
 from platbench.report_load import platform_rank as _platform_rank
 from platbench.report_shares import H2D_TITLE, h2d_csv_frame, h2d_display, h2d_split
+from platbench.report_sizing import CHR_CHART, sizing_keys, write_chr_chart
 from platbench.report_stats import coefficient_of_variation, difference_interval, mean, ratio, sample_std, within_noise
 from platbench.report_tables import (
     EMULATED_INCLUDED_NOTE,
@@ -191,7 +192,9 @@ def run(args):
         min_timed_seconds=args.min_timed_seconds,
         max_steal_percent=args.max_steal_percent,
     )
-    rows, keys, units = summarize(frame, metrics, include_emulated=args.include_emulated, thresholds=thresholds)
+    rows, keys, units = summarize(
+        frame, metrics, include_emulated=args.include_emulated, always=sizing_keys(frame), thresholds=thresholds
+    )
     header, lines = display_table(rows, keys, metrics, units)
     table = csv_frame(rows, keys, metrics, units)
     notes = "".join(
@@ -226,6 +229,10 @@ def run(args):
     if note is None:
         written.append("report.png")
     notes_after = [note] if note else []
+    chr_written, chr_note = write_chr_chart(
+        results_dir / CHR_CHART, rows, keys, metrics, args.include_emulated, context=context
+    )
+    written, notes_after = written + chr_written, notes_after + ([chr_note] if chr_note else [])
 
     split, split_text, split_markdown = h2d_split(frame, args.include_emulated), "", ""
     if split:

@@ -69,7 +69,7 @@ def drawn(build):
     return build_if_possible
 
 
-def _new_figure(width, height):
+def new_figure(width, height):
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
@@ -81,7 +81,7 @@ def _colors():
     return matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
 
 
-def _title(text, context):
+def title(text, context):
     # Wrapped: a suptitle wider than a narrow figure is cut at both edges.
     return "\n".join(textwrap.wrap(text, TITLE_WIDTH) + textwrap.wrap(context or "", TITLE_WIDTH))
 
@@ -90,7 +90,7 @@ def _missing(value):
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _error(value, interval):
+def error_bar(value, interval):
     """(below, above) of an error bar around ``value``; (nan, nan), drawn as none, without an interval."""
     if _missing(value) or interval is None:
         return math.nan, math.nan
@@ -123,7 +123,7 @@ def _grouped_bars(axes, bars):
     for index, name in enumerate(series):
         own = [bar for bar in bars if bar["series"] == name]
         offset = (index - (len(series) - 1) / 2) * width
-        errors = numpy.array([_error(bar["value"], bar["interval"]) for bar in own]).T
+        errors = numpy.array([error_bar(bar["value"], bar["interval"]) for bar in own]).T
         drawn = axes.bar(
             [groups.index(bar["group"]) + offset for bar in own],
             [bar["value"] for bar in own],
@@ -170,7 +170,7 @@ def bars_figure(rows, keys, metric, unit, include_emulated=False, context=None):
         for row in plotted
     ]
     groups = list(dict.fromkeys(bar["group"] for bar in bars))
-    figure = _new_figure(max(6.0, 1.2 * len(groups) * len({bar["series"] for bar in bars})), 4.8)
+    figure = new_figure(max(6.0, 1.2 * len(groups) * len({bar["series"] for bar in bars})), 4.8)
     axes = figure.add_subplot()
     _, top = _grouped_bars(axes, bars)
     axes.axhline(1.0, color="grey", linewidth=0.8)
@@ -178,7 +178,7 @@ def bars_figure(rows, keys, metric, unit, include_emulated=False, context=None):
     axes.set_xlabel(" / ".join(group_keys(keys)) or "scenario")
     axes.set_ylabel(f"{metric} / {BASELINE}'s {metric} (ratio)")
     figure.suptitle(
-        _title(f"{metric} normalised to {BASELINE}; mean {metric} ({unit}) above each bar; {INTERVAL_NOTE}", context),
+        title(f"{metric} normalised to {BASELINE}; mean {metric} ({unit}) above each bar; {INTERVAL_NOTE}", context),
         fontsize=9,
     )
     axes.legend(title="platform", loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -220,20 +220,20 @@ def scaleup_figure(rows, keys, metric, unit, include_emulated=False, context=Non
     for row in shown:
         name = "/".join(str(row[key]) for key in line_keys if not _missing(row.get(key)))
         lines.setdefault(name, []).append(row)
-    figure = _new_figure(7.5, max(4.8, 2.0 + 0.22 * len(lines)))  # room for a legend of many lines
+    figure = new_figure(7.5, max(4.8, 2.0 + 0.22 * len(lines)))  # room for a legend of many lines
     axes = figure.add_subplot()
     for name, own in lines.items():
         own.sort(key=lambda row: row["scaleup"])
         centers = [row[f"{metric} mean"] for row in own]
         errors = numpy.array(
-            [_error(center, row[f"{metric} interval"]) for center, row in zip(centers, own, strict=True)]
+            [error_bar(center, row[f"{metric} interval"]) for center, row in zip(centers, own, strict=True)]
         ).T
         axes.errorbar([row["scaleup"] for row in own], centers, yerr=errors, marker="o", capsize=3, label=name)
     axes.set_xticks(sorted({row["scaleup"] for row in shown}))
     axes.set_xlabel("scaleup (cores, or instances for scale-out)")
     axes.set_ylabel(f"{metric} ({unit}), mean")
     axes.set_ylim(bottom=0)
-    figure.suptitle(_title(f"{metric} by scale-up; {INTERVAL_NOTE} of the mean", context), fontsize=9)
+    figure.suptitle(title(f"{metric} by scale-up; {INTERVAL_NOTE} of the mean", context), fontsize=9)
     axes.legend(title=" / ".join(line_keys), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return figure
 
@@ -257,7 +257,7 @@ def diff_figure(component, rows, keys, diff, context=None):
     if not bars:
         return None
     groups = list(dict.fromkeys(bar["group"] for bar in bars))
-    figure = _new_figure(max(6.0, 1.0 * len(groups) * len({bar["series"] for bar in bars})), 4.8)
+    figure = new_figure(max(6.0, 1.0 * len(groups) * len({bar["series"] for bar in bars})), 4.8)
     axes = figure.add_subplot()
     _grouped_bars(axes, bars)
     low = min([0.0, *(bar["value"] for bar in bars), *(bar["interval"][0] for bar in bars if bar["interval"])])
@@ -267,7 +267,7 @@ def diff_figure(component, rows, keys, diff, context=None):
     axes.axhline(0.0, color="grey", linewidth=0.8)
     axes.set_xlabel(" / ".join(["metric", *group_keys(keys)]))
     axes.set_ylabel(f"{diff} of the mean against {BASELINE} (positive: worse)")
-    figure.suptitle(_title(f"{diff} against {BASELINE}, component {component}; {INTERVAL_NOTE}", context), fontsize=9)
+    figure.suptitle(title(f"{diff} against {BASELINE}, component {component}; {INTERVAL_NOTE}", context), fontsize=9)
     axes.legend(title="platform", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return figure
 
@@ -282,13 +282,15 @@ def phases_figure(rows, keys, metrics, context=None):
     if not phases or not shown:
         return None
     labels = ["/".join(str(row[key]) for key in keys if not _missing(row.get(key))) for row in shown]
-    figure = _new_figure(max(6.0, 0.9 * len(shown) + 2.5), 5.0)
+    figure = new_figure(max(6.0, 0.9 * len(shown) + 2.5), 5.0)
     axes = figure.add_subplot()
     bottoms = numpy.zeros(len(shown))
     for metric in phases:
         heights = numpy.array([row.get(f"{metric} mean") or 0.0 for row in shown])
         intervals = [mean_interval(row.get(f"{metric} values") or []) for row in shown]
-        errors = numpy.array([_error(height, interval) for height, interval in zip(heights, intervals, strict=True)]).T
+        errors = numpy.array(
+            [error_bar(height, interval) for height, interval in zip(heights, intervals, strict=True)]
+        ).T
         axes.bar(
             range(len(shown)),
             heights,
@@ -303,7 +305,7 @@ def phases_figure(rows, keys, metrics, context=None):
     axes.set_xlabel(" / ".join(keys))
     axes.set_ylabel("time summed over the requests (s), mean")
     figure.suptitle(
-        _title(f"Inference phases per scenario (stacked); {INTERVAL_NOTE} of each phase", context), fontsize=9
+        title(f"Inference phases per scenario (stacked); {INTERVAL_NOTE} of each phase", context), fontsize=9
     )
     axes.legend(title="phase", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return figure
@@ -374,7 +376,7 @@ def roofline_figure(points, roofs, context=None):
     ridges = [peak_flops / bandwidth for peak_flops, bandwidth in roofs.values()]
     intensities = [point["intensity"] for point in points] + ridges
     low, high = min(intensities) / 8, max(intensities) * 8
-    figure = _new_figure(7.5, 5.2)
+    figure = new_figure(7.5, 5.2)
     axes = figure.add_subplot()
     colors = dict(zip(roofs, _colors() * len(roofs), strict=False))
     xs = numpy.geomspace(low, high, 200)
@@ -390,7 +392,7 @@ def roofline_figure(points, roofs, context=None):
             color=colors[device],
         )
     for point in points:
-        below, above = _error(point["achieved"], point.get("achieved interval"))
+        below, above = error_bar(point["achieved"], point.get("achieved interval"))
         axes.errorbar(
             point["intensity"],
             point["achieved"],
@@ -413,7 +415,7 @@ def roofline_figure(points, roofs, context=None):
     axes.set_xlabel("arithmetic intensity (FLOP/byte)")
     axes.set_ylabel("achieved (FLOP/s)")
     figure.suptitle(
-        _title(f"Roofline: peaks measured on each device (GEMM, device-to-device copy); {INTERVAL_NOTE}", context),
+        title(f"Roofline: peaks measured on each device (GEMM, device-to-device copy); {INTERVAL_NOTE}", context),
         fontsize=9,
     )
     axes.grid(True, which="major", linewidth=0.4)

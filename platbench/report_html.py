@@ -5,7 +5,16 @@ matplotlib and inlined as SVG; the metadata from report_meta. Nothing is compute
 
 from pathlib import Path
 
-from platbench import budgets, inference_report, instances_report, report_diff, report_figures, report_meta, validity
+from platbench import (
+    budgets,
+    inference_report,
+    instances_report,
+    report_diff,
+    report_figures,
+    report_meta,
+    report_sizing,
+    validity,
+)
 from platbench.report_load import (
     ACCELERATOR,
     BASELINE,
@@ -126,7 +135,13 @@ def _figures(*named):
 
 
 def main_sections(frame, metrics, include_emulated, context, thresholds=validity.DEFAULTS):
-    rows, keys, units = summarize(frame, metrics, include_emulated=include_emulated, thresholds=thresholds)
+    rows, keys, units = summarize(
+        frame,
+        metrics,
+        include_emulated=include_emulated,
+        always=report_sizing.sizing_keys(frame),
+        thresholds=thresholds,
+    )
     with_intervals(rows, keys, metrics, include_emulated)
     header, lines = main_table(rows, keys, metrics, units)
     figures = []
@@ -139,6 +154,10 @@ def main_sections(frame, metrics, include_emulated, context, thresholds=validity
             (
                 f"{metric} by scale-up",
                 report_figures.scaleup_figure(rows, keys, metric, units[metric], include_emulated, context),
+            ),
+            (
+                f"{metric} normalised to {BASELINE} against CHR",
+                report_sizing.chr_figure(rows, keys, metric, include_emulated, context),
             ),
         )
     notes = [

@@ -44,6 +44,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import (
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import (
     plan_problems as _plan_problems,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.sizing import SizingError
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
     WorkloadArgsError,
 )
@@ -274,17 +275,22 @@ def pci_address(address):
         raise AnsibleFilterError(f"pci_address: {exc}") from None
 
 
-def cells_to_run(plan, status, host, results_dir=None, runners=None):
+def cells_to_run(plan, status, host, results_dir=None, runners=None, facts=None, reserved_cpus=None):
     """The cells ``host`` runs (ready platforms, emulated subset, not yet measured by ``host``, its own when spread
-    over several runner hosts)."""
+    over several runner hosts), each sized for ``host`` from its ``facts`` (scale-up resolved, chr, numa_nodes)."""
     done = _done_cells(os.path.join(str(results_dir), "samples.jsonl"), host) if results_dir else ()
-    return _cells_to_run(
-        _mapping(plan, "the plan", "cells_to_run"),
-        _mapping(status, "status", "cells_to_run"),
-        host,
-        done,
-        _runner_list(runners, "cells_to_run"),
-    )
+    try:
+        return _cells_to_run(
+            _mapping(plan, "the plan", "cells_to_run"),
+            _mapping(status, "status", "cells_to_run"),
+            host,
+            done,
+            _runner_list(runners, "cells_to_run"),
+            facts or {},
+            reserved_cpus or (),
+        )
+    except SizingError as exc:
+        raise AnsibleFilterError(f"cells_to_run: {exc}") from None
 
 
 def k8s_job_outcome(jobs, pods=None):

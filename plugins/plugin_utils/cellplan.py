@@ -23,7 +23,7 @@ import json
 from ansible_collections.platbench.lab.plugins.module_utils import data_disk, platforms
 from ansible_collections.platbench.lab.plugins.module_utils import storage as storage_classes
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import idle_cores, instances, peer, placements
+from ansible_collections.platbench.lab.plugins.plugin_utils import idle_cores, instances, peer, placements, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 
 NAME_PREFIX = "platbench-"
@@ -113,9 +113,11 @@ def choose_cpus(allowed, count, reserved=(), numa_nodes=None):
     """``count`` CPUs of ``allowed`` minus ``reserved``, and the NUMA node they lie in (or None).
 
     Where the host has several NUMA nodes and the count fits in one, the CPUs come from one
-    node: the one holding the highest-numbered free CPU. Within the node (or across the host,
-    when no node is big enough) the highest-numbered CPUs go first, so CPU 0, which takes most
-    interrupts and housekeeping, goes last. Returned in ascending order.
+    node: the one holding the highest-numbered free CPU. Where it fits in none, they fill a node,
+    then spill over to the next (the biggest first, so that they span as few nodes as they can;
+    sizing.nodes_spanned says which). Within a node (or across the host, when it names no nodes)
+    the highest-numbered CPUs go first, so CPU 0, which takes most interrupts and housekeeping,
+    goes last. Returned in ascending order.
     """
     reserved = _cpu_numbers(reserved, "reserved CPUs")
     available = _cpu_numbers(allowed, "the host's allowed CPUs") - reserved
@@ -130,8 +132,17 @@ def choose_cpus(allowed, count, reserved=(), numa_nodes=None):
         str(name): _cpu_numbers(cpus, f"NUMA node {name}") & available for name, cpus in (numa_nodes or {}).items()
     }
     fitting = [(max(cpus), name) for name, cpus in nodes.items() if len(cpus) >= count]
-    pool = nodes[max(fitting)[1]] if len(nodes) > 1 and fitting else available
-    chosen = sorted(sorted(pool, reverse=True)[:count])
+    if len(nodes) > 1 and fitting:
+        chosen = sorted(sorted(nodes[max(fitting)[1]], reverse=True)[:count])
+    elif len(nodes) > 1:
+        # Node by node, the biggest (then the highest-reaching) first; CPUs no node names last.
+        order = sorted((cpus for cpus in nodes.values() if cpus), key=lambda cpus: (len(cpus), max(cpus)), reverse=True)
+        named = set().union(*nodes.values())
+        order.append(available - named)
+        filled = [cpu for cpus in order for cpu in sorted(cpus, reverse=True)]
+        chosen = sorted(filled[:count])
+    else:
+        chosen = sorted(sorted(available, reverse=True)[:count])
     node = next((name for name, cpus in sorted(nodes.items()) if set(chosen) <= cpus), None)
     return chosen, node
 
@@ -262,9 +273,14 @@ def cell_plan(cell, facts, options=None):
         raise CellPlanError(f"expected a cell of the expanded experiment (id, labels, params), got {cell!r}")
     opts = _options(options)
     facts = facts or {}
-    labels = cell["labels"]
     platform = _platform(cell)
     where = f"cell {cell['id']} on {opts['host']}"
+    # A relative scale-up (all, half, all-but-N) becomes this host's number; cells_to_run has mostly done it.
+    try:
+        cell = sizing.sized(cell, facts, opts["reserved_cpus"] or [], opts["host"])
+    except sizing.SizingError as exc:
+        raise CellPlanError(f"{where}: {exc}") from None
+    labels = cell["labels"]
     opts, storage_runtime = _with_storage_class(cell, opts, where)
     try:
         fence, emulator_cpus, idle_runtime = idle_cores.plan(platform, cell, facts, opts["reserved_cpus"], where)

@@ -19,7 +19,7 @@ import re
 
 import yaml
 from ansible_collections.platbench.lab.plugins.module_utils import platforms, workload_needs
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances
+from ansible_collections.platbench.lab.plugins.plugin_utils import instances, sizing
 
 CPU_CONFIGS = ("pin", "vnl")
 PROCESSORS = ("cpu", "gpu")
@@ -44,6 +44,8 @@ OPTIONAL_FIELDS = {
     # the inventory's classes; idle_cores: none gives the instance every host core and leaves none idle.
     "storage": None,
     "idle_cores": None,
+    # numa: spill says the biggest pinned scale-up is meant to cross a NUMA node (plugins/plugin_utils/sizing.py).
+    "numa": None,
 }
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
 # Labels every cell carries; a workload parameter may not shadow them. `host` (the inventory
@@ -66,6 +68,9 @@ CELL_LABELS = (
     "background",
     "storage",
     "idle_cores",
+    sizing.REQUESTED_LABEL,
+    sizing.CHR_LABEL,
+    sizing.NUMA_LABEL,
     instances.ROLE_LABEL,
     instances.INDEX_LABEL,
     instances.SHARE_LABEL,
@@ -380,6 +385,26 @@ def deployment_dimensions(experiment):
     return [{**({"storage": name} if name else {}), **idle} for name in classes]
 
 
+def _check_scaleup(scaleup, platform_labels, problems):
+    """``scaleup``: cores per instance, each a number or relative to the runner host (sizing.py)."""
+    wrong = [problem for problem in map(sizing.scaleup_problem, scaleup) if problem]
+    if not scaleup or wrong:
+        problems.append(
+            f"scaleup: {scaleup!r} must be one or more positive integers (cores per instance) or scale-ups relative "
+            "to the runner host (all, half, all-but-N with N >= 1)" + (f": {'; '.join(wrong)}" if wrong else "")
+        )
+    elif len({str(value) for value in scaleup}) != len(scaleup):
+        problems.append(f"scaleup: {scaleup!r} lists a value twice")
+    remote = [label for label in _as_list(platform_labels or []) if label in platforms.REMOTE]
+    relative = [value for value in scaleup if sizing.is_relative(value)]
+    if remote and relative:
+        problems.append(
+            f"scaleup: {', '.join(relative)} is relative to the runner host's cores, but the instances of "
+            f"{platforms.in_words(remote)} are sized by their flavors, on other hosts: give them numbers "
+            "(a separate experiment), or drop the relative scale-ups"
+        )
+
+
 def validate_experiment(data, source="experiment", expected_name=None):
     """Return ``data`` normalized (scalars of the dimension fields made lists, defaults
     filled in), or raise ExperimentError listing every problem, each naming ``source``.
@@ -417,13 +442,12 @@ def validate_experiment(data, source="experiment", expected_name=None):
         if field in experiment:
             _check_choices(field, experiment[field], allowed, problems)
     if "scaleup" in experiment:
-        scaleup = experiment["scaleup"]
-        if not scaleup or not all(
-            isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 for cores in scaleup
-        ):
-            problems.append(f"scaleup: {scaleup!r} must be one or more positive integers (cores per instance)")
-        elif len(set(scaleup)) != len(scaleup):
-            problems.append(f"scaleup: {scaleup!r} lists a value twice")
+        _check_scaleup(experiment["scaleup"], experiment.get("platforms"), problems)
+    if experiment["numa"] is not None and experiment["numa"] not in sizing.NUMA_INTENTS:
+        problems.append(
+            f"numa: {experiment['numa']!r} is unknown; numa: spill says the biggest pinned scale-up is meant to "
+            "cross a NUMA node (pinned CPUs always fill a node, then spill to the next); leave it out otherwise"
+        )
     if experiment["mode"] not in MODES:
         problems.append(f"mode: unknown value {experiment['mode']!r}; allowed: {', '.join(MODES)}")
     instances.check_experiment(experiment, problems)
@@ -572,5 +596,5 @@ def emulated_subset(cells, emulated, guests=platforms.GUESTS):
 
 
 def cores_needed(experiment):
-    """The most cores one instance of the experiment asks for (for prechecks)."""
-    return max(experiment["scaleup"])
+    """The most cores one instance of the experiment asks for as a number (relative scale-ups are the host's)."""
+    return max((cores for cores in experiment["scaleup"] if sizing.is_number(cores)), default=1)

@@ -22,6 +22,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     expand,
     workloads_of,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.sizing import is_number
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
     WorkloadArgsError,
     flag_of,
@@ -72,7 +73,9 @@ def workload_runs(experiment):
         cells += [cell for cell in emulated_subset(cells, experiment["emulated"]) if cell["labels"].get("emulated")]
     runs = {}
     for cell in cells:
-        params = {"threads": cell["labels"]["scaleup"], **cell["params"]}
+        # A relative scale-up (half...) is a number only on its host: any number checks how the arguments parse.
+        scaleup = cell["labels"]["scaleup"]
+        params = {"threads": scaleup if is_number(scaleup) else 1, **cell["params"]}
         if experiment.get("dataset") is not None:
             params["data_dir"] = DATA_DIR_PLACEHOLDER
         workload = cell["labels"]["workload"]

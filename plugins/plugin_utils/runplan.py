@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import idle_cores, instances
+from ansible_collections.platbench.lab.plugins.plugin_utils import idle_cores, instances, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_hosts, instances_k8s
 
@@ -43,8 +43,9 @@ def plan_problems(
     ``guest_image``: the guest image description (its ``nvidia_driver``); ``gpus_per_cell``: the GPUs
     of a gpu cell, or of each of its instances (``platform_run_gpus_per_cell``); ``runners``: the runner hosts
     (``platform_run_runners``) a distributed cell's ranks may spread over (``instances.hosts``). Returns
-    ``{"problems": [...], "skipped": {label: reason}, "gpu_summary": "..."}``, the summary
-    saying which GPUs the plan's gpu scenarios use on this host ("" when it has none).
+    ``{"problems": [...], "skipped": {label: reason}, "gpu_summary": "...", "sizing": [...]}``, the summary
+    saying which GPUs the plan's gpu scenarios use on this host ("" when it has none), ``sizing`` how its
+    relative scale-ups resolve here and the NUMA warnings (sizing.plan_sizing).
     """
     name = plan.get("name", "?")
     cells = plan.get("cells") or []
@@ -57,6 +58,7 @@ def plan_problems(
             ],
             "skipped": {},
             "gpu_summary": "",
+            "sizing": [],
         }
     problems, skipped = [], {}
     wanted = _wanted(plan)
@@ -83,6 +85,10 @@ def plan_problems(
     allowed = [int(cpu) for cpu in facts.get("cpus_allowed", [])]
     reserved = {int(cpu) for cpu in reserved_cpus or ()}
     offered = len(set(allowed) - reserved)
+    # Relative scale-ups (all, half, all-but-N) become this host's numbers; one that cannot stops the plan.
+    sizing_problems, sizing_notes = sizing.plan_sizing(name, cells, facts, reserved, host, plan.get("numa"))
+    problems.extend(sizing_problems)
+    cells = _sized(cells, facts, reserved, host)  # the checks below see numbers; the cells that have none, no more
     # The cells of OpenStack platforms run on the campaign's instances: their flavors give CPUs and GPUs.
     local = [cell for cell in cells if cell["labels"]["platform"] not in platforms.REMOTE]
     most = max((int(cell["labels"]["scaleup"]) for cell in local), default=0)
@@ -113,7 +119,18 @@ def plan_problems(
     problems.extend(gpu_problems)
     if not gpu_problems:
         problems.extend(_instance_gpu_problems(name, local, facts, host, gpu_assignment, gpus_per_cell))
-    return {"problems": problems, "skipped": skipped, "gpu_summary": summary}
+    return {"problems": problems, "skipped": skipped, "gpu_summary": summary, "sizing": sizing_notes}
+
+
+def _sized(cells, facts, reserved, host):
+    """The cells whose scale-up resolves on ``host``, sized (sizing.sized); plan_sizing names the others."""
+    kept = []
+    for cell in cells:
+        try:
+            kept.append(sizing.sized(cell, facts, reserved, host))
+        except sizing.SizingError:
+            continue
+    return kept
 
 
 def _node_problems(name, cells, status, skipped):
@@ -244,7 +261,7 @@ def _gpu_problems(name, cells, status, facts, host, assignment, guest_image):
     return problems, f"GPUs on {host}: " + "; ".join(uses) + "."
 
 
-def cells_to_run(plan, status, host, done=(), runners=None):
+def cells_to_run(plan, status, host, done=(), runners=None, facts=None, reserved_cpus=()):
     """The cells ``host`` runs, in the plan's order, each labelled with ``host``.
 
     Kept: cells of the platforms ready here; where guests are emulated (``emulated`` in
@@ -252,6 +269,8 @@ def cells_to_run(plan, status, host, done=(), runners=None):
     host already measured (``done``: their ids, from ``records.done_cells(path, host)``). A cell whose ranks spread
     over several runner hosts (``instances.hosts``) is its home host's, the first of ``runners``: the other runners
     leave it out (neither run nor counted done here).
+    ``facts`` and ``reserved_cpus``: the host's, which each kept cell's sizing labels are worked out from
+    (sizing.sized: a relative scale-up resolved, ``chr``, ``numa_nodes``).
     Returns ``{"cells": [...], "done": how many cells of the plan this host already measured}``.
     """
     ready = [label for label, entry in status.items() if entry.get("ready")]
@@ -269,5 +288,10 @@ def cells_to_run(plan, status, host, done=(), runners=None):
         cell for cell in cells if cell["labels"].get("emulated")
     ]
     done = set(done)
-    kept = [{**cell, "labels": {**cell["labels"], "host": host}} for cell in cells if cell["id"] not in done]
+    # Each cell's sizing on this host (scale-up resolved, chr, numa_nodes) is part of its labels, so of its record.
+    kept = [
+        sizing.sized({**cell, "labels": {**cell["labels"], "host": host}}, facts, reserved_cpus, host)
+        for cell in cells
+        if cell["id"] not in done
+    ]
     return {"cells": kept, "done": sum(1 for cell in cells if cell["id"] in done)}

@@ -179,9 +179,10 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         assert plan["container"]["image"] == OPTIONS["guest_image"]["container_image_id"]
 
 
-def test_the_scale_up_too_big_for_one_node_spreads_highest_first():
+def test_the_scale_up_too_big_for_one_node_fills_one_then_spills_to_the_next():
+    # node 1 (up to CPU 7) is filled, then node 0's highest CPUs: CPU 0 still goes last
     cpus, node = choose_cpus(range(8), 6, numa_nodes=TWO_NODES["numa_nodes"])
-    assert cpus == [2, 3, 4, 5, 6, 7] and node is None
+    assert cpus == [1, 3, 4, 5, 6, 7] and node is None
 
 
 def test_reserved_cpus_and_cpu_zero_go_last():

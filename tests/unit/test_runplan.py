@@ -103,7 +103,7 @@ def problems(plan, status=READY, facts=FACTS, **options):
 
 
 def test_a_plan_this_host_can_run_has_no_problem():
-    assert problems(experiment()) == {"problems": [], "skipped": {}, "gpu_summary": ""}
+    assert problems(experiment()) == {"problems": [], "skipped": {}, "gpu_summary": "", "sizing": []}
 
 
 def test_an_unbuilt_platform_and_a_missing_piece_fail_with_their_reason(monkeypatch):
@@ -120,6 +120,7 @@ def test_an_unbuilt_platform_and_a_missing_piece_fail_with_their_reason(monkeypa
         "problems": [],
         "skipped": {"sg": status["sg"]["reason"]},
         "gpu_summary": "",
+        "sizing": [],
     }
 
 
@@ -130,6 +131,7 @@ def test_openstack_cells_are_skipped_without_instances_and_never_checked_against
         "problems": [],
         "skipped": {"nova": status["nova"]["reason"]},
         "gpu_summary": "",
+        "sizing": [],
     }
     ready = platform_status(
         FACTS,
@@ -145,7 +147,7 @@ def test_openstack_cells_are_skipped_without_instances_and_never_checked_against
     # More CPUs and GPUs than the runner has: the flavor gives them on the cloud.
     big = {**plan, "cells": [cell for cell in plan["cells"] if cell["labels"]["platform"] == "nova"]}
     big["cells"] = [{**cell, "labels": {**cell["labels"], "scaleup": 64, "processor": "gpu"}} for cell in big["cells"]]
-    assert problems(big, ready) == {"problems": [], "skipped": {}, "gpu_summary": ""}
+    assert problems(big, ready) == {"problems": [], "skipped": {}, "gpu_summary": "", "sizing": []}
 
 
 def test_guests_without_qemu_are_skipped_not_failed():

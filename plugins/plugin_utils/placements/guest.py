@@ -12,6 +12,7 @@ label at ``data_disk.GUEST_DATA_DIR``: the workload's --data-dir, bound read-onl
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import apptainer, data_disk
+from ansible_collections.platbench.lab.plugins.plugin_utils import sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import container, process
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     GUEST_PREFIX,
@@ -40,11 +41,13 @@ def plan(ctx, plan):
         raise PlacementError(f"{ctx.where}: params.data_dir: {exc}") from None
     # Apptainer inside: the SIF's read-only disk, mounted at apptainer.GUEST_SIF_DIR by the guest image's fstab.
     sif = [{"path": image.get("sif_disk"), "format": "raw", "readonly": True}] if apptainer_inside else []
+    numa = numa_layout(ctx, ctx.cpus, memory)
     plan["guest"] = {
         "name": ctx.name,
         "vcpus": ctx.threads,
         "cpu_pins": ctx.cpus,
         "emulator_cpus": ctx.cpus,
+        "numa": numa,
         "memory_mb": memory,
         "hugepages": bool(ctx.opts["vm_hugepages"]),
         "with_container_disk": ctx.platform.inner == "container",
@@ -60,6 +63,7 @@ def plan(ctx, plan):
         emulator_pins_requested=ctx.cpuset or None,
         guest_memory_mb=memory,
         guest_data_disk=data["path"] if data else None,
+        guest_numa_nodeset=numa["nodeset"] if numa else None,
     )
     if ctx.cell["labels"].get("emulated"):
         ctx.extra_env = dict(EMULATED_ENV)
@@ -95,6 +99,15 @@ def plan(ctx, plan):
             apptainer_cpuset=in_guest,
         )
         process.plan(ctx, plan, machine)
+
+
+def numa_layout(ctx, pins, memory_mb):
+    """A pinned guest's NUMA layout (sizing.guest_numa): its memory bound to the host nodes its vCPUs' CPUs lie
+    in, and a guest NUMA cell per node, so that the guest sees the split it runs on. None where not pinned."""
+    try:
+        return sizing.guest_numa(pins, ctx.facts.get("numa_nodes"), memory_mb)
+    except sizing.SizingError as exc:
+        raise PlacementError(f"{ctx.where}: {exc} (ansible_facts.platbench.numa_nodes)") from None
 
 
 def _attached(data):

@@ -31,6 +31,7 @@ import shlex
 
 from ansible_collections.platbench.lab.plugins.module_utils import guest_path, network_path, path_measure
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements import guest as guest_kind
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances as placed
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import process
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import GUEST_PREFIX, PlacementError
@@ -85,7 +86,10 @@ def plan(ctx, plan, spec):
         member["ssh"] = ssh_argv(config, member["name"])
     path = _path(ctx, spec, members) if "network" in spec else None
     network = _network(ctx, path, members) if path else None
-    guests = [_guest(plan["guest"], member, path) for member in members]
+    guests = [
+        _guest(plan["guest"], member, path, guest_kind.numa_layout(ctx, member["cpus"], plan["guest"]["memory_mb"]))
+        for member in members
+    ]
     build = _container_instance if ctx.platform.inner == "container" else _process_instance
     if ctx.cell["labels"].get("mode") == "shared":
         rounds, settle = instances.shared_rounds(ctx, plan, build, members, spec["background"])
@@ -148,13 +152,15 @@ def _network(ctx, path, members):
     }
 
 
-def _guest(guest, member, path):
-    """One instance's guest: the kind's guest with its own name and pins, and its NIC on the cell's bridge."""
+def _guest(guest, member, path, numa):
+    """One instance's guest: the kind's guest with its own name, pins and NUMA layout, and its NIC on the cell's
+    bridge."""
     own = dict(
         guest,
         name=member["name"],
         cpu_pins=member["cpus"],
         emulator_cpus=member["cpus"],
+        numa=numa,
         ssh=member["ssh"],
         path_nics=[],
         path_script=None,

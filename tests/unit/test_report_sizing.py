@@ -1,0 +1,86 @@
+"""The report's CHR and NUMA columns and chr.png (platbench/report_sizing.py), over a campaign whose cells carry
+the sizing labels cells_to_run gives them (plugins/plugin_utils/sizing.py)."""
+
+from __future__ import annotations
+
+import csv
+
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from test_report import sample as report_sample
+
+from platbench import report, report_sizing
+
+USABLE = 16
+
+
+def sample(platform, value, repeat, scaleup, cpu_config="pin", requested=None, numa_nodes=1):
+    """A throughput sample (test_report.py's) with the sizing labels cells_to_run gives a cell on a 16-core host."""
+    sizing = {
+        "host": "h1",
+        "chr": round(scaleup / USABLE, 3),
+        "numa_nodes": numa_nodes if cpu_config == "pin" else None,
+    }
+    if requested:
+        sizing["scaleup_requested"] = requested
+    return report_sample(platform, "throughput", value, repeat, scaleup=scaleup, cpu_config=cpu_config, **sizing)
+
+
+def campaign(tmp_path, scaleups=((4, None, 1), (8, "half", 1), (16, "all", 2))):
+    samples = []
+    for scaleup, requested, nodes in scaleups:
+        for repeat in range(2):
+            samples.append(sample("bm", 10.0 * scaleup, repeat, scaleup, requested=requested, numa_nodes=nodes))
+            # cn loses more the more of the host it takes
+            samples.append(sample("cn", 10.0 * scaleup * (1 - scaleup / 40), repeat, scaleup, "pin", requested, nodes))
+    append_samples(tmp_path / "samples.jsonl", samples)
+    return tmp_path
+
+
+def test_several_chrs_and_nodes_are_columns_of_the_main_table(tmp_path):
+    frame = report.load_samples(campaign(tmp_path))
+    assert report_sizing.sizing_keys(frame) == ["scaleup_requested", "chr", "numa_nodes"]
+    rows, keys, _ = report.summarize(frame, ["throughput"], always=report_sizing.sizing_keys(frame))
+    assert {"chr", "numa_nodes", "scaleup_requested"} <= set(keys)
+    cn = {row["chr"]: row for row in rows if row["platform"] == "cn"}
+    assert sorted(cn) == [0.25, 0.5, 1.0]
+    assert cn[1.0]["numa_nodes"] == 2 and cn[1.0]["scaleup_requested"] == "all"
+    assert cn[0.25]["throughput ratio to bm"] == 1 - 4 / 40
+
+
+def test_one_chr_adds_no_column(tmp_path):
+    frame = report.load_samples(campaign(tmp_path, scaleups=((4, None, 1),)))
+    assert report_sizing.sizing_keys(frame) == []
+
+
+def test_chr_series_are_per_platform_and_cpu_config_without_bm(tmp_path):
+    frame = report.load_samples(campaign(tmp_path))
+    rows, _, _ = report.summarize(frame, ["throughput"], always=report_sizing.sizing_keys(frame))
+    series = report_sizing.chr_series(rows, "throughput")
+    assert list(series) == ["cn pin"]
+    assert [chr_ for chr_, _, _ in series["cn pin"]] == [0.25, 0.5, 1.0]
+    assert [round(ratio, 3) for _, ratio, _ in series["cn pin"]] == [0.9, 0.8, 0.6]
+
+
+def test_the_report_writes_chr_png_and_a_chr_column_where_a_campaign_has_several(tmp_path):
+    results = campaign(tmp_path)
+    assert report.main([str(results)]) == 0
+    with open(results / "report.csv", encoding="utf-8") as stream:
+        header = next(csv.reader(stream))
+    assert "chr" in header and "numa_nodes" in header
+    assert (results / "chr.png").stat().st_size > 0
+    page = (results / "report.html").read_text(encoding="utf-8")
+    assert "throughput normalised to bm against CHR" in page and "<th>chr</th>" in page
+
+
+def test_no_chr_png_for_a_campaign_of_one_chr(tmp_path):
+    results = campaign(tmp_path, scaleups=((4, None, 1),))
+    assert report.main([str(results)]) == 0
+    assert not (results / "chr.png").exists()
+    assert report_sizing.write_chr_chart(results / "chr.png", *_rows(results)) == ([], None)
+    assert "against CHR" not in (results / "report.html").read_text(encoding="utf-8")
+
+
+def _rows(results):
+    frame = report.load_samples(results)
+    rows, keys, _ = report.summarize(frame, ["throughput"], always=report_sizing.sizing_keys(frame))
+    return rows, keys, ["throughput"]
