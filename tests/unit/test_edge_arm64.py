@@ -83,7 +83,9 @@ def test_a_download_without_an_aarch64_wheel_names_the_requirement_and_how_to_su
     assert "PIP_FIND_LINKS=DIR" in message
     # Any other failure passes pip's own last lines on.
     other = wheelhouse_download_problem("ERROR: HTTP error 503 while getting https://…\n", "x86_64", X86_64_TAGS)
-    assert other.startswith("pip download failed for x86_64 (") and other.endswith("HTTP error 503 while getting https://…")
+    assert other.startswith("pip download failed for x86_64 (") and other.endswith(
+        "HTTP error 503 while getting https://…"
+    )
 
 
 def refused(name, role, tasks_from="precheck", **variables):
