@@ -374,9 +374,9 @@ def base_image_tag(packages, suite):
     return _identities.base_image_tag(suite, packages)
 
 
-def wheelhouse_name(requirements, python_version):
-    """The wheelhouse directory name of a requirement list and Python version."""
-    return _identities.wheelhouse_name(requirements, python_version)
+def wheelhouse_name(requirements, python_version, architecture="x86_64"):
+    """The wheelhouse directory name of a requirement list, Python version and architecture."""
+    return _identities.wheelhouse_name(requirements, python_version, architecture)
 
 
 def guest_rootfs_id(inputs, nvidia=None, apptainer_deb=None):

@@ -36,9 +36,11 @@ def base_image_tag(suite, packages):
     return f"{suite}-{_digest(','.join(_sorted(packages)), BASE_TAG_CHARS)}"
 
 
-def wheelhouse_name(requirements, python_version):
-    """The directory of one wheelhouse: 12 hex of its requirement list and the Python it serves."""
-    return _digest(" ".join(_sorted(requirements)) + str(python_version), WHEELHOUSE_CHARS)
+def wheelhouse_name(requirements, python_version, architecture="x86_64"):
+    """The directory of one wheelhouse: 12 hex of its requirement list and the Python it serves, followed by the
+    architecture (``-aarch64``) for every architecture but x86_64, whose wheelhouses keep their names."""
+    name = _digest(" ".join(_sorted(requirements)) + str(python_version), WHEELHOUSE_CHARS)
+    return name if architecture == "x86_64" else f"{name}-{architecture}"
 
 
 def guest_rootfs_id(inputs, nvidia=None, apptainer_deb=None):

@@ -166,7 +166,9 @@ def image_context(tmp_path, gpu):
         "workload_image_workloads_source": str(workloads),
         "wheelhouse_dir": str(wheelhouses),
     }
-    ok(play(tmp_path, tasks, variables, facts={"platbench": {"gpus": [], **gpu_facts({}, [], "localhost")}}))
+    # The wheelhouse is named for the host's architecture, as setup reports it.
+    facts = {"architecture": "x86_64", "platbench": {"gpus": [], **gpu_facts({}, [], "localhost")}}
+    ok(play(tmp_path, tasks, variables, facts=facts))
     found = json.loads((tmp_path / "out.json").read_text())
     files = sorted(str(p.relative_to(context)) for p in context.rglob("*") if p.is_file())
     return found, context, files
