@@ -249,7 +249,7 @@ PLATFORMS = (
     ),
     _entry(
         "mvm",
-        "a throwaway Firecracker micro-VM per cell under the jailer, booted from the guest image; the workload over SSH",
+        "a throwaway Firecracker micro-VM per cell, jailed, booted from the guest image; the workload over SSH",
         ("platbench.lab.firecracker", "platbench.lab.guest_image"),
         "micro_vm",
         inner="process",

@@ -79,6 +79,7 @@ attributes:
   check_mode:
     description: Checks the configuration and the host, starts nothing.
     support: partial
+    details: Check mode checks the configuration and the host and returns the jailer's command line; nothing starts.
   diff_mode:
     support: none
     description: Not supported.
@@ -141,6 +142,14 @@ def _console_tail(path, lines=20):
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return "".join(handle.readlines()[-lines:]).strip()
+    except OSError:
+        return ""
+
+
+def _comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8") as handle:
+            return handle.read().strip()
     except OSError:
         return ""
 
@@ -234,7 +243,9 @@ def start(module, params):
     with open(console, "wb") as log:
         # The jailer execs Firecracker: the child's pid is Firecracker's. Its own session, so that the cell's
         # connection ending never signals it; state=absent stops it.
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        child = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     with open(os.path.join(jail, "firecracker.pid"), "w", encoding="utf-8") as handle:
         handle.write(f"{child.pid}\n")
     threads = _wait_for_threads(child.pid, config["machine-config"]["vcpu_count"], deadline, console)
@@ -265,9 +276,8 @@ def stop(module, params):
     if os.path.exists(pid_file):
         with open(pid_file, encoding="utf-8") as handle:
             pid = int(handle.read().strip() or 0)
-        comm = f"/proc/{pid}/comm"
         # Only the VM's own Firecracker: a pid reused since is left alone.
-        if pid and os.path.exists(comm) and open(comm, encoding="utf-8").read().strip().startswith("firecracker"):
+        if pid and _comm(pid).startswith("firecracker"):
             os.kill(pid, signal.SIGKILL)
             for _ in range(100):
                 if not os.path.exists(f"/proc/{pid}"):

@@ -29,8 +29,9 @@ def test_the_vm_configuration_has_the_documented_sections_and_passes_the_schema(
     assert firecracker.config_problems(config) == []
     assert config["machine-config"] == {"vcpu_count": 4, "mem_size_mib": 2048, "smt": False}
     assert config["boot-source"]["kernel_image_path"] == "vmlinux" and config["boot-source"]["initrd_path"] == "initrd"
-    assert f"ip={NETWORK['guest_address']}::{NETWORK['host_address']}:255.255.255.252::eth0:off" in (
-        config["boot-source"]["boot_args"]
+    assert (
+        f"ip={NETWORK['guest_address']}::{NETWORK['host_address']}:255.255.255.252::eth0:off"
+        in (config["boot-source"]["boot_args"])
     )
     assert [(d["drive_id"], d["is_root_device"], d["is_read_only"]) for d in config["drives"]] == [
         ("rootfs", True, False),
@@ -77,7 +78,8 @@ def test_the_jailer_command_line_then_firecrackers_own():
         "--", "--config-file", "vm-config.json", "--no-api",
     ]  # fmt: skip
     assert firecracker.cgroup_settings([], 1.5) == ["cpu.max=150000 100000"]
-    assert firecracker.cgroup_settings([], 2, cgroup_version=1) == ["cpu.cfs_period_us=100000", "cpu.cfs_quota_us=200000"]
+    quota_v1 = ["cpu.cfs_period_us=100000", "cpu.cfs_quota_us=200000"]
+    assert firecracker.cgroup_settings([], 2, cgroup_version=1) == quota_v1
     with pytest.raises(firecracker.FirecrackerError, match="uid must be a non-negative integer"):
         firecracker.jailer_argv("x", -1, 0)
     assert firecracker.jail_root("pb-1") == "/srv/platbench-jailer/firecracker/pb-1/root"
@@ -136,9 +138,8 @@ def executable(path):
 
 def mvm_status(found):
     facts = {"docker_engine": True, "vm_accelerator": "kvm", "libvirt_daemon": True}
-    return platform_status(facts, "/opt/platbench", True, "img", None, "/g/current.json", IMAGE, firecracker_found=found)[
-        "mvm"
-    ]
+    status = platform_status(facts, "/opt/platbench", True, "img", None, "/g/x.json", IMAGE, firecracker_found=found)
+    return status["mvm"]
 
 
 def test_readiness_with_the_binaries_and_an_openable_kvm(tmp_path):
@@ -149,7 +150,8 @@ def test_readiness_with_the_binaries_and_an_openable_kvm(tmp_path):
 
 
 def test_readiness_without_kvm_or_the_binary_says_why_and_which_role_to_run(tmp_path):
-    no_kvm = firecracker.probe(executable(tmp_path / "firecracker"), executable(tmp_path / "jailer"), "/nonexistent/kvm")
+    binaries = executable(tmp_path / "firecracker"), executable(tmp_path / "jailer")
+    no_kvm = firecracker.probe(*binaries, "/nonexistent/kvm")
     status = mvm_status(no_kvm)
     assert status["skip"] and not status["ready"]
     assert status["reason"].startswith("/nonexistent/kvm does not exist: Firecracker needs KVM")

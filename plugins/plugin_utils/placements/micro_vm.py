@@ -34,7 +34,9 @@ def plan(ctx, plan):
     image = ctx.opts["guest_image"] or {}
     variant = image.get("firecracker") or {}
     if not variant.get("kernel") or not variant.get("rootfs"):
-        raise PlacementError(f"{ctx.where}: the guest image has no Firecracker kernel and root: {firecracker.IMAGE_FIX}")
+        raise PlacementError(
+            f"{ctx.where}: the guest image has no Firecracker kernel and root: {firecracker.IMAGE_FIX}"
+        )
     try:
         data = data_disk.guest_disk(ctx.host_data_dir, ctx.opts["datasets_dir"]) if ctx.host_data_dir else None
     except data_disk.DataDiskError as exc:
