@@ -126,6 +126,7 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         "k8s": set(),  # its `job` and `kubernetes`: tests/unit/test_k8s_job.py
         "vmsg": {"guest", "process"},
         "sg": {"process"},
+        "mvm": {"process"},  # and its `micro_vm`: tests/unit/test_firecracker.py
     }
     assert sections == expected[platform]
     if platform == "bm":
@@ -158,7 +159,7 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         assert plan["container"]["removal"] == expected_removal
     if "process" in plan:
         # A process runs on the runner, or in the guest (reached over ssh by its name).
-        assert plan["process"]["host"] == (plan["name"] if "guest" in plan else "runner-a")
+        assert plan["process"]["host"] == (plan["name"] if {"guest", "micro_vm"} & set(plan) else "runner-a")
         # The shell line that ansible.builtin.raw runs is the same directory, environment and argv, quoted.
         words = shlex.split(plan["process"]["command"])
         assert words[:4] == ["cd", plan["process"]["chdir"], "&&", "exec"] and words[4] == "env"
