@@ -24,6 +24,7 @@ from collections import namedtuple
 #   apptainer             Apptainer installed on the host, at least apptainer.MINIMUM_VERSION
 #   sif                   the SIF of the current workload image (platbench.lab.apptainer)
 #   guest_sif             the guest image carries Apptainer and the SIF of the current workload image
+#   firecracker           a usable /dev/kvm and the Firecracker and jailer binaries (platbench.lab.firecracker)
 #   openstack_instance    the campaign's instances of the platform are in the inventory
 #                         (platbench.lab.openstack_instances provisioned them)
 REQUIREMENTS = (
@@ -39,6 +40,7 @@ REQUIREMENTS = (
     "guest_sif",
     "kubernetes",
     "openstack_instance",
+    "firecracker",
 )
 # Kinds of placement: how a cell's workload is put on its platform. Each kind is code written once:
 # plugins/plugin_utils/placements/<kind>.py plans its section of the cell plan and maps what its engine
@@ -48,9 +50,10 @@ REQUIREMENTS = (
 #   guest           a throwaway libvirt guest of the runner host, the workload inside it as an ``inner`` kind
 #   k8s_job         a Kubernetes Job
 #   cloud_instance  an instance the campaign provisioned from a cloud, the workload on it as an ``inner`` kind
-KINDS = ("process", "container", "guest", "k8s_job", "cloud_instance")
+#   micro_vm        a throwaway Firecracker micro-VM per cell, jailed, the workload inside it as an ``inner`` kind
+KINDS = ("process", "container", "guest", "k8s_job", "cloud_instance", "micro_vm")
 # What may run inside the kinds that hold another.
-INNER_KINDS = {"guest": ("process", "container"), "cloud_instance": ("process", "k8s_job")}
+INNER_KINDS = {"guest": ("process", "container"), "cloud_instance": ("process", "k8s_job"), "micro_vm": ("process",)}
 # How a process kind starts the workload: the workload environment's python, or `apptainer exec` of the SIF.
 LAUNCHERS = ("venv", "apptainer")
 # The container engines of the container kind.
@@ -60,9 +63,10 @@ ENGINES = ("docker", "podman")
 #   own         only its own, numbered from 0, checked by their host bus ids
 #   passthrough passed through into a guest: numbered from 0, bus ids the guest's own (only counted)
 #   scheduled   a scheduler (device plugin, flavor) chooses them: only how many is known in advance
-GPU_VIEWS = ("host", "own", "passthrough", "scheduled")
-# How `pin` gives the scenario its CPUs.
-PINNINGS = ("taskset", "cpuset", "vcpupin", "cpu_manager", "flavor")
+#   none        the platform hands over no GPU (Firecracker has no PCI passthrough): `gpu` cells cannot be placed
+GPU_VIEWS = ("host", "own", "passthrough", "scheduled", "none")
+# How `pin` gives the scenario its CPUs (vcpu_affinity: each vCPU thread's sched_setaffinity, in a jailer cpuset).
+PINNINGS = ("taskset", "cpuset", "vcpupin", "cpu_manager", "flavor", "vcpu_affinity")
 # Where micro_net's network peer runs, on platforms that can host one: a second process on the loopback,
 # or a second container on a bridge network of the cell's own (plugins/plugin_utils/peer.py).
 PEERS = ("loopback", "bridge")
@@ -137,14 +141,14 @@ class Platform(namedtuple("Platform", _FIELDS)):
         provisioned holds no copy of them)."""
         if self.remote:
             return None
-        return "disk" if self.guest else "host"
+        return "disk" if self.guest or self.kind == "micro_vm" else "host"
 
     @property
     def gpu_pool(self):
         """Which of the runner host's GPUs a `gpu` cell draws from: `host` (kept by the host's driver; a
         device plugin on the runner's node chooses among them too), `guests` (bound to vfio-pci, passed
         through), or None (the instance's flavor chooses: not the runner's GPUs at all)."""
-        if self.remote:
+        if self.remote or self.gpu_view == "none":
             return None
         return "guests" if self.gpu_view == "passthrough" else "host"
 
@@ -242,6 +246,20 @@ PLATFORMS = (
         cpu_pinning="vcpupin + taskset",
         cpu_vanilla="--cpus quota in the guest",
         gpu_handover="hostdev + --nv",
+    ),
+    _entry(
+        "mvm",
+        "a throwaway Firecracker micro-VM per cell, jailed, booted from the guest image; the workload over SSH",
+        ("platbench.lab.firecracker", "platbench.lab.guest_image"),
+        "micro_vm",
+        inner="process",
+        launcher="venv",
+        gpu_view="none",
+        pinning="vcpu_affinity",
+        requires=("firecracker", "guest_image"),
+        cpu_pinning="jailer cpuset + fc_vcpu thread affinity",
+        cpu_vanilla="jailer cgroup CPU quota",
+        gpu_handover="none (no PCI passthrough)",
     ),
     _entry(
         "sg",

@@ -9,7 +9,7 @@ module gathers the inputs and calls ``platform_status``.
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, platforms
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, firecracker, platforms
 
 APPTAINER_FIX = apptainer.INSTALL_FIX
 
@@ -134,6 +134,8 @@ def requirement_problem(requirement, host, label=None):
         return _kubernetes_problem(host)
     elif requirement in ("apptainer", "sif", "guest_sif"):
         return _apptainer_problem(requirement, host)
+    elif requirement == "firecracker":
+        return firecracker.host_problem(host["firecracker"])
     else:
         raise ValueError(f"unknown requirement {requirement!r}; known: {', '.join(platforms.REQUIREMENTS)}")
     return None
@@ -214,6 +216,7 @@ def platform_status(
     kubernetes=None,
     openstack_instances=None,
     engines_found=None,
+    firecracker_found=None,
 ):
     """For every registry platform: ``ready``, ``reason`` ('' when ready), ``skip`` (the host cannot
     run it at all, so an experiment skips it instead of failing), and for the guest platforms
@@ -231,6 +234,9 @@ def platform_status(
 
     ``engines_found``: per container engine, what ``engines.probe`` found (``answers``, ``version``, ``image_id``);
     the workload image's current id (``image_id``) is Docker's, where it is built.
+
+    ``firecracker_found``: what ``firecracker.probe`` found (the binaries, whether /dev/kvm opens). Without a
+    usable KVM or the binaries the micro-VM platforms are skipped (``skip``), with the reason and the role to run.
 
     ``openstack_instances``: per OpenStack platform, the inventory hosts of the campaign's instances (up or
     failed: a failed one's cells are recorded as failed). Without any, the platform is skipped (``skip``):
@@ -252,6 +258,7 @@ def platform_status(
         "sif_description": sif_description,
         "openstack_instances": openstack_instances or {},
         "engines": engines_found or {},
+        "firecracker": firecracker_found or {},
     }
     accelerator = host["facts"].get("vm_accelerator") or None
     status = {}
@@ -277,6 +284,8 @@ def platform_status(
             entry["skip"] = entry["skip"] or not cluster.get("kubeconfig_present")
         if "openstack_instance" in platform.requires:
             entry["skip"] = not host["openstack_instances"].get(platform.label)
+        if "firecracker" in platform.requires:
+            entry["skip"] = bool(firecracker.host_problem(host["firecracker"]))
         if "hypervisor" in platform.requires:  # guests this host's QEMU runs
             entry.update(accelerator=accelerator, emulated=accelerator == "tcg")
         status[platform.label] = entry

@@ -61,6 +61,18 @@ options:
       - The SIF description written by platbench.lab.apptainer (sg); its C(sif) file must exist too.
     type: path
     default: /var/lib/platbench/sif/current.json
+  firecracker_binary:
+    description: The Firecracker binary (mvm); installed by platbench.lab.firecracker.
+    type: path
+    default: /usr/local/bin/firecracker
+  firecracker_jailer:
+    description: The Firecracker jailer binary (mvm).
+    type: path
+    default: /usr/local/bin/jailer
+  kvm_device:
+    description: The KVM device Firecracker opens read-write; mvm is skipped, with the reason, where it cannot be.
+    type: path
+    default: /dev/kvm
   platforms:
     description:
       - The platforms the caller asks about, checked against the registry; every platform is always returned.
@@ -165,7 +177,7 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, platforms
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, firecracker, platforms
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status, summary
 
 
@@ -241,6 +253,9 @@ def main():
             "platforms": {"type": "list", "elements": "str", "default": []},
             "platforms_source": {"type": "str", "default": "platforms"},
             "openstack_instances": {"type": "dict", "default": {}},
+            "firecracker_binary": {"type": "path", "default": firecracker.BINARY},
+            "firecracker_jailer": {"type": "path", "default": firecracker.JAILER},
+            "kvm_device": {"type": "path", "default": firecracker.KVM},
         },
         supports_check_mode=True,
     )
@@ -274,6 +289,9 @@ def main():
         sif_description=params["sif_description"],
         openstack_instances=params["openstack_instances"],
         engines_found=found,
+        firecracker_found=firecracker.probe(
+            params["firecracker_binary"], params["firecracker_jailer"], params["kvm_device"]
+        ),
     )
     module.exit_json(
         changed=False,

@@ -47,6 +47,7 @@ OPTIONS = plan_options(
         "sif_disk": "/var/lib/platbench/guest/sif-abababababab.img",
         "sif_image_id": "sha256:" + "ab" * 32,
         "apptainer_version": "1.4.5",
+        "firecracker": {"kernel": "/var/lib/platbench/guest/r.vmlinux", "rootfs": "/var/lib/platbench/guest/r.raw"},
     },
     engines={
         "docker": {"answers": True, "version": "24.0.5", "image_id": "sha256:" + "cd" * 32},
@@ -68,6 +69,7 @@ KINDS = {
     "vmsg": "guest",
     "sg": "process",
     "k8s": "k8s_job",
+    "mvm": "micro_vm",
 }
 GUEST_INNER = {"vm": "process", "vmcn": "container", "vmsg": "process"}
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
@@ -124,6 +126,7 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         "k8s": set(),  # its `job` and `kubernetes`: tests/unit/test_k8s_job.py
         "vmsg": {"guest", "process"},
         "sg": {"process"},
+        "mvm": {"process"},  # and its `micro_vm`: tests/unit/test_firecracker.py
     }
     assert sections == expected[platform]
     if platform == "bm":
@@ -156,7 +159,7 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         assert plan["container"]["removal"] == expected_removal
     if "process" in plan:
         # A process runs on the runner, or in the guest (reached over ssh by its name).
-        assert plan["process"]["host"] == (plan["name"] if "guest" in plan else "runner-a")
+        assert plan["process"]["host"] == (plan["name"] if {"guest", "micro_vm"} & set(plan) else "runner-a")
         # The shell line that ansible.builtin.raw runs is the same directory, environment and argv, quoted.
         words = shlex.split(plan["process"]["command"])
         assert words[:4] == ["cd", plan["process"]["chdir"], "&&", "exec"] and words[4] == "env"
@@ -267,12 +270,13 @@ def test_the_filter_names_itself_in_its_errors():
 @pytest.mark.parametrize("platform", BUILT)
 def test_the_plan_is_exactly_what_its_entry_point_declares(platform, cpu_config, processor):
     """The contract: every plan passes the argument specs of its placement entry point, key for key."""
-    plan = cell_plan(
-        make_cell(platform, cpu_config=cpu_config, processor=processor),
-        GPU_HOST,
-        {**OPTIONS, "dataset": {"generator": "mnist"}, "gpu_assignment": GPU_ASSIGNMENT},
-    )
-    assert_plan_matches_its_specs(plan)
+    cell = make_cell(platform, cpu_config=cpu_config, processor=processor)
+    options = {**OPTIONS, "dataset": {"generator": "mnist"}, "gpu_assignment": GPU_ASSIGNMENT}
+    if processor == "gpu" and platforms.get(platform).gpu_view == "none":  # mvm: no GPU to hand over
+        with pytest.raises(CellPlanError, match="passes no GPU through"):
+            cell_plan(cell, GPU_HOST, options)
+        return
+    assert_plan_matches_its_specs(cell_plan(cell, GPU_HOST, options))
 
 
 def micro_net_cell(platform, cell_id=None, cpu_config="pin", **params):

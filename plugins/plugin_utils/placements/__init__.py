@@ -26,6 +26,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements import (
     instances_hosts,
     instances_k8s,
     k8s_job,
+    micro_vm,
     process,
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
@@ -40,6 +41,7 @@ KINDS = {
     "guest": guest,
     "k8s_job": k8s_job,
     "cloud_instance": cloud_instance,
+    "micro_vm": micro_vm,
 }
 # The registered results each kind's task file leaves for record_cell (roles/platform_run/tasks/cell.yml
 # forgets them before every cell, so a cell never reads the one before's).
@@ -48,6 +50,7 @@ RESULTS = (
     "container",
     "guest",
     "vcpus",
+    "micro_vm",
     "k8s_job",
     "k8s_pods",
     "k8s_log",
