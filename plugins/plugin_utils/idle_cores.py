@@ -16,8 +16,9 @@ from __future__ import annotations
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 
 NONE = "none"
-# The kinds whose placement runs on the runner host itself, so that the fence confines their neighbours.
-FENCED_KINDS = ("process", "container")
+# The kinds whose placement runs on the runner host itself, so that the fence confines their neighbours. A
+# Firecracker micro-VM is one: its VMM and vCPU threads are processes of the runner in the jailer's cgroup.
+FENCED_KINDS = ("process", "container", "micro_vm")
 # The kinds that run the workload in a guest of the runner, whose emulator threads share its cores.
 EMULATOR_KINDS = ("guest",)
 

@@ -348,12 +348,16 @@ def _check_emulated(emulated, experiment, problems, workloads=None):
 
 
 IDLE_CORES = ("none",)
+# In a list of idle_cores values, `any` is the host as it is (nothing fenced): [any, none] compares the two.
+IDLE_CORES_LISTED = ("any", "none")
 
 
 def _check_deployment(experiment, problems):
     """``storage``: one or more storage class names (the inventory's ``platbench_storage_classes`` says where each
     is; the runner's prechecks check it names them), for a generated ``dataset``. ``idle_cores``: ``none`` (the
-    instance gets every core of the host and nothing is left idle beside it), or absent. Normalised in place."""
+    instance gets every core of the host and nothing is left idle beside it), absent, or a list of ``any`` (the host
+    as it is) and ``none``: a dimension whose ``none`` cells are made of the ``all`` scale-up only, the one that can
+    leave no core idle. Normalised in place."""
     storage = experiment.get("storage")
     if storage is not None:
         storage = experiment["storage"] = _as_list(storage)
@@ -370,19 +374,38 @@ def _check_deployment(experiment, problems):
                 "(with params.data_dir, point it at a directory of the class you want instead)"
             )
     idle = experiment.get("idle_cores")
-    if idle is not None and idle not in IDLE_CORES:
+    if isinstance(idle, list):
+        if not idle or not all(value in IDLE_CORES_LISTED for value in idle) or len(set(idle)) != len(idle):
+            problems.append(
+                f"idle_cores: {idle!r} must list any (the host as it is) and none (no core left idle), each once"
+            )
+        elif "none" in idle and "all" not in (experiment.get("scaleup") or []):
+            problems.append(
+                f"idle_cores: {idle!r} makes its none cells of the scale-up all (every core of the host), and scaleup "
+                f"{experiment.get('scaleup')!r} has no all: add all to scaleup"
+            )
+    elif idle is not None and idle not in IDLE_CORES:
         problems.append(
             f"idle_cores: unknown value {idle!r}; allowed: none (the instance gets every core of the host, nothing "
-            "is left idle beside it), or leave the field out"
+            "is left idle beside it), a list of any and none, or leave the field out"
         )
 
 
 def deployment_dimensions(experiment):
     """The labels the deployment knobs give a cell, one mapping per combination: ``storage`` (one per class)
     and ``idle_cores``; [{}] without them, so that the cells of other experiments keep their ids."""
-    idle = {"idle_cores": experiment["idle_cores"]} if experiment.get("idle_cores") is not None else {}
+    idle = experiment.get("idle_cores")
+    idles = [{"idle_cores": value} for value in idle] if isinstance(idle, list) else [{"idle_cores": idle}]
+    if idle is None:
+        idles = [{}]
     classes = experiment.get("storage") or [None]
-    return [{**({"storage": name} if name else {}), **idle} for name in classes]
+    return [{**({"storage": name} if name else {}), **each} for name in classes for each in idles]
+
+
+def _leaves_cores_idle(extra, scaleup, experiment):
+    """Whether an idle_cores dimension's none cell of ``scaleup`` cannot be made: only ``all`` leaves no core idle.
+    (A single ``idle_cores: none`` applies to every cell, and the prechecks refuse a scale-up short of the host.)"""
+    return isinstance(experiment.get("idle_cores"), list) and extra.get("idle_cores") == "none" and scaleup != "all"
 
 
 def _check_scaleup(scaleup, platform_labels, problems):
@@ -515,6 +538,8 @@ def _all_cells(experiment):
                 for scaleup, cpu_config, processor, platform in itertools.product(
                     experiment["scaleup"], experiment["cpu_config"], experiment["processor"], experiment["platforms"]
                 ):
+                    if _leaves_cores_idle(extra, scaleup, experiment):
+                        continue
                     scenario = scenario_name(platform, scaleup, cpu_config, processor)
                     cell_id = "|".join(part for part in (scenario, variant, f"r{repeat}") if part)
                     labels = {

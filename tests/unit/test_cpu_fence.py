@@ -226,3 +226,21 @@ def test_a_cell_plan_refuses_what_the_prechecks_refuse():
     cell = experiment(platforms=["bm"], cpu_config=["pin"])["cells"][0]
     with pytest.raises(CellPlanError, match="platbench_reserved_cpus keeps \\[3\\]"):
         cell_plan(cell, FACTS, plan_options(reserved_cpus=[3]))
+
+
+def test_idle_cores_as_a_dimension_makes_none_cells_of_the_all_scaleup_only():
+    cells = experiment(scaleup=["half", "all"], cpu_config=["vnl"], platforms=["bm"], idle_cores=["any", "none"])[
+        "cells"
+    ]
+    assert [cell["id"] for cell in cells] == [
+        "bm/half/vnl/cpu|idle_cores=any|r0",
+        "bm/all/vnl/cpu|idle_cores=any|r0",
+        "bm/all/vnl/cpu|idle_cores=none|r0",
+    ]
+    plans = {cell["id"]: cell_plan(cell, FACTS, plan_options()) for cell in cells}
+    assert plans["bm/all/vnl/cpu|idle_cores=none|r0"]["fence"] == {"cpus": "0,1,2,3"}
+    assert plans["bm/all/vnl/cpu|idle_cores=any|r0"]["fence"] is None
+    with pytest.raises(ExperimentError, match="makes its none cells of the scale-up all .* add all to scaleup"):
+        experiment(scaleup=[2, "half"], idle_cores=["any", "none"])
+    with pytest.raises(ExperimentError, match="must list any .* and none .*, each once"):
+        experiment(scaleup=["all"], idle_cores=["none", "none"])

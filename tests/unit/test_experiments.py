@@ -12,6 +12,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
 from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv
 from ansible_collections.platbench.lab.plugins.module_utils import workload_needs
+from ansible_collections.platbench.lab.plugins.plugin_utils import sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     ExperimentError,
     available_experiments,
@@ -33,6 +34,9 @@ def experiments_and_sizes():
             yield name, size
 
 
+EIGHT_CORES = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}}
+
+
 @pytest.mark.parametrize("name, size", list(experiments_and_sizes()))
 def test_experiment_cells_parse_with_their_workload(name, size):
     experiment = load_experiment(EXPERIMENTS, name, size=size)
@@ -45,7 +49,9 @@ def test_experiment_cells_parse_with_their_workload(name, size):
         workload = cell["labels"]["workload"]  # an experiment may list several
         if workload not in parsers:
             parsers[workload] = importlib.import_module(f"workloads.{workload}.cli").build_parser()
-        # What platform_run adds: the scale-up as threads and, for a generated dataset, its directory.
+        # What platform_run adds: the scale-up as threads (a relative one resolved on a host of 8 cores) and, for a
+        # generated dataset, its directory.
+        cell = sizing.sized(cell, EIGHT_CORES)
         params = {"threads": cell["labels"]["scaleup"], **cell["params"]}
         if experiment["dataset"]:
             params["data_dir"] = "/var/lib/platbench/datasets/example"
