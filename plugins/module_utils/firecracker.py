@@ -368,8 +368,8 @@ def extract_vmlinux(image):
             start = image.find(magic, start + 1)
     raise FirecrackerError(
         "no gzip, xz or lzma payload of the kernel image unpacks to an ELF vmlinux (a zstd or lz4 kernel needs "
-        "the kernel's scripts/extract-vmlinux): unpack it with that script and put the ELF vmlinux where the guest image "
-        "keeps its Firecracker kernel (rootfs-<id>.vmlinux beside the image)"
+        "the kernel's scripts/extract-vmlinux): unpack it with that script and put the ELF vmlinux where the guest "
+        "image keeps its Firecracker kernel (rootfs-<id>.vmlinux beside the image)"
     )
 
 
