@@ -47,6 +47,8 @@ def chart_rows(rows, metric, include_emulated=False):
 FIGURE_DPI = 120
 TITLE_WIDTH = 80  # characters of a title line at its font size on the narrowest figure (6 in)
 INTERVAL_NOTE = "error bars: 95% CI"
+# Row keys that change with the scale-up on one host (plugins/plugin_utils/sizing.py's labels).
+SCALEUP_FOLLOWERS = ("chr", "numa_nodes", "scaleup_requested")
 PHASE_COLORS = {"pre_time": "#8da0cb", "inference_time": "#fc8d62", "post_time": "#66c2a5"}
 
 
@@ -215,7 +217,9 @@ def scaleup_figure(rows, keys, metric, unit, include_emulated=False, context=Non
     ]
     if len({row["scaleup"] for row in shown}) < 2:
         return None
-    line_keys = [key for key in keys if key != "scaleup"]
+    # The sizing labels that follow the scale-up (chr, numa_nodes, the form asked for) would split every line into
+    # points of its own: a line is one platform's configuration across the scale-ups.
+    line_keys = [key for key in keys if key not in ("scaleup", *SCALEUP_FOLLOWERS)]
     lines = {}
     for row in shown:
         name = "/".join(str(row[key]) for key in line_keys if not _missing(row.get(key)))

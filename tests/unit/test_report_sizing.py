@@ -8,7 +8,7 @@ import csv
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 from test_report import sample as report_sample
 
-from platbench import report, report_sizing
+from platbench import report, report_figures, report_sizing
 
 USABLE = 16
 
@@ -84,3 +84,12 @@ def _rows(results):
     frame = report.load_samples(results)
     rows, keys, _ = report.summarize(frame, ["throughput"], always=report_sizing.sizing_keys(frame))
     return rows, keys, ["throughput"]
+
+
+def test_the_scale_up_figure_draws_one_line_per_platform_across_the_chrs(tmp_path):
+    frame = report.load_samples(campaign(tmp_path))
+    rows, keys, units = report.summarize(frame, ["throughput"], always=report_sizing.sizing_keys(frame))
+    figure = report_figures.scaleup_figure(rows, keys, "throughput", units["throughput"])
+    _, labels = figure.axes[0].get_legend_handles_labels()
+    assert labels == ["bm/pin/cpu", "cn/pin/cpu"]
+    assert [len(line.get_xdata()) for line in figure.axes[0].get_lines()[:2]] == [3, 3]
