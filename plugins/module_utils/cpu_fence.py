@@ -45,7 +45,8 @@ def parse_cpus(text):
 
 
 def format_cpus(cpus):
-    """The shortest cpuset list of ``cpus`` (``[0, 1, 2, 5]`` -> ``0-2,5``)."""
+    """The shortest cpuset list of ``cpus`` (``[0, 1, 2, 5]`` -> ``0-2,5``), also the syntax libvirt reads (a guest's
+    NUMA cells, plugins/plugin_utils/sizing.py)."""
     ranges, cpus = [], sorted(set(cpus))
     for cpu in cpus:
         if ranges and cpu == ranges[-1][1] + 1:

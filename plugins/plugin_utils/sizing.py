@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 
 ALL, HALF = "all", "half"
@@ -117,18 +117,6 @@ def nodes_spanned(cpus, numa_nodes):
     return list(dict.fromkeys(node_of.get(int(cpu), "?") for cpu in cpus))
 
 
-def cpu_list(numbers):
-    """``[0, 1, 2, 5]`` as ``0-2,5``: the cpuset syntax libvirt reads."""
-    numbers = sorted(set(numbers))
-    runs = []
-    for number in numbers:
-        if runs and number == runs[-1][1] + 1:
-            runs[-1][1] = number
-        else:
-            runs.append([number, number])
-    return ",".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
-
-
 def guest_numa(pins, numa_nodes, memory_mb):
     """The guest's NUMA layout for vCPUs pinned one to one to ``pins`` (host CPUs, in vCPU order), or None where
     it is not pinned or the host has fewer than two NUMA nodes (its memory has nowhere else to be, and the domain
@@ -150,7 +138,7 @@ def guest_numa(pins, numa_nodes, memory_mb):
     shares = [memory * len(vcpus[node]) // len(pins) for node in spanned]
     shares[-1] += memory - sum(shares)
     cells = [
-        {"id": index, "cpus": cpu_list(vcpus[node]), "memory_mib": share, "host_node": node}
+        {"id": index, "cpus": cpu_fence.format_cpus(vcpus[node]), "memory_mib": share, "host_node": node}
         for index, (node, share) in enumerate(zip(spanned, shares, strict=True))
     ]
     even = len({len(members) for members in vcpus.values()}) == 1
