@@ -275,9 +275,11 @@ def metadata_view(metadata):
         [str(index), *("" if session[field] is None else str(session[field]) for field in report_meta.SESSION_FIELDS)]
         for index, session in enumerate(metadata.sessions)
     ]
-    experiment = (
-        yaml.safe_dump(metadata.experiment, sort_keys=False, default_flow_style=False) if metadata.experiment else None
-    )
+    experiment = dict(metadata.experiment or {})
+    as_run = experiment.pop("as_run", None)  # the size and overrides given (campaigns since as_run was recorded)
+    experiment = yaml.safe_dump(experiment, sort_keys=False, default_flow_style=False) if experiment else None
+    if as_run is not None:
+        as_run = yaml.safe_dump(as_run, sort_keys=False, default_flow_style=False)
     return {
         "campaign": metadata.campaign,
         "experiments": ", ".join(metadata.experiments) or report_meta.NOT_RECORDED,
@@ -287,6 +289,7 @@ def metadata_view(metadata):
         "session_header": ["session", *report_meta.SESSION_FIELDS],
         "sessions": sessions,
         "experiment": experiment,
+        "as_run": as_run,
         "run_file": report_meta.RUN_FILE,
         "not_recorded": report_meta.NOT_RECORDED,
     }

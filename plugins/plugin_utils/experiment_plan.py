@@ -29,7 +29,8 @@ def plan_experiment(experiments_dir, name, overrides=None, size=None, root=COLLE
     """``(plan, warnings)``: experiment ``name`` of ``experiments_dir`` with its ``size`` and ``overrides``
     merged in, validated (matrix.load_experiment) and its workload parameters checked by the workloads' own
     parsers under ``root`` (params_check.checked_params); the plan is the experiment with ``cells`` (run order),
-    ``dropped`` and ``tools``. Raises matrix.ExperimentError naming the file, every problem listed once."""
+    ``dropped``, ``tools`` and ``as_run`` (the size and overrides given, which run.json keeps beside the merged
+    experiment). Raises matrix.ExperimentError naming the file, every problem listed once."""
     source = os.path.join(experiments_dir, f"{name}.yml")
     if size:
         source += f" (size {size})"
@@ -42,5 +43,6 @@ def plan_experiment(experiments_dir, name, overrides=None, size=None, root=COLLE
         "cells": expand(experiment),
         "dropped": dropped_cells(experiment),
         "tools": tools_for(workloads_of(experiment)),
+        "as_run": {"size": size or None, "overrides": overrides or {}},
     }
     return plan, warnings

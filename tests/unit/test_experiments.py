@@ -93,6 +93,16 @@ def plan_error(name="smoke", overrides=None):
     return str(caught.value)
 
 
+def test_the_plan_keeps_the_size_and_overrides_given_for_run_json():
+    assert plan()["as_run"] == {"size": None, "overrides": {}}
+    lookup = lookup_loader.get("platbench.lab.experiment", loader=DataLoader(), templar=None)
+    [small] = lookup.run(
+        ["samani2022-ic"], variables={}, experiments_dir=str(EXPERIMENTS), overrides={"repeats": 1}, size="small"
+    )
+    assert small["as_run"] == {"size": "small", "overrides": {"repeats": 1}}
+    assert small["repeats"] == 1 and small["scaleup"] == ["half", "all"]
+
+
 def test_an_unknown_model_stops_the_plan_naming_file_key_value_and_choices():
     message = plan_error(overrides={"params": {"model": "resnet9000"}})
     assert message.startswith(f"{EXPERIMENTS / 'smoke.yml'} (with overrides ")

@@ -85,6 +85,8 @@ def test_html_campaign_page_holds_tables_figures_outcomes_and_metadata(html_camp
         assert recorded in metadata
     assert 'host_virt</td><td class="text">not recorded' in metadata
     assert "repeats: 3" in metadata  # the experiment as it ran
+    as_run = metadata[metadata.index('<pre class="as-run">') :]
+    assert as_run.index("size: small") < as_run.index("overrides:") < as_run.index("The experiment file merged")
 
 
 def test_no_external_resource_and_everything_escaped(html_campaign):
