@@ -87,7 +87,7 @@ def main_table(rows, keys, metrics, units):
     ratio to bm with its 95% interval and the noise mark; the validity column where the rows carry one."""
     counts = count_columns(rows)
     validity = any(row.get(VALIDITY) for row in rows)
-    header = [*keys, *counts, *([VALIDITY] if validity else [])]
+    header = [*keys, *counts]
     for metric in metrics:
         header += [
             f"{metric} n",
@@ -99,8 +99,6 @@ def main_table(rows, keys, metrics, units):
     lines = []
     for row in rows:
         cells = [*key_cells(row, keys), *(str(row[count]) for count in counts)]
-        if validity:
-            cells.append(row.get(VALIDITY) or VALID)
         for metric in metrics:
             cv = row.get(f"{metric} cv")
             cells += [
@@ -110,8 +108,11 @@ def main_table(rows, keys, metrics, units):
                 NOT_AVAILABLE if cv is None else f"{100 * cv:.1f}%",
                 _ratio_cell(row, metric),
             ]
+        # Last, where its reasons can wrap without pushing the figures off the page.
+        if validity:
+            cells.append(row.get(VALIDITY) or VALID)
         lines.append(cells)
-    return header, lines
+    return header + ([VALIDITY] if validity else []), lines
 
 
 def _section(title, header, lines, notes=(), figures=(), states=None):
