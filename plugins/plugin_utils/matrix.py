@@ -168,6 +168,12 @@ def _narrowed(data, overrides):
     kept = set(map(str, _as_list(data.get("workload"))))
     if "workload" in overrides and "workload_params" in data:
         data["workload_params"] = _kept_workload_params(data["workload_params"], overrides.get("workload_params"), kept)
+    # An idle_cores dimension makes its none cells of the all scale-up only: overrides whose scaleup has no all
+    # leave the dimension's any cells (the host as it is), as they narrow the emulated subset below.
+    idle = data.get("idle_cores")
+    narrowed_scaleup = "scaleup" in overrides and "all" not in _as_list(data.get("scaleup"))
+    if narrowed_scaleup and "idle_cores" not in overrides and isinstance(idle, list):
+        data["idle_cores"] = [value for value in idle if value != "none"] or None
     emulated, given = data.get("emulated"), overrides.get("emulated", {})
     if not (isinstance(emulated, dict) and isinstance(given, dict)):
         return data  # none, replaced by the overrides, or not a mapping (validation says so)

@@ -21,6 +21,7 @@ TINY = {
     "cpu_config": ["pin"],
     "repeats": 1,
     "params": {"model_size": "tiny", "requests": REQUESTS, "batch_size": 4, "timing": "e2e"},
+    "storage": None,  # IC's storage classes are unit-tested (test_storage_classes.py); one data directory here
 }
 DATASETS = {
     "ic": {"generator": "imagenet", "args": {"images": 16, "classes": 2, "image_size": 256}},

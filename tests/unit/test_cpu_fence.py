@@ -11,7 +11,12 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence
 from ansible_collections.platbench.lab.plugins.modules import cpu_fence as module
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
+    ExperimentError,
+    expand,
+    load_experiment,
+    validate_experiment,
+)
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
 from plan_options import assert_plan_matches_its_specs, plan_options
 
@@ -244,3 +249,18 @@ def test_idle_cores_as_a_dimension_makes_none_cells_of_the_all_scaleup_only():
         experiment(scaleup=[2, "half"], idle_cores=["any", "none"])
     with pytest.raises(ExperimentError, match="must list any .* and none .*, each once"):
         experiment(scaleup=["all"], idle_cores=["none", "none"])
+
+
+def test_overrides_without_the_all_scale_up_keep_the_idle_cores_dimensions_any_cells(tmp_path):
+    (tmp_path / "knobs.yml").write_text(
+        "name: knobs\nworkload: cnn_train\nplatforms: [bm]\nscaleup: [half, all]\ncpu_config: [vnl]\n"
+        "processor: [cpu]\nrepeats: 1\nidle_cores: [any, none]\n"
+    )
+    narrowed = load_experiment(tmp_path, "knobs", overrides={"scaleup": [2]})
+    assert narrowed["idle_cores"] == ["any"]
+    assert [cell["id"] for cell in expand(narrowed)] == ["bm/2/vnl/cpu|idle_cores=any|r0"]
+    kept = load_experiment(tmp_path, "knobs", overrides={"scaleup": ["all"]})
+    assert [cell["id"] for cell in expand(kept)] == [
+        "bm/all/vnl/cpu|idle_cores=any|r0",
+        "bm/all/vnl/cpu|idle_cores=none|r0",
+    ]
