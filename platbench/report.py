@@ -277,7 +277,10 @@ def run(args):
         with (results_dir / "report.md").open("a", encoding="utf-8") as stream:
             stream.write(budget_markdown.removeprefix("\n") + "\n")
 
-    page = report_html.write(results_dir, frame, metrics, args.include_emulated, judgement, args.strict, thresholds)
+    # The page's main table from the rows the text table has: the same summary, not computed again.
+    page = report_html.write(
+        results_dir, frame, metrics, args.include_emulated, judgement, args.strict, thresholds, (rows, keys, units)
+    )
     written.append(report_html.PAGE)
 
     if args.format == "csv":

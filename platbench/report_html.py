@@ -135,8 +135,10 @@ def _figures(*named):
     return [figure for figure in (_figure(name, built) for name, built in named) if figure]
 
 
-def main_sections(frame, metrics, include_emulated, context, thresholds=validity.DEFAULTS):
-    rows, keys, units = summarize(
+def main_sections(frame, metrics, include_emulated, context, thresholds=validity.DEFAULTS, summary=None):
+    """``summary``: summarize's (rows, keys, units) of ``frame`` when the caller has them (the report's text
+    table), computed here otherwise."""
+    rows, keys, units = summary or summarize(
         frame,
         metrics,
         include_emulated=include_emulated,
@@ -344,14 +346,22 @@ def page_template(name):
 
 
 def render(
-    results_dir, frame, metrics, include_emulated=False, judgement=None, strict=False, thresholds=validity.DEFAULTS
+    results_dir,
+    frame,
+    metrics,
+    include_emulated=False,
+    judgement=None,
+    strict=False,
+    thresholds=validity.DEFAULTS,
+    summary=None,
 ):
-    """The page's HTML text; ``thresholds``: the run validity's (platbench/validity.py), as the text table's."""
+    """The page's HTML text; ``thresholds``: the run validity's (platbench/validity.py), as the text table's;
+    ``summary``: the main table's summarize result, when the caller has it already."""
     metadata = report_meta.load(results_dir)
     context = report_meta.context_line(metadata)
     sections = []
     if metrics:
-        sections += main_sections(frame, metrics, include_emulated, context, thresholds)
+        sections += main_sections(frame, metrics, include_emulated, context, thresholds, summary)
     sections += diff_sections(frame, include_emulated, context)
     sections += inference_sections(frame, include_emulated, context)
     sections += instance_sections(frame, include_emulated)
@@ -371,10 +381,17 @@ def render(
 
 
 def write(
-    results_dir, frame, metrics, include_emulated=False, judgement=None, strict=False, thresholds=validity.DEFAULTS
+    results_dir,
+    frame,
+    metrics,
+    include_emulated=False,
+    judgement=None,
+    strict=False,
+    thresholds=validity.DEFAULTS,
+    summary=None,
 ):
-    """Write RESULTS_DIR/report.html; returns its path."""
+    """Write RESULTS_DIR/report.html; returns its path. ``summary``: as ``render``'s."""
     path = Path(results_dir) / PAGE
-    page = render(results_dir, frame, metrics, include_emulated, judgement, strict, thresholds)
+    page = render(results_dir, frame, metrics, include_emulated, judgement, strict, thresholds, summary)
     path.write_text(page, encoding="utf-8")
     return path
