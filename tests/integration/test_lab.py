@@ -35,11 +35,48 @@ def parse_cpuset(text):
     return cpus
 
 
-def test_site_is_idempotent(lab, tmp_path):
+GUEST_DIR = "/var/lib/platbench/guest"
+# What an earlier build of other inputs left: a workload image under another tag in Docker and Podman, a guest
+# image of another id and a scratch directory of a killed build. site.yml removes them (images are GB each).
+EARLIER_TAG = "platbench/workload:000000000e47"
+EARLIER_GUEST = ["rootfs-000000000e47.qcow2", "rootfs-000000000e47.kernel", "docker-000000000e47.qcow2"]
+KILLED_SCRATCH = "platbench-docker-e47killed"
+REMOVALS = {"Remove the earlier builds", "Remove the earlier builds from Podman", "Remove the images of earlier builds"}
+
+
+def plant_earlier_builds():
+    empty = subprocess.run(["tar", "-cf", "-", "-T", "/dev/null"], capture_output=True, check=True).stdout
+    subprocess.run(["docker", "import", "-", EARLIER_TAG], input=empty, capture_output=True, check=True)
+    subprocess.run(["podman", "pull", "-q", f"docker-daemon:{EARLIER_TAG}"], capture_output=True, check=True)
+    for name in EARLIER_GUEST:
+        with open(os.path.join(GUEST_DIR, name), "wb") as handle:
+            handle.write(b"earlier build")
+    scratch = os.path.join(GUEST_DIR, KILLED_SCRATCH)
+    os.makedirs(scratch, exist_ok=True)
+    os.utime(scratch, (0, 0))
+
+
+def image_present(engine, tag):
+    return subprocess.run([engine, "image", "inspect", tag], capture_output=True).returncode == 0
+
+
+def test_a_second_site_run_changes_nothing_but_removing_earlier_builds(lab, tmp_path):
+    with open(os.path.join(GUEST_DIR, "current.json")) as handle:
+        current = json.load(handle)
+    plant_earlier_builds()
     second = run_lab_playbook("site.yml", tmp_path)
     assert second.rc == 0, second.failed_messages()
-    changed = {host: n for host, n in second.stats.get("changed", {}).items() if n}
-    assert changed == {}, "second site.yml run changed something:\n%s" % second.output[-4000:]
+    changed = {
+        event["event_data"]["task"]
+        for event in second.events
+        if event.get("event") == "runner_on_ok" and event["event_data"]["res"].get("changed")
+    }
+    assert changed == REMOVALS, "second site.yml run changed more than the removals:\n%s" % second.output[-4000:]
+    assert not image_present("docker", EARLIER_TAG) and not image_present("podman", EARLIER_TAG)
+    assert image_present("docker", "platbench/workload:latest") and image_present("podman", "platbench/workload:latest")
+    left = set(os.listdir(GUEST_DIR))
+    assert left.isdisjoint([*EARLIER_GUEST, KILLED_SCRATCH])
+    assert {os.path.basename(current[key]) for key in ("rootfs", "kernel", "initrd", "container_disk")} <= left
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence
 from record_cell_run import make_cell, record_line
 from rich.console import Console
 
@@ -695,9 +696,24 @@ time.sleep(600)
 """
 
 
+def fence_left_up(tmp_path):
+    """An idle_cores fence a stopped cell left: over a cgroup v1 cpuset tree of the test's own, whose group on CPU 0
+    the fence widened to 0-3. Returns the group's cpuset.cpus and the fence's state file."""
+    cpuset = tmp_path / "cg" / "cpuset"
+    (cpuset / "system.slice").mkdir(parents=True)
+    (cpuset / "cpuset.cpus").write_text("0-3\n")
+    (cpuset / "system.slice" / "cpuset.cpus").write_text("0\n")
+    state = tmp_path / "run" / "cpu_fence.json"
+    cpu_fence.put_up("0-3", str(state), str(tmp_path / "cg"))
+    assert (cpuset / "system.slice" / "cpuset.cpus").read_text().strip() == "0-3" and state.exists()
+    return cpuset / "system.slice" / "cpuset.cpus", state
+
+
 def test_teardown_stops_leftover_workload_processes_and_only_those(tmp_path, playbook):
     """The runner host's play of teardown.yml against workloads under a prefix of the test's own: one that
-    exits on SIGTERM, one that ignores it; a `-m workloads.` process of another python stays."""
+    exits on SIGTERM, one that ignores it; a `-m workloads.` process of another python stays. A CPU fence the
+    stopped cell left is taken down."""
+    fenced_group, fence_state = fence_left_up(tmp_path)
     prefix = tmp_path / "prefix"
     (prefix / "workloads").mkdir(parents=True)
     (prefix / "workloads" / "__init__.py").write_text("")
@@ -723,14 +739,20 @@ def test_teardown_stops_leftover_workload_processes_and_only_those(tmp_path, pla
         for reaper in reapers:
             reaper.start()  # as init reaps the orphans of a killed run
         # Its own workloads only: a campaign running on this machine keeps its cells' network paths.
-        variables = {"platform_run_prefix": str(prefix), "teardown_workload_grace": 2, "teardown_cell_networks": False}
+        variables = {
+            "platform_run_prefix": str(prefix),
+            "teardown_workload_grace": 2,
+            "teardown_cell_networks": False,
+            "teardown_fence_state_file": str(fence_state),
+        }
         first = playbook("playbooks/teardown.yml", variables, inventory=inventory)
         assert first.rc == 0, first.output[-3000:]
         for reaper in reapers:
             reaper.join(timeout=10)
         assert polite.returncode == -signal.SIGTERM and stubborn.returncode == -signal.SIGKILL
         assert other.poll() is None
-        assert first.recap() == (2, 0)  # SIGTERM and SIGKILL sent
+        assert fenced_group.read_text().strip() == "0" and not fence_state.exists()
+        assert first.recap() == (3, 0)  # SIGTERM and SIGKILL sent, the fence taken down
         again = playbook("playbooks/teardown.yml", variables, inventory=inventory)
         assert again.rc == 0 and again.recap() == (0, 0)
     finally:
