@@ -28,10 +28,15 @@ def _distinct(frame, column):
 
 def sizing_keys(frame):
     """The sizing labels that are row keys of the main table: ``scaleup_requested`` where any cell asked for a
-    relative scale-up (so that ``all`` and a plain number of the same size stay two rows), ``chr`` and
-    ``numa_nodes`` where the campaign holds several values of them."""
+    relative scale-up (so that ``all`` and a plain number of the same size stay two rows), ``chr`` where the
+    campaign holds several CHRs, and ``numa_nodes`` where it holds several node counts or shows the CHR: the nodes a
+    cell spanned belong beside how much of the host it took, even where every cell stayed in one node."""
     keys = [REQUESTED] if _distinct(frame, REQUESTED) else []
-    return keys + [column for column in (CHR, NUMA_NODES) if _distinct(frame, column) > 1]
+    if _distinct(frame, CHR) > 1:
+        keys.append(CHR)
+    if _distinct(frame, NUMA_NODES) > 1 or (CHR in keys and _distinct(frame, NUMA_NODES)):
+        keys.append(NUMA_NODES)
+    return keys
 
 
 def chr_series(rows, metric, include_emulated=False):

@@ -47,6 +47,18 @@ def test_several_chrs_and_nodes_are_columns_of_the_main_table(tmp_path):
     assert cn[0.25]["throughput ratio to bm"] == 1 - 4 / 40
 
 
+def test_several_chrs_within_one_node_show_the_one_node_beside_them(tmp_path):
+    frame = report.load_samples(campaign(tmp_path, scaleups=((4, None, 1), (16, "all", 1))))
+    assert report_sizing.sizing_keys(frame) == ["scaleup_requested", "chr", "numa_nodes"]
+    rows, _, _ = report.summarize(frame, ["throughput"], always=report_sizing.sizing_keys(frame))
+    assert {(row["chr"], row["numa_nodes"]) for row in rows} == {(0.25, 1), (1.0, 1)}
+
+
+def test_several_node_counts_show_without_several_chrs(tmp_path):
+    frame = report.load_samples(campaign(tmp_path, scaleups=((8, None, 1), (8, "half", 2))))
+    assert report_sizing.sizing_keys(frame) == ["scaleup_requested", "numa_nodes"]
+
+
 def test_one_chr_adds_no_column(tmp_path):
     frame = report.load_samples(campaign(tmp_path, scaleups=((4, None, 1),)))
     assert report_sizing.sizing_keys(frame) == []
