@@ -212,7 +212,8 @@ def run(args):
 
     table.to_csv(results_dir / "report.csv", index=False)
     written = ["report.csv", "report.md"]
-    context = report_meta.context_line(report_meta.load(results_dir))  # the charts' titles name the run
+    metadata = report_meta.load(results_dir)  # read once: the charts' titles name the run, the page shows it
+    context = report_meta.context_line(metadata)
     note = (
         write_chart(
             results_dir / "report.png",
@@ -279,7 +280,15 @@ def run(args):
 
     # The page's main table from the rows the text table has: the same summary, not computed again.
     page = report_html.write(
-        results_dir, frame, metrics, args.include_emulated, judgement, args.strict, thresholds, (rows, keys, units)
+        results_dir,
+        frame,
+        metrics,
+        args.include_emulated,
+        judgement,
+        args.strict,
+        thresholds,
+        (rows, keys, units),
+        metadata,
     )
     written.append(report_html.PAGE)
 

@@ -354,10 +354,12 @@ def render(
     strict=False,
     thresholds=validity.DEFAULTS,
     summary=None,
+    metadata=None,
 ):
     """The page's HTML text; ``thresholds``: the run validity's (platbench/validity.py), as the text table's;
-    ``summary``: the main table's summarize result, when the caller has it already."""
-    metadata = report_meta.load(results_dir)
+    ``summary``: the main table's summarize result, and ``metadata``: report_meta.load's, when the caller has them
+    already."""
+    metadata = metadata or report_meta.load(results_dir)
     context = report_meta.context_line(metadata)
     sections = []
     if metrics:
@@ -389,9 +391,10 @@ def write(
     strict=False,
     thresholds=validity.DEFAULTS,
     summary=None,
+    metadata=None,
 ):
-    """Write RESULTS_DIR/report.html; returns its path. ``summary``: as ``render``'s."""
+    """Write RESULTS_DIR/report.html; returns its path. ``summary`` and ``metadata``: as ``render``'s."""
     path = Path(results_dir) / PAGE
-    page = render(results_dir, frame, metrics, include_emulated, judgement, strict, thresholds, summary)
+    page = render(results_dir, frame, metrics, include_emulated, judgement, strict, thresholds, summary, metadata)
     path.write_text(page, encoding="utf-8")
     return path
