@@ -11,6 +11,7 @@ import platform
 import tarfile
 
 import pytest
+import yaml
 from playbook_run import REPO, run_playbook
 
 PLAYBOOK = REPO / "tests/roles/firecracker/apply.yml"
@@ -84,3 +85,53 @@ def test_a_host_without_kvm_is_stopped_with_what_to_do(tmp_path):
     run = run_playbook(PLAYBOOK, tmp_path, variables(tmp_path, archive, checksum, firecracker_kvm_device="/none/kvm"))
     assert run.rc != 0 and "/none/kvm is missing: Firecracker needs KVM" in run.output, run.output[-3000:]
     assert "firecracker_require_kvm: false" in run.output
+
+
+def trusted(value):
+    """``value`` with its strings marked as templates Ansible may render, as it marks a role's own files."""
+    from ansible.template import trust_as_template
+
+    if isinstance(value, dict):
+        return {key: trusted(item) for key, item in value.items()}
+    return trust_as_template(value) if isinstance(value, str) else value
+
+
+def role_checksum(architecture, **overrides):
+    """The checksum argument get_url gets (vars/main.yml's firecracker_checksum), rendered from the role's defaults
+    and vars as Ansible would for a host of ``architecture``: no download, no playbook."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    role = REPO / "roles/firecracker"
+    variables = {
+        **trusted(yaml.safe_load((role / "defaults/main.yml").read_text())),
+        **overrides,
+        **trusted(yaml.safe_load((role / "vars/main.yml").read_text())),
+        "ansible_facts": {"architecture": architecture},
+    }
+    return Templar(loader=DataLoader(), variables=variables).template(trusted("{{ firecracker_checksum }}"))
+
+
+@pytest.mark.parametrize("architecture, arch", [("x86_64", "x86_64"), ("aarch64", "aarch64"), ("arm64", "aarch64")])
+def test_the_pinned_release_is_checked_by_the_checksum_the_role_pins(architecture, arch):
+    checksum = role_checksum(architecture)
+    assert checksum.startswith("sha256:") and len(checksum) == len("sha256:") + 64
+    assert (
+        checksum
+        == "sha256:"
+        + {
+            "x86_64": "36112969952b0e34fadcfca769d48a55dc22cbba99af17e02bd0e24fc35adc77",
+            "aarch64": "9e3641071de140979afaac0c52fdc107baeba398bdb5709c12f77ee469207fcd",
+        }[arch]
+    )
+
+
+def test_another_release_is_checked_by_the_given_checksum_or_else_its_published_file():
+    given = "ab" * 32
+    assert role_checksum("x86_64", firecracker_version="v1.11.0", firecracker_sha256={"x86_64": given}) == (
+        f"sha256:{given}"
+    )
+    assert role_checksum("x86_64", firecracker_version="v1.11.0") == (
+        "sha256:https://github.com/firecracker-microvm/firecracker/releases/download/v1.11.0/"
+        "firecracker-v1.11.0-x86_64.tgz.sha256.txt"
+    )
