@@ -84,7 +84,8 @@ def _colors():
 
 
 def title(text, context):
-    # Wrapped: a suptitle wider than a narrow figure is cut at both edges.
+    # Wrapped: a suptitle wider than a narrow figure is cut at both edges; "95% CI" stays on one line.
+    text = text.replace(INTERVAL_NOTE, INTERVAL_NOTE.replace("% CI", "%\u00a0CI"))
     return "\n".join(textwrap.wrap(text, TITLE_WIDTH) + textwrap.wrap(context or "", TITLE_WIDTH))
 
 

@@ -39,10 +39,24 @@ def sizing_keys(frame):
     return keys
 
 
-def chr_series(rows, metric, include_emulated=False):
+# Row keys that a CHR line runs across or that name it already; any other key whose value varies among the plotted
+# rows (idle_cores, storage, a workload parameter) splits the lines, so that no line joins unlike cells.
+LINE_KEYS = {"platform", "cpu_config", ACCELERATOR, "host", CHR, NUMA_NODES, REQUESTED, "scaleup"}
+
+
+def _splitting_keys(rows, keys):
+    return [
+        key
+        for key in keys or []
+        if key not in LINE_KEYS and len({str(row.get(key)) for row in rows if not pd.isna(row.get(key))}) > 1
+    ]
+
+
+def chr_series(rows, metric, include_emulated=False, keys=None):
     """``{series: [(chr, ratio to bm, its 95% interval or None), ...]}`` sorted by CHR, one series per platform (and
-    accelerator) and CPU configuration (and host, where the rows have one), bm left out (its ratio is 1 by
-    definition); empty unless the rows hold several CHRs."""
+    accelerator) and CPU configuration (and host, where the rows have one), and per value of every other of ``keys``
+    that varies (``idle_cores=none``); bm left out (its ratio is 1 by definition); empty unless the rows hold
+    several CHRs."""
     ratio_column = f"{metric} ratio to {BASELINE}"
     plotted = [
         row
@@ -54,6 +68,7 @@ def chr_series(rows, metric, include_emulated=False):
     ]
     if len({float(row[CHR]) for row in plotted}) < 2:
         return {}
+    splitting = _splitting_keys(plotted, keys)
     series = {}
     for row in plotted:
         name = str(row["platform"])
@@ -62,6 +77,7 @@ def chr_series(rows, metric, include_emulated=False):
         name += f" {row['cpu_config']}"
         if not pd.isna(row.get("host")):
             name += f" on {row['host']}"
+        name += "".join(f", {key}={row.get(key)}" for key in splitting)
         interval = row.get(f"{metric} ratio interval")
         series.setdefault(name, []).append((float(row[CHR]), float(row[ratio_column]), interval))
     return {name: sorted(points, key=lambda point: point[0]) for name, points in series.items()}
@@ -72,7 +88,7 @@ def chr_figure(rows, keys, metric, include_emulated=False, context=None):
     """Samani 2022's view: ``metric``'s ratio to bm against CHR, a line per platform and CPU configuration, the
     ratio's 95% interval as error bars; None unless the rows hold several CHRs."""
     with_intervals(rows, keys, [metric], include_emulated)
-    series = chr_series(rows, metric, include_emulated)
+    series = chr_series(rows, metric, include_emulated, keys)
     if not series:
         return None
     figure = report_figures.new_figure(7.5, max(4.5, 2.0 + 0.22 * len(series)))
@@ -87,14 +103,14 @@ def chr_figure(rows, keys, metric, include_emulated=False, context=None):
     axes.set_ylabel(f"{metric} / {BASELINE}")
     title = f"{metric} normalised to {BASELINE} against the container-to-host ratio; {report_figures.INTERVAL_NOTE}"
     figure.suptitle(report_figures.title(title, context), fontsize=9)
-    axes.legend(title="platform, cpu_config", loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    axes.legend(title="platform, cpu_config, ...", loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return figure
 
 
 def write_chr_chart(path, rows, keys, metrics, include_emulated=False, context=None):
     """chr.png: ``chr_figure`` of the first metric. Returns ``(written, note)``: ``[chr.png]`` when drawn, and a
     note when it could not be."""
-    if not metrics or not chr_series(rows, metrics[0], include_emulated):
+    if not metrics or not chr_series(rows, metrics[0], include_emulated, keys):
         return [], None
     missing = report_figures.matplotlib_missing(CHR_CHART)
     if missing:

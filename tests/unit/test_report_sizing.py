@@ -73,6 +73,25 @@ def test_chr_series_are_per_platform_and_cpu_config_without_bm(tmp_path):
     assert [round(ratio, 3) for _, ratio, _ in series["cn pin"]] == [0.9, 0.8, 0.6]
 
 
+def test_a_varying_knob_splits_the_chr_lines_so_that_none_joins_unlike_cells(tmp_path):
+    samples = []
+    for scaleup, idle, cn_share in ((8, "any", 0.95), (16, "any", 0.9), (16, "none", 0.7)):
+        for repeat in range(2):
+            for platform, value in (("bm", 10.0 * scaleup), ("cn", 10.0 * scaleup * cn_share)):
+                sampled = sample(platform, value + repeat, repeat, scaleup)
+                sampled["labels"]["idle_cores"] = idle
+                samples.append(sampled)
+    append_samples(tmp_path / "samples.jsonl", samples)
+    frame = report.load_samples(tmp_path)
+    rows, keys, _ = report.summarize(frame, ["throughput"], always=[*report_sizing.sizing_keys(frame), "idle_cores"])
+    series = report_sizing.chr_series(rows, "throughput", keys=keys)
+    assert {name: [chr_ for chr_, _, _ in points] for name, points in series.items()} == {
+        "cn pin, idle_cores=any": [0.5, 1.0],
+        "cn pin, idle_cores=none": [1.0],
+    }
+    assert round(series["cn pin, idle_cores=none"][0][1], 2) == 0.7
+
+
 def test_the_report_writes_chr_png_and_a_chr_column_where_a_campaign_has_several(tmp_path):
     results = campaign(tmp_path)
     assert report.main([str(results)]) == 0
