@@ -157,8 +157,12 @@ class Campaign:
         return self._clock()
 
     def _checked(self, host, check):
+        """The host's precheck: what its relative scale-ups became and its NUMA warning (sizing), then the
+        platforms it skips."""
         self.hosts.setdefault(host, _Host()).check = check
-        return [f"skipping {label} on {host}: {reason}" for label, reason in (check.get("skipped") or {}).items()]
+        lines = [str(message) for message in check.get("sizing") or []]  # each names its host and experiment
+        skipped = (check.get("skipped") or {}).items()
+        return lines + [f"skipping {label} on {host}: {reason}" for label, reason in skipped]
 
     def _selected(self, host, selection, when):
         state = self.hosts.setdefault(host, _Host())

@@ -199,8 +199,9 @@ def fact(at, name, value, host="localhost"):
     return event("runner_on_ok", at, host, task_action="ansible.builtin.set_fact", res=res)
 
 
-def check(at, skipped=None, problems=None, host="localhost"):
-    return fact(at, "platform_run_check", {"skipped": skipped or {}, "problems": problems or []}, host)
+def check(at, skipped=None, problems=None, host="localhost", sizing=None):
+    checked = {"skipped": skipped or {}, "problems": problems or []}
+    return fact(at, "platform_run_check", {**checked, "sizing": sizing} if sizing else checked, host)
 
 
 def selection(at, ids, done=0, host="localhost"):
@@ -223,6 +224,16 @@ CELLS = ["bm/1/pin/cpu|r0", "cn/1/pin/cpu|r0", "bm/2/pin/cpu|r0", "cn/2/pin/cpu|
 
 def fed(campaign, *events):
     return [line for item in events for line in campaign.feed(item)]
+
+
+def test_what_the_relative_scale_ups_became_and_the_numa_warning_are_said_before_the_cells():
+    campaign = Campaign("c1", [make_cell(i) for i in CELLS])
+    sizing = [
+        "Experiment 'x' on localhost: scale-up half = 1 of 2 usable cores.",
+        "Experiment 'x' asks for numa: spill, but localhost has one NUMA node, so nothing spills.",
+    ]
+    lines = fed(campaign, check(0, skipped={"k8s": "no kubeconfig"}, sizing=sizing))
+    assert lines == [*sizing, "skipping k8s on localhost: no kubeconfig"]
 
 
 def test_each_finished_cell_gets_a_line_with_its_time_and_the_eta_per_kind():
