@@ -47,8 +47,12 @@ def watch(cpus_file, seen, stop):
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("timeout, metric", [(3600, "throughput"), (2, "failed")], ids=["ok", "failed"])
-def test_the_fence_is_up_during_a_bm_cell_and_gone_after(lab, tmp_path, narrowed_group, timeout, metric):
+# The failed cell: a run of a million steps stopped by a 2 s cell timeout, however fast the host (a few steps
+# would finish within 2 s on a fast one, and the cell would not fail).
+@pytest.mark.parametrize(
+    "timeout, steps, metric", [(3600, 4, "throughput"), (2, 1_000_000, "failed")], ids=["ok", "failed"]
+)
+def test_the_fence_is_up_during_a_bm_cell_and_gone_after(lab, tmp_path, narrowed_group, timeout, steps, metric):
     every_core = cpu_fence.format_cpus(sorted(os.sched_getaffinity(0)))
     seen, stop = set(), threading.Event()
     watcher = threading.Thread(target=watch, args=(narrowed_group, seen, stop), daemon=True)
@@ -68,7 +72,7 @@ def test_the_fence_is_up_during_a_bm_cell_and_gone_after(lab, tmp_path, narrowed
                     "cpu_config": ["vnl"],
                     "repeats": 1,
                     "idle_cores": "none",
-                    "params": {"warmup_steps": 1, "steps": 4, "batch_size": 8},
+                    "params": {"warmup_steps": 1, "steps": steps, "batch_size": 8},
                 },
             },
         )

@@ -198,8 +198,9 @@ def test_rerun_resumes_without_measuring_again(smoke):
 
 
 def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
-    # Bad parameters no longer reach a host (the plan checks them), so the cells fail at run time:
-    # no workload starts, imports its framework and trains within 2 seconds.
+    # Bad parameters no longer reach a host (the plan checks them), so the cells fail at run time: no workload
+    # starts, imports its framework and trains a million steps within 2 seconds (the smoke's own steps, on a fast
+    # host, might).
     results = tmp_path / "results"
     runner = run_lab_playbook(
         "playbooks/experiment.yml",
@@ -209,7 +210,13 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
             "campaign": "it-fail",
             "platbench_results_dir": str(results),
             "platform_run_cell_timeout": 2,
-            "experiment_overrides": {"platforms": ["bm", "cn"], "scaleup": [1], "cpu_config": ["pin"], "repeats": 1},
+            "experiment_overrides": {
+                "platforms": ["bm", "cn"],
+                "scaleup": [1],
+                "cpu_config": ["pin"],
+                "repeats": 1,
+                "params": {"steps": 1_000_000},
+            },
         },
     )
     assert runner.rc == 0, runner.failed_messages()
