@@ -47,10 +47,11 @@ def watch(cpus_file, seen, stop):
         time.sleep(0.05)
 
 
-# The failed cell: a run of a million steps stopped by a 2 s cell timeout, however fast the host (a few steps
-# would finish within 2 s on a fast one, and the cell would not fail).
+# The failed cell: 20000 steps (20-40 s of training) stopped by a 2 s cell timeout, however fast the host (a few
+# steps would finish within 2 s on a fast one, and the cell would not fail). Not more: the timeout fails the cell
+# but leaves a bm workload to finish on its own (see CHANGELOG), and later lab tests want an idle host.
 @pytest.mark.parametrize(
-    "timeout, steps, metric", [(3600, 4, "throughput"), (2, 1_000_000, "failed")], ids=["ok", "failed"]
+    "timeout, steps, metric", [(3600, 4, "throughput"), (2, 20_000, "failed")], ids=["ok", "failed"]
 )
 def test_the_fence_is_up_during_a_bm_cell_and_gone_after(lab, tmp_path, narrowed_group, timeout, steps, metric):
     every_core = cpu_fence.format_cpus(sorted(os.sched_getaffinity(0)))
