@@ -79,7 +79,9 @@ def test_both_hosts_record_every_cell_without_collision(two_runners):
 
 
 def test_each_host_pins_its_cells_to_its_own_cpu(two_runners):
-    for host, found in by_host(read_samples(two_runners["dir"])).items():
+    hosts = by_host(read_samples(two_runners["dir"]))
+    assert sorted(hosts) == sorted(HOSTS)  # each host checked below, none passed over
+    for host, found in hosts.items():
         [pinned] = [s for s in found if s["labels"]["cpu_config"] == "pin"]
         cpu = str(two_runners["cpu_of"][host])
         assert pinned["metadata"]["cpuset_requested"] == cpu

@@ -141,7 +141,7 @@ def test_keras_functional_and_sequential_models_are_walked_layer_by_layer():
 
 
 def test_a_failing_count_or_peak_keeps_the_run_and_says_why():
-    from workloads.common.flops import training_flop_metrics, utilisation_metrics
+    from workloads.common.flops import training_flop_metrics
 
     def broken():
         raise RuntimeError("no GEMM here")
@@ -150,7 +150,14 @@ def test_a_failing_count_or_peak_keeps_the_run_and_says_why():
     assert training_flop_metrics(10.0, broken, None, "torch", "float32", 1, metadata) == []
     assert metadata == {"utilisation_error": "RuntimeError: no GEMM here"}
     metadata = {}
-    assert training_flop_metrics(
-        10.0, lambda: (8e9, "cpu"), 400.0, "torch", "float32", 1, metadata
-    ) == utilisation_metrics(10.0, 8e9, 3, 400e9)
+    # 10 samples/s of 3 passes (forward and backward) of 8 GFLOP, on a 400 GFLOP/s peak.
+    assert [
+        (entry["metric"], entry["value"], entry["unit"])
+        for entry in training_flop_metrics(10.0, lambda: (8e9, "cpu"), 400.0, "torch", "float32", 1, metadata)
+    ] == [
+        ("model_flops", pytest.approx(24.0), "GFLOP/sample"),
+        ("achieved_flops", pytest.approx(240.0), "GFLOP/s"),
+        ("peak_flops", pytest.approx(400.0), "GFLOP/s"),
+        ("mfu", pytest.approx(0.6), "ratio"),
+    ]
     assert metadata == {"peak_source": "--peak-gflops"}
