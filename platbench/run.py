@@ -26,6 +26,7 @@ import ansible_runner
 import yaml
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
+from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     EMULATED_FIELDS,
@@ -248,6 +249,9 @@ def prepare(args):
     if not _CAMPAIGN_NAME.match(args.campaign):
         raise UsageError(f"--campaign {args.campaign}: use letters, digits, '.', '_' and '-' (a directory name)")
     variables = extra_vars(args.extra_vars)
+    if cell_timeout.SETTING in variables:
+        for problem in cell_timeout.problems(variables[cell_timeout.SETTING], f"-e {cell_timeout.SETTING}"):
+            raise UsageError(problem)
     try:
         file_experiment = None
         if args.platforms or args.workloads:

@@ -138,6 +138,13 @@ def read_samples(campaign_dir):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def workload_processes():
+    """The platbench workload processes running on this host (bm's, and a container's as the host sees them), each as
+    ``pid command``: none should be left once a cell has ended, however it ended."""
+    found = subprocess.run(["pgrep", "-a", "-f", r"python[0-9.]* -m workloads\."], capture_output=True, text=True)
+    return [line for line in found.stdout.splitlines() if line.strip()]
+
+
 def instance_leftovers(campaign):
     """Links and namespaces of network paths, and containers of ``campaign``, still on the host."""
     # Here, not at the top: tests/conftest.py imports this module before Ansible's collection loader is set up.

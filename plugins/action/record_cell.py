@@ -31,14 +31,17 @@ def _tail(text, limit=MAX_OUTPUT_CHARS):
     return text[-limit:]
 
 
-def failure_error(failure, output):
-    """The error message of a ``failure: {task, result}`` argument (see failures.describe_failure)."""
+def failure_error(failure, output, timeout=None):
+    """The error message of a ``failure: {task, result}`` argument (see failures.describe_failure);
+    ``timeout``: the cell's timeout (its plan's), which a process cell stopped by it is described with."""
     if not isinstance(failure, dict) or not {"task", "result"} >= set(failure):
         raise AnsibleActionFail(
             "record_cell: 'failure' must be a mapping with 'task' (ansible_failed_task.name) "
             f"and 'result' (ansible_failed_result), got {str(failure)[:200]!r}"
         )
-    return describe_failure(failure.get("task"), failure.get("result") or {}, workload_error=workload_errors(output))
+    return describe_failure(
+        failure.get("task"), failure.get("result") or {}, workload_error=workload_errors(output), timeout=timeout
+    )
 
 
 class ActionModule(ActionBase):
@@ -70,7 +73,11 @@ class ActionModule(ActionBase):
         if failure and not output.strip():
             output = failure_output((failure or {}).get("result") if isinstance(failure, dict) else None)
         output = _tail(output)
-        error = args.get("error") or observed_error or (failure_error(failure, output) if failure else None)
+        error = (
+            args.get("error")
+            or observed_error
+            or (failure_error(failure, output, timeout=(args.get("plan") or {}).get("timeout")) if failure else None)
+        )
         env = self._environment(task_vars, args.get("engines") or {})
         status, error, samples = cell_outcome(cell_labels(cell, campaign["name"]), output, error, env, runtime)
         # The files an ok record keeps (loadgen's logs): the callback writes them beside the samples.

@@ -189,6 +189,7 @@ def plan_problems(
     guest_image=None,
     gpus_per_cell=1,
     runners=None,
+    cell_timeout_seconds=3600,
 ):
     """What stops ``plan`` on ``host`` before any cell runs, the platforms skipped, and which GPUs
     its gpu scenarios use."""
@@ -203,6 +204,7 @@ def plan_problems(
         guest_image,
         gpus_per_cell,
         _runner_list(runners, "plan_problems"),
+        cell_timeout_seconds,
     )
 
 

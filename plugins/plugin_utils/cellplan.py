@@ -22,8 +22,15 @@ import json
 
 from ansible_collections.platbench.lab.plugins.module_utils import data_disk, platforms
 from ansible_collections.platbench.lab.plugins.module_utils import storage as storage_classes
+from ansible_collections.platbench.lab.plugins.plugin_utils import (
+    cell_timeout,
+    idle_cores,
+    instances,
+    peer,
+    placements,
+    sizing,
+)
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import idle_cores, instances, peer, placements, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 
 NAME_PREFIX = "platbench-"
@@ -325,6 +332,10 @@ def cell_plan(cell, facts, options=None):
         {"source": str(cache), "target": str(cache), "mode": "rw"}
     ]
     name = instance_name(opts["campaign"], opts["host"], cell["id"])
+    try:
+        timeout = cell_timeout.seconds(opts["timeout"])
+    except cell_timeout.CellTimeoutError as exc:
+        raise CellPlanError(f"{where}: {exc}") from None
     plan = {
         "cell": cell["id"],
         "scenario": cell.get("scenario"),
@@ -344,7 +355,7 @@ def cell_plan(cell, facts, options=None):
         "argv": argv,
         "data_dir": data_dir,
         "mounts": mounts,
-        "timeout": int(opts["timeout"]),
+        "timeout": timeout,
         # idle_cores: none on the runner host: the host's other work kept on these CPUs while the cell runs.
         "fence": fence,
         # What the platform was asked to do, recorded with the cell; the kind adds what its engine saw.

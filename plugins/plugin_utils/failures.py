@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 import signal
 
+from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout
+
 MAX_MESSAGE_CHARS = 2000
 _LINE_CHARS = 300
-TIMEOUT_SETTING = "platform_run_cell_timeout"
+TIMEOUT_SETTING = cell_timeout.SETTING
 
 # What usually sends each signal to a benchmark process, so the message says where to look.
 SIGNAL_CAUSES = {
@@ -126,22 +128,44 @@ def _timeout_period(result):
     return int(match.group(1)) if match else None
 
 
-def describe_failure(task, result, workload_error=None, timeout_setting=TIMEOUT_SETTING):
+def timeout_message(period, task, how, timeout_setting=TIMEOUT_SETTING):
+    """``stopped by the cell timeout (N s)``, how, and what to change."""
+    return (
+        f"stopped by the cell timeout ({period} s): {how} (at '{task}'); "
+        f"raise {timeout_setting} or give the workload fewer steps"
+    )
+
+
+def describe_failure(task, result, workload_error=None, timeout_setting=TIMEOUT_SETTING, timeout=None):
     """One message that says why a cell failed, cause first.
 
     ``task``: the failed task's name; ``result``: its result (``ansible_failed_result``);
-    ``workload_error``: the error of a failed record the workload printed before it exited, if any.
+    ``workload_error``: the error of a failed record the workload printed before it exited, if any;
+    ``timeout``: the cell's timeout in seconds (its plan's), which a process cell's own deadline enforces.
     """
     task = str(task or "a task")
     result = result if isinstance(result, dict) else {"msg": _text(result)}
     msg = _text(result.get("msg")).strip()
     seen = f"{task}: {_first_line(msg)}" if msg else task
 
+    stop = cell_timeout.deadline_stop(result)
+    if stop is not None:
+        how = (
+            "the workload and its process group got SIGTERM and ended"
+            if stop == "term"
+            else f"the workload ignored SIGTERM and its process group was killed {cell_timeout.KILL_AFTER} s later"
+        )
+        return _clip(timeout_message(timeout if timeout is not None else "?", task, how, timeout_setting))
+
     period = _timeout_period(result)
     if period is not None:
         return _clip(
-            f"the cell ran past {timeout_setting}={period} s and was stopped (at '{task}'); "
-            f"raise {timeout_setting} or give the workload fewer steps"
+            timeout_message(
+                period,
+                task,
+                "its task did not end within it; the cell's clean-up removed what it ran in",
+                timeout_setting,
+            )
         )
 
     if any(_ENGINE_GONE.search(text) for text in _failure_texts(result)):

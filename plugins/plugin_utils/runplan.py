@@ -9,8 +9,8 @@ filters by ``roles/platform_run/tasks/precheck.yml``.
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout, idle_cores, instances, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import idle_cores, instances, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_hosts, instances_k8s
 
@@ -34,6 +34,7 @@ def plan_problems(
     guest_image=None,
     gpus_per_cell=1,
     runners=None,
+    cell_timeout_seconds=3600,
 ):
     """Everything that stops ``plan`` on ``host`` before a cell runs, each a message naming the
     setting to change (all at once, so one fix-and-rerun is enough), and the platforms skipped.
@@ -45,7 +46,8 @@ def plan_problems(
     (``platform_run_runners``) a distributed cell's ranks may spread over (``instances.hosts``). Returns
     ``{"problems": [...], "skipped": {label: reason}, "gpu_summary": "...", "sizing": [...]}``, the summary
     saying which GPUs the plan's gpu scenarios use on this host ("" when it has none), ``sizing`` how its
-    relative scale-ups resolve here and the NUMA warnings (sizing.plan_sizing).
+    relative scale-ups resolve here and the NUMA warnings (sizing.plan_sizing). ``cell_timeout_seconds``:
+    ``platform_run_cell_timeout``, which must be a whole number of seconds above 0.
     """
     name = plan.get("name", "?")
     cells = plan.get("cells") or []
@@ -60,7 +62,7 @@ def plan_problems(
             "gpu_summary": "",
             "sizing": [],
         }
-    problems, skipped = [], {}
+    problems, skipped = cell_timeout.problems(cell_timeout_seconds), {}
     wanted = _wanted(plan)
     # The runner's own platforms read its data files where they are, its guests from a read-only disk made of them
     # (platforms.Platform.data_view); the instances a campaign provisions hold no copy of them.

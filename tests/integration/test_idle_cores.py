@@ -10,7 +10,7 @@ import time
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence
-from playbook_run import read_samples, run_lab_playbook
+from playbook_run import read_samples, run_lab_playbook, workload_processes
 
 pytestmark = pytest.mark.lab
 
@@ -47,11 +47,11 @@ def watch(cpus_file, seen, stop):
         time.sleep(0.05)
 
 
-# The failed cell: 20000 steps (20-40 s of training) stopped by a 2 s cell timeout, however fast the host (a few
-# steps would finish within 2 s on a fast one, and the cell would not fail). Not more: the timeout fails the cell
-# but leaves a bm workload to finish on its own (see CHANGELOG), and later lab tests want an idle host.
+# The failed cell: a million steps stopped by a 2 s cell timeout, however fast the host (a few steps would finish
+# within 2 s on a fast one, and the cell would not fail). The timeout kills the workload's process group before the
+# fence comes down: nothing of it runs on afterwards.
 @pytest.mark.parametrize(
-    "timeout, steps, metric", [(3600, 4, "throughput"), (2, 20_000, "failed")], ids=["ok", "failed"]
+    "timeout, steps, metric", [(3600, 4, "throughput"), (2, 1_000_000, "failed")], ids=["ok", "failed"]
 )
 def test_the_fence_is_up_during_a_bm_cell_and_gone_after(lab, tmp_path, narrowed_group, timeout, steps, metric):
     every_core = cpu_fence.format_cpus(sorted(os.sched_getaffinity(0)))
@@ -87,3 +87,7 @@ def test_the_fence_is_up_during_a_bm_cell_and_gone_after(lab, tmp_path, narrowed
     assert cpu_fence.parse_cpus(every_core) in [cpu_fence.parse_cpus(cpus) for cpus in seen]
     # Gone after the cell: the group is back on CPU 0 and no state is left.
     assert read(narrowed_group) == "0" and not os.path.exists(STATE_FILE)
+    # The failed cell was stopped by its timeout, and its workload with it.
+    if metric == "failed":
+        assert sample["metadata"]["error"].startswith("stopped by the cell timeout (2 s)"), sample["metadata"]["error"]
+    assert not workload_processes(), workload_processes()

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from playbook_run import REPO, read_samples, run_lab_playbook
+from playbook_run import REPO, read_samples, run_lab_playbook, workload_processes
 
 from tests import skips
 
@@ -198,9 +198,9 @@ def test_rerun_resumes_without_measuring_again(smoke):
 
 
 def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
-    # Bad parameters no longer reach a host (the plan checks them), so the cells fail at run time: no workload
-    # starts, imports its framework and trains 5000 steps within 2 seconds (the smoke's own steps, on a fast
-    # host, might). Not more: the bm workload a timeout fails finishes on its own, and later tests want an idle host.
+    # Bad parameters no longer reach a host (the plan checks them), so the cells fail at run time: a million steps
+    # outlast a 2 s cell timeout by far on any host. The timeout stops each cell for good: the bm workload's process
+    # group is killed where it ran, cn's container removed, before the next cell starts.
     results = tmp_path / "results"
     runner = run_lab_playbook(
         "playbooks/experiment.yml",
@@ -215,7 +215,7 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
                 "scaleup": [1],
                 "cpu_config": ["pin"],
                 "repeats": 1,
-                "params": {"steps": 5_000},
+                "params": {"steps": 1_000_000},
             },
         },
     )
@@ -224,9 +224,14 @@ def test_failed_cell_is_recorded_and_the_campaign_goes_on(lab, tmp_path):
     assert [s["labels"]["platform"] for s in samples] == ["bm", "cn"]
     for sample in samples:
         assert sample["metric"] == "failed"
-        assert "platform_run_cell_timeout=2" in sample["metadata"]["error"], sample["metadata"]["error"]
+        error = sample["metadata"]["error"]
+        assert error.startswith("stopped by the cell timeout (2 s)") and "platform_run_cell_timeout" in error, error
+    # bm's record reads the stop from the exit status of its deadline (coreutils' timeout), cn's from the task.
+    assert "got SIGTERM" in samples[0]["metadata"]["error"] or "killed" in samples[0]["metadata"]["error"]
     # The run says which cells failed, after the recap.
     assert re.search(r"cells ok: 0, failed: 2", runner.output), runner.output[-3000:]
+    # Nothing of either cell runs on: no workload process on the host, no container of the campaign.
+    assert not workload_processes(), workload_processes()
     assert not subprocess.run(
         ["docker", "ps", "-aq", "--filter", "label=org.platbench.campaign=it-fail"],
         capture_output=True,

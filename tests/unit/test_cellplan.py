@@ -160,12 +160,15 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
     if "process" in plan:
         # A process runs on the runner, or in the guest (reached over ssh by its name).
         assert plan["process"]["host"] == (plan["name"] if {"guest", "micro_vm"} & set(plan) else "runner-a")
-        # The shell line that ansible.builtin.raw runs is the same directory, environment and argv, quoted.
+        # The shell line that ansible.builtin.raw runs is the same directory, environment and argv, quoted, under
+        # coreutils' timeout with the cell's timeout (3600 s here), and the task's own timeout after its SIGKILL.
         words = shlex.split(plan["process"]["command"])
-        assert words[:4] == ["cd", plan["process"]["chdir"], "&&", "exec"] and words[4] == "env"
-        env_words = words[5 : 5 + len(plan["process"]["env"])]
+        assert words[:4] == ["cd", plan["process"]["chdir"], "&&", "exec"]
+        assert words[4:9] == ["timeout", "--verbose", "--kill-after=10", "3600", "env"]
+        env_words = words[9 : 9 + len(plan["process"]["env"])]
         assert dict(word.split("=", 1) for word in env_words) == plan["process"]["env"]
-        assert words[5 + len(env_words) :] == plan["process"]["argv"]
+        assert words[9 + len(env_words) :] == plan["process"]["argv"]
+        assert plan["process"]["task_timeout"] == 3600 + 10 + 30
     if "guest" in plan:
         guest = plan["guest"]
         assert guest["inner"] == GUEST_INNER[platform]

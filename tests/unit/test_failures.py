@@ -134,11 +134,41 @@ def test_task_timeout_names_the_setting():
         "msg": "Task failed: Timed out after 3600 second(s).",
         "timedout": {"frame": "Configure `DISPLAY_TRACEBACK` to see a traceback on timeout errors.", "period": 3600},
     }
-    message = describe_failure(RUN_PROCESS, result)
-    assert message.startswith("the cell ran past platform_run_cell_timeout=3600 s")
-    assert describe_failure(RUN_PROCESS, {"msg": "Timed out after 60 second(s)."}).startswith(
-        "the cell ran past platform_run_cell_timeout=60 s"
+    message = describe_failure(RUN_CONTAINER, result)
+    assert message.startswith("stopped by the cell timeout (3600 s): the task did not end within it")
+    assert "raise platform_run_cell_timeout" in message
+    assert describe_failure(RUN_CONTAINER, {"msg": "Timed out after 60 second(s)."}).startswith(
+        "stopped by the cell timeout (60 s)"
     )
+
+
+# What ansible.builtin.raw returns when coreutils' timeout (the process cell's deadline) stopped the workload; raw
+# over SSH with a tty merges stderr into stdout.
+RAW_TERM = {"rc": 124, "stdout": "step 10\n", "stderr": "timeout: sending signal TERM to command \u2018env\u2019\n"}
+RAW_KILL = {
+    "rc": 255,
+    "stdout": "timeout: sending signal TERM to command 'env'\r\ntimeout: sending signal KILL to command 'env'\r\n",
+    "stderr": "",
+}
+
+
+@pytest.mark.parametrize(
+    "result, how",
+    [(RAW_TERM, "got SIGTERM and ended"), (RAW_KILL, "ignored SIGTERM and its process group was killed 10 s later")],
+    ids=["term", "kill"],
+)
+def test_a_process_stopped_by_its_deadline_reads_as_the_cell_timeout(result, how):
+    message = describe_failure(RUN_PROCESS, {"failed": True, "msg": "non-zero return code", **result}, timeout=7)
+    assert message.startswith("stopped by the cell timeout (7 s): the workload") and how in message, message
+    assert f"(at '{RUN_PROCESS}')" in message and "raise platform_run_cell_timeout" in message
+
+
+def test_a_sigkill_without_the_deadline_line_is_no_timeout():
+    # The OOM killer's SIGKILL also ends a process with 137: without coreutils' own line it is not the deadline.
+    message = describe_failure(RUN_PROCESS, command_exit(137, stderr="Killed\n"), timeout=7)
+    assert "cell timeout (7 s)" not in message and message.startswith("the workload was killed by SIGKILL")
+    # Nor is a workload's own exit status 124.
+    assert "cell timeout" not in describe_failure(RUN_PROCESS, command_exit(124, stderr="error: bad\n"), timeout=7)
 
 
 def test_other_failures_keep_task_msg_rc_and_last_stderr_line():

@@ -107,6 +107,8 @@ def test_the_playbook_variables_name_the_experiment_campaign_results_and_size(tm
         (["--set", "repeats=1", "--set", "repeats=2"], "repeats is already set by --set repeats=1"),
         (["--repeats", "2", "--set", "repeats=3"], "--repeats and --set repeats=3 both set repeats: give one"),
         (["-e", "campaign=x"], "-e campaign=x: campaign is set by platbench run itself"),
+        (["-e", "platform_run_cell_timeout=0"], "-e platform_run_cell_timeout=0: a cell needs more than 0 seconds"),
+        (["-e", "platform_run_cell_timeout=soon"], "-e platform_run_cell_timeout='soon' is not a number of seconds"),
         (["--campaign", "../x"], "--campaign ../x: use letters, digits"),
         (["--inventory", "/nonexistent/inventory"], "--inventory /nonexistent/inventory: no such file"),
     ],

@@ -106,6 +106,12 @@ def test_a_plan_this_host_can_run_has_no_problem():
     assert problems(experiment()) == {"problems": [], "skipped": {}, "gpu_summary": "", "sizing": []}
 
 
+@pytest.mark.parametrize("timeout", [0, -1, "abc"])
+def test_a_cell_timeout_that_is_no_positive_number_stops_the_plan(timeout):
+    [problem] = problems(experiment(), cell_timeout_seconds=timeout)["problems"]
+    assert problem.startswith(f"platform_run_cell_timeout={timeout!r}"), problem
+
+
 def test_an_unbuilt_platform_and_a_missing_piece_fail_with_their_reason(monkeypatch):
     make_unbuilt(monkeypatch, "sg")
     status = platform_status(

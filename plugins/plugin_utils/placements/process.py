@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ansible_collections.platbench.lab.plugins.module_utils import apptainer
-from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     Observed,
     PlacementError,
@@ -99,16 +99,20 @@ def plan(ctx, plan, machine=None):
         else:
             plan["runtime"]["launcher"] = "taskset" if taskset else "process"
     plan["process"].update(host=machine.host, become=machine.become)
-    plan["process"]["command"] = shell_command(plan["process"])
+    plan["process"]["command"] = shell_command(plan["process"], deadline=plan["timeout"])
+    plan["process"]["task_timeout"] = cell_timeout.task_timeout(plan["timeout"])
 
 
-def shell_command(process):
+def shell_command(process, deadline=None):
     """The process as one POSIX shell line: its directory, its environment and its argv, each quoted.
 
     process.yml hands it to ansible.builtin.raw, which runs it through the connection's shell without a Python
-    module on the other side: the half second a module's start costs is no longer part of every cell."""
+    module on the other side: the half second a module's start costs is no longer part of every cell.
+    ``deadline``: the cell's timeout, which coreutils' timeout enforces there on the workload and every process it
+    started (plugin_utils/cell_timeout.py); None where a supervisor stops it (a guest's instances)."""
     assignments = [f"{name}={value}" for name, value in sorted(process["env"].items())]
-    return f"cd {shlex.quote(process['chdir'])} && exec {shlex.join(['env', *assignments, *process['argv']])}"
+    stop = cell_timeout.deadline_argv(deadline) if deadline is not None else []
+    return f"cd {shlex.quote(process['chdir'])} && exec {shlex.join([*stop, 'env', *assignments, *process['argv']])}"
 
 
 def observed(plan, results):
