@@ -1,19 +1,22 @@
 """workloads.inference_e2e: its checks of bad input, its loaders on the generators' data, its loadgen driver
 with a stand-in app (in this process, fast) and the IC and RS apps run as the hosts run them, at tiny sizes."""
 
+import datetime
 import json
 import math
 import shutil
+import time
 
 import pytest
 from workload_run import metric_values, only_record, run_module
 
 from tests import skips
 from workloads.datasets import criteo, imagenet
-from workloads.inference_e2e import cli
-from workloads.inference_e2e.apps import ic, rs
+from workloads.inference_e2e import cli, settings
+from workloads.inference_e2e.apps import ic, nlp, rs, sr
 from workloads.inference_e2e.apps.base import App, RawRequest
-from workloads.inference_e2e.loadgen_logs import parse_detail, parse_summary
+from workloads.inference_e2e.loadgen_logs import parse_detail, parse_summary, verdict
+from workloads.inference_e2e.phases import batches_of, span_problem
 
 needs_tensorflow = skips.requires(modules=["tensorflow"])
 needs_torch = skips.requires(modules=["torch"])
@@ -66,6 +69,19 @@ def refusal(capsys, *argv):
             ["--app", "rs", "--data-dir", "/nowhere", "--framework", "tensorflow"],
             "--framework tensorflow: app rs runs on torch only",
         ),
+        (
+            ["--app", "ic", "--data-dir", "/nowhere", "--mlperf-minimums", "--requests", 1000],
+            "--requests 1000 is below MLPerf's Offline minimum for app ic (MLPerf's resnet50): 24576 samples; "
+            "give --requests 24576 or more",
+        ),
+        (
+            ["--app", "nlp", "--data-dir", "/nowhere", "--mlperf-minimums", "--requests", 10_832],
+            "--requests 10832 is below MLPerf's Offline minimum for app nlp (MLPerf's bert): 10833 samples",
+        ),
+        (
+            ["--app", "sr", "--data-dir", "/nowhere", "--mlperf-minimums", "--min-duration-ms", 60_000],
+            "--min-duration-ms 60000 is below MLPerf's Offline minimum for app sr (MLPerf's rnnt): 600000 ms",
+        ),
     ],
 )
 def test_bad_parameters_are_refused_with_the_setting_named(capsys, argv, message):
@@ -77,6 +93,48 @@ def test_the_defaults_are_the_studys_counts_and_a_batch_no_larger_than_the_reque
     assert (args.requests, args.batch_size, args.model_size, args.timing) == (1000, 32, "resnet50", "e2e")
     args, _ = cli.parse_args(["--check-args", "--app", "rs", "--data-dir", "/nowhere", "--requests", "5"])
     assert (args.requests, args.batch_size, args.model_size) == (5, 5, "small")
+
+
+def test_mlperf_minimums_are_each_apps_benchmarks_and_the_flag_defaults_to_them():
+    # mlcommons/inference loadgen/mlperf.conf: 600 s, and the Offline sample count of each benchmark.
+    assert {app.APP.name: app.APP.mlperf_minimums() for app in (ic, rs, sr, nlp)} == {
+        "ic": ("resnet50", 600_000, 24_576),
+        "rs": ("dlrm-v2", 600_000, 24_576),
+        "sr": ("rnnt", 600_000, 2_513),
+        "nlp": ("bert", 600_000, 10_833),
+    }
+    assert ic.APP.on("torch").mlperf_minimums() == ic.APP.mlperf_minimums()
+    args, _ = cli.parse_args(["--check-args", "--app", "sr", "--data-dir", "/nowhere", "--mlperf-minimums"])
+    assert (args.requests, args.min_duration_ms, args.batch_size) == (2_513, 600_000, 32)
+    argv = ["--check-args", "--app", "ic", "--data-dir", "/nowhere", "--mlperf-minimums", "--requests", "30000"]
+    args, _ = cli.parse_args([*argv, "--min-duration-ms", "900000"])
+    assert (args.requests, args.min_duration_ms) == (30_000, 900_000)
+    # Without the flag: the study's request count, no minimum duration (a scaled-down run), any count allowed.
+    args, _ = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere", "--requests", "8"])
+    assert (args.requests, args.min_duration_ms, args.mlperf_minimums) == (8, 0, False)
+
+
+def test_the_three_states_from_loadgen_s_verdict_and_mlperf_s_minimums():
+    minimums = rs.APP.mlperf_minimums()
+    # Minimums met and loadgen VALID: VALID, nothing short.
+    state, reasons, record = verdict("VALID", [], 600_000, 24_576, minimums)
+    assert (state, reasons, record["met"], record["short_of"]) == ("VALID", [], True, [])
+    assert record["asked"] == {"min_duration_ms": 600_000, "samples": 24_576}
+    assert (record["benchmark"], record["min_duration_ms"], record["min_samples"]) == ("dlrm-v2", 600_000, 24_576)
+    # Below them, loadgen VALID (it was given what the run met): scaled-down, with what fell short.
+    state, reasons, record = verdict("VALID", [], 0, 8, minimums)
+    assert state == settings.SCALED_DOWN == "scaled-down" and not record["met"]
+    short = ["min duration 0 ms, MLPerf's dlrm-v2 asks for 600000", "8 samples, MLPerf's dlrm-v2 asks for 24576"]
+    assert reasons == record["short_of"] == short
+    state, reasons, _ = verdict("VALID", [], 600_000, 24_575, minimums)
+    assert (state, reasons) == ("scaled-down", ["24575 samples, MLPerf's dlrm-v2 asks for 24576"])
+    # Loadgen INVALID: INVALID with its reasons, at any size.
+    for duration, samples in ((600_000, 24_576), (60_000, 8)):
+        state, reasons, record = verdict("INVALID", ["min duration not satisfied"], duration, samples, minimums)
+        assert (state, reasons) == ("INVALID", ["min duration not satisfied"])
+        assert record["met"] is (samples == 24_576)
+    # An app of no MLPerf benchmark is never VALID.
+    assert verdict("VALID", [], 600_000, 10**6, None)[0] == "scaled-down"
 
 
 def test_inference_only_is_refused_for_an_app_that_cannot_separate_its_phases(capsys, monkeypatch):
@@ -203,6 +261,54 @@ def test_a_request_that_fails_mid_run_ends_loadgen_and_fails_the_run_with_its_so
     assert parse_detail((tmp_path / "mlperf_log_detail.txt").read_text())["samples"] == 8
 
 
+class SleepingApp(App):
+    """Each phase takes a known time: pre and post 4 ms a request, inference 12 ms a batch."""
+
+    name = "sleeping"
+
+    def preprocess(self, data):
+        time.sleep(0.004)
+        return data
+
+    def infer(self, model, features):
+        time.sleep(0.012)
+        return features
+
+    def postprocess(self, output):
+        time.sleep(0.004)
+        return output
+
+
+def test_the_phases_add_up_to_loadgen_s_own_span_and_the_check_fails_when_one_is_lost_or_counted_twice(tmp_path):
+    from workloads.inference_e2e.offline import run_offline
+
+    requests = [RawRequest(f"request {index}", index) for index in range(6)]
+    # A minimum duration the run meets (6 x 8 ms + 2 x 12 ms > 50 ms): loadgen's VALID, and VALID as a record
+    # would be, held to minimums of that scale.
+    run = run_offline(SleepingApp(), None, requests, 3, str(tmp_path), 50)
+    detail = parse_detail((tmp_path / "mlperf_log_detail.txt").read_text())
+    summary = parse_summary((tmp_path / "mlperf_log_summary.txt").read_text())
+    assert summary["result"] == "VALID" and detail["settings"]["min_duration_ms"] == 50
+    small = settings.MlperfMinimums("test", 50, 6)
+    assert verdict(summary["result"], summary["reasons"], 50, detail["samples"], small)[:2] == ("VALID", [])
+    # Loadgen's span: its own clock, from the issue of its query to the last completion; its figure is samples
+    # over that span, and its wall-clock begin and end are a millisecond apart at most from it.
+    span = detail["span"]
+    assert summary["samples_per_sec"] == pytest.approx(6 / span["seconds"], rel=1e-4)
+    begin, end = (datetime.datetime.strptime(span[key], "%m-%d-%Y %H:%M:%S.%f") for key in ("begin", "end"))
+    assert (end - begin).total_seconds() == pytest.approx(span["seconds"], abs=0.002)
+    totals = {phase: sum(run.phases.seconds[phase]) for phase in run.phases.timed}
+    batches = batches_of(len(requests), 3)
+    assert totals["pre"] >= 0.024 and totals["inference"] >= 0.024 and totals["post"] >= 0.024
+    assert span_problem(sum(totals.values()), span["seconds"], batches) is None
+    # A phase lost, or counted twice, is caught.
+    lost = span_problem(totals["pre"] + totals["inference"], span["seconds"], batches)
+    assert lost.startswith("the phases add up to") and lost.endswith("some time is in no phase")
+    twice = span_problem(sum(totals.values()) + totals["inference"], span["seconds"], batches)
+    assert twice.endswith("some time is counted twice")
+    assert span_problem(1.0, None, batches).startswith("no span to compare the phases with")
+
+
 def test_the_summary_parser_names_every_unmet_criterion():
     text = (
         "Samples per second: 12.5\nResult is : INVALID\n  Min duration satisfied : NO\n"
@@ -232,16 +338,20 @@ def check_loadgen(record, requests):
     assert values["loadgen_queries"] == detail["samples"] == requests
     summary = parse_summary(record["files"]["mlperf_log_summary.txt"])
     assert values["loadgen_samples_per_sec"] == summary["samples_per_sec"]
-    assert record["metadata"]["loadgen"]["result"] == summary["result"]
+    assert record["metadata"]["loadgen"]["loadgen_result"] == summary["result"]
+    assert record["metadata"]["loadgen"]["span"] == detail["span"]
+    assert "loadgen_valid" not in values  # the state is one field: metadata.loadgen.result
     return values
 
 
-def assert_phases_cover_the_timed_run(values, requests, batches):
-    """The phases' total is the loadgen-timed run but for the SUT's completion calls and bookkeeping between
-    them: within 1% of the run, or 1 ms a batch where a tiny run makes that more (a real run's batch takes
-    seconds)."""
-    run_time = requests / values["throughput"]
-    assert 0 <= run_time - values["e2e_time"] <= max(0.01 * run_time, 0.001 * batches)
+def assert_phases_cover_the_timed_run(record, batches):
+    """The phases' total is loadgen's own span of the run (its detail log, timed outside the phase timers) but
+    for the SUT's completion calls and bookkeeping between them (phases.span_problem); the SUT's own timing of
+    the run, which throughput is over, holds the phases too."""
+    values = metric_values(record)
+    total = sum(values[f"{phase}_time"] for phase in ("pre", "inference", "post") if f"{phase}_time" in values)
+    assert span_problem(total, record["metadata"]["loadgen"]["span"]["seconds"], batches) is None
+    assert total <= record["labels"]["requests"] / values["throughput"]
 
 
 @needs_tensorflow
@@ -264,8 +374,23 @@ def test_ic_serves_jpegs_end_to_end_with_phases_that_add_up(images):
     values = check_loadgen(record, 8)
     phases = values["pre_time"] + values["inference_time"] + values["post_time"]
     assert values["e2e_time"] == pytest.approx(phases, rel=1e-9)
-    assert_phases_cover_the_timed_run(values, requests=8, batches=2)
-    assert values["loadgen_valid"] == 1 and record["metadata"]["loadgen"]["reasons"] == []
+    assert_phases_cover_the_timed_run(record, batches=2)
+    # Loadgen's criteria met, MLPerf's not (8 images in well under 600 s): scaled-down, never VALID.
+    loadgen = record["metadata"]["loadgen"]
+    assert (loadgen["result"], loadgen["loadgen_result"]) == ("scaled-down", "VALID")
+    assert loadgen["reasons"] == [
+        "min duration 0 ms, MLPerf's resnet50 asks for 600000",
+        "8 samples, MLPerf's resnet50 asks for 24576",
+    ]
+    assert loadgen["mlperf_minimums"] == {
+        "scenario": "Offline",
+        "benchmark": "resnet50",
+        "min_duration_ms": 600_000,
+        "min_samples": 24_576,
+        "asked": {"min_duration_ms": 0, "samples": 8},
+        "met": False,
+        "short_of": loadgen["reasons"],
+    }
     assert values["model_flops"] > 0 and "mfu" not in values  # --peak-gflops 0: no MFU
     assert len(record["metadata"]["results"][0]) == ic.TOP_K
     # One CPU (run_module's one_cpu): TensorFlow's pools as sized, one inter-op thread.
@@ -291,7 +416,7 @@ def test_ic_on_torch_serves_jpegs_end_to_end_with_the_top_5_of_its_logits(images
     threads = record["metadata"]["framework_threads"]
     assert (threads["intra_op"], threads["inter_op"]) == (1, 1)
     values = check_loadgen(record, 8)
-    assert_phases_cover_the_timed_run(values, requests=8, batches=2)
+    assert_phases_cover_the_timed_run(record, batches=2)
     assert values["model_flops"] > 0 and record["metadata"]["model"]["placement"] == "cpu"
     top = record["metadata"]["results"][0]
     assert len(top) == ic.TOP_K and [p for _, p in top] == sorted((p for _, p in top), reverse=True)
@@ -306,7 +431,7 @@ def test_rs_end_to_end_phases_add_up_to_the_timed_run(rows):
     } <= set(values)
     phases = values["pre_time"] + values["inference_time"] + values["post_time"]
     assert values["e2e_time"] == pytest.approx(phases, rel=1e-9)
-    assert_phases_cover_the_timed_run(values, requests=6, batches=2)
+    assert_phases_cover_the_timed_run(record, batches=2)
     assert values["e2e_p50"] <= values["e2e_p90"]
     top = record["metadata"]["results"][0]
     assert len(top) == rs.TOP_K and [p for _, p in top] == sorted((p for _, p in top), reverse=True)
@@ -319,10 +444,14 @@ def test_an_invalid_loadgen_run_is_recorded_as_invalid_with_its_reason(rows):
         "--min-duration-ms", 60_000,
     )  # fmt: skip
     values = check_loadgen(record, 4)
-    assert values["loadgen_valid"] == 0
     loadgen = record["metadata"]["loadgen"]
+    # INVALID whatever the size: loadgen's own verdict, with its reasons; MLPerf's minimums unmet beside it.
     assert (loadgen["result"], loadgen["reasons"]) == ("INVALID", ["min duration not satisfied"])
+    assert (loadgen["loadgen_result"], loadgen["loadgen_reasons"]) == ("INVALID", ["min duration not satisfied"])
+    assert loadgen["mlperf_minimums"]["asked"] == {"min_duration_ms": 60_000, "samples": 4}
+    assert loadgen["mlperf_minimums"]["met"] is False
     assert loadgen["settings"]["effective"]["min_duration_ms"] == 60_000
+    assert_phases_cover_the_timed_run(record, batches=1)
     # inference_only: pre-processed before timing, only inference timed, no post-processing.
     assert "pre_time" not in values and "post_time" not in values and "e2e_time" not in values
     assert values["inference_time"] > 0 and record["metadata"]["untimed_preprocess_s"] > 0

@@ -97,8 +97,9 @@ METRICS = {
         for statistic in INFERENCE_PHASE_STATISTICS
     },
     "inference_throughput": _entry("*/sec", HIGHER, "inference"),
-    # MLPerf loadgen's own figures: its samples/s, the query samples it issued, its verdict (1 VALID, 0 INVALID:
-    # a scaled-down run may miss its minimum duration; metadata.loadgen.reasons says why).
+    # MLPerf loadgen's own figures: its samples/s and the query samples it issued. The run's state (VALID, INVALID
+    # or scaled-down) is metadata.loadgen.result, with its reasons. loadgen_valid (1 when loadgen said VALID) is no
+    # longer written; its entry stays for the campaigns that hold it.
     "loadgen_samples_per_sec": _entry("*/sec", HIGHER, "inference"),
     "loadgen_queries": _entry("samples", None, "inference"),
     "loadgen_valid": _entry("bool", None, "inference"),

@@ -5,14 +5,21 @@
   then "Recommendations:" bullets when INVALID, and the "Test Parameters Used" as "name : value".
 - ``mlperf_log_detail.txt``: one ``:::MLLOG {json}`` event a line; ``generated_query_count`` and
   ``generated_samples_per_query`` say what was really issued, ``effective_*`` the settings loadgen ran
-  with, and events whose ``metadata.is_error`` is true its errors.
+  with, events whose ``metadata.is_error`` is true its errors, and its own clock's span of the run:
+  ``power_begin`` and ``power_end`` (wall-clock times, to the millisecond) and ``result_max_latency_ns`` (in
+  Offline, from the issue of the one query to its last sample's completion: loadgen's run time).
+
+``verdict`` turns loadgen's verdict and what the run was given into the record's one state: VALID, INVALID or
+scaled-down (settings.py says what each means).
 """
 
 import json
 import re
 
+from .settings import INVALID, SCALED_DOWN, VALID
+
 MLLOG_PREFIX = ":::MLLOG "
-VALIDITIES = ("VALID", "INVALID")
+VALIDITIES = (VALID, INVALID)
 _CRITERION = re.compile(r"^\s*(.+?)\s+satisfied\s*:\s*(\S+)\s*$", re.IGNORECASE)
 _FIELD = re.compile(r"^\s*([^:]+?)\s*:\s*(.*?)\s*$")
 
@@ -80,10 +87,11 @@ def parse_summary(text, path="mlperf_log_summary.txt"):
 
 
 def parse_detail(text, path="mlperf_log_detail.txt"):
-    """{"queries", "samples_per_query", "samples", "settings", "errors"} of a detail log.
+    """{"queries", "samples_per_query", "samples", "settings", "errors", "span"} of a detail log.
 
     ``samples``: the query samples loadgen really issued (queries x samples per query); ``settings``: its
-    ``effective_*`` values without the prefix; ``errors``: the values of its error events."""
+    ``effective_*`` values without the prefix; ``errors``: the values of its error events; ``span``: loadgen's
+    own timing of the run, {"begin", "end", "seconds"} (None where it logged no result)."""
     events = {}
     errors = []
     for line in text.splitlines():
@@ -101,10 +109,51 @@ def parse_detail(text, path="mlperf_log_detail.txt"):
         raise LoadgenLogError(f"{path}: no {' and no '.join(missing)} event: loadgen did not issue its queries")
     queries, per_query = int(events["generated_query_count"]), int(events["generated_samples_per_query"])
     settings = {key[len("effective_") :]: value for key, value in events.items() if key.startswith("effective_")}
+    span = None
+    if isinstance(events.get("result_max_latency_ns"), (int, float)):
+        span = {
+            "begin": events.get("power_begin"),
+            "end": events.get("power_end"),
+            "seconds": events["result_max_latency_ns"] / 1e9,
+        }
     return {
         "queries": queries,
         "samples_per_query": per_query,
         "samples": queries * per_query,
         "settings": settings,
         "errors": errors,
+        "span": span,
     }
+
+
+def verdict(loadgen_result, loadgen_reasons, min_duration_ms, samples, minimums):
+    """(state, reasons, minimums record) of a run: loadgen's own ``loadgen_result`` (VALID or INVALID) and
+    ``loadgen_reasons``, the minimum duration it ran with, the ``samples`` it issued, and ``minimums``, MLPerf's
+    (settings.MlperfMinimums) for the app's benchmark in the run's scenario, None where MLPerf has none.
+
+    INVALID whenever loadgen says so, with its reasons; else VALID when the run met MLPerf's minimums, and
+    scaled-down, with what fell short, when it did not. The record names the minimums, what was asked and
+    whether it met them."""
+    short_of = []
+    if minimums is None:
+        short_of.append("MLPerf has no benchmark of this app in this scenario")
+    else:
+        if min_duration_ms < minimums.min_duration_ms:
+            short_of.append(
+                f"min duration {min_duration_ms} ms, MLPerf's {minimums.benchmark} asks for {minimums.min_duration_ms}"
+            )
+        if samples < minimums.min_samples:
+            short_of.append(f"{samples} samples, MLPerf's {minimums.benchmark} asks for {minimums.min_samples}")
+    record = {
+        "benchmark": None if minimums is None else minimums.benchmark,
+        "min_duration_ms": None if minimums is None else minimums.min_duration_ms,
+        "min_samples": None if minimums is None else minimums.min_samples,
+        "asked": {"min_duration_ms": min_duration_ms, "samples": samples},
+        "met": not short_of,
+        "short_of": short_of,
+    }
+    if loadgen_result == INVALID:
+        return INVALID, list(loadgen_reasons) or ["loadgen gave no unmet criterion"], record
+    if short_of:
+        return SCALED_DOWN, short_of, record
+    return VALID, [], record

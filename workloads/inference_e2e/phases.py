@@ -5,9 +5,17 @@ each request of a batch is attributed an equal share of its batch's time, so tha
 add up to the phases' totals (the batch's whole time is each request's latency, but not its cost).
 """
 
+import math
+
 from ..common.record import metric
 from ..common.stats import percentile
 from .settings import PHASES
+
+# The phases' total falls short of the span that holds them by the SUT's own bookkeeping between its timers
+# (slicing a batch, completing its samples): at most 1% of the span, or 1 ms a batch where a tiny run makes that
+# more. A phase lost falls short by its whole time; a phase counted twice goes over the span.
+SPAN_SLACK = 0.01
+SPAN_SLACK_PER_BATCH_S = 0.001
 
 
 class PhaseTimes:
@@ -44,3 +52,28 @@ class PhaseTimes:
                 metric(f"{name}_p90", percentile(times, 0.9), "s"),
             ]
         return metrics
+
+
+def batches_of(requests, batch_size):
+    return math.ceil(requests / batch_size)
+
+
+def span_problem(phase_total, span_seconds, batches):
+    """None when ``phase_total`` (the timed phases' seconds, summed over the requests) accounts for
+    ``span_seconds``, a wall-clock span measured outside the phase timers (loadgen's own run time, the record's
+    metadata.loadgen.span), up to the SUT's bookkeeping over ``batches`` batches; else what is wrong, in words."""
+    if not isinstance(span_seconds, (int, float)) or span_seconds <= 0:
+        return f"no span to compare the phases with (got {span_seconds!r})"
+    gap = span_seconds - phase_total
+    allowed = max(SPAN_SLACK * span_seconds, SPAN_SLACK_PER_BATCH_S * batches)
+    if gap < -1e-6:
+        return (
+            f"the phases add up to {phase_total:.6f} s, {-gap:.6f} s more than the {span_seconds:.6f} s span that "
+            "holds them: some time is counted twice"
+        )
+    if gap > allowed:
+        return (
+            f"the phases add up to {phase_total:.6f} s, {gap:.6f} s short of the {span_seconds:.6f} s span (at most "
+            f"{allowed:.6f} s is bookkeeping over {batches} batch(es)): some time is in no phase"
+        )
+    return None

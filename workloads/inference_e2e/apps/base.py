@@ -26,6 +26,8 @@ workload adds the request's ``source`` (its file) to the message.
 import importlib
 from typing import Any, NamedTuple
 
+from ..settings import OFFLINE
+
 # app name -> module under workloads.inference_e2e.apps; imported only when the app is asked for.
 APPS = {"ic": "ic", "rs": "rs", "sr": "sr", "nlp": "nlp"}
 FRAMEWORKS = ("tensorflow", "torch")
@@ -57,6 +59,9 @@ class App:
     dataset = ""  # the record's "data" label: the format read ("imagenet-jpeg", "criteo-tsv"...)
     data_format = ""  # what --data-dir must hold, for messages ("train/<class>/*.JPEG")
     generator = ""  # the command that writes a stand-in set: "python -m workloads.datasets.X ..."
+    # MLPerf's minimums for a result, per loadgen scenario, of the MLPerf benchmark the app re-runs
+    # (settings.offline_minimums): a run below them is recorded scaled-down.
+    mlperf: dict = {}
 
     @property
     def frameworks(self):
@@ -68,6 +73,10 @@ class App:
         if framework in (None, self.framework):
             return self
         return self.alternatives[framework]
+
+    def mlperf_minimums(self, scenario=OFFLINE):
+        """MLPerf's minimums (settings.MlperfMinimums) of ``scenario``; None where MLPerf has no such benchmark."""
+        return self.mlperf.get(scenario)
 
     def validate(self, data_dir, count):
         """Check, with the standard library only and quickly, that ``data_dir`` holds at least ``count``

@@ -19,6 +19,7 @@ import os
 
 from ...datasets import imagenet
 from ...datasets.base import DatasetError, layout_error
+from ..settings import OFFLINE, offline_minimums
 from .base import App, RawRequest
 
 IMAGE_SIZE = 224
@@ -38,6 +39,7 @@ class ImageClassification(App):
     default_requests = 1000  # the study's 1,000 images
     default_batch_size = 32
     request_unit = "images"
+    mlperf = {OFFLINE: offline_minimums("resnet50")}  # MLPerf's ResNet-50
     dataset = "imagenet-jpeg"
     data_format = imagenet.EXPECTED["jpeg"]
     generator = imagenet.GENERATOR

@@ -24,6 +24,7 @@ BERT-Mini of Turc et al. 2019, 11.1 million parameters), ``base`` (BERT-Base: 12
 from typing import NamedTuple
 
 from ...datasets import squad
+from ..settings import OFFLINE, offline_minimums
 from .base import App, RawRequest
 
 MAX_SEQUENCE = 384  # MLPerf's max_seq_length
@@ -58,6 +59,7 @@ class QuestionAnswering(App):
     default_requests = 1000
     default_batch_size = 32
     request_unit = "questions"
+    mlperf = {OFFLINE: offline_minimums("bert")}  # MLPerf's BERT
     dataset = "squad-v1.1-json"
     data_format = squad.EXPECTED
     generator = squad.GENERATOR

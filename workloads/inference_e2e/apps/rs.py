@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from ...datasets import criteo
 from ...datasets.base import DatasetError
+from ..settings import OFFLINE, offline_minimums
 from .base import App, RawRequest
 
 ROWS_PER_REQUEST = 100
@@ -62,6 +63,8 @@ class Recommendation(App):
     default_requests = 1000
     default_batch_size = 16  # requests: 1,600 rows a forward pass
     request_unit = f"requests of {ROWS_PER_REQUEST} rows"
+    # MLPerf's DLRM (v2), whose sample is one user's pairs, as a request of rows is here.
+    mlperf = {OFFLINE: offline_minimums("dlrm-v2")}
     dataset = "criteo-tsv"
     data_format = criteo.EXPECTED
     generator = criteo.GENERATOR

@@ -15,6 +15,7 @@ Model sizes: ``small`` (default: MLPerf's shape at a quarter of its width, 3.3 m
 
 from ...datasets import librispeech
 from ...datasets.base import DatasetError
+from ..settings import OFFLINE, offline_minimums
 from .base import App, RawRequest
 
 # The model sizes of apps/_rnnt.py, named without importing torch: small (default), large (MLPerf's RNN-T), tiny.
@@ -30,6 +31,7 @@ class SpeechRecognition(App):
     default_requests = 1200  # Samani et al. 2022: 1,200 WAV files of 15 s
     default_batch_size = 32
     request_unit = "utterances"
+    mlperf = {OFFLINE: offline_minimums("rnnt")}  # MLPerf's RNN-T
     dataset = "librispeech-wav"
     data_format = librispeech.EXPECTED
     generator = librispeech.GENERATOR
