@@ -19,6 +19,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import (
     kept_files,
     workload_errors,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import room_problem
 
 # Output kept for parsing: enough to find the record line and the tail of a failure, without
 # holding megabytes of framework logs in memory.
@@ -82,6 +83,10 @@ class ActionModule(ActionBase):
         status, error, samples = cell_outcome(cell_labels(cell, campaign["name"]), output, error, env, runtime)
         # The files an ok record keeps (loadgen's logs): the callback writes them beside the samples.
         files = kept_files(cell["id"], output, samples) if status == OK else {}
+        # A full disk stops the campaign here, before the callback would have to cut a write short.
+        problem = room_problem(os.path.abspath(os.path.expanduser(campaign["results_dir"])), samples, files)
+        if problem:
+            raise AnsibleActionFail(f"cell {cell['id']} is not recorded: {problem}")
         result.update(
             changed=False,
             platbench_cell={

@@ -24,6 +24,9 @@ description:
     the first line of its error (after Ansible's recap, where a failed cell's record task counts as ok so that
     the campaign goes on; its warning shows in the play output).
   - Timing comes from the workloads themselves, never from task durations.
+  - A write that fails (a full disk) leaves no partial line - the samples file is cut back to its size before it,
+    the cell is not recorded, a warning says so, and a resumed campaign runs that cell again. The
+    C(platbench.lab.record_cell) action stops a campaign whose results directory has no room before that.
   - Records the orchestration's own cost of every cell in C(run.json), under C(overhead) by cell id. C(before_launch_s)
     runs from the runner host deciding to run the cell (the cell selection, or the sample of its previous cell on disk)
     to the workload's launch (its record's C(metadata.launched_at)); C(after_exit_s) from its record to its samples
@@ -35,6 +38,7 @@ requirements:
   - Enable with C(callbacks_enabled = platbench.lab.results) in C(ansible.cfg).
 """
 
+import contextlib
 import datetime
 import json
 import os
@@ -85,12 +89,18 @@ def _collection_version():
 
 def _write_atomically(path, document):
     temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as stream:
-        json.dump(document, stream, indent=2, sort_keys=True, default=str)
-        stream.write("\n")
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "w", encoding="utf-8") as stream:
+            json.dump(document, stream, indent=2, sort_keys=True, default=str)
+            stream.write("\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except OSError:
+        # A full disk: the file keeps its last whole version, and no half-written copy stays beside it.
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _open_campaign(campaign):
@@ -188,7 +198,10 @@ class CallbackModule(CallbackBase):
         for results_dir, campaign in self._campaigns.items():
             session = campaign["session"]
             session["finished"] = _now()
-            _write_atomically(os.path.join(results_dir, RUN_FILE), campaign["doc"])
+            try:
+                _write_atomically(os.path.join(results_dir, RUN_FILE), campaign["doc"])
+            except OSError as exc:
+                self._display.warning(f"platbench: {RUN_FILE} of campaign {campaign['name']} was not updated: {exc}")
             self._show_summary(campaign["name"], results_dir, session["cells"])
 
     def _show_summary(self, name, results_dir, cells):
@@ -228,17 +241,29 @@ class CallbackModule(CallbackBase):
 
         campaign = data["platbench_campaign"]
         host = result._host.get_name()
-        session = self._session(campaign, host, data.get("platbench_env") or {})
-        # Files first: a cell whose samples are on disk (done, for a resume) has its files there too.
-        write_cell_files(campaign["results_dir"], data.get("platbench_files") or {})
-        append_samples(os.path.join(campaign["results_dir"], SAMPLES_FILE), samples)
+        try:
+            session = self._session(campaign, host, data.get("platbench_env") or {})
+            # Files first: a cell whose samples are on disk (done, for a resume) has its files there too.
+            write_cell_files(campaign["results_dir"], data.get("platbench_files") or {})
+            append_samples(os.path.join(campaign["results_dir"], SAMPLES_FILE), samples)
+        except OSError as exc:
+            # A full disk (record_cell checks for room first, but another writer may have taken it since): the
+            # samples were taken back whole, so a resume runs the cell again.
+            self._display.warning(
+                f"platbench: cell {cell['id']} was NOT recorded: {exc}. Free space in {campaign['results_dir']}, "
+                "then rerun the campaign: that cell runs again"
+            )
+            return
         on_disk = time.time()
         overhead = cell_overhead(cell, samples[0], self._decided.get(host), on_disk)
         self._decided[host] = on_disk  # the next cell of this host is decided from here
         if overhead:
             session.setdefault("overhead", {})[cell["id"]] = overhead
             run_doc = self._campaigns[campaign["results_dir"]]["doc"]
-            _write_atomically(os.path.join(campaign["results_dir"], RUN_FILE), run_doc)
+            try:
+                _write_atomically(os.path.join(campaign["results_dir"], RUN_FILE), run_doc)
+            except OSError as exc:
+                self._display.warning(f"platbench: the overhead of cell {cell['id']} is not in {RUN_FILE}: {exc}")
 
         status = data["platbench_status"]
         session["cells"][status] = session["cells"].get(status, 0) + 1

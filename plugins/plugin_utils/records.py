@@ -9,6 +9,7 @@ Pure Python so that the callback, the report and the tests share one implementat
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -125,28 +126,53 @@ def _json_safe(value):
     return value
 
 
+# The last line of each append ends with this before its newline: invisible to a JSON reader, it says that the write
+# got to its end. A line that does not decode (a write a crash cut short) may follow lines of the same write that do;
+# without the mark on the line before it, they are the start of that cut write (see read_samples).
+WRITE_END = " "
+# What must stay free beyond what a cell's record writes (see room_problem): run.json is rewritten beside itself, and
+# a full disk should stop a campaign before a write is cut, not after.
+RECORD_RESERVE_BYTES = 1024 * 1024
+
+
+def _lines(samples):
+    """The bytes of one append: one JSON line per sample, the last one marked as the end of the write."""
+    lines = [json.dumps(_json_safe(sample), allow_nan=False, default=str) for sample in samples]
+    lines[-1] += WRITE_END
+    return "".join(line + "\n" for line in lines).encode("utf-8")
+
+
 def append_samples(path, samples):
     """Append one JSON line per sample in a single write, then flush and fsync.
 
     The file is only ever appended to. A line left incomplete by an earlier crash is
-    closed first so that the new samples start on a line of their own.
+    closed first so that the new samples start on a line of their own. A write that fails
+    (a full disk) is taken back: the file is cut to the size it had, so that no partial
+    line is left, and the error is raised.
     """
     if not samples:
         return
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    data = "".join(json.dumps(_json_safe(sample), allow_nan=False, default=str) + "\n" for sample in samples).encode(
-        "utf-8"
-    )
+    data = _lines(samples)
     created = not os.path.exists(path)
-    with open(path, "a+b") as stream:
-        if stream.tell() > 0:
-            stream.seek(-1, os.SEEK_END)
-            if stream.read(1) != b"\n":
-                data = b"\n" + data
-        stream.write(data)
-        stream.flush()
-        os.fsync(stream.fileno())
+    descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(descriptor).st_size
+        if size > 0 and os.pread(descriptor, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(descriptor, data[written:])
+            os.fsync(descriptor)
+        except OSError:
+            os.ftruncate(descriptor, size)
+            if created:
+                os.unlink(path)
+            raise
+    finally:
+        os.close(descriptor)
     if created:
         # Make the new directory entry durable too.
         dir_fd = os.open(directory, os.O_RDONLY)
@@ -156,13 +182,54 @@ def append_samples(path, samples):
             os.close(dir_fd)
 
 
-def read_samples(path, on_bad_line=None, is_sample=None):
-    """All samples in ``path``; lines that do not decode (a write cut by a crash) are skipped.
+def _in_units(count):
+    """``512 bytes``, ``3.5 KiB``, ``1.0 MiB``."""
+    if count < 1024:
+        return f"{count} bytes"
+    for unit in ("KiB", "MiB", "GiB"):
+        count /= 1024
+        if count < 1024 or unit == "GiB":
+            break
+    return f"{count:.1f} {unit}"
 
-    ``on_bad_line(line_number, line)`` is called for each skipped line; ``is_sample(object)``, when given, also
-    skips the JSON objects it turns down.
+
+def room_problem(results_dir, samples, files=None, reserve=RECORD_RESERVE_BYTES):
+    """Why ``results_dir`` cannot take a cell's ``samples`` and ``files`` ({relative path: text}) now, or None.
+
+    record_cell asks before it hands them to the results callback: a campaign whose results directory is full
+    stops at that cell with this message, and what was written before stays whole."""
+    existing = os.path.abspath(results_dir)
+    while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    run_file = os.path.join(results_dir, "run.json")
+    try:
+        stats = os.statvfs(existing)
+        run_bytes = os.path.getsize(run_file) if os.path.exists(run_file) else 0
+    except OSError as exc:
+        return f"the results directory {results_dir} cannot be read: {exc}"
+    needed = (len(_lines(samples)) if samples else 0) + run_bytes + reserve
+    needed += sum(len(str(text).encode("utf-8")) for text in (files or {}).values())
+    free = stats.f_bavail * stats.f_frsize
+    inodes = stats.f_files == 0 or stats.f_favail > len(files or {}) + 2  # f_files 0: no inode limit (btrfs)
+    if free >= needed and inodes:
+        return None
+    what = f"only {_in_units(free)} free" if free < needed else "no free inodes"
+    return (
+        f"the results directory {results_dir} has {what}, too little to record this cell (it needs about "
+        f"{_in_units(needed)}): the campaign stops here, and the samples written before are kept whole. Free space "
+        "on that file system, then rerun the same command: the campaign resumes and this cell runs again"
+    )
+
+
+def read_samples(path, on_bad_line=None, is_sample=None, on_cut_write=None):
+    """All samples in ``path``. A line that does not decode (a write a crash cut short) is skipped, and so are the
+    lines before it that its write had completed (see WRITE_END): that cell's samples are incomplete, so none of
+    them counts and the cell runs again on resume.
+
+    ``on_bad_line(line_number, line)`` is called for each line that does not decode, or that ``is_sample(object)``,
+    when given, turns down; ``on_cut_write(line_numbers, cell)`` for the complete lines of each cut write.
     """
-    samples = []
+    entries = []  # (line number, line without its newline, the sample or None)
     with open(path, encoding="utf-8", errors="replace") as stream:
         for number, line in enumerate(stream, start=1):
             if not line.strip():
@@ -171,11 +238,45 @@ def read_samples(path, on_bad_line=None, is_sample=None):
                 sample = json.loads(line)
             except ValueError:
                 sample = None
-            if isinstance(sample, dict) and (is_sample is None or is_sample(sample)):
-                samples.append(sample)
-            elif on_bad_line is not None:
-                on_bad_line(number, line.rstrip("\n"))
+            entries.append((number, line.rstrip("\n"), sample if isinstance(sample, dict) else None))
+    cut = set()
+    for index, (_, _, sample) in enumerate(entries):
+        if sample is None:
+            numbers = _rest_of_cut_write(entries[:index])
+            if numbers:
+                cut.update(numbers)
+                if on_cut_write is not None:
+                    on_cut_write(numbers, entries[index - 1][2]["labels"]["cell"])
+    samples = []
+    for number, line, sample in entries:
+        if number in cut:
+            continue
+        if sample is not None and (is_sample is None or is_sample(sample)):
+            samples.append(sample)
+        elif on_bad_line is not None:
+            on_bad_line(number, line)
     return samples
+
+
+def _write_key(sample):
+    """What the samples of one append share: one cell, one host, one record's timestamp (None: no cell's)."""
+    labels = sample.get("labels") if isinstance(sample, dict) else None
+    if not isinstance(labels, dict) or not labels.get("cell"):
+        return None
+    return (labels["cell"], labels.get("host"), sample.get("timestamp"))
+
+
+def _rest_of_cut_write(before):
+    """The line numbers of the complete lines of the write that a line which does not decode cut short: the lines
+    just before it of one append, none of them marked as the end of a write. ``before``: the entries before it."""
+    numbers, key = [], _write_key(before[-1][2]) if before else None
+    if key is None:
+        return []
+    for number, line, sample in reversed(before):
+        if _write_key(sample) != key or line.endswith(WRITE_END):
+            break
+        numbers.append(number)
+    return numbers[::-1]
 
 
 def done_cells(path, host=None):
@@ -225,8 +326,14 @@ def write_cell_files(results_dir, files):
             raise ValueError(f"a kept file must stay inside the results directory: {relative!r}")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         temporary = path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
+        try:
+            with open(temporary, "w", encoding="utf-8") as stream:
+                stream.write(text)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, path)
+        except OSError:
+            # A full disk: no half-written file stays behind.
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise

@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import OK, SKIPPED, cell_outcome
@@ -11,6 +12,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     failed_sample,
     parse_result_lines,
     read_samples,
+    room_problem,
     samples_from_record,
     skipped_sample,
 )
@@ -197,6 +199,65 @@ def test_truncated_last_line_is_skipped_and_reported(tmp_path):
     # The next append starts on a fresh line, so the new samples survive.
     append_samples(path, samples[:1])
     assert read_samples(path) == samples + samples[:1]
+
+
+def test_a_write_cut_after_its_first_lines_counts_none_of_them_and_its_cell_runs_again(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    first = samples_from_record(make_record(), {**CELL_LABELS, "cell": "bm/2/pin/cpu|r1"}, ENV, RUNTIME)
+    second = samples_from_record(make_record(timestamp=1764000099.5), CELL_LABELS, ENV, RUNTIME)
+    append_samples(path, first)
+    append_samples(path, second)
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) - 40])  # a crash in the middle of the second write's last line
+    cut, bad = [], []
+    found = read_samples(path, on_bad_line=lambda n, line: bad.append(n), on_cut_write=lambda *a: cut.append(a))
+    assert found == first
+    assert bad == [4] and cut == [([3], "cn/2/pin/cpu|r1")]
+    assert done_cells(path) == {"bm/2/pin/cpu|r1"}
+    # The cell runs again: its new samples count, once; the cut write's stay skipped.
+    append_samples(path, second)
+    assert read_samples(path) == first + second
+    assert done_cells(path) == {"bm/2/pin/cpu|r1", "cn/2/pin/cpu|r1"}
+
+
+def test_a_write_cut_in_its_first_line_leaves_the_write_before_it_whole(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    first = samples_from_record(make_record(), CELL_LABELS, ENV, RUNTIME)
+    append_samples(path, first)
+    with open(path, "a", encoding="utf-8") as stream:
+        stream.write(json.dumps(first[0])[:50])  # the same cell's next record, cut in its first line
+    cut = []
+    assert read_samples(path, on_cut_write=lambda *args: cut.append(args)) == first
+    assert cut == []
+
+
+def test_an_append_that_fails_takes_back_what_it_wrote(tmp_path, monkeypatch):
+    path = tmp_path / "samples.jsonl"
+    samples = samples_from_record(make_record(), CELL_LABELS, ENV, RUNTIME)
+    append_samples(path, samples)
+    before = path.read_bytes()
+    real_write = os.write
+
+    def disk_full_after_some_bytes(descriptor, data):
+        if len(data) > 20:
+            return real_write(descriptor, data[:20])  # a short write, as the last free blocks take it
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", disk_full_after_some_bytes)
+    with pytest.raises(OSError, match="No space left"):
+        append_samples(path, samples)
+    assert path.read_bytes() == before  # no partial line
+    with pytest.raises(OSError):
+        append_samples(tmp_path / "new.jsonl", samples)
+    assert not (tmp_path / "new.jsonl").exists()
+
+
+def test_a_results_directory_without_room_for_a_cell_is_named_with_what_to_do(tmp_path):
+    samples = samples_from_record(make_record(), CELL_LABELS, ENV, RUNTIME)
+    assert room_problem(tmp_path / "campaign", samples, reserve=0) is None
+    problem = room_problem(tmp_path / "campaign", samples, reserve=1 << 60)
+    assert problem.startswith(f"the results directory {tmp_path / 'campaign'} has only ")
+    assert "too little to record this cell" in problem and "rerun the same command" in problem
 
 
 def test_done_cells_are_those_with_a_successful_sample(tmp_path):
