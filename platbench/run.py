@@ -4,8 +4,10 @@ The experiment is planned in this process first, as the playbook's lookup plans 
 workload parameters): bad input stops here with its message alone, before any host is touched. Then the
 playbook runs; its events drive a line per cell (i/N, the cell, its time, the ETA per platform kind) and a
 closing summary. Exit status: 0 every cell ok (or skipped by design; or none left to run in a resumed
-campaign), 1 a cell or the playbook failed, 2 bad input or no host can run any cell of the plan, 130 Ctrl-C
-(after the running cell is stopped and cleaned up: rerun the same command, same --campaign, to resume).
+campaign), 1 a cell or the playbook failed, 2 bad input, no host can run any cell of the plan, or another run holds
+the campaign (its lock, platbench/campaign_lock.py), 130 Ctrl-C, 143 SIGTERM (after the running cell is stopped and
+cleaned up: rerun the same command, same --campaign, to resume). A run that finds the campaign left by a run that
+died (SIGKILL, a crashed controller) first stops what is left of it and removes the cells' leftovers (teardown.yml).
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     load_experiment,
     workloads_of,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
 from ansible_collections.platbench.lab.workloads.common.args import positive_int
 
-from platbench import budgets
+from platbench import budgets, campaign_lock
 from platbench.campaign import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -48,7 +51,7 @@ from platbench.campaign import (
     SamplesTail,
     human,
 )
-from platbench.processes import kill_sessions, sessions_below
+from platbench.processes import kill_sessions, process_table, sessions_below
 from platbench.progress import display_for
 from platbench.report import table_so_far
 
@@ -306,6 +309,11 @@ class Interrupts:
     def exit_code(self):
         return EXIT_INTERRUPTED if self.first in (None, signal.SIGINT) else 128 + self.first
 
+    @property
+    def what(self):
+        """How the run ended, as its messages begin: ``interrupted`` (Ctrl-C), ``stopped by SIGTERM``."""
+        return "interrupted" if self.first in (None, signal.SIGINT) else f"stopped by {signal.Signals(self.first).name}"
+
 
 def _ansible_environment():
     venv_bin = str(Path(sys.executable).parent)  # where ansible-playbook is, also when the venv is not active
@@ -386,8 +394,12 @@ def _keep_log(results_dir, campaign, text):
     if not text or not directory.is_dir():
         return None
     path = directory / ANSIBLE_LOG
-    with open(path, "a", encoding="utf-8") as stream:
-        stream.write(f"# platbench run, {time.strftime('%Y-%m-%d %H:%M:%S')}\n{text}\n")
+    try:
+        with open(path, "a", encoding="utf-8") as stream:
+            stream.write(f"# platbench run, {time.strftime('%Y-%m-%d %H:%M:%S')}\n{text}\n")
+    except OSError as exc:  # a full disk: the campaign's outcome is still told
+        print(f"warning: Ansible's output was not kept in {path}: {exc}", file=sys.stderr)
+        return None
     return path
 
 
@@ -399,28 +411,102 @@ def rerun_command(args):
     return shlex.join(["platbench", "run", *argv])
 
 
-def _cleanup(args, campaign, interrupts, running, extravars, out):
-    """After the run was cancelled (its controller processes already stopped): teardown.yml with the same
-    inventory removes the cell's containers, guests and workload processes. A second Ctrl-C abandons it."""
-    cells = ", ".join(f"{cell} on {host}" if len(campaign.hosts) > 1 else cell for _, cell, host, _ in running)
-    print(f"interrupted: stopping {cells or 'the run'} and cleaning up (Ctrl-C again skips the cleanup) ...", file=out)
+def _teardown(args, extravars, interrupts, what, out):
+    """teardown.yml with the run's inventory and variables: it removes the cells' containers, guests, network paths
+    and fences and stops their workload processes. A second Ctrl-C (or the first, when ``interrupts`` counted none
+    before) abandons it. Returns True once it removed everything; ``what`` begins its messages."""
     teardown_vars = {key: value for key, value in extravars.items() if key not in _RESERVED_VARS}
+    before = interrupts.count
     with tempfile.TemporaryDirectory(prefix="platbench-teardown-") as private:
-        runner, stopped = drive(TEARDOWN, args.inventory, teardown_vars, private, stop=lambda: interrupts.count > 1)
-        rerun = rerun_command(args)
+        runner, stopped = drive(
+            TEARDOWN, args.inventory, teardown_vars, private, stop=lambda: interrupts.count > before
+        )
         if stopped:
             print(
-                f"interrupted during the cleanup: leftovers may remain; remove them with "
+                f"{what} during the cleanup: leftovers may remain; remove them with "
                 f"`ansible-playbook -i {shlex.quote(str(args.inventory))} playbooks/teardown.yml`, then rerun "
-                f"`{rerun}` to resume",
+                f"`{rerun_command(args)}` to resume",
                 file=out,
             )
-            return
+            return False
         if runner.rc != 0:
             print(f"teardown.yml failed (rc {runner.rc}); its output ends with:", file=out)
             print("\n".join(_output(runner).strip().splitlines()[-10:]), file=out)
-    what = f"cell {cells}" if cells else "the run (no cell had started)"
-    print(f"interrupted: cleaned up {what}; rerun the same command to resume: {rerun}", file=out)
+            return False
+    return True
+
+
+def _cleanup(args, campaign, interrupts, running, extravars, out):
+    """After the run was cancelled (its controller processes already stopped): teardown.yml removes what the
+    running cell left. A second Ctrl-C abandons it. Returns True once everything was removed."""
+    cells = ", ".join(f"{cell} on {host}" if len(campaign.hosts) > 1 else cell for _, cell, host, _ in running)
+    what = interrupts.what
+    print(f"{what}: stopping {cells or 'the run'} and cleaning up (Ctrl-C again skips the cleanup) ...", file=out)
+    cleaned = _teardown(args, extravars, interrupts, what, out)
+    if cleaned:
+        done = f"cell {cells}" if cells else "the run (no cell had started)"
+        print(f"{what}: cleaned up {done}; rerun the same command to resume: {rerun_command(args)}", file=out)
+    return cleaned
+
+
+def _stop_dead_runs_playbook(record):
+    """Stop the ansible-playbook a run that died left (and what it started), when it still runs: a run killed
+    alone leaves its playbook running cells that nobody records."""
+    pid = record.get("playbook_pid")
+    if not isinstance(pid, int) or pid not in process_table():
+        return []
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    if b"ansible-playbook" not in command:
+        return []  # the pid is another process's by now
+    return kill_sessions(sessions_below(pid))
+
+
+def _after_a_dead_run(args, lock, extravars, interrupts, out):
+    """The campaign's lock file was left by a run that died (killed with SIGKILL, its controller crashed): stop its
+    playbook if it runs on, and remove the leftovers of its cell with teardown.yml. Returns True when done."""
+    print(
+        f"the last run of campaign {args.campaign} ({campaign_lock.describe(lock.stale)}) ended without cleaning up: "
+        "it was killed or its controller stopped. Stopping what it left running and removing its leftovers "
+        "(teardown.yml) before resuming ...",
+        file=out,
+    )
+    stopped = _stop_dead_runs_playbook(lock.stale)
+    if stopped:
+        print(f"stopped {len(stopped)} processes of its ansible-playbook (pid {lock.stale['playbook_pid']})", file=out)
+    if not _teardown(args, extravars, interrupts, "interrupted", out):
+        return False
+    print(f"removed what the last run left; resuming campaign {args.campaign}", file=out)
+    return True
+
+
+def cut_writes(samples_path):
+    """Warnings for the lines of the campaign's samples file that a crash cut short (they are skipped, and their
+    cells run again): ``[line, ...]``."""
+    if not Path(samples_path).is_file():
+        return []
+    warnings, rests = [], []
+
+    def bad_line(number, line):
+        warnings.append(
+            f"{samples_path} line {number} is no whole sample (a write cut short by a crash?): skipped "
+            f"({line[:80]!r}{'...' if len(line) > 80 else ''})"
+        )
+
+    def cut_write(numbers, cell):
+        lines = f"line {numbers[0]}" if len(numbers) == 1 else f"lines {numbers[0]}-{numbers[-1]}"
+        rests.append(
+            f"{samples_path} {lines}: the rest of cell {cell}'s samples, whose write was cut short: skipped; "
+            "that cell runs again"
+        )
+
+    try:
+        read_samples(samples_path, on_bad_line=bad_line, on_cut_write=cut_write)
+    except OSError as exc:
+        warnings.append(f"{samples_path} cannot be read: {exc}")
+    return warnings + rests
 
 
 def main(args, out=None, err=None):
@@ -436,12 +522,35 @@ def main(args, out=None, err=None):
         return EXIT_INTERRUPTED
     for warning in warnings:
         print(f"warning: {warning}", file=err)
+    directory = Path(extravars["platbench_results_dir"]) / args.campaign
+    try:
+        lock = campaign_lock.acquire(directory, args.campaign, rerun_command(args))
+    except campaign_lock.CampaignBusy as exc:
+        print(exc, file=err)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        print(f"the campaign's directory {directory} cannot be written: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    kept = [True]  # the lock file stays, for the next run to clean up, unless this run ends cleaned up
+    try:
+        code = _run(args, plan, extravars, lock, kept, out, err)
+        return code
+    finally:
+        lock.release(keep=kept[0])
+
+
+def _run(args, plan, extravars, lock, kept, out, err):
+    """The campaign under its lock: ``kept[0]`` set False once nothing it started is left."""
     samples = Path(extravars["platbench_results_dir"]) / args.campaign / SAMPLES_FILE
+    for warning in cut_writes(samples):
+        print(f"warning: {warning}", file=err)
     campaign = Campaign(args.campaign, plan["cells"], str(samples))
     tail = SamplesTail(samples)  # what this run appends to the campaign: cells done, their events come or not
     print(f"platbench: campaign {args.campaign}, {len(plan['cells'])} cells planned ({args.experiment})", file=out)
     display = display_for(campaign, out)
     with Interrupts() as interrupts, tempfile.TemporaryDirectory(prefix="platbench-run-") as private:
+        if lock.stale and not _after_a_dead_run(args, lock, extravars, interrupts, out):
+            return interrupts.exit_code if interrupts.count else EXIT_FAILED
         running = []
 
         def stop():
@@ -470,6 +579,8 @@ def main(args, out=None, err=None):
         def on_event(event):
             for line in campaign.feed(event):
                 display.line(line)
+            if campaign.pid and "playbook_pid" not in lock.record:
+                lock.update(playbook_pid=campaign.pid)  # a run that dies leaves it for the next to stop
             table_before_the_guests()
 
         def tick():
@@ -486,8 +597,9 @@ def main(args, out=None, err=None):
         output = _output(runner)
         log = _keep_log(extravars["platbench_results_dir"], args.campaign, output)
         if stopped:
-            _cleanup(args, campaign, interrupts, running, extravars, out)
+            kept[0] = not _cleanup(args, campaign, interrupts, running, extravars, out)
             return interrupts.exit_code
+    kept[0] = False
     code, lines = campaign.outcome(runner.rc, output_tail="\n".join(output.strip().splitlines()[-20:]))
     if code == EXIT_FAILED and log and runner.rc != 0:
         lines.append(f"Ansible's output: {log}")

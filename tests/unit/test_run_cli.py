@@ -791,3 +791,118 @@ def test_the_table_so_far_waits_for_every_cell_it_must_show_and_leaves_the_guest
     shown = table_so_far(tmp_path, ["bm|r0", "cn|r0"])
     assert [line.split()[0] for line in shown.splitlines()[2:] if line.strip()][:2] == ["bm", "cn"]
     assert not any(line.startswith("vm") for line in shown.splitlines())
+
+
+# -- the campaign's lock: one run at a time, and a run that died found by the next ---------------------------
+
+# Another `platbench run` of the campaign, as far as the lock goes: it takes the lock and holds it until killed.
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from platbench import campaign_lock
+    lock = campaign_lock.acquire(sys.argv[1], "c1", "platbench run smoke --campaign c1")
+    print("locked", flush=True)
+    time.sleep(300)
+    """
+)
+
+
+def _holder(campaign_dir):
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(campaign_dir)], stdout=subprocess.PIPE, text=True, cwd=run.REPO
+    )
+    assert process.stdout.readline() == "locked\n"
+    return process
+
+
+def test_a_second_run_of_a_campaign_is_refused_naming_the_first_ones_pid(tmp_path, capsys):
+    holder = _holder(tmp_path / "results" / "c1")
+    try:
+        _, err = refused(
+            capsys, "smoke", "--platforms", "bm", "--campaign", "c1", "--results-dir", str(tmp_path / "results")
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert err.startswith(f"campaign c1 is being run already, by platbench run pid {holder.pid}, started "), err
+    assert f"(it holds {tmp_path / 'results' / 'c1' / 'run.lock'})" in err
+    assert f"Wait for it to end, or stop it (Ctrl-C in its terminal, or kill -INT {holder.pid})" in err
+
+
+def test_the_lock_file_of_a_run_that_died_makes_the_next_run_clean_up_first(tmp_path, monkeypatch, capsys):
+    """A run killed with SIGKILL leaves its lock file, unheld: the next run says so, runs teardown.yml, then the
+    cells; its own lock file is gone once it ends."""
+    _cells_playbook(tmp_path, monkeypatch)
+    campaign_dir = tmp_path / "results" / "c1"
+    holder = _holder(campaign_dir)
+    holder.kill()
+    holder.wait()
+    (tmp_path / "teardown.yml").write_text(
+        textwrap.dedent(
+            f"""\
+            - name: Tear down
+              hosts: localhost
+              gather_facts: false
+              tasks:
+                - name: Leave a mark
+                  ansible.builtin.copy:
+                    content: torn down
+                    dest: {tmp_path / "torn-down"}
+                    mode: "0644"
+            """
+        )
+    )
+    monkeypatch.setattr(run, "TEARDOWN", tmp_path / "teardown.yml")
+    code = _run_cells(tmp_path, [make_cell(CELLS[0])], outputs={CELLS[0]: record_line()})
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert f"the last run of campaign c1 (platbench run pid {holder.pid}, started " in out
+    assert "ended without cleaning up: it was killed or its controller stopped" in out
+    assert out.index("removed what the last run left; resuming campaign c1") < out.index(f"[1/1] {CELLS[0]} ok")
+    assert (tmp_path / "torn-down").read_text() == "torn down"
+    assert not (campaign_dir / "run.lock").exists()
+
+
+def test_a_run_ending_however_it_ends_releases_the_campaign(tmp_path):
+    from platbench import campaign_lock
+
+    lock = campaign_lock.acquire(tmp_path, "c1", "platbench run smoke")
+    assert json.loads((tmp_path / "run.lock").read_text())["pid"] == os.getpid()
+    lock.update(playbook_pid=4321)
+    assert json.loads((tmp_path / "run.lock").read_text())["playbook_pid"] == 4321
+    with pytest.raises(campaign_lock.CampaignBusy, match=f"by platbench run pid {os.getpid()}, started "):
+        campaign_lock.acquire(tmp_path, "c1", "platbench run smoke")
+    lock.release()
+    assert not (tmp_path / "run.lock").exists()
+    again = campaign_lock.acquire(tmp_path, "c1", "platbench run smoke")
+    assert again.stale is None  # released cleanly: nothing to clean up
+    again.release(keep=True)  # its cleanup was skipped: the next run does it
+    assert campaign_lock.acquire(tmp_path, "c1", "platbench run smoke").stale["pid"] == os.getpid()
+
+
+def test_the_playbook_a_dead_run_left_running_is_stopped_and_only_it(tmp_path):
+    playbook = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)", "ansible-playbook"], start_new_session=True
+    )
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    try:
+        assert run._stop_dead_runs_playbook({"playbook_pid": other.pid}) == []  # no ansible-playbook: its pid reused
+        assert run._stop_dead_runs_playbook({"playbook_pid": playbook.pid}) == [playbook.pid]
+        assert playbook.wait(timeout=10) == -signal.SIGTERM
+        assert other.poll() is None
+    finally:
+        for process in (playbook, other):
+            process.kill()
+            process.wait()
+
+
+def test_a_write_cut_short_is_named_before_the_run(tmp_path):
+    samples = tmp_path / "samples.jsonl"
+    line = json.dumps({"metric": "throughput", "value": 1.0, "timestamp": 5.0, "labels": {"cell": CELLS[1]}})
+    samples.write_text(line + "\n" + line[:30])
+    assert run.cut_writes(samples) == [
+        f"{samples} line 2 is no whole sample (a write cut short by a crash?): skipped ({line[:30]!r})",
+        f"{samples} line 1: the rest of cell {CELLS[1]}'s samples, whose write was cut short: skipped; "
+        "that cell runs again",
+    ]
+    assert run.cut_writes(tmp_path / "none.jsonl") == []
