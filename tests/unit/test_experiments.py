@@ -214,3 +214,70 @@ def test_an_emulated_override_of_a_varying_parameter_runs_the_guest_cell_once():
     ]
     assert [cell["params"]["suite"] for cell in guest_cells] == ["hpcc"]
     assert guest_cells[0]["id"] == "vm/2/pin/cpu|workload=micro_cpu,suite=hpcc|r0"
+
+
+# MLPerf's minimums: the samani2022 experiments' study size holds every measured cell to them.
+
+SAMANI = [name for name in available_experiments(EXPERIMENTS) if name.startswith("samani2022-")]
+# What one request is in each generator's arguments: rs serves a request of 100 rows.
+REQUESTS_IN_DATASET = {
+    "imagenet": ("images", 1),
+    "squad": ("questions", 1),
+    "librispeech": ("utterances", 1),
+    "criteo": ("rows", 100),
+}
+
+
+@pytest.mark.parametrize("name", SAMANI)
+def test_the_study_size_holds_every_measured_cell_to_mlperf_s_minimums_and_the_others_do_not(name):
+    from workloads.inference_e2e.apps.base import get_app
+
+    study = load_experiment(EXPERIMENTS, name, size="study")
+    problems, _ = check_experiment_params(study, str(REPO))
+    assert problems == []
+    minimums = get_app(study["params"]["app"]).mlperf_minimums()
+    cells = expand(study)
+    assert cells and all(cell["params"]["mlperf_minimums"] is True for cell in cells)
+    assert all(cell["params"]["requests"] >= minimums.min_samples for cell in cells)
+    # The generated dataset holds that many requests.
+    key, per_request = REQUESTS_IN_DATASET[study["dataset"]["generator"]]
+    assert study["dataset"]["args"][key] >= minimums.min_samples * per_request
+    # The emulated guests (functional only) are left scaled-down; so are the file's own size and small.
+    if study["emulated"]:
+        guests = [cell for cell in emulated_subset(cells, study["emulated"]) if cell["labels"].get("emulated")]
+        assert guests and not any(cell["params"]["mlperf_minimums"] for cell in guests)
+    for size in (None, "small"):
+        assert not any(
+            cell["params"].get("mlperf_minimums") for cell in expand(load_experiment(EXPERIMENTS, name, size=size))
+        )
+
+
+def test_a_study_size_below_mlperf_s_minimum_is_refused_at_plan_time_naming_the_app_and_the_minimum():
+    lookup = lookup_loader.get("platbench.lab.experiment", loader=DataLoader(), templar=None)
+    with pytest.raises(AnsibleLookupError) as caught:
+        lookup.run(
+            ["samani2022-nlp"],
+            variables={},
+            experiments_dir=str(EXPERIMENTS),
+            overrides={"params": {"requests": 1000}},
+            size="study",
+        )
+    message = str(caught.value)
+    assert message.startswith(f"{EXPERIMENTS / 'samani2022-nlp.yml'} (size study) (with overrides ")
+    assert (
+        "params.requests: 1000 is refused by workloads.inference_e2e: --requests 1000 is below MLPerf's Offline "
+        "minimum for app nlp (MLPerf's bert): 10833 samples; give --requests 10833 or more"
+    ) in message
+    # A minimum duration below MLPerf's, too.
+    with pytest.raises(AnsibleLookupError) as caught:
+        lookup.run(
+            ["samani2022-sr"],
+            variables={},
+            experiments_dir=str(EXPERIMENTS),
+            overrides={"params": {"min_duration_ms": 60000}},
+            size="study",
+        )
+    assert (
+        "params.min_duration_ms: 60000 is refused by workloads.inference_e2e: --min-duration-ms 60000 is below "
+        "MLPerf's Offline minimum for app sr (MLPerf's rnnt): 600000 ms"
+    ) in str(caught.value)
