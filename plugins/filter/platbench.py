@@ -26,6 +26,9 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     dataset_dir as _dataset_dir,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.leftovers import (
+    leftover_problems as _leftover_problems,
+)
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     ExperimentError,
     expand,
@@ -277,6 +280,13 @@ def pci_address(address):
         raise AnsibleFilterError(f"pci_address: {exc}") from None
 
 
+def leftover_problems(paths, fence, processes, host, fence_state_file=None):
+    """What an earlier run left on ``host`` (network paths, a fence, workload processes): [] or one message."""
+    if not isinstance(paths, dict) or not isinstance(fence, dict):
+        raise AnsibleFilterError("leftover_problems: expected the results of network_path and cpu_fence (mappings)")
+    return _leftover_problems(paths, fence, list(processes or []), str(host), fence_state_file)
+
+
 def cells_to_run(plan, status, host, results_dir=None, runners=None, facts=None, reserved_cpus=None):
     """The cells ``host`` runs (ready platforms, emulated subset, not yet measured by ``host``, its own when spread
     over several runner hosts), each sized for ``host`` from its ``facts`` (scale-up resolved, chr, numa_nodes)."""
@@ -412,6 +422,7 @@ class FilterModule:
             "dataset_dir": dataset_dir,
             "plan_problems": plan_problems,
             "cells_to_run": cells_to_run,
+            "leftover_problems": leftover_problems,
             "runner_hosts": runner_hosts,
             "runner_ssh_checks": runner_ssh_checks,
             "runner_ssh_problems": runner_ssh_problems,

@@ -1,0 +1,60 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""What an earlier run left on a runner host, in words: the precheck of platform_run stops on it.
+
+A run ends its cells cleanly, and platbench run removes what a stopped cell left (teardown.yml, on Ctrl-C and
+after a run that died). What is still there when a run starts was left by a run that could not clean up (killed,
+its controller crashed, plain ansible-playbook interrupted), or belongs to a campaign running there now: workload
+processes, cells' network paths (namespaces, bridges, veths, VXLAN devices, FORWARD rules, every name starting
+with ``pb`` and 8 hex digits) and an idle_cores fence. Measuring beside any of them would distort the cells.
+"""
+
+from __future__ import annotations
+
+TEARDOWN = "playbooks/teardown.yml"
+
+
+def _path_words(commands):
+    """What the removal commands of platbench.lab.network_path (check mode, cleanup_all) would remove."""
+    namespaces, bridges, links, rules = [], [], [], 0
+    for argv in commands or []:
+        if argv[:3] == ["ip", "netns", "del"]:
+            namespaces.append(argv[3])
+        elif argv[:3] == ["ip", "link", "del"]:
+            (bridges if argv[3].endswith("br") else links).append(argv[3])
+        elif argv[0].endswith("iptables"):
+            rules += 1
+    words = []
+    for kind, names in (("namespace", namespaces), ("bridge", bridges), ("link", links)):
+        if names:
+            words.append(f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names)}")
+    if rules:
+        words.append(f"{rules} FORWARD rule{'s' if rules > 1 else ''}")
+    return words
+
+
+def leftover_problems(paths, fence, processes, host, fence_state_file=None):
+    """The message that stops a run on ``host``, as a one-item list, or [] when nothing was left.
+
+    ``paths``: platbench.lab.network_path's result with state absent, cleanup_all and check mode (its
+    ``commands``); ``fence``: platbench.lab.cpu_fence's with state absent and check mode (its ``fence``, the state
+    in place or None); ``processes``: ``pgrep --list-full`` lines of the workload processes running."""
+    found = []
+    words = _path_words((paths or {}).get("commands"))
+    if words:
+        found.append(f"the network paths of cells ({'; '.join(words)})")
+    state = (fence or {}).get("fence")
+    if state:
+        where = f", recorded in {fence_state_file}" if fence_state_file else ""
+        found.append(f"an idle_cores fence (every top-level cgroup kept on CPUs {state.get('cpus')}{where})")
+    pids = [line.split(None, 1)[0] for line in processes or [] if line.strip()]
+    if pids:
+        found.append(f"workload process{'es' if len(pids) > 1 else ''} {', '.join(pids)}")
+    if not found:
+        return []
+    return [
+        f"{host} holds what an earlier run left, or a campaign running there now: {'; '.join(found)}. Measuring "
+        f"beside them would distort the cells. Remove them with `ansible-playbook -i INVENTORY {TEARDOWN}` (or let "
+        "that campaign end), then run again; platbench run does this itself after a run of the same campaign that "
+        "died."
+    ]
