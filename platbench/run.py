@@ -17,6 +17,7 @@ import os
 import queue
 import re
 import shlex
+import shutil
 import signal
 import sys
 import tempfile
@@ -449,19 +450,29 @@ def _cleanup(args, campaign, interrupts, running, extravars, out):
     return cleaned
 
 
-def _stop_dead_runs_playbook(record):
-    """Stop the ansible-playbook a run that died left (and what it started), when it still runs: a run killed
-    alone leaves its playbook running cells that nobody records."""
-    pid = record.get("playbook_pid")
-    if not isinstance(pid, int) or pid not in process_table():
-        return []
+def _command_line(pid):
     try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
     except OSError:
+        return ""
+
+
+def _stop_dead_runs_playbook(record):
+    """Stop what the ansible-playbook of a run that died left running: the playbook itself when only the run was
+    killed, and the workers it forked (each in a session of its own, with the workload it runs) also when the
+    playbook was killed too. They are the processes whose command line names the run's private directory, which
+    ansible-runner hands the playbook; the run's tick left them unrecorded. Returns the pids stopped."""
+    private = record.get("private_dir")
+    if not isinstance(private, str) or not private.startswith(tempfile.gettempdir()):
         return []
-    if b"ansible-playbook" not in command:
-        return []  # the pid is another process's by now
-    return kill_sessions(sessions_below(pid))
+    table = process_table()
+    found = [pid for pid in table if private in _command_line(pid) and "ansible" in _command_line(pid)]
+    sessions = set()
+    for pid in found:
+        sessions |= sessions_below(pid, table)
+    stopped = kill_sessions(sessions) if sessions else []
+    shutil.rmtree(private, ignore_errors=True)  # its TemporaryDirectory was never cleaned up
+    return stopped
 
 
 def _after_a_dead_run(args, lock, extravars, interrupts, out):
@@ -475,7 +486,7 @@ def _after_a_dead_run(args, lock, extravars, interrupts, out):
     )
     stopped = _stop_dead_runs_playbook(lock.stale)
     if stopped:
-        print(f"stopped {len(stopped)} processes of its ansible-playbook (pid {lock.stale['playbook_pid']})", file=out)
+        print(f"stopped the {len(stopped)} processes its ansible-playbook left running", file=out)
     if not _teardown(args, extravars, interrupts, "interrupted", out):
         return False
     print(f"removed what the last run left; resuming campaign {args.campaign}", file=out)
@@ -549,6 +560,7 @@ def _run(args, plan, extravars, lock, kept, out, err):
     print(f"platbench: campaign {args.campaign}, {len(plan['cells'])} cells planned ({args.experiment})", file=out)
     display = display_for(campaign, out)
     with Interrupts() as interrupts, tempfile.TemporaryDirectory(prefix="platbench-run-") as private:
+        lock.update(private_dir=private)  # what a run that dies leaves running is found by it (the next run)
         if lock.stale and not _after_a_dead_run(args, lock, extravars, interrupts, out):
             return interrupts.exit_code if interrupts.count else EXIT_FAILED
         running = []

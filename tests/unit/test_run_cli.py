@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -880,20 +881,36 @@ def test_a_run_ending_however_it_ends_releases_the_campaign(tmp_path):
     assert campaign_lock.acquire(tmp_path, "c1", "platbench run smoke").stale["pid"] == os.getpid()
 
 
-def test_the_playbook_a_dead_run_left_running_is_stopped_and_only_it(tmp_path):
+def test_what_the_playbook_of_a_dead_run_left_running_is_stopped_and_only_that(tmp_path):
+    """The playbook and its workers (each in a session of its own, running a workload) name the run's private
+    directory on their command lines; a process that does not, stays."""
+    private = tempfile.mkdtemp(prefix="platbench-run-")
+    sleeper = "import subprocess, sys, time; subprocess.Popen(['sleep', '299']); time.sleep(300)"
     playbook = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(300)", "ansible-playbook"], start_new_session=True
+        [sys.executable, "-c", sleeper, "ansible-playbook", "-i", f"{private}/inventory"], start_new_session=True
     )
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", sleeper, "ansible-playbook", "-i", f"{private}/inventory"], start_new_session=True
+    )
+    other = subprocess.Popen([sys.executable, "-c", sleeper, "ansible-playbook"], start_new_session=True)
     try:
-        assert run._stop_dead_runs_playbook({"playbook_pid": other.pid}) == []  # no ansible-playbook: its pid reused
-        assert run._stop_dead_runs_playbook({"playbook_pid": playbook.pid}) == [playbook.pid]
-        assert playbook.wait(timeout=10) == -signal.SIGTERM
-        assert other.poll() is None
+        deadline = time.monotonic() + 10
+        while len(_descendants(worker.pid)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workload = _descendants(worker.pid)
+        assert len(workload) == 1
+        stopped = run._stop_dead_runs_playbook({"playbook_pid": playbook.pid, "private_dir": private})
+        assert set(stopped) >= {playbook.pid, worker.pid} | workload
+        assert playbook.wait(timeout=10) == -signal.SIGTERM and worker.wait(timeout=10) == -signal.SIGTERM
+        assert other.poll() is None and not os.path.exists(private)
+        assert run._stop_dead_runs_playbook({"playbook_pid": other.pid}) == []  # no private directory: nothing
     finally:
-        for process in (playbook, other):
+        children = _descendants(other.pid) | _descendants(worker.pid) | _descendants(playbook.pid)
+        for process in (playbook, worker, other):
             process.kill()
             process.wait()
+        for pid in children:
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_write_cut_short_is_named_before_the_run(tmp_path):
