@@ -71,10 +71,12 @@ class CampaignLock:
 
     def _write(self):
         data = (json.dumps(self.record, sort_keys=True) + "\n").encode("utf-8")
-        os.ftruncate(self._descriptor, 0)
-        os.pwrite(self._descriptor, data, 0)
-        with contextlib.suppress(OSError):  # a full disk: the pid is still in the file, the lock still held
+        try:
+            os.pwrite(self._descriptor, data, 0)  # over the old record, then cut what is left of it
+            os.ftruncate(self._descriptor, len(data))
             os.fsync(self._descriptor)
+        except OSError:
+            pass  # a full disk: the lock is still held, and the file keeps the pid it had
 
     def release(self, keep=False):
         """Remove the file, then let go of the lock. ``keep``: the run left leftovers it could not remove, so the

@@ -14,7 +14,9 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,6 +138,31 @@ def read_samples(campaign_dir):
     """The samples an experiment's runs recorded in ``campaign_dir``."""
     path = Path(campaign_dir) / "samples.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def platbench_run(argv, results_dir, **popen):
+    """``platbench run ARGV --results-dir RESULTS_DIR`` started as a user starts it, in the repository, what it prints
+    on both streams in one pipe (text): the Popen."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "platbench", "run", *argv, "--results-dir", str(results_dir)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
+
+
+def wait_for(condition, timeout, what):
+    """Poll ``condition`` until it gives something true, which is returned; AssertionError naming ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"no {what} after {timeout} s")
 
 
 def workload_processes():

@@ -14,27 +14,37 @@ from __future__ import annotations
 TEARDOWN = "playbooks/teardown.yml"
 
 
+NAMES_SHOWN = 4  # names of one kind in the message; the rest are counted
+
+
+def _names(kind, plural, names):
+    """``namespaces a, b, c, d and 3 more``."""
+    shown = ", ".join(names[:NAMES_SHOWN])
+    if len(names) > NAMES_SHOWN:
+        shown += f" and {len(names) - NAMES_SHOWN} more"
+    return f"{plural if len(names) > 1 else kind} {shown}"
+
+
 def _path_words(commands):
     """What the removal commands of platbench.lab.network_path (check mode, cleanup_all) would remove."""
-    namespaces, bridges, links, rules = [], [], [], 0
+    found = {"namespace": [], "bridge": [], "link": []}
+    rules = 0
     for argv in commands or []:
         if argv[:3] == ["ip", "netns", "del"]:
-            namespaces.append(argv[3])
+            found["namespace"].append(argv[3])
         elif argv[:3] == ["ip", "link", "del"]:
-            (bridges if argv[3].endswith("br") else links).append(argv[3])
+            found["bridge" if argv[3].endswith("br") else "link"].append(argv[3])
         elif argv[0].endswith("iptables"):
             rules += 1
-    words = []
-    for kind, names in (("namespace", namespaces), ("bridge", bridges), ("link", links)):
-        if names:
-            words.append(f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names)}")
+    words = [_names(kind, kind + "s", names) for kind, names in found.items() if names]
     if rules:
         words.append(f"{rules} FORWARD rule{'s' if rules > 1 else ''}")
     return words
 
 
 def leftover_problems(paths, fence, processes, host, fence_state_file=None):
-    """The message that stops a run on ``host``, as a one-item list, or [] when nothing was left.
+    """The message that stops a run on ``host``, one line per kind of leftover (Campaign shows a failed task's first
+    lines), as a one-item list; [] when nothing was left.
 
     ``paths``: platbench.lab.network_path's result with state absent, cleanup_all and check mode (its
     ``commands``); ``fence``: platbench.lab.cpu_fence's with state absent and check mode (its ``fence``, the state
@@ -42,19 +52,20 @@ def leftover_problems(paths, fence, processes, host, fence_state_file=None):
     found = []
     words = _path_words((paths or {}).get("commands"))
     if words:
-        found.append(f"the network paths of cells ({'; '.join(words)})")
+        found.append(f"the network paths of cells: {'; '.join(words)}")
     state = (fence or {}).get("fence")
     if state:
-        where = f", recorded in {fence_state_file}" if fence_state_file else ""
-        found.append(f"an idle_cores fence (every top-level cgroup kept on CPUs {state.get('cpus')}{where})")
+        where = f" ({fence_state_file})" if fence_state_file else ""
+        found.append(f"an idle_cores fence: every top-level cgroup kept on CPUs {state.get('cpus')}{where}")
     pids = [line.split(None, 1)[0] for line in processes or [] if line.strip()]
     if pids:
-        found.append(f"workload process{'es' if len(pids) > 1 else ''} {', '.join(pids)}")
+        found.append(_names("workload process", "workload processes", pids))
     if not found:
         return []
-    return [
-        f"{host} holds what an earlier run left, or a campaign running there now: {'; '.join(found)}. Measuring "
-        f"beside them would distort the cells. Remove them with `ansible-playbook -i INVENTORY {TEARDOWN}` (or let "
-        "that campaign end), then run again; platbench run does this itself after a run of the same campaign that "
-        "died."
-    ]
+    lines = [f"{host} holds what an earlier run left, or a campaign running there now:"]
+    lines += [f"  {line};" for line in found[:-1]] + [f"  {found[-1]}."]
+    lines.append(
+        f"Measuring beside them would distort the cells: remove them with `ansible-playbook -i INVENTORY {TEARDOWN}` "
+        "(or let that campaign end), then run again (platbench run does this itself after a run of its campaign died)."
+    )
+    return ["\n".join(lines)]

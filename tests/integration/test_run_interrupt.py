@@ -8,14 +8,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from playbook_run import instance_leftovers
+from playbook_run import instance_leftovers, platbench_run, wait_for
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.lab
 
 CAMPAIGN = "it-run-interrupt"
@@ -45,30 +42,10 @@ def workload_processes():
     return found.stdout.split()
 
 
-def platbench_run(results, **keywords):
-    return subprocess.Popen(
-        [sys.executable, "-m", "platbench", "run", *ARGV, "--results-dir", str(results)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        **keywords,
-    )
-
-
-def wait_for(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"no {what} after {timeout} s")
-
-
 def test_ctrl_c_mid_cell_leaves_nothing_and_the_rerun_resumes(lab, tmp_path):
     assert workload_processes() == [], "a workload runs already: the lab is busy"
     results = tmp_path / "results"
-    first = platbench_run(results)
+    first = platbench_run(ARGV, results)
     lines = []
     try:
         for line in first.stdout:
@@ -98,7 +75,7 @@ def test_ctrl_c_mid_cell_leaves_nothing_and_the_rerun_resumes(lab, tmp_path):
     samples = results / CAMPAIGN / "samples.jsonl"
     assert {json.loads(line)["labels"]["cell"] for line in samples.read_text().splitlines()} == {CELLS[0]}
 
-    second = platbench_run(results)
+    second = platbench_run(ARGV, results)
     rerun, _ = second.communicate(timeout=120)
     assert second.returncode == 0, rerun
     assert "localhost: 1 cells to run, 1 already measured" in rerun
@@ -142,13 +119,7 @@ def rank_processes():
 
 def test_ctrl_c_mid_distributed_cell_stops_every_rank_and_removes_its_path_and_holders(lab, tmp_path):
     assert rank_processes() == [], "ranks run already: the lab is busy"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "platbench", "run", *DISTRIBUTED_ARGV, "--results-dir", str(tmp_path)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    run = platbench_run(DISTRIBUTED_ARGV, tmp_path)
     try:
         wait_for(lambda: len(rank_processes()) >= 2, 300, "two ranks of the distributed cell")
         # Both ranks past their rendezvous and the path measured: the cell holds everything it builds.

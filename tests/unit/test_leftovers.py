@@ -29,12 +29,21 @@ def test_every_leftover_is_named_with_what_removes_it():
     [problem] = leftover_problems(
         PATHS, FENCE, ["4242 /opt/platbench/venv/bin/python -m workloads.cnn_train --steps 9"], "lab1", "/run/f.json"
     )
-    assert problem.startswith("lab1 holds what an earlier run left, or a campaign running there now: ")
-    assert (
-        "the network paths of cells (namespace pb1a2b3c4d-0; bridge pb1a2b3c4dbr; link pb1a2b3c4dh0; 1 FORWARD rule); "
-        "an idle_cores fence (every top-level cgroup kept on CPUs 0-1, recorded in /run/f.json); workload process 4242."
-    ) in problem
-    assert "Remove them with `ansible-playbook -i INVENTORY playbooks/teardown.yml`" in problem
+    lines = problem.splitlines()
+    assert lines[:4] == [
+        "lab1 holds what an earlier run left, or a campaign running there now:",
+        "  the network paths of cells: namespace pb1a2b3c4d-0; bridge pb1a2b3c4dbr; link pb1a2b3c4dh0; 1 FORWARD rule;",
+        "  an idle_cores fence: every top-level cgroup kept on CPUs 0-1 (/run/f.json);",
+        "  workload process 4242.",
+    ]
+    assert lines[4].startswith("Measuring beside them would distort the cells: remove them with `ansible-playbook -i ")
+    assert "playbooks/teardown.yml`" in lines[4] and len(lines) == 5  # platbench run shows a failed task's 5 lines
+
+
+def test_many_names_are_counted_past_the_first_few():
+    processes = [f"{pid} python -m workloads.cnn_train" for pid in range(100, 107)]
+    [problem] = leftover_problems(NOTHING[0], NOTHING[1], processes, "lab1")
+    assert "  workload processes 100, 101, 102, 103 and 3 more." in problem.splitlines()
 
 
 def test_the_filter_takes_the_registered_results_as_the_precheck_hands_them():
@@ -43,4 +52,4 @@ def test_the_filter_takes_the_registered_results_as_the_precheck_hands_them():
     with pytest.raises(AnsibleFilterError, match="expected the results of network_path and cpu_fence"):
         leftovers("not a result", FENCE, [], "lab1")
     [problem] = leftovers(NOTHING[0], FENCE, [], "lab1")
-    assert "an idle_cores fence (every top-level cgroup kept on CPUs 0-1)" in problem
+    assert "  an idle_cores fence: every top-level cgroup kept on CPUs 0-1." in problem.splitlines()
