@@ -166,6 +166,7 @@ def test_the_durations_summary_counts_each_group(pytester, monkeypatch):
         ("tests/unit/test_micro_net.py::test_real_run", {"lab", "usefixtures"}, "lab"),
         ("tests/integration/test_vm.py::test_vm[kvm]", set(), "lab"),
         ("tests/integration/test_lab.py::test_smoke", {"lab"}, "lab"),
+        ("tests/faults/test_catalogue.py::test_kill_9", {"lab", "usefixtures", "requires"}, "lab"),
         ("tests/openstack/test_instances.py::test_nova", {"openstack"}, "openstack"),
         ("tests/unit/test_cloud_client.py::test_y", {"openstack"}, "openstack"),
         ("tests/test_lint.py::test_ruff[check]", set(), "lint"),
