@@ -216,8 +216,8 @@ def room_problem(results_dir, samples, files=None, reserve=RECORD_RESERVE_BYTES)
     what = f"only {_in_units(free)} free" if free < needed else "no free inodes"
     return (
         f"the results directory {results_dir} has {what}, too little to record this cell (it needs about "
-        f"{_in_units(needed)}): the campaign stops here, and the samples written before are kept whole. Free space "
-        "on that file system, then rerun the same command: the campaign resumes and this cell runs again"
+        f"{_in_units(needed)})\nThe campaign stops here; the samples written before are kept whole. Free space on that "
+        "file system, then rerun the same command: the campaign resumes, and this cell runs again."
     )
 
 

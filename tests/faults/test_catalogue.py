@@ -279,6 +279,7 @@ def test_a_full_results_file_system_stops_the_campaign_whole_and_the_rerun_compl
         directory = results / campaign
         assert f"cell {CELLS[1]} is not recorded: the results directory {directory} has only " in run.output
         assert "too little to record this cell" in run.output
+        assert "The campaign stops here; the samples written before are kept whole. Free space on that" in run.output
         samples = directory / "samples.jsonl"
         first = samples_of(directory)
         assert {sample["labels"]["cell"] for sample in first} == {CELLS[0]}
