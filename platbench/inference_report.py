@@ -9,8 +9,9 @@ Wherever a campaign holds inference_e2e samples, ``platbench report`` adds, afte
   platform and scale-up (and CPU config, request count, host...).
 
 Rows follow the main table's rules, from its helpers: emulated (tcg) rows get no ratio unless
-``--include-emulated``; a row holding cells that loadgen called INVALID counts them in its INVALID column
-and the section's notes give loadgen's reasons.
+``--include-emulated``; a row counts its cells in each state (VALID, INVALID, scaled-down) in a column of that
+state's name, and the section's notes give loadgen's reasons for the INVALID cells and what fell short of MLPerf's
+minimums for the scaled-down ones.
 """
 
 import pandas as pd
@@ -106,7 +107,7 @@ def speedup_rows(rows, keys, include_emulated=False):
                 "measure": measure,
                 "n cpu": len(cpu_values),
                 "n gpu": len(gpu_values),
-                report_load.INVALID: cpu[report_load.INVALID] + gpu[report_load.INVALID],
+                **{state: cpu[state] + gpu[state] for state in report_load.LOADGEN_STATES},
                 "cpu mean": report_stats.mean(cpu_values),
                 "gpu mean": report_stats.mean(gpu_values),
                 "speedup": report_stats.ratio(report_stats.mean(cpu_values), report_stats.mean(gpu_values))
@@ -185,7 +186,7 @@ def _bound(interval, index):
 
 def speedup_display(rows, keys):
     """Header and lines of the speedup table."""
-    counts = report_tables.invalid_columns(rows)
+    counts = report_tables.loadgen_columns(rows)
     header = [*keys, "measure", "n cpu", "n gpu", *counts, "cpu (s)", "gpu (s)", "speedup (cpu / gpu)"]
     lines = [
         [*report_tables.key_cells(row, keys), row["measure"], str(row["n cpu"]), str(row["n gpu"])]
@@ -200,7 +201,7 @@ def speedup_display(rows, keys):
 def speedup_csv_frame(rows, keys):
     """The speedup rows unrounded."""
     columns = {column: [row[column] for row in rows] for column in [*keys, "measure", "n cpu", "n gpu"]}
-    columns.update({column: [row[column] for row in rows] for column in report_tables.invalid_columns(rows)})
+    columns.update({column: [row[column] for row in rows] for column in report_tables.loadgen_columns(rows)})
     columns.update({f"{side} mean (s)": [row[f"{side} mean"] for row in rows] for side in (CPU, GPU)})
     columns["speedup (cpu / gpu)"] = [row["speedup"] for row in rows]
     for bound, index in (("low", 0), ("high", 1)):
@@ -223,7 +224,8 @@ def write_inference_tables(results_dir, frame, include_emulated=False):
     text, markdown): the printed section and report.md's, empty without inference_e2e phase times.
 
     One phase table per app (the app is its title, not a column), then the speedup table, then the notes:
-    the tables' definitions, the noise mark, the emulated rows' rule and loadgen's INVALID cells."""
+    the tables' definitions, the noise mark, the emulated rows' rule, loadgen's INVALID cells and the scaled-down
+    ones."""
     phases = phase_rows(frame, include_emulated)
     if phases is None:
         return [], "", ""
@@ -246,6 +248,7 @@ def write_inference_tables(results_dir, frame, include_emulated=False):
         report_tables.NOISE_NOTE if any(ratios) else None,
         report_tables.emulated_note(rows, include_emulated),
         report_tables.invalid_note(inference_samples(frame)),
+        report_tables.scaled_down_note(inference_samples(frame)),
     ]
     notes = "".join(f"\n\n{note}" for note in notes if note)
     text = "".join(f"\n\n{title}\n" + report_tables.render_text(header, lines) for title, header, lines in sections)

@@ -11,9 +11,10 @@ diff_<component>.csv and .md, printed after the main table.
 A campaign may hold several workloads (the workload is then a row key) and metrics with labels of their
 own (hpl_n, size_mb...: row keys where they vary). Cells that could not measure by design (a GPU benchmark
 in a CPU cell) hold one ``skipped`` sample: no figure of theirs enters a table, a Diff% or a chart; a note
-lists them with their reasons. Cells that MLPerf loadgen called INVALID (inference_e2e: a scaled-down run
-misses its minimum duration) keep their measured times, but never pass for a valid MLPerf result: every table
-counts them in an INVALID column, loadgen_samples_per_sec is marked INVALID and a note gives loadgen's reasons.
+lists them with their reasons. An inference_e2e cell is in one of three states: VALID (it met MLPerf's minimums
+and loadgen called it VALID), INVALID (loadgen called it so) or scaled-down (below MLPerf's minimums: timed, never an
+MLPerf result). Every table counts a row's cells in a column per state, loadgen_samples_per_sec is marked with
+its cells' state, and notes give loadgen's reasons for the INVALID cells and what fell short for the scaled-down.
 Inference campaigns also get a phase breakdown and a GPU-vs-CPU speedup (platbench/inference_report.py); campaigns
 of shared and distributed cells their degradation and their throughput per network path (platbench/instances_report.py).
 With --budgets FILE, every budgeted row is marked pass, fail or inconclusive against its bound, after the tables, and
@@ -53,6 +54,7 @@ from platbench.report_tables import (
     EMULATED_NOTE,
     INVALID_TITLE,
     NOISE_NOTE,
+    SCALED_DOWN_TITLE,
     SKIPPED_TITLE,
     csv_frame,
     display_table,
@@ -61,6 +63,7 @@ from platbench.report_tables import (
     noise_note,
     render_markdown,
     render_text,
+    scaled_down_note,
     skipped_note,
     summarize,
 )
@@ -79,6 +82,7 @@ __all__ = [
     "INVALID_TITLE",
     "LOADGEN_SPEED",
     "NOISE_NOTE",
+    "SCALED_DOWN_TITLE",
     "SKIPPED_TITLE",
     "ReportError",
     "_platform_rank",
@@ -98,6 +102,7 @@ __all__ = [
     "ratio",
     "roofline_points",
     "sample_std",
+    "scaled_down_note",
     "skipped_note",
     "summarize",
     "within_noise",
@@ -205,6 +210,7 @@ def run(args):
             emulated_note(rows, args.include_emulated),
             skipped_note(frame),
             invalid_note(frame),
+            scaled_down_note(frame),
         )
         if note
     )

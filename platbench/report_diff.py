@@ -7,7 +7,16 @@ import pandas as pd
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
-from platbench.report_load import ACCELERATOR, BASELINE, EMULATED, INVALID, is_emulated, measured
+from platbench.report_load import (
+    ACCELERATOR,
+    BASELINE,
+    EMULATED,
+    INVALID,
+    LOADGEN_STATES,
+    SCALED_DOWN,
+    is_emulated,
+    measured,
+)
 from platbench.report_stats import ratio, ratio_interval
 from platbench.report_tables import (
     EMULATED_INCLUDED_NOTE,
@@ -16,13 +25,14 @@ from platbench.report_tables import (
     NOISE_NOTE,
     NOT_AVAILABLE,
     baseline_rows,
-    invalid_columns,
-    invalid_mark,
     invalid_note,
     key_cells,
+    loadgen_columns,
+    loadgen_mark,
     measure_cell,
     render_markdown,
     render_text,
+    scaled_down_note,
     summarize,
     with_keys_as_given,
 )
@@ -116,7 +126,7 @@ def diff_tables(frame, include_emulated=False):
                     if baseline
                     else None,
                     "within noise": row[f"{metric} within noise"],
-                    INVALID: row[INVALID],
+                    **{state: row[state] for state in LOADGEN_STATES},
                 }
             )
     order = {component: index for index, component in enumerate(metric_table.COMPONENTS)}
@@ -132,7 +142,7 @@ def _percent(value):
 
 def diff_display(rows, keys):
     """Header and lines of one component's Diff% table; ``~`` marks a mean within noise of bm."""
-    counts = invalid_columns(rows)
+    counts = loadgen_columns(rows)
     header = ["metric", "unit", "better", *keys, "n", *counts, f"{BASELINE} mean", f"{BASELINE} best", "best"]
     header += ["mean", "std", f"{DIFF} best", f"{DIFF} mean"]
     lines = []
@@ -144,7 +154,7 @@ def diff_display(rows, keys):
             + [measure_cell(row[column], scale=row["mean"]) for column in (f"{BASELINE} mean", f"{BASELINE} best")]
             + [
                 measure_cell(row["best"], scale=row["mean"]),
-                measure_cell(row["mean"]) + invalid_mark(row, row["metric"]),
+                measure_cell(row["mean"]) + loadgen_mark(row, row["metric"]),
             ]
             + [measure_cell(row["std"], scale=row["mean"]), _percent(row[f"{DIFF} best"])]
             + [_percent(row[f"{DIFF} mean"]) + mark]
@@ -154,7 +164,7 @@ def diff_display(rows, keys):
 
 def diff_csv_frame(rows, keys):
     """One component's Diff% rows, unrounded."""
-    columns = ["metric", "unit", "better", *keys, "n", *invalid_columns(rows), f"{BASELINE} mean"]
+    columns = ["metric", "unit", "better", *keys, "n", *loadgen_columns(rows), f"{BASELINE} mean"]
     columns += [f"{BASELINE} best", "best", "mean", "std", f"{DIFF} best", f"{DIFF} mean", "within noise"]
     return with_keys_as_given(pd.DataFrame(rows, columns=columns), rows, keys).rename(
         columns={"within noise": f"{DIFF} mean within noise of {BASELINE} (95% CI)"}
@@ -178,7 +188,7 @@ def write_diff_tables(results_dir, frame, include_emulated=False, shown=None):
     missing_note = missing_entry_note(missing)
     emulated = ACCELERATOR in frame.columns and bool((frame[ACCELERATOR] == EMULATED).any())
     emulated = (EMULATED_INCLUDED_NOTE if include_emulated else EMULATED_NOTE) if emulated else None
-    invalid = invalid_note(frame)
+    invalid, scaled_down = invalid_note(frame), scaled_down_note(frame)
     printed = []
     for component, (rows, keys) in tables.items():
         title = DIFF_TITLE.format(DIFF=DIFF, BASELINE=BASELINE, component=component)
@@ -187,7 +197,9 @@ def write_diff_tables(results_dir, frame, include_emulated=False, shown=None):
             header, lines = diff_display(selected, keys)
             noise = NOISE_NOTE if any(row["within noise"] for row in selected) else None
             invalid_cells = invalid if any(row[INVALID] for row in selected) else None
-            notes = "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, missing_note, emulated, invalid_cells) if note)
+            scaled_down_cells = scaled_down if any(row[SCALED_DOWN] for row in selected) else None
+            notes = (DIFF_NOTE, noise, missing_note, emulated, invalid_cells, scaled_down_cells)
+            notes = "".join(f"\n\n{note}" for note in notes if note)
             return header, lines, f"{title}\n\n" + render_markdown(header, lines) + (notes if notes_too else "")
 
         diff_csv_frame(rows, keys).to_csv(results_dir / f"diff_{component}.csv", index=False)

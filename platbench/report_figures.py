@@ -28,7 +28,7 @@ from platbench.report_load import (
     varying_labels,
 )
 from platbench.report_stats import mean_interval
-from platbench.report_tables import invalid_mark, with_intervals
+from platbench.report_tables import loadgen_mark, with_intervals
 
 # A GPU sample's roofline metrics (workloads/common/roofline.py).
 ROOFLINE_INTENSITY = "roofline_arithmetic_intensity"
@@ -168,7 +168,7 @@ def bars_figure(rows, keys, metric, unit, include_emulated=False, context=None):
             "interval": _baseline_own_interval(row, metric)
             if row["platform"] == BASELINE
             else row[f"{metric} ratio interval"],
-            "label": f"{row[f'{metric} mean']:.4g}" + invalid_mark(row, metric),
+            "label": f"{row[f'{metric} mean']:.4g}" + loadgen_mark(row, metric),
         }
         for row in plotted
     ]

@@ -11,6 +11,7 @@ from platbench import (
     instances_report,
     report_diff,
     report_figures,
+    report_load,
     report_meta,
     report_sizing,
     validity,
@@ -22,6 +23,7 @@ from platbench.report_load import (
     INVALID,
     LOADGEN_REASONS,
     LOADGEN_RESULT,
+    SCALED_DOWN,
     is_emulated,
 )
 from platbench.report_shares import H2D_TITLE, h2d_display, h2d_split
@@ -32,13 +34,14 @@ from platbench.report_tables import (
     NOT_AVAILABLE,
     count_columns,
     emulated_note,
-    invalid_mark,
     invalid_note,
     key_cells,
+    loadgen_mark,
     mean_std_cell,
     measure_cell,
     noise_note,
     number_cell,
+    scaled_down_note,
     skipped_note,
     summarize,
     with_intervals,
@@ -70,15 +73,20 @@ def _ratio_cell(row, metric):
 
 def row_state(row):
     """The page's class of a summary row, the most serious first: failed (no measurement, a failed cell),
-    invalid (a validity reason or loadgen's INVALID), emulated (tcg), skipped; "" for a plain row."""
+    invalid (a validity reason or loadgen's INVALID), emulated (tcg), scaled-down (inference cells below MLPerf's
+    minimums), skipped, mlperf-valid (inference cells that are all VALID); "" for a plain row."""
     if not row.get("n") and row.get("failed"):
         return "failed"
     if row.get(VALIDITY) or row.get(INVALID):
         return "invalid"
     if is_emulated(row):
         return "emulated"
+    if row.get(SCALED_DOWN):
+        return SCALED_DOWN
     if not row.get("n") and row.get("skipped"):
         return "skipped"
+    if row.get(report_load.VALID):
+        return "mlperf-valid"
     return ""
 
 
@@ -103,7 +111,7 @@ def main_table(rows, keys, metrics, units):
             cv = row.get(f"{metric} cv")
             cells += [
                 str(row.get(f"{metric} count", 0)),
-                mean_std_cell(row, metric) + invalid_mark(row, metric),
+                mean_std_cell(row, metric) + loadgen_mark(row, metric),
                 _interval_cell(row.get(f"{metric} interval"), row.get(f"{metric} mean")),
                 NOT_AVAILABLE if cv is None else f"{100 * cv:.1f}%",
                 _ratio_cell(row, metric),
@@ -169,6 +177,7 @@ def main_sections(frame, metrics, include_emulated, context, thresholds=validity
         emulated_note(rows, include_emulated),
         skipped_note(frame),
         invalid_note(frame),
+        scaled_down_note(frame),
     ]
     states = [row_state(row) for row in rows]
     return [_section("Every metric against " + BASELINE, header, lines, notes, figures, states)]

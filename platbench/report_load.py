@@ -1,7 +1,8 @@
 """A campaign's samples as the report reads them: RESULTS_DIR/samples.jsonl loaded into a pandas frame (metric,
 value, unit, one column per label and the fields that say whether a figure counts: accelerator, skip reason,
-MLPerf loadgen's verdict, GPU device), and what the report asks of that frame: which labels vary and so make
-rows, which metrics to show, which samples are measurements, the platforms' order and baseline."""
+an inference run's state (VALID, INVALID or scaled-down), GPU device), and what the report asks of that frame:
+which labels vary and so make rows, which metrics to show, which samples are measurements, the platforms' order
+and baseline."""
 
 import json
 import sys
@@ -37,11 +38,18 @@ SKIP_REASON = "skip_reason"
 # metadata.accelerator of the vm and vmcn samples: "kvm" or "tcg" (QEMU's software emulator).
 ACCELERATOR = "accelerator"
 EMULATED = "tcg"
-# metadata.loadgen of an inference_e2e sample: its verdict and reasons, columns of the frame (never labels).
+# metadata.loadgen of an inference_e2e sample: its state and reasons, columns of the frame (never labels). The
+# states (workloads/inference_e2e/settings.py), each also the column counting a row's cells in it: VALID (MLPerf's
+# minimums met, loadgen's VALID), INVALID (loadgen's INVALID, at any size), scaled-down (below MLPerf's minimums:
+# timed, never an MLPerf result).
 LOADGEN_RESULT = "loadgen_result"
 LOADGEN_REASONS = "loadgen_reasons"
-INVALID = "INVALID"  # the verdict, and the column counting a row's cells that carry it
-LOADGEN_SPEED = "loadgen_samples_per_sec"  # MLPerf's own figure: marked INVALID where it is
+VALID, INVALID, SCALED_DOWN = "VALID", "INVALID", "scaled-down"
+LOADGEN_STATES = (VALID, INVALID, SCALED_DOWN)
+LOADGEN_SPEED = "loadgen_samples_per_sec"  # MLPerf's own figure: marked with its cells' state
+# A VALID written before the records carried MLPerf's minimums (metadata.loadgen.mlperf_minimums): loadgen's verdict
+# on what it was given, which no run of that platbench held to MLPerf's minimums.
+UNCHECKED_VALID_REASON = "recorded before MLPerf's minimums were checked: loadgen's VALID at the size it was given"
 # The device a GPU sample's roofline belongs to: metadata.roofline_device, else the first device it used.
 GPU_DEVICE = "gpu_device"
 # The unreadable lines of samples.jsonl named one by one; the rest are counted.
@@ -142,12 +150,17 @@ def _integer_labels(frame, samples):
 
 
 def loadgen_verdict(metadata):
-    """{LOADGEN_RESULT: VALID|INVALID|None, LOADGEN_REASONS: its reasons joined, or None} of a sample."""
+    """{LOADGEN_RESULT: VALID|INVALID|scaled-down|None, LOADGEN_REASONS: its reasons joined, or None} of a sample.
+
+    An older record's VALID, without the minimums it was held to, reads scaled-down: never shown as VALID."""
     loadgen = metadata.get("loadgen")
     if not isinstance(loadgen, dict) or not loadgen.get("result"):
         return {LOADGEN_RESULT: None, LOADGEN_REASONS: None}
+    result = str(loadgen["result"])
     reasons = [str(reason) for reason in loadgen.get("reasons") or []]
-    return {LOADGEN_RESULT: str(loadgen["result"]), LOADGEN_REASONS: "; ".join(reasons) or None}
+    if result == VALID and not isinstance(loadgen.get("mlperf_minimums"), dict):
+        result, reasons = SCALED_DOWN, [UNCHECKED_VALID_REASON]
+    return {LOADGEN_RESULT: result, LOADGEN_REASONS: "; ".join(reasons) or None}
 
 
 def gpu_device(metadata):

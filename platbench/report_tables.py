@@ -1,6 +1,7 @@
 """The report's summary tables: one row per scenario and parameter combination with each metric's mean, std,
 cv and ratio to bm (``summarize``), the bm row each row is compared with, and their rendering as text, markdown
-and CSV frames, with the notes that follow a table (noise mark, emulated guests, skipped and INVALID cells).
+and CSV frames, with the notes that follow a table (noise mark, emulated guests, skipped, INVALID and scaled-down
+cells).
 The cell helpers (``key_cells``, ``measure_cell``...) are the ones every table of the report uses."""
 
 import math
@@ -24,8 +25,11 @@ from platbench.report_load import (
     LOADGEN_REASONS,
     LOADGEN_RESULT,
     LOADGEN_SPEED,
+    LOADGEN_STATES,
+    SCALED_DOWN,
     SCENARIO_LABELS,
     SKIP_REASON,
+    VALID,
     WORKLOAD,
     host_keys,
     is_emulated,
@@ -65,6 +69,11 @@ INVALID_TITLE = (
     f"{INVALID}: {{cells}} cell(s) that MLPerf loadgen called {INVALID}: their times are measured, but no figure "
     f"of theirs is a valid MLPerf result ({LOADGEN_SPEED} is marked {INVALID}); loadgen's reasons:"
 )
+SCALED_DOWN_TITLE = (
+    f"{SCALED_DOWN}: {{cells}} cell(s) ran below MLPerf's minimums for their benchmark (Offline: 600 s and its "
+    f"sample count): timed and reported, but no figure of theirs is an MLPerf result ({LOADGEN_SPEED} is marked "
+    f"{SCALED_DOWN}; only the {VALID} cells of a study size are). What fell short:"
+)
 
 
 def summarize(frame, metrics, include_emulated=False, always=(), thresholds=validity.DEFAULTS):
@@ -77,7 +86,8 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
     An accelerator column follows platform when any sample has one; emulated (tcg) rows get no
     ratio unless ``include_emulated``. ``always``: labels that are row keys even where they do not vary.
     Returns (rows, keys, units): rows are dicts, keys the columns that identify a row; a row also holds
-    each metric's values over its cells (``<metric> values``), its count of INVALID cells and its ``validity``:
+    each metric's values over its cells (``<metric> values``), its count of cells in each inference state (VALID,
+    INVALID, scaled-down) and its ``validity``:
     the reasons (platbench/validity.py, by ``thresholds``) its figures cannot be trusted, "" when they can.
     """
     for column in SCENARIO_LABELS + ["cell", HOST, ACCELERATOR, LOADGEN_RESULT, *validity.COLUMNS]:
@@ -101,7 +111,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
             "n": succeeded["cell"].nunique(),
             "failed": int((group["metric"] == FAILED_METRIC).sum()),
             "skipped": int((group["metric"] == SKIPPED_METRIC).sum()),
-            INVALID: succeeded.loc[succeeded[LOADGEN_RESULT] == INVALID, "cell"].nunique(),
+            **{state: succeeded.loc[succeeded[LOADGEN_RESULT] == state, "cell"].nunique() for state in LOADGEN_STATES},
         }
         for metric in metrics:
             values = [float(value) for value in succeeded.loc[succeeded["metric"] == metric, "value"]]
@@ -243,18 +253,23 @@ def mean_std_columns(metrics, units):
 
 
 def count_columns(rows):
-    """n and failed, skipped when some cell was, INVALID when loadgen called some cell so."""
-    return ["n", "failed"] + (["skipped"] if any(row.get("skipped") for row in rows) else []) + invalid_columns(rows)
+    """n and failed, skipped when some cell was, and the inference states some row's cells are in."""
+    return ["n", "failed"] + (["skipped"] if any(row.get("skipped") for row in rows) else []) + loadgen_columns(rows)
 
 
-def invalid_columns(rows):
-    """[INVALID] when some row holds cells loadgen called INVALID, else []."""
-    return [INVALID] if any(row.get(INVALID) for row in rows) else []
+def loadgen_columns(rows):
+    """The inference states (VALID, INVALID, scaled-down) that some row holds cells of, in that order; [] for a
+    campaign without inference runs."""
+    return [state for state in LOADGEN_STATES if any(row.get(state) for row in rows)]
 
 
-def invalid_mark(row, metric):
-    """`` (INVALID)`` after MLPerf's own figure in a row holding INVALID cells, else nothing."""
-    return f" ({INVALID})" if metric == LOADGEN_SPEED and row.get(INVALID) else ""
+def loadgen_mark(row, metric):
+    """After MLPerf's own figure, the state of the row's cells: `` (INVALID)``, `` (scaled-down)`` (both when the
+    row holds both), `` (VALID)`` when all its cells are; nothing for another metric or a row without such cells."""
+    if metric != LOADGEN_SPEED:
+        return ""
+    marks = [state for state in (INVALID, SCALED_DOWN) if row.get(state)] or [VALID] * bool(row.get(VALID))
+    return f" ({', '.join(marks)})" if marks else ""
 
 
 def validity_columns(rows):
@@ -275,7 +290,7 @@ def display_table(rows, keys, metrics, units):
     for row in rows:
         line = [*key_cells(row, keys), *(str(row[count]) for count in counts)]
         for metric in metrics:
-            line.append(mean_std_cell(row, metric) + invalid_mark(row, metric))
+            line.append(mean_std_cell(row, metric) + loadgen_mark(row, metric))
             cv = row[f"{metric} cv"]
             line.append(NOT_AVAILABLE if cv is None else f"{100 * cv:.1f}%")
             mark = f" {NOISE_MARK}" if row[f"{metric} within noise"] else ""
@@ -327,6 +342,14 @@ def invalid_note(frame):
     if LOADGEN_RESULT not in frame.columns:
         return None
     return cells_note(measured(frame[frame[LOADGEN_RESULT] == INVALID]), INVALID_TITLE, LOADGEN_REASONS)
+
+
+def scaled_down_note(frame):
+    """The note listing the scaled-down cells, one line per workload and shortfall with its scenarios; None when
+    there are none."""
+    if LOADGEN_RESULT not in frame.columns:
+        return None
+    return cells_note(measured(frame[frame[LOADGEN_RESULT] == SCALED_DOWN]), SCALED_DOWN_TITLE, LOADGEN_REASONS)
 
 
 def cells_note(samples, title, reason_column):

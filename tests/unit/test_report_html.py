@@ -111,6 +111,28 @@ def test_each_figure_only_where_the_campaign_has_its_data(tmp_path):
     assert "not recorded: no experiment in run.json" in metadata
 
 
+def test_the_three_inference_states_are_shown_apart(tmp_path):
+    """handmade_inference_samples.jsonl: nlp's bm cell VALID, ic's bm cpu inference_only cells scaled-down, its bm
+    gpu inference_only cells INVALID (test_report_inference.py says which cell is what)."""
+    page = page_of(campaign(tmp_path, "handmade_inference_samples.jsonl", name="inference"))
+    main = page[page.index('<section id="section-1"') : page.index('<section id="section-2"')]
+    rows = re.findall(r'<tr(?: class="([^"]*)")?>((?:<td[^>]*>[^<]*</td>)+)</tr>', main)
+    cells = {tuple(re.findall(r"<td[^>]*>([^<]*)</td>", line)[:7]): state for state, line in rows}
+    states = {(key[0], key[4], key[5], key[6]): state for key, state in cells.items()}
+    assert states["bm", "cpu", "nlp", "e2e"] == "mlperf-valid"
+    assert states["bm", "cpu", "ic", "inference_only"] == "scaled-down"
+    assert states["bm", "gpu", "ic", "inference_only"] == states["cn", "cpu", "ic", "e2e"] == "invalid"
+    assert states["vm", "cpu", "ic", "e2e"] == "emulated"  # the most serious first: emulated, then scaled-down
+    # The count columns name the states; the legend and the notes say what each means.
+    assert "<th>VALID</th><th>INVALID</th><th>scaled-down</th>" in main
+    for css in ("tr.scaled-down td {", "tr.mlperf-valid td {", "tr.invalid td"):
+        assert css in page
+    legend = page[page.index('<p class="legend">') : page.index("</p>", page.index('<p class="legend">'))]
+    assert "scaled-down: below MLPerf's minimums" in legend and "VALID: MLPerf's minimums met" in legend
+    assert "scaled-down: 11 cell(s) ran below MLPerf&#39;s minimums" in page
+    assert "INVALID: 3 cell(s) that MLPerf loadgen called INVALID" in page
+
+
 def test_budget_verdicts_and_validity_column_are_shown(tmp_path, capsys):
     results_dir = campaign(tmp_path, "handmade_html_samples.jsonl")
     budgets = tmp_path / "budgets.yml"

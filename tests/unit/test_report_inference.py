@@ -2,13 +2,16 @@
 inference_e2e campaign with known answers (no GPU here; 8 requests per cell, scenario x/2/pin/PROC).
 
 App ic, timing e2e, seconds (pre, inference, post; e2e their sum):
-- bm cpu: (2.0, 6.0, 2.0), (2.1, 6.4, 2.5), (2.5, 6.8, 2.7): means 2.2, 6.4, 2.4, e2e 11.0;
+- bm cpu: (2.0, 6.0, 2.0), (2.1, 6.4, 2.5), (2.5, 6.8, 2.7): means 2.2, 6.4, 2.4, e2e 11.0; scaled-down as the
+  workload records it now (metadata.loadgen.mlperf_minimums unmet: 0 ms and 8 samples);
 - cn cpu: (3.0, 6.1, 2.0), (3.2, 6.5, 2.4), (3.4, 6.9, 2.8): means 3.2, 6.5, 2.4, e2e 12.1; its third cell
   is INVALID in loadgen's verdict (min duration not satisfied);
 - bm gpu: (2.1, 0.6, 2.3), (2.2, 0.7, 2.4), (2.3, 0.8, 2.5): e2e 5.0, 5.3, 5.6 (mean 5.3);
 - vm cpu, emulated (tcg): (40, 120, 40), e2e 200.
 App ic, timing inference_only (inference alone): bm cpu 6.0, 6.4; bm gpu 0.5, 0.7, both cells INVALID.
-App nlp, timing e2e, bm cpu only: (1.0, 8.0, 1.0).
+App nlp, timing e2e, bm cpu only: (1.0, 8.0, 1.0), 10,833 requests: VALID (MLPerf's BERT minimums met).
+The other ic cells that loadgen called VALID are records of an older platbench (no mlperf_minimums, a
+loadgen_valid metric): they read scaled-down.
 """
 
 import csv
@@ -19,7 +22,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from platbench import cli, inference_report, report
+from platbench import cli, inference_report, report, report_load
 
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLES = DATA / "handmade_inference_samples.jsonl"
@@ -144,8 +147,9 @@ def test_the_cli_prints_the_tables_and_writes_phases_csv_and_report_md(campaign,
         *("platform", "accelerator", "scaleup", "cpu_config", "processor", "timing", "requests", "n", "failed")
     ]
     assert "framework" not in ic_table[1]  # it follows the app: no column in the app's own table
-    assert ic_table[3].split()[:16] == [
-        *("bm", "-", "2", "pin", "cpu", "e2e", "8", "3", "0", "0"),
+    assert ic_table[1].split()[9:11] == ["INVALID", "scaled-down"]  # no ic cell is VALID: no VALID column
+    assert ic_table[3].split()[:17] == [
+        *("bm", "-", "2", "pin", "cpu", "e2e", "8", "3", "0", "0", "3"),
         *("2.20", "20.0%", "6.40", "58.3%", "2.40", "21.7%"),
     ]
     speedup_table = out[speedup:].splitlines()
@@ -172,46 +176,91 @@ def test_the_cli_prints_the_tables_and_writes_phases_csv_and_report_md(campaign,
     assert f"{inference_report.SPEEDUP_TITLE}\n\n| platform |" in capsys.readouterr().out
 
 
-def invalid_column(lines, header, platform, processor, timing):
-    index = header.index("INVALID")
-    return next(
-        line[index]
-        for line in lines
-        if line[0] == platform and processor in line and (timing is None or timing in line)
-    )
+def by_row(header, lines):
+    """{(platform, processor, app, timing): {column: cell}} of a table whose rows those keys tell apart."""
+    rows = [dict(zip(header, line, strict=True)) for line in lines]
+    return {(row["platform"], row["processor"], row.get("app"), row["timing"]): row for row in rows}
 
 
-def test_invalid_cells_are_counted_in_every_table_with_loadgen_s_reasons(campaign, capsys):
+def test_the_three_states_are_counted_in_every_table_and_marked_on_loadgen_s_figure(campaign, capsys):
     frame = report.load_samples(campaign)
     rows, keys, units = report.summarize(frame, ["throughput", report.LOADGEN_SPEED])
     header, lines = report.display_table(rows, keys, ["throughput", report.LOADGEN_SPEED], units)
-    # The main table: INVALID counts the cells loadgen called so; loadgen's own figure says it is not valid.
-    assert invalid_column(lines, header, "cn", "cpu", None) == "1"
-    assert invalid_column(lines, header, "bm", "gpu", "inference_only") == "2"
-    assert invalid_column(lines, header, "bm", "cpu", "e2e") == "0"
-    speed = header.index("loadgen_samples_per_sec (samples/sec)")
-    marked = {(line[0], line[4], line[6]) for line in lines if line[speed].endswith(" (INVALID)")}
-    assert marked == {("cn", "cpu", "e2e"), ("bm", "gpu", "inference_only")}
+    # The main table: a column per state that some cell is in, counting each row's cells in it.
+    assert header[header.index("failed") + 1 :][:3] == ["VALID", "INVALID", "scaled-down"]
+    table = by_row(header, lines)
+    counts = {key: tuple(row[state] for state in ("VALID", "INVALID", "scaled-down")) for key, row in table.items()}
+    assert counts == {
+        ("bm", "cpu", "ic", "e2e"): ("0", "0", "3"),  # scaled-down as recorded
+        ("bm", "cpu", "ic", "inference_only"): ("0", "0", "2"),  # an older record's VALID
+        ("bm", "cpu", "nlp", "e2e"): ("1", "0", "0"),  # MLPerf's minimums met: VALID
+        ("bm", "gpu", "ic", "e2e"): ("0", "0", "3"),
+        ("bm", "gpu", "ic", "inference_only"): ("0", "2", "0"),
+        ("cn", "cpu", "ic", "e2e"): ("0", "1", "2"),
+        ("vm", "cpu", "ic", "e2e"): ("0", "0", "1"),
+    }
+    # Loadgen's own figure reads its row's state: VALID only where every cell is.
+    speed = {key: row["loadgen_samples_per_sec (samples/sec)"] for key, row in table.items()}
+    assert speed["bm", "cpu", "nlp", "e2e"].endswith(" (VALID)")
+    assert speed["bm", "cpu", "ic", "e2e"].endswith(" (scaled-down)")
+    assert speed["bm", "gpu", "ic", "inference_only"].endswith(" (INVALID)")
+    assert speed["cn", "cpu", "ic", "e2e"].endswith(" (INVALID, scaled-down)")
+    assert not any(cell.endswith(")") for cell in (row["throughput (samples/sec)"] for row in table.values()))
+    # The notes: loadgen's reasons for INVALID, what fell short for scaled-down (an older VALID says why).
     note = report.invalid_note(frame)
     assert note.splitlines() == [
         report.INVALID_TITLE.format(cells=3),
         "- inference_e2e on cn/2/pin/cpu, bm/2/pin/gpu (3 cell(s)): min duration not satisfied",
     ]
+    scaled = report.scaled_down_note(frame)
+    assert scaled.splitlines() == [
+        report.SCALED_DOWN_TITLE.format(cells=11),
+        "- inference_e2e on bm/2/pin/cpu (3 cell(s)): min duration 0 ms, MLPerf's resnet50 asks for 600000; "
+        "8 samples, MLPerf's resnet50 asks for 24576",
+        "- inference_e2e on cn/2/pin/cpu, bm/2/pin/gpu, bm/2/pin/cpu, vm/2/pin/cpu (8 cell(s)): "
+        + report_load.UNCHECKED_VALID_REASON,
+    ]
     # The phase and speedup tables.
     phases, phase_keys, _, metrics = inference_report.phase_rows(frame)
-    header, lines = inference_report.phases_display(phases, phase_keys, metrics)
-    assert invalid_column(lines, header, "cn", "cpu", None) == "1"
-    assert invalid_column(lines, header, "bm", "gpu", "inference_only") == "2"
+    table = by_row(*inference_report.phases_display(phases, phase_keys, metrics))
+    assert table["cn", "cpu", "ic", "e2e"]["INVALID"] == "1" and table["cn", "cpu", "ic", "e2e"]["scaled-down"] == "2"
+    assert table["bm", "gpu", "ic", "inference_only"]["INVALID"] == "2"
+    assert table["bm", "cpu", "nlp", "e2e"]["VALID"] == "1"
     # Printed: under the main table and again under the inference section; the Diff% files mark loadgen's figure.
     assert cli.main(["report", str(campaign)]) == 0
     out = capsys.readouterr().out
-    assert out.count(note) == 2
+    assert out.count(note) == 2 and out.count(scaled) == 2
     assert out.index(note) < out.index("Phase breakdown") < out.rindex(note) < out.index("Diff% against bm")
     diff = (campaign / "diff_inference.md").read_text(encoding="utf-8")
-    assert "| loadgen_samples_per_sec | samples/sec | higher | cn |" in diff and " (INVALID) |" in diff
-    assert diff.rstrip().endswith(note.splitlines()[-1])
+    assert "| loadgen_samples_per_sec | samples/sec | higher | cn |" in diff and " (INVALID, scaled-down) |" in diff
+    assert diff.rstrip().endswith(scaled.splitlines()[-1])
     with open(campaign / "diff_inference.csv", newline="", encoding="utf-8") as handle:
-        assert {row["INVALID"] for row in csv.DictReader(handle) if row["platform"] == "cn"} == {"1"}
+        cn = [row for row in csv.DictReader(handle) if row["platform"] == "cn"]
+    # No row of the Diff% tables is VALID (bm, the only VALID row, is their baseline): no VALID column there.
+    assert {(row["INVALID"], row["scaled-down"]) for row in cn} == {("1", "2")} and "VALID" not in cn[0]
+
+
+def test_an_older_record_s_valid_reads_scaled_down_and_a_new_one_as_recorded():
+    older = {"loadgen": {"result": "VALID", "reasons": []}}
+    assert report_load.loadgen_verdict(older) == {
+        report_load.LOADGEN_RESULT: "scaled-down",
+        report_load.LOADGEN_REASONS: report_load.UNCHECKED_VALID_REASON,
+    }
+    minimums = {"benchmark": "bert", "met": True}
+    for state, reasons in (("VALID", []), ("INVALID", ["min duration not satisfied"]), ("scaled-down", ["8 samples"])):
+        verdict = report_load.loadgen_verdict(
+            {"loadgen": {"result": state, "reasons": reasons, "mlperf_minimums": minimums}}
+        )
+        assert verdict == {report_load.LOADGEN_RESULT: state, report_load.LOADGEN_REASONS: "; ".join(reasons) or None}
+    # An older INVALID is loadgen's INVALID still; a sample of another workload has no state.
+    assert (
+        report_load.loadgen_verdict({"loadgen": {"result": "INVALID", "reasons": []}})[report_load.LOADGEN_RESULT]
+        == "INVALID"
+    )
+    assert report_load.loadgen_verdict({"host": "x"}) == {
+        report_load.LOADGEN_RESULT: None,
+        report_load.LOADGEN_REASONS: None,
+    }
 
 
 def test_a_campaign_without_inference_samples_gets_no_phase_table(tmp_path, capsys):
@@ -222,6 +271,8 @@ def test_a_campaign_without_inference_samples_gets_no_phase_table(tmp_path, caps
     assert inference_report.write_inference_tables(tmp_path, frame) == ([], "", "")
     assert cli.main(["report", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
-    assert "Phase breakdown" not in out and "INVALID" not in out and "phases.csv" not in err
+    assert "Phase breakdown" not in out and "phases.csv" not in err
+    assert not any(state in out for state in ("VALID", "INVALID", "scaled-down"))
     assert not (tmp_path / "phases.csv").exists()
+    assert report.scaled_down_note(frame) is None
     assert "INVALID" not in (tmp_path / "report.csv").read_text(encoding="utf-8")
