@@ -30,6 +30,7 @@ from .settings import (
     DEVICES,
     LOG_FILES,
     MLPERF_OFFLINE_MIN_DURATION_MS,
+    MLPERF_OFFLINE_MIN_SAMPLES,
     OFFLINE,
     TIMINGS,
     WORKLOAD,
@@ -78,10 +79,11 @@ def build_parser():
     add(
         "--mlperf-minimums",
         action="store_true",
-        help="hold the run to MLPerf's minimums for the app's benchmark (Offline: 600 s and its sample count, "
-        "24576 for ic and rs, 10833 for nlp, 2513 for sr): --requests and --min-duration-ms default to them and "
-        "fewer is refused. A run that meets them is VALID or INVALID as loadgen says; one below them, with or "
-        "without this flag, is recorded scaled-down",
+        help="hold the run to MLPerf's minimums for the app's benchmark (Offline: "
+        f"{MLPERF_OFFLINE_MIN_DURATION_MS // 1000} s and its sample count: "
+        + ", ".join(f"{count} for {name}" for name, count in MLPERF_OFFLINE_MIN_SAMPLES.items())
+        + "): --requests and --min-duration-ms default to them and fewer is refused. A run that meets them is "
+        "VALID or INVALID as loadgen says; one below them, with or without this flag, is recorded scaled-down",
     )
     add(
         "--log-dir",
