@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -104,11 +105,15 @@ class Run:
         self._reader.join(timeout=30)
         return self.process.returncode
 
-    def stop(self):
-        """Kill a run a failed test left running (its playbook's leftovers are the next run's to clean up)."""
+    def stop(self, grace=180):
+        """Stop a run a failed test left running as Ctrl-C does (its cell cleaned up), killed after ``grace`` s."""
         if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 def cell_line(cell, status):

@@ -271,6 +271,8 @@ def test_a_full_results_file_system_stops_the_campaign_whole_and_the_rerun_compl
         run = Run(argv, results)
         try:
             run.wait_line(cell_line(CELLS[0], "ok"))
+            # Full once the bm cell's samples are on disk (its event may come before the callback has written them).
+            wait_for(lambda: samples_of(results / campaign), CELL_SECONDS, "samples of the bm cell on disk")
             fill(results / "filler")
             code = run.finish()
         finally:
