@@ -13,6 +13,7 @@ error before Firecracker is started, not a VM that refuses to boot.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import hashlib
@@ -43,6 +44,11 @@ MAX_VCPUS = 32
 # The cells' taps: one /30 each (the host's end, the guest's end), inside the lab's benchmarking range.
 NETWORK = ipaddress.ip_network("198.18.0.0/15")
 TAP_PREFIX = 30
+# Every tap a cell makes (guest_network), and nothing else: what teardown removes of a stopped cell's network.
+TAP_NAME = re.compile(r"^pbfc[0-9a-f]{8}$")
+# The jailer ids of the cells' micro-VMs: their guest names, plugin_utils/cellplan.py's NAME_PREFIX and a hash (a
+# cell's instance adds -<i>). Teardown stops the Firecracker processes and removes the cgroups of these ids only.
+CELL_VM_ID = re.compile(r"^platbench-[0-9a-f]+(-[0-9]+)?$")
 # Paths inside the jail (the jailer chroots Firecracker into <base>/firecracker/<id>/root).
 IN_JAIL = {"kernel": "vmlinux", "initrd": "initrd", "rootfs": "rootfs.raw", "config": "vm-config.json"}
 # The guest's console on the serial port; the kernel's own ip= configuration of the tap (systemd-network-generator
@@ -259,6 +265,71 @@ def jail_id(name):
 def jail_root(vm_id, chroot_base=CHROOT_BASE, binary=BINARY):
     """Where the jailer chroots Firecracker: <base>/<exec file's name>/<id>/root."""
     return os.path.join(chroot_base, os.path.basename(binary), vm_id, "root")
+
+
+def jail_ids(chroot_base=CHROOT_BASE, binary=BINARY):
+    """The ids of every jail under the chroot base (<base>/<exec file's name>/<id>): the micro-VMs not yet removed."""
+    parent = os.path.join(chroot_base, os.path.basename(binary))
+    try:
+        names = os.listdir(parent)
+    except FileNotFoundError:
+        return []
+    return sorted(name for name in names if os.path.isdir(os.path.join(parent, name)))
+
+
+def _read(path, mode="r"):
+    try:
+        with open(path, mode) as handle:
+            return handle.read()
+    except OSError:
+        return None  # the process ended while we looked
+
+
+def vm_processes(binary=BINARY, proc="/proc"):
+    """The host's Firecracker processes by their jailer id: {id: [pid, ...]}. The jailer execs Firecracker (its
+    ``comm``, the exec file's name) with ``--id ID`` first among its arguments; a process without one is left out."""
+    name = os.path.basename(binary)[:15]  # the kernel keeps 15 characters of a command's name
+    found = {}
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or (_read(os.path.join(proc, entry, "comm")) or "").strip() != name:
+            continue
+        argv = (_read(os.path.join(proc, entry, "cmdline"), "rb") or b"").decode(errors="replace").split("\0")
+        if "--id" in argv[:-1]:
+            found.setdefault(argv[argv.index("--id") + 1], []).append(int(entry))
+    return found
+
+
+def cgroup_dirs(vm_id, cgroup_root="/sys/fs/cgroup", binary=BINARY):
+    """The cgroups the jailer made for ``vm_id``: <root>/<exec file's name>/<id> under cgroup v2, and the same
+    below each controller's hierarchy (<root>/cpuset/..., <root>/cpu,cpuacct/...) under v1."""
+    parent = os.path.basename(binary)
+    candidates = [os.path.join(cgroup_root, parent, vm_id)]
+    with contextlib.suppress(FileNotFoundError):
+        candidates += [os.path.join(cgroup_root, entry, parent, vm_id) for entry in sorted(os.listdir(cgroup_root))]
+    return [path for path in candidates if os.path.isdir(path)]
+
+
+def cell_cgroup_ids(cgroup_root="/sys/fs/cgroup", binary=BINARY):
+    """The ids of the cells' micro-VMs (CELL_VM_ID) that still have a jailer cgroup on the host."""
+    parent = os.path.basename(binary)
+    parents = [os.path.join(cgroup_root, parent)]
+    with contextlib.suppress(FileNotFoundError):
+        parents += [os.path.join(cgroup_root, entry, parent) for entry in os.listdir(cgroup_root)]
+    ids = set()
+    for directory in parents:
+        try:
+            ids.update(name for name in os.listdir(directory) if CELL_VM_ID.match(name))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return sorted(ids)
+
+
+def cell_taps(net="/sys/class/net"):
+    """The taps of the cells' micro-VMs (TAP_NAME) present on the host."""
+    try:
+        return sorted(name for name in os.listdir(net) if TAP_NAME.match(name))
+    except FileNotFoundError:
+        return []
 
 
 def firecracker_argv(config_path=IN_JAIL["config"]):

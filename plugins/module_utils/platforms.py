@@ -54,6 +54,26 @@ REQUIREMENTS = (
 KINDS = ("process", "container", "guest", "k8s_job", "cloud_instance", "micro_vm")
 # What may run inside the kinds that hold another.
 INNER_KINDS = {"guest": ("process", "container"), "cloud_instance": ("process", "k8s_job"), "micro_vm": ("process",)}
+# Each kind's teardown: the task files of playbooks/tasks/teardown/ that remove what a cell of the kind leaves when a
+# run stops in its middle (playbooks/teardown.yml runs them; plugins/plugin_utils/teardown.py checks that it runs
+# every one, and tests/unit/test_teardown.py that no kind lacks one). What a kind holds goes with it.
+#   process         its workload processes; an idle_cores fence (`fence`)
+#   container       its containers and their networks; a fence
+#   guest           its libvirt guests; their data disks left half-made (`data_disks`)
+#   k8s_job         its Jobs and Services
+#   cloud_instance  what the campaign created on the cloud
+#   micro_vm        its Firecracker processes, jails, cgroups and taps; a fence; its data disks left half-made
+TEARDOWN = {
+    "process": ("process", "fence"),
+    "container": ("container", "fence"),
+    "guest": ("guest", "data_disks"),
+    "k8s_job": ("k8s_job",),
+    "cloud_instance": ("cloud_instance",),
+    "micro_vm": ("micro_vm", "fence", "data_disks"),
+}
+# What a cell of several instances adds, whatever its kind (placements/instances*.py): the pid files of ranks started
+# from another runner, the cell's network path.
+INSTANCES_TEARDOWN = ("instances",)
 # How a process kind starts the workload: the workload environment's python, or `apptainer exec` of the SIF.
 LAUNCHERS = ("venv", "apptainer")
 # The container engines of the container kind.

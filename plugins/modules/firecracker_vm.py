@@ -14,17 +14,19 @@ description:
     (checked against the fields Firecracker's API documents), makes the cell's tap with the host's end of its /30,
     starts the jailer (the cell's cgroup settings, the jailer user) which execs Firecracker with C(--config-file),
     pins each C(fc_vcpu N) thread to the Nth of O(cpus), and waits until the guest's SSH port answers.
-  - C(state=absent) stops the VM's Firecracker, removes its tap, its jail and its cgroup. Removing what is gone is
+  - C(state=absent) stops the VM's Firecracker, removes its tap, its jail and its cgroups. Removing what is gone is
     no change.
+  - C(state=absent) with O(cleanup_all) removes what every stopped cell left on the host (C(playbooks/teardown.yml)):
+    each jail under O(chroot_base) with its Firecracker and cgroups, each Firecracker process and jailer cgroup of a
+    cell's micro-VM (id C(platbench-<hex>)) whose jail is gone, and each cell's tap (C(pbfc) and 8 hex digits).
   - Fails before anything is made where the host cannot run a micro-VM (no usable /dev/kvm, no Firecracker), saying
     why and which role to run.
 version_added: "0.12.0"
 author: platbench developers (@platbench)
 options:
   id:
-    description: The jailer's id (the plan's C(micro_vm.id)).
+    description: The jailer's id (the plan's C(micro_vm.id)). Required unless O(cleanup_all).
     type: str
-    required: true
   state:
     description: Start the VM, or remove it and everything made for it.
     type: str
@@ -75,11 +77,21 @@ options:
     description: Seconds to wait for the vCPU threads and the guest's SSH port.
     type: int
     default: 180
+  cleanup_all:
+    description: With O(state=absent), remove every cell's micro-VM on the host instead of O(id)'s.
+    type: bool
+    default: false
+  cgroup_root:
+    description: Where the cgroup hierarchies are mounted (the jailer's cgroups are below it).
+    type: path
+    default: /sys/fs/cgroup
 attributes:
   check_mode:
     description: Checks the configuration and the host, starts nothing.
     support: partial
-    details: Check mode checks the configuration and the host and returns the jailer's command line; nothing starts.
+    details: >-
+      Check mode checks the configuration and the host and returns the jailer's command line; nothing starts. With
+      O(cleanup_all) it returns what it would remove, and removes nothing.
   diff_mode:
     support: none
     description: Not supported.
@@ -95,6 +107,11 @@ EXAMPLES = r"""
     cgroups: "{{ platform_run_cell_plan.micro_vm.cgroups }}"
     cpus: "{{ platform_run_cell_plan.micro_vm.cpus }}"
   register: platform_run_micro_vm
+
+- name: Remove what stopped cells' micro-VMs left (teardown)
+  platbench.lab.firecracker_vm:
+    state: absent
+    cleanup_all: true
 """
 
 RETURN = r"""
@@ -119,6 +136,18 @@ firecracker_version:
   description: What C(firecracker --version) says.
   returned: state=started
   type: str
+removed:
+  description: >-
+    What was removed, or with check mode would be: C(micro_vms) (ids), C(processes) (pids), C(jails), C(cgroups) and
+    C(taps).
+  returned: state=absent
+  type: dict
+  sample:
+    micro_vms: [platbench-3f2a9c01b2c4]
+    processes: [4242]
+    jails: [/srv/platbench-jailer/firecracker/platbench-3f2a9c01b2c4]
+    cgroups: [/sys/fs/cgroup/firecracker/platbench-3f2a9c01b2c4]
+    taps: [pbfc3f2a9c01]
 """
 
 import json
@@ -133,9 +162,12 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.platbench.lab.plugins.module_utils import firecracker
 
+# What state=absent removes, by kind (its `removed` return value).
+REMOVED = ("micro_vms", "processes", "jails", "cgroups", "taps")
 
-def _jail_dir(params):
-    return os.path.dirname(firecracker.jail_root(params["id"], params["chroot_base"], params["binary"]))
+
+def _jail_dir(vm_id, params):
+    return os.path.dirname(firecracker.jail_root(vm_id, params["chroot_base"], params["binary"]))
 
 
 def _console_tail(path, lines=20):
@@ -152,6 +184,15 @@ def _comm(pid):
             return handle.read().strip()
     except OSError:
         return ""
+
+
+def _gone(pid):
+    """The process has ended: no longer in /proc, or a zombie its parent has not reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _stage(module, root, files, user):
@@ -231,7 +272,8 @@ def start(module, params):
     root = firecracker.jail_root(params["id"], params["chroot_base"], params["binary"])
     jail = os.path.dirname(root)
     if os.path.exists(jail):
-        stop(module, params)  # the jailer refuses an id whose jail is there
+        # The jailer refuses an id whose jail is there.
+        stop(module, params["id"], params, params["network"].get("tap"))
     _stage(module, root, params["files"], user)
     with open(os.path.join(root, firecracker.IN_JAIL["config"]), "w", encoding="utf-8") as handle:
         json.dump(config, handle, indent=2)
@@ -268,43 +310,76 @@ def start(module, params):
     )
 
 
-def stop(module, params):
-    """Stop the VM and remove its tap, jail and cgroup; True when anything was there."""
-    jail = _jail_dir(params)
-    changed = False
-    pid_file = os.path.join(jail, "firecracker.pid")
+def _pids_of(vm_id, params, running):
+    """The Firecracker processes of ``vm_id``: the one its jail's pid file names (if it still runs Firecracker: a pid
+    reused since is left alone) and any other started with its --id (``running``: firecracker.vm_processes)."""
+    pids = set(running.get(vm_id, ()))
+    pid_file = os.path.join(_jail_dir(vm_id, params), "firecracker.pid")
     if os.path.exists(pid_file):
         with open(pid_file, encoding="utf-8") as handle:
             pid = int(handle.read().strip() or 0)
-        # Only the VM's own Firecracker: a pid reused since is left alone.
-        if pid and _comm(pid).startswith("firecracker"):
-            os.kill(pid, signal.SIGKILL)
-            for _ in range(100):
-                if not os.path.exists(f"/proc/{pid}"):
-                    break
-                time.sleep(0.05)
-            changed = True
-    tap = (params.get("network") or {}).get("tap")
+        if pid and _comm(pid) == os.path.basename(params["binary"])[:15]:
+            pids.add(pid)
+    return sorted(pids)
+
+
+def stop(module, vm_id, params, tap=None, running=None, check=False):
+    """Stop micro-VM ``vm_id`` and remove its tap, jail and cgroups; what was there, by kind (REMOVED)."""
+    removed = {kind: [] for kind in REMOVED}
+    running = firecracker.vm_processes(params["binary"]) if running is None else running
+    removed["processes"] = _pids_of(vm_id, params, running)
     if tap and os.path.exists(f"/sys/class/net/{tap}"):
-        module.run_command(["ip", "link", "del", tap], check_rc=True)
-        changed = True
+        removed["taps"].append(tap)
+    jail = _jail_dir(vm_id, params)
     if os.path.exists(jail):
+        removed["jails"].append(jail)
+    # After Firecracker has ended: a cgroup that still holds a process cannot be removed.
+    removed["cgroups"] = firecracker.cgroup_dirs(vm_id, params["cgroup_root"], params["binary"])
+    if any(removed.values()):
+        removed["micro_vms"].append(vm_id)
+    if check:
+        return removed
+    for pid in removed["processes"]:
+        os.kill(pid, signal.SIGKILL)
+    for pid in removed["processes"]:
+        for _ in range(100):
+            if _gone(pid):
+                break
+            time.sleep(0.05)
+    for name in removed["taps"]:
+        module.run_command(["ip", "link", "del", name], check_rc=True)
+    if removed["jails"]:
         shutil.rmtree(jail)
-        changed = True
-    for cgroup in (f"/sys/fs/cgroup/firecracker/{params['id']}", f"/sys/fs/cgroup/cpuset/firecracker/{params['id']}"):
-        if os.path.isdir(cgroup):
-            try:
-                os.rmdir(cgroup)
-                changed = True
-            except OSError:
-                pass  # still emptying: the next run's stop removes it
-    return changed
+    for cgroup in list(removed["cgroups"]):
+        try:
+            os.rmdir(cgroup)
+        except OSError:
+            removed["cgroups"].remove(cgroup)  # still emptying: the next run's teardown removes it
+    return removed
+
+
+def cleanup_all(module, params):
+    """Remove every cell's micro-VM on the host (see DOCUMENTATION); what was there, by kind."""
+    running = firecracker.vm_processes(params["binary"])
+    ids = set(firecracker.jail_ids(params["chroot_base"], params["binary"]))
+    ids |= {vm_id for vm_id in running if firecracker.CELL_VM_ID.match(vm_id)}
+    ids |= set(firecracker.cell_cgroup_ids(params["cgroup_root"], params["binary"]))
+    removed = {kind: [] for kind in REMOVED}
+    for vm_id in sorted(ids):
+        for kind, items in stop(module, vm_id, params, running=running, check=module.check_mode).items():
+            removed[kind] += items
+    # Every cell's tap, once no micro-VM is left to hold one (a tap whose jail is gone, too).
+    for tap in firecracker.cell_taps():
+        if not module.check_mode:
+            module.run_command(["ip", "link", "del", tap], check_rc=True)
+        removed["taps"].append(tap)
+    return removed
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            "id": {"type": "str", "required": True},
+            "id": {"type": "str"},
             "state": {"type": "str", "choices": ["started", "absent"], "default": "started"},
             "config": {"type": "dict"},
             "files": {"type": "list", "elements": "dict", "default": []},
@@ -317,18 +392,27 @@ def main():
             "chroot_base": {"type": "path", "default": firecracker.CHROOT_BASE},
             "kvm_device": {"type": "path", "default": firecracker.KVM},
             "boot_timeout": {"type": "int", "default": 180},
+            "cleanup_all": {"type": "bool", "default": False},
+            "cgroup_root": {"type": "path", "default": "/sys/fs/cgroup"},
         },
-        required_if=[("state", "started", ("config", "network"))],
+        required_if=[("state", "started", ("id", "config", "network")), ("cleanup_all", False, ("id",))],
         supports_check_mode=True,
     )
     params = module.params
+    what = "the cells' micro-VMs" if params["cleanup_all"] else f"micro-VM {params['id']}"
     try:
         if params["state"] == "absent":
-            changed = False if module.check_mode else stop(module, params)
-            module.exit_json(changed=changed)
+            if params["cleanup_all"]:
+                removed = cleanup_all(module, params)
+            else:
+                tap = (params.get("network") or {}).get("tap")
+                removed = stop(module, params["id"], params, tap, check=module.check_mode)
+            module.exit_json(changed=any(removed.values()), removed=removed)
+        if params["cleanup_all"]:
+            module.fail_json(msg="cleanup_all removes micro-VMs: use it with state=absent, not state=started")
         start(module, params)
     except (firecracker.FirecrackerError, OSError) as exc:
-        module.fail_json(msg=f"micro-VM {params['id']}: {exc}")
+        module.fail_json(msg=f"{what}: {exc}")
 
 
 if __name__ == "__main__":

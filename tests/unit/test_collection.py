@@ -228,6 +228,8 @@ def collections_used() -> dict[str, set[str]]:
             "roles/*/vars/*.yml",
             "roles/*/meta/*.yml",
             "playbooks/*.yml",
+            "playbooks/tasks/**/*.yml",
+            "playbooks/vars/*.yml",
             "site.yml",
         )
         for path in REPO.glob(pattern)
