@@ -3,6 +3,8 @@
 import argparse
 import sys
 
+from ansible_collections.platbench.lab.plugins.plugin_utils.file_modes import no_world_write
+
 from platbench import __version__, compare, report, run
 
 
@@ -17,4 +19,7 @@ def main(argv=None):
     run.add_arguments(commands.add_parser("run", help=run.__doc__.splitlines()[0], description=run.__doc__))
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[2:] if argv is None else argv[1:])  # the subcommand's own, to say how to rerun
-    return args.handler(args)
+    # What a command writes (a campaign, its report) follows the user's umask, never writable by others; the
+    # ansible-playbook that `platbench run` starts inherits it.
+    with no_world_write():
+        return args.handler(args)

@@ -34,6 +34,8 @@ description:
   - Writes the files an ok cell's record keeps (C(platbench_files), for example loadgen's logs) under
     C(RESULTS_DIR/files/<cell folder>/) before its samples, which name them in C(metadata.kept_files).
   - Honours C(no_log) - a hidden result is not recorded, and a warning says so.
+  - Makes the results directory and its files with the invoking user's umask, never writable by others
+    (plugins/plugin_utils/file_modes.py).
 requirements:
   - Enable with C(callbacks_enabled = platbench.lab.results) in C(ansible.cfg).
 """
@@ -49,6 +51,7 @@ import time
 import yaml
 from ansible.plugins.callback import CallbackBase
 from ansible.release import __version__ as ansible_version
+from ansible_collections.platbench.lab.plugins.plugin_utils.file_modes import no_world_write
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     FAILED_METRIC,
     SKIPPED_METRIC,
@@ -199,7 +202,8 @@ class CallbackModule(CallbackBase):
             session = campaign["session"]
             session["finished"] = _now()
             try:
-                _write_atomically(os.path.join(results_dir, RUN_FILE), campaign["doc"])
+                with no_world_write():
+                    _write_atomically(os.path.join(results_dir, RUN_FILE), campaign["doc"])
             except OSError as exc:
                 self._display.warning(f"platbench: {RUN_FILE} of campaign {campaign['name']} was not updated: {exc}")
             self._show_summary(campaign["name"], results_dir, session["cells"])
@@ -223,6 +227,10 @@ class CallbackModule(CallbackBase):
             )
 
     def _record(self, result):
+        with no_world_write():
+            self._record_cell(result)
+
+    def _record_cell(self, result):
         data = result._result
         if data.get("censored") or data.get("_ansible_no_log"):
             self._warn_hidden(result)

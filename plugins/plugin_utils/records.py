@@ -156,7 +156,8 @@ def append_samples(path, samples):
     os.makedirs(directory, exist_ok=True)
     data = _lines(samples)
     created = not os.path.exists(path)
-    descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    # The user's umask decides the mode, as for the campaign's other files (file_modes.py: never writable by others).
+    descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
     try:
         size = os.fstat(descriptor).st_size
         if size > 0 and os.pread(descriptor, 1, size - 1) != b"\n":
