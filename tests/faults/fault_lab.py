@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from playbook_run import instance_leftovers, platbench_run, wait_for, workload_processes
+from playbook_run import instance_leftovers, platbench_run, workload_processes
 
 # The campaign's two cells, in the order the plan runs them (platforms interleaved within a repeat).
 CELLS = ("bm/1/pin/cpu|r0", "cn/1/pin/cpu|r0")
@@ -185,13 +185,19 @@ def leftovers(before, campaign):
     return found
 
 
+def left_behind(before, campaign, grace=10):
+    """``leftovers`` once they are gone or ``grace`` seconds have passed (the engine lets go of a removed container's
+    cgroups and mounts a moment after it is removed): [] when nothing is left."""
+    deadline = time.monotonic() + grace
+    while (found := leftovers(before, campaign)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found
+
+
 def assert_nothing_left(before, campaign, grace=10):
-    """No process, container, namespace, link, cgroup, fence or mount of the campaign is left once its runs ended
-    (``grace`` seconds for the engine to let go of a removed container's cgroups and mounts)."""
-    try:
-        wait_for(lambda: not leftovers(before, campaign), grace, "clean host")
-    except AssertionError:
-        raise AssertionError(f"left on the host by {campaign}:\n" + "\n".join(leftovers(before, campaign))) from None
+    """No process, container, namespace, link, cgroup, fence or mount of the campaign is left once its runs ended."""
+    found = left_behind(before, campaign, grace)
+    assert found == [], f"left on the host by {campaign}:\n" + "\n".join(found)
 
 
 # -- the rerun resumes -----------------------------------------------------------------------------------------

@@ -3,7 +3,13 @@
 recorded with a reason that names the fault, that the campaign goes on or stops with a clear message, that a rerun
 resumes it with no sample lost and none recorded twice, and that nothing is left on the host: no process,
 container, namespace, link, cgroup, fence or mount. Lab tests: they run with the lab (marker `lab`, the `lab`
-fixture), as root."""
+fixture), as root.
+
+A campaign costs half a minute of playbook before its cells, so entries that need not stand apart share one: the
+killed workload (bm) and the cell timeout (cn) fail the two cells of one run; a crashed controller (SIGKILL, during
+bm) is followed by a rerun that SIGTERM stops (during cn), and that by the rerun that completes; the clock step,
+the second run refused by the lock, and (a copy of it) the truncated last line use one whole campaign. Each entry's
+assertions are a test of their own."""
 
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ from fault_lab import (
     campaign_argv,
     cell_line,
     host_state,
+    left_behind,
     samples_of,
     workload_pid,
 )
@@ -43,15 +50,19 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def clean_host(lab):
-    """The host before the entry's fault, which nothing-is-left compares with: no workload may run already."""
+def idle_host():
+    """The host before an entry's fault, which nothing-is-left compares with: no workload may run already."""
     assert workload_processes() == [], "a workload runs already: the lab is busy"
     return host_state()
 
 
-def rerun(argv, results):
-    """The same command again, to its end: ``(exit status, output)``."""
+@pytest.fixture
+def clean_host(lab):
+    return idle_host()
+
+
+def until_done(argv, results):
+    """A `platbench run` to its end: ``(exit status, output)``."""
     run = Run(argv, results)
     try:
         return run.finish(), run.output
@@ -63,69 +74,68 @@ def failed_errors(samples):
     return {sample["labels"]["cell"]: sample["metadata"]["error"] for sample in samples if sample["metric"] == "failed"}
 
 
-# -- the workload and its cell -------------------------------------------------------------------------------------
+# -- the workload and its cell: kill -9 (bm) and the cell timeout (cn), one run ------------------------------------
 
-# A safety net for the cells that would train for hours: the fault ends them long before.
-SAFETY_TIMEOUT = ("-e", "platform_run_cell_timeout=150")
-
-
-def test_kill_9_of_the_workload_fails_its_cell_and_the_campaign_goes_on(clean_host, tmp_path):
-    campaign, results = "fault-kill9", tmp_path / "results"
-    run = Run(campaign_argv(campaign, ENDLESS_STEPS, *SAFETY_TIMEOUT), results)
-    try:
-        for cell in CELLS:
-            platform = cell.split("/")[0]
-            pid = wait_for(lambda platform=platform: workload_pid(platform), CELL_SECONDS, f"{platform} workload")
-            os.kill(pid, signal.SIGKILL)
-            run.wait_line(cell_line(cell, "failed"))
-        code = run.finish()
-    finally:
-        run.stop()
-    assert code == 1, run.output
-    assert f"campaign {campaign}: 0 ok, 2 failed, 0 skipped of 2 cells run" in run.output
-    first = samples_of(results / campaign)
-    errors = failed_errors(first)
-    assert sorted(errors) == sorted(CELLS)
-    for error in errors.values():
-        assert error.startswith("killed by SIGKILL (signal 9)"), errors
-    assert_nothing_left(clean_host, campaign)
-
-    code, output = rerun(campaign_argv(campaign), results)
-    assert code == 0, output
-    assert "localhost: 2 cells to run" in output  # a failed cell runs again
-    assert_resumed(results / campaign, kept=first, failed=CELLS)
-    assert_nothing_left(clean_host, campaign)
+CELL_TIMEOUT = 12  # seconds; the bm workload is killed long before, the cn one trains on past it
 
 
-CELL_TIMEOUT = 6
-
-
-def test_the_cell_timeout_stops_the_cell_for_good(clean_host, tmp_path):
-    campaign, results = "fault-timeout", tmp_path / "results"
+@pytest.fixture(scope="module")
+def cell_faults(lab, tmp_path_factory):
+    """One run whose bm workload gets kill -9 and whose cn cell outlasts the cell timeout; then the rerun."""
+    before, campaign = idle_host(), "fault-cells"
+    results = tmp_path_factory.mktemp("cells") / "results"
     run = Run(campaign_argv(campaign, ENDLESS_STEPS, "-e", f"platform_run_cell_timeout={CELL_TIMEOUT}"), results)
     try:
+        os.kill(wait_for(lambda: workload_pid("bm"), CELL_SECONDS, "bm workload"), signal.SIGKILL)
         run.wait_line(cell_line(CELLS[0], "failed"))
-        assert workload_pid("bm") is None, "the timed-out bm workload runs on"
+        bm_left = workload_pid("bm")
         run.wait_line(cell_line(CELLS[1], "failed"))
+        cn_left = workload_processes()
         code = run.finish()
     finally:
         run.stop()
-    assert code == 1, run.output
-    assert workload_processes() == []
     first = samples_of(results / campaign)
-    for cell, error in failed_errors(first).items():
-        assert error.startswith(f"stopped by the cell timeout ({CELL_TIMEOUT} s)"), (cell, error)
-    assert sorted(failed_errors(first)) == sorted(CELLS)
-    assert_nothing_left(clean_host, campaign)
+    left = left_behind(before, campaign)
+    again = until_done(campaign_argv(campaign), results)
+    return {
+        "first": (code, run.output, first, left, bm_left, cn_left),
+        "rerun": again,
+        "dir": results / campaign,
+        "before": before,
+    }
 
-    code, output = rerun(campaign_argv(campaign), results)
-    assert code == 0, output
-    assert_resumed(results / campaign, kept=first, failed=CELLS)
-    assert_nothing_left(clean_host, campaign)
+
+def test_kill_9_of_the_workload_fails_its_cell_and_the_campaign_goes_on(cell_faults):
+    code, output, first, left, bm_left, _ = cell_faults["first"]
+    assert code == 1, output
+    assert bm_left is None
+    error = failed_errors(first)[CELLS[0]]
+    assert error.startswith("killed by SIGKILL (signal 9): the kernel's OOM killer, a `kill -9`"), error
+    assert re.search(cell_line(CELLS[1], "failed"), output, re.M)  # the campaign went on to the next cell
+    assert left == []
+    rerun_code, rerun_output = cell_faults["rerun"]
+    assert rerun_code == 0, rerun_output
+    assert "localhost: 2 cells to run" in rerun_output  # failed cells run again
+    assert_resumed(cell_faults["dir"], kept=first, failed=CELLS)
+    assert_nothing_left(cell_faults["before"], "fault-cells")
 
 
-# The Docker engine started again as site.yml starts it: the docker role's own tasks (start.yml), on the facts
-# host_facts gathers (site.yml's whole run takes minutes).
+def test_the_cell_timeout_stops_the_cell_for_good(cell_faults):
+    code, output, first, left, _, cn_left = cell_faults["first"]
+    assert code == 1, output
+    error = failed_errors(first)[CELLS[1]]
+    assert error.startswith(f"stopped by the cell timeout ({CELL_TIMEOUT} s)"), error
+    assert cn_left == [], "the timed-out cell's workload runs on"
+    assert "campaign fault-cells: 0 ok, 2 failed, 0 skipped of 2 cells run" in output
+    assert left == []
+    assert cell_faults["rerun"][0] == 0, cell_faults["rerun"][1]
+    assert_resumed(cell_faults["dir"], kept=first, failed=CELLS)
+
+
+# -- the Docker engine stopped mid-cell ------------------------------------------------------------------------------
+
+# The engine started again as site.yml starts it: the docker role's own tasks (start.yml), on the facts host_facts
+# gathers (a whole site.yml run takes minutes).
 START_ENGINE = [
     {
         "name": "Start the Docker engine as site.yml does",
@@ -158,8 +168,7 @@ def test_dockerd_stopped_mid_cell_fails_that_cell_and_the_rerun_measures_it(clea
     try:
         run.wait_line(cell_line(CELLS[0], "ok"))
         wait_for(lambda: workload_pid("cn"), CELL_SECONDS, "cn workload")
-        engine = dockerd()
-        os.kill(engine, signal.SIGTERM)
+        os.kill(dockerd(), signal.SIGTERM)
         wait_for(lambda: dockerd() is None, 60, "end of dockerd")
         run.wait_line(cell_line(CELLS[1], "failed"))
         code = run.finish()
@@ -176,76 +185,88 @@ def test_dockerd_stopped_mid_cell_fails_that_cell_and_the_rerun_measures_it(clea
     assert f"  {CELLS[1]} on localhost: the Docker engine stopped answering" in run.output
 
     # The container the engine held when it stopped is exited, not removed: the rerun's cell replaces it.
-    code, output = rerun(campaign_argv(campaign), results)
+    code, output = until_done(campaign_argv(campaign), results)
     assert code == 0, output
     assert "localhost: 1 cells to run, 1 already measured" in output
     assert_resumed(results / campaign, kept=first, failed=[CELLS[1]])
     assert_nothing_left(clean_host, campaign)
 
 
-# -- the controller ------------------------------------------------------------------------------------------------
+# -- the controller: SIGKILL to the runner and its playbook (during bm), then SIGTERM to the rerun (during cn) --------
 
 
-def test_sigterm_to_the_runner_cleans_up_the_cell_and_the_rerun_resumes(clean_host, tmp_path):
-    campaign, results = "fault-sigterm", tmp_path / "results"
+@pytest.fixture(scope="module")
+def controller_faults(lab, tmp_path_factory):
+    """A run killed with its playbook (a crashed controller) during the bm cell; its rerun, which cleans up after it
+    and is stopped by SIGTERM during the cn cell; the rerun that completes the campaign."""
+    before, campaign = idle_host(), "fault-controller"
+    results = tmp_path_factory.mktemp("controller") / "results"
     argv = campaign_argv(campaign, BUSY_STEPS)
-    run = Run(argv, results)
-    try:
-        run.wait_line(cell_line(CELLS[0], "ok"))
-        wait_for(lambda: workload_pid("cn"), CELL_SECONDS, "cn workload")
-        run.process.send_signal(signal.SIGTERM)
-        code = run.finish()
-    finally:
-        run.stop()
-    assert code == 128 + signal.SIGTERM, run.output
-    assert f"stopped by SIGTERM: cleaned up cell {CELLS[1]}; rerun the same command to resume: platbench run " in (
-        run.output
-    )
-    first = samples_of(results / campaign)
-    assert {sample["labels"]["cell"] for sample in first} == {CELLS[0]}  # an interrupted cell records nothing
-    assert_nothing_left(clean_host, campaign)
-
-    code, output = rerun(argv, results)
-    assert code == 0, output
-    assert "localhost: 1 cells to run, 1 already measured" in output
-    assert_resumed(results / campaign, kept=first)
-    assert_nothing_left(clean_host, campaign)
-
-
-def test_sigkill_to_the_runner_and_its_playbook_then_a_rerun_cleans_up_and_resumes(clean_host, tmp_path):
-    """A crashed controller: nothing cleans up the bm cell it was running; the next run finds the campaign's lock
-    file unheld, says so, stops what the dead playbook left (its worker, the workload) and removes the rest."""
-    campaign, results = "fault-sigkill", tmp_path / "results"
-    argv = campaign_argv(campaign, BUSY_STEPS)
-    run = Run(argv, results)
+    crashed = Run(argv, results)
     try:
         wait_for(lambda: workload_pid("bm"), CELL_SECONDS, "bm workload")
         record = json.loads((results / campaign / "run.lock").read_text())
-        assert record["pid"] == run.process.pid and record["playbook_pid"], record
-        run.process.kill()
+        crashed.process.kill()
         os.kill(record["playbook_pid"], signal.SIGKILL)
-        assert run.finish() == -signal.SIGKILL
+        crashed_code = crashed.finish()
     finally:
-        run.stop()
-    assert samples_of(results / campaign) == []
+        crashed.stop()
+    after_crash = samples_of(results / campaign)
 
-    code, output = rerun(argv, results)
-    assert code == 0, output
+    terminated = Run(argv, results)
+    try:
+        terminated.wait_line(cell_line(CELLS[0], "ok"))
+        wait_for(lambda: workload_pid("cn"), CELL_SECONDS, "cn workload")
+        terminated.process.send_signal(signal.SIGTERM)
+        terminated_code = terminated.finish()
+    finally:
+        terminated.stop()
+    after_sigterm = samples_of(results / campaign)
+    left = left_behind(before, campaign)
+
+    return {
+        "crashed": (crashed_code, crashed.process.pid, record, after_crash),
+        "terminated": (terminated_code, terminated.output, after_sigterm, left),
+        "last": until_done(argv, results),
+        "dir": results / campaign,
+        "before": before,
+    }
+
+
+def test_sigkill_to_the_runner_and_its_playbook_then_a_rerun_cleans_up_and_resumes(controller_faults):
+    """A crashed controller: nothing cleans up the bm cell it was running; the next run finds the campaign's lock
+    file unheld, says so, stops what the dead playbook left (its worker, the workload) and removes the rest."""
+    code, pid, record, after_crash = controller_faults["crashed"]
+    assert code == -signal.SIGKILL and record["pid"] == pid and record["playbook_pid"], record
+    assert after_crash == []  # the cell it was running records nothing
+    _, output, after_rerun, _ = controller_faults["terminated"]
     assert (
-        f"the last run of campaign {campaign} (platbench run pid {record['pid']}, started {record['started']}: "
-        in output
+        f"the last run of campaign fault-controller (platbench run pid {pid}, started {record['started']}: " in output
     )
     assert "ended without cleaning up: it was killed or its controller stopped" in output
-    assert output.index(f"removed what the last run left; resuming campaign {campaign}") < output.index(
-        "localhost: 2 cells to run"
-    )
-    assert not (results / campaign / "run.lock").exists()
-    assert_resumed(results / campaign)
-    assert_nothing_left(clean_host, campaign)
+    cleaned = output.index("removed what the last run left; resuming campaign fault-controller")
+    assert cleaned < output.index("localhost: 2 cells to run")  # the crashed cell runs again
+    assert re.search(cell_line(CELLS[0], "ok"), output, re.M)
+    assert [sample for sample in after_rerun if sample["labels"]["cell"] != CELLS[0]] == []
 
 
-# A file system of a few MB: the campaign's files, and the filler that takes the rest.
-FULL_FS_SIZE = "8m"
+def test_sigterm_to_the_runner_cleans_up_the_cell_and_the_rerun_resumes(controller_faults):
+    code, output, after_sigterm, left = controller_faults["terminated"]
+    assert code == 128 + signal.SIGTERM, output
+    assert f"stopped by SIGTERM: cleaned up cell {CELLS[1]}; rerun the same command to resume: platbench run " in output
+    assert {sample["labels"]["cell"] for sample in after_sigterm} == {CELLS[0]}  # a stopped cell records nothing
+    assert left == []
+    last_code, last_output = controller_faults["last"]
+    assert last_code == 0, last_output
+    assert "localhost: 1 cells to run, 1 already measured" in last_output
+    assert_resumed(controller_faults["dir"], kept=after_sigterm)
+    assert not (controller_faults["dir"] / "run.lock").exists()
+    assert_nothing_left(controller_faults["before"], "fault-controller")
+
+
+# -- the results directory's file system full ------------------------------------------------------------------------
+
+FULL_FS_SIZE = "8m"  # a file system of a few MB: the campaign's files, and the filler that takes the rest
 
 
 def fill(path):
@@ -265,6 +286,7 @@ def test_a_full_results_file_system_stops_the_campaign_whole_and_the_rerun_compl
 
     campaign, results = "fault-full", tmp_path / "results"
     argv = campaign_argv(campaign, BUSY_STEPS)
+    directory = results / campaign
     results.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={FULL_FS_SIZE}", "tmpfs", str(results)], check=True)
     try:
@@ -272,13 +294,12 @@ def test_a_full_results_file_system_stops_the_campaign_whole_and_the_rerun_compl
         try:
             run.wait_line(cell_line(CELLS[0], "ok"))
             # Full once the bm cell's samples are on disk (its event may come before the callback has written them).
-            wait_for(lambda: samples_of(results / campaign), CELL_SECONDS, "samples of the bm cell on disk")
+            wait_for(lambda: samples_of(directory), CELL_SECONDS, "samples of the bm cell on disk")
             fill(results / "filler")
             code = run.finish()
         finally:
             run.stop()
         assert code == 1, run.output
-        directory = results / campaign
         assert f"cell {CELLS[1]} is not recorded: the results directory {directory} has only " in run.output
         assert "too little to record this cell" in run.output
         assert "The campaign stops here; the samples written before are kept whole. Free space on that" in run.output
@@ -287,8 +308,8 @@ def test_a_full_results_file_system_stops_the_campaign_whole_and_the_rerun_compl
         assert {sample["labels"]["cell"] for sample in first} == {CELLS[0]}
         assert all(json.loads(line) for line in samples.read_text().splitlines())  # no partial line
 
-        # The results callback's own write on the full disk, with two pages left free so that it begins: taken back
-        # whole, the error raised.
+        # The results callback's own write on the full disk, two pages left free so that it begins: taken back whole,
+        # the error raised.
         filler = results / "filler"
         os.truncate(filler, filler.stat().st_size - 8192)
         before = samples.read_bytes()
@@ -296,8 +317,8 @@ def test_a_full_results_file_system_stops_the_campaign_whole_and_the_rerun_compl
             append_samples(samples, first * 50)
         assert raised.value.errno == errno.ENOSPC and samples.read_bytes() == before
 
-        (results / "filler").unlink()
-        code, output = rerun(argv, results)
+        filler.unlink()
+        code, output = until_done(argv, results)
         assert code == 0, output
         assert "localhost: 1 cells to run, 1 already measured" in output
         assert_resumed(directory, kept=first)
@@ -306,20 +327,29 @@ def test_a_full_results_file_system_stops_the_campaign_whole_and_the_rerun_compl
     assert_nothing_left(clean_host, campaign)
 
 
-# -- the campaign's files and the host's state -----------------------------------------------------------------------
+# -- one whole campaign: a clock step during its bm cell, a second run refused while it runs ---------------------------
 
 MEASURED = "fault-measured"
+# A step of the wall clock during a cell: the workloads time themselves on monotonic clocks (perf_counter, the
+# process's start against /proc/uptime), so no figure moves by it. Stepped forward once the bm workload has run a
+# moment, back by as much once it ended: a figure taken from the wall clock would be off by the step.
+CLOCK_STEP = 300
+
+
+def step_clock(seconds):
+    subprocess.run(["date", "--set", f"@{time.time() + seconds:.6f}"], capture_output=True, check=True)
 
 
 @pytest.fixture(scope="module")
 def measured(lab, tmp_path_factory):
-    """A whole campaign, during which a second `platbench run` of it was started: the second's exit status and
-    output, the first's, and the host before both."""
-    assert workload_processes() == [], "a workload runs already: the lab is busy"
-    before = host_state()
+    """A whole campaign: the wall clock stepped during its bm cell, and a second `platbench run` of it started while
+    it ran."""
+    before = idle_host()
     results = tmp_path_factory.mktemp("measured") / "results"
-    argv = campaign_argv(MEASURED)
+    argv = campaign_argv(MEASURED, BUSY_STEPS)
+    offset = time.time() - time.monotonic()
     first = Run(argv, results)
+    stepped = False
     try:
         first.wait_line(rf"^platbench: campaign {MEASURED}, ")  # the lock is held from here
         second = Run(argv, results)
@@ -328,14 +358,25 @@ def measured(lab, tmp_path_factory):
         finally:
             second.stop()
         first_running = first.process.poll() is None
+        workload = wait_for(lambda: workload_pid("bm"), CELL_SECONDS, "bm workload")
+        time.sleep(1.0)  # into the cell: its process started, its steps under way
+        alive = workload_pid("bm") == workload
+        step_clock(CLOCK_STEP)
+        stepped = True
+        wait_for(lambda: workload_pid("bm") is None, CELL_SECONDS, "end of the bm workload")
+    finally:
+        if stepped:
+            step_clock(-CLOCK_STEP)
+    try:
         code = first.finish()
     finally:
         first.stop()
     return {
-        "results": results,
+        "dir": results / MEASURED,
         "before": before,
         "first": (code, first.output, first.process.pid, first_running),
         "second": (second_code, second.output),
+        "clock": (alive, abs(time.time() - time.monotonic() - offset)),
     }
 
 
@@ -348,14 +389,29 @@ def test_a_second_run_of_a_running_campaign_is_refused_naming_the_first(measured
         second_output
     )
     assert first_running and code == 0, output  # the first went on, to its end
-    assert_resumed(measured["results"] / MEASURED)
-    assert not (measured["results"] / MEASURED / "run.lock").exists()
+    assert_resumed(measured["dir"])
+    assert not (measured["dir"] / "run.lock").exists()
     assert_nothing_left(measured["before"], MEASURED)
+
+
+def test_a_clock_step_during_a_cell_moves_no_timing(measured):
+    alive, drift = measured["clock"]
+    assert alive, "the bm cell ended within a second: give it more steps (BUSY_STEPS)"
+    assert drift < 5, "the clock was not stepped back"
+    code, output, _, _ = measured["first"]
+    assert code == 0, output
+    value = {(s["labels"]["platform"], s["metric"]): s["value"] for s in assert_resumed(measured["dir"])}
+    for platform in ("bm", "cn"):
+        assert 0 < value[(platform, "elapsed")] < CLOCK_STEP / 2, value
+        assert value[(platform, "throughput")] > 0, value
+    # The stepped cell's figures stand beside the other platform's, as they do without a step: not off by 300 s.
+    assert 0.2 < value[("bm", "throughput")] / value[("cn", "throughput")] < 5, value
+    assert 0.2 < value[("bm", "elapsed")] / value[("cn", "elapsed")] < 5, value
 
 
 def test_a_truncated_last_line_is_named_skipped_and_its_cell_runs_again(measured, clean_host, tmp_path):
     results = tmp_path / "results"
-    shutil.copytree(measured["results"] / MEASURED, results / MEASURED)
+    shutil.copytree(measured["dir"], results / MEASURED)
     samples = results / MEASURED / "samples.jsonl"
     lines = samples.read_bytes().splitlines(keepends=True)
     last = lines[-1]
@@ -363,7 +419,7 @@ def test_a_truncated_last_line_is_named_skipped_and_its_cell_runs_again(measured
     cell = json.loads(last)["labels"]["cell"]  # whose write it cut
     kept = [sample for sample in samples_of(results / MEASURED) if sample["labels"]["cell"] != cell]
 
-    code, output = rerun(campaign_argv(MEASURED), results)
+    code, output = until_done(campaign_argv(MEASURED), results)
     assert code == 0, output
     assert f"warning: {samples} line {len(lines)} is no whole sample (a write cut short by a crash?): skipped" in output
     assert f"the rest of cell {cell}'s samples, whose write was cut short: skipped; that cell runs again" in output
@@ -373,18 +429,17 @@ def test_a_truncated_last_line_is_named_skipped_and_its_cell_runs_again(measured
     assert_nothing_left(clean_host, MEASURED)
 
 
-# A cell's network path and a fence that a crashed run left: names the lab uses (pb + 8 hex digits), an address
-# of 198.18.0.0/15.
+# -- a crashed run's leftovers on the host ---------------------------------------------------------------------------
+
+# A cell's network path that a crashed run left: names the lab uses (pb + 8 hex digits), an address of 198.18.0.0/15.
 LEFT_TAG = "pbfa017e57"
 LEFT_NAMESPACE, LEFT_BRIDGE, LEFT_ADDRESS = f"{LEFT_TAG}-0", f"{LEFT_TAG}br", "198.19.254.1/24"
+# A top-level cpuset group of the test's own, on CPU 0 alone: the fence left up widened it to every core.
+FENCED_GROUP = "platbench-fault-fence"
 
 
 def ip(*argv, check=True):
     return subprocess.run(["ip", *argv], capture_output=True, text=True, check=check)
-
-
-# A top-level cpuset group of the test's own, on CPU 0 alone: the fence left up widened it to every core.
-FENCED_GROUP = "platbench-fault-fence"
 
 
 def test_leftovers_of_a_crashed_run_are_named_by_the_prechecks_and_removed_by_teardown(clean_host, tmp_path):
@@ -406,7 +461,7 @@ def test_leftovers_of_a_crashed_run_are_named_by_the_prechecks_and_removed_by_te
         cpu_fence.put_up(every_core, FENCE_STATE)
         assert os.path.exists(FENCE_STATE)
 
-        code, output = rerun(campaign_argv(campaign), results)
+        code, output = until_done(campaign_argv(campaign), results)
         assert code == 1, output
         assert "localhost holds what an earlier run left, or a campaign running there now:" in output
         assert f"  the network paths of cells: namespace {LEFT_NAMESPACE}; bridge {LEFT_BRIDGE};" in output
@@ -427,46 +482,4 @@ def test_leftovers_of_a_crashed_run_are_named_by_the_prechecks_and_removed_by_te
         cpu_fence.take_down(FENCE_STATE)
         if os.path.isdir(group):
             os.rmdir(group)
-    assert_nothing_left(clean_host, campaign)
-
-
-# A step of the wall clock during a cell: the workloads time themselves on monotonic clocks (perf_counter, the
-# process's start against /proc/uptime), so no figure moves by it. Stepped forward once the bm workload has run a
-# moment, back by as much once it ended: a figure taken from the wall clock would be off by the step.
-CLOCK_STEP = 300
-
-
-def step_clock(seconds):
-    subprocess.run(["date", "--set", f"@{time.time() + seconds:.6f}"], capture_output=True, check=True)
-
-
-def test_a_clock_step_during_a_cell_moves_no_timing(clean_host, tmp_path):
-    campaign, results = "fault-clock", tmp_path / "results"
-    offset = time.time() - time.monotonic()
-    run = Run(campaign_argv(campaign, BUSY_STEPS), results)
-    stepped = False
-    try:
-        workload = wait_for(lambda: workload_pid("bm"), CELL_SECONDS, "bm workload")
-        time.sleep(1.0)  # into the cell: its process started, its steps under way
-        assert workload_pid("bm") == workload, "the bm cell ended within a second: give it more steps (BUSY_STEPS)"
-        step_clock(CLOCK_STEP)
-        stepped = True
-        wait_for(lambda: workload_pid("bm") is None, CELL_SECONDS, "end of the bm workload")
-    finally:
-        if stepped:
-            step_clock(-CLOCK_STEP)
-    try:
-        code = run.finish()
-    finally:
-        run.stop()
-    assert abs(time.time() - time.monotonic() - offset) < 5, "the clock was not stepped back"
-    assert code == 0, run.output
-    samples = assert_resumed(results / campaign)
-    value = {(s["labels"]["platform"], s["metric"]): s["value"] for s in samples}
-    for platform in ("bm", "cn"):
-        assert 0 < value[(platform, "elapsed")] < CLOCK_STEP / 2, value
-        assert value[(platform, "throughput")] > 0, value
-    # The stepped cell's figures stand beside the other platform's, as they do without a step: not off by 300 s.
-    assert 0.2 < value[("bm", "throughput")] / value[("cn", "throughput")] < 5, value
-    assert 0.2 < value[("bm", "elapsed")] / value[("cn", "elapsed")] < 5, value
     assert_nothing_left(clean_host, campaign)
