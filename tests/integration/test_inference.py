@@ -102,6 +102,8 @@ def test_each_app_is_served_on_both_platforms_with_its_phases_adding_up_to_loadg
 @pytest.mark.parametrize("app", APPS)
 def test_loadgens_logs_are_kept_beside_the_samples(campaigns, app):
     samples = [s for s in read_samples(campaigns[app]) if s["metric"] == "inference_time"]
+    # One cell per platform, ic's with both timings: a campaign without them must not pass for want of samples.
+    assert len(samples) == (4 if app == "ic" else 2), samples
     for sample in samples:
         kept = sample["metadata"]["kept_files"]  # {file name: its path in the campaign's directory}
         assert {"mlperf_log_summary.txt", "mlperf_log_detail.txt"} <= set(kept), kept
@@ -111,7 +113,9 @@ def test_loadgens_logs_are_kept_beside_the_samples(campaigns, app):
 
 @pytest.mark.parametrize("app", APPS)
 def test_a_tiny_run_is_scaled_down_and_one_given_a_minimum_duration_it_cannot_last_is_invalid(campaigns, app):
-    for key, loadgen in loadgen_of(read_samples(campaigns[app])).items():
+    cells = loadgen_of(read_samples(campaigns[app]))
+    assert len(cells) == (4 if app == "ic" else 2), cells
+    for key, loadgen in cells.items():
         minimums = loadgen["mlperf_minimums"]
         assert minimums["met"] is False and minimums["asked"]["samples"] == REQUESTS, (key, minimums)
         if app in INVALID_PARAMS:
