@@ -135,7 +135,7 @@ def test_task_timeout_names_the_setting():
         "timedout": {"frame": "Configure `DISPLAY_TRACEBACK` to see a traceback on timeout errors.", "period": 3600},
     }
     message = describe_failure(RUN_CONTAINER, result)
-    assert message.startswith("stopped by the cell timeout (3600 s): the task did not end within it")
+    assert message.startswith("stopped by the cell timeout (3600 s): its task did not end within it")
     assert "raise platform_run_cell_timeout" in message
     assert describe_failure(RUN_CONTAINER, {"msg": "Timed out after 60 second(s)."}).startswith(
         "stopped by the cell timeout (60 s)"
