@@ -16,7 +16,7 @@ description:
     pins each C(fc_vcpu N) thread to the Nth of O(cpus), and waits until the guest's SSH port answers.
   - C(state=absent) stops the VM's Firecracker, removes its tap, its jail and its cgroups. Removing what is gone is
     no change.
-  - C(state=absent) with O(cleanup_all) removes what every stopped cell left on the host (C(playbooks/teardown.yml)):
+  - C(state=absent) with O(cleanup_all) removes what every stopped cell left on the host (C(playbooks/teardown.yml)) -
     each jail under O(chroot_base) with its Firecracker and cgroups, each Firecracker process and jailer cgroup of a
     cell's micro-VM (id C(platbench-<hex>)) whose jail is gone, and each cell's tap (C(pbfc) and 8 hex digits).
   - Fails before anything is made where the host cannot run a micro-VM (no usable /dev/kvm, no Firecracker), saying
