@@ -22,9 +22,9 @@ from playbook_run import instance_leftovers, platbench_run, workload_processes
 CELLS = ("bm/1/pin/cpu|r0", "cn/1/pin/cpu|r0")
 # Steps of the tiny model: a cell of a few seconds, the framework's import included.
 TINY_STEPS = 20
-# Long enough that a cell is still training when its fault comes (kill -9, a stopped engine, a signal), a few
-# seconds; the rerun then measures TINY_STEPS.
-BUSY_STEPS = 1500
+# Long enough that a cell is still training when its fault comes (kill -9, a stopped engine, a signal): a few
+# seconds past the framework's import on a 2-core machine (some 25 steps a second); the rerun measures TINY_STEPS.
+BUSY_STEPS = 100
 # Far more than any cell trains before its fault stops it (the cell timeout).
 ENDLESS_STEPS = 1_000_000
 RUN_SECONDS = 300  # a whole short campaign, on a loaded 2-core machine

@@ -110,7 +110,7 @@ def test_kill_9_of_the_workload_fails_its_cell_and_the_campaign_goes_on(cell_fau
     assert code == 1, output
     assert bm_left is None
     error = failed_errors(first)[CELLS[0]]
-    assert error.startswith("killed by SIGKILL (signal 9): the kernel's OOM killer, a `kill -9`"), error
+    assert "killed by SIGKILL (signal 9): the kernel's OOM killer, a `kill -9`" in error, error
     assert re.search(cell_line(CELLS[1], "failed"), output, re.M)  # the campaign went on to the next cell
     assert left == []
     rerun_code, rerun_output = cell_faults["rerun"]
@@ -179,6 +179,8 @@ def test_dockerd_stopped_mid_cell_fails_that_cell_and_the_rerun_measures_it(clea
         if not engine_answers():  # whatever failed, the lab's later tests need their engine
             run_lab_playbook(START_ENGINE, tmp_path / "start-again")
     assert engine_answers()
+    # The engine's own links, cgroups and mounts are as its start made them: nothing-is-left looks from here on.
+    started_again = host_state()
     assert code == 1, run.output
     first = samples_of(results / campaign)
     assert failed_errors(first)[CELLS[1]].startswith("the Docker engine stopped answering during the cell")
@@ -189,7 +191,7 @@ def test_dockerd_stopped_mid_cell_fails_that_cell_and_the_rerun_measures_it(clea
     assert code == 0, output
     assert "localhost: 1 cells to run, 1 already measured" in output
     assert_resumed(results / campaign, kept=first, failed=[CELLS[1]])
-    assert_nothing_left(clean_host, campaign)
+    assert_nothing_left(started_again, campaign)
 
 
 # -- the controller: SIGKILL to the runner and its playbook (during bm), then SIGTERM to the rerun (during cn) --------
@@ -333,7 +335,7 @@ MEASURED = "fault-measured"
 # A step of the wall clock during a cell: the workloads time themselves on monotonic clocks (perf_counter, the
 # process's start against /proc/uptime), so no figure moves by it. Stepped forward once the bm workload has run a
 # moment, back by as much once it ended: a figure taken from the wall clock would be off by the step.
-CLOCK_STEP = 300
+CLOCK_STEP = 60  # seconds: far more than a cell of BUSY_STEPS lasts, less than any timeout a run here has
 
 
 def step_clock(seconds):
@@ -402,9 +404,9 @@ def test_a_clock_step_during_a_cell_moves_no_timing(measured):
     assert code == 0, output
     value = {(s["labels"]["platform"], s["metric"]): s["value"] for s in assert_resumed(measured["dir"])}
     for platform in ("bm", "cn"):
-        assert 0 < value[(platform, "elapsed")] < CLOCK_STEP / 2, value
+        assert 0 < value[(platform, "elapsed")] < CLOCK_STEP, value  # from the wall clock it would be above
         assert value[(platform, "throughput")] > 0, value
-    # The stepped cell's figures stand beside the other platform's, as they do without a step: not off by 300 s.
+    # The stepped cell's figures stand beside the other platform's, as they do without a step: not off by the step.
     assert 0.2 < value[("bm", "throughput")] / value[("cn", "throughput")] < 5, value
     assert 0.2 < value[("bm", "elapsed")] / value[("cn", "elapsed")] < 5, value
 
