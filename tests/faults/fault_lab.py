@@ -121,10 +121,29 @@ def cell_line(cell, status):
     return rf"^\[\d+/\d+\] {re.escape(cell)} {status} "
 
 
-def workload_pid(platform):
-    """The pid of the running workload of a bm cell (its python, not the `timeout` above it) or of a cn cell (the
-    container's python, as the host sees it), or None."""
+def _in_a_container(pid):
+    try:
+        return "/docker" in Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return False
+
+
+def lab_workloads():
+    """The workload processes of the lab's cells, ``pid command`` each: a bm cell's (its python under
+    /opt/platbench, and the `timeout` in front of it) and a container's; not those of unit tests, which run the
+    workloads from the checkout's venv beside the lab tests on a developer's machine."""
+    found = []
     for line in workload_processes():
+        pid, command = line.split(None, 1)
+        if BM_PYTHON in command.split()[:8] or _in_a_container(pid):
+            found.append(line)
+    return found
+
+
+def workload_pid(platform):
+    """The pid of the running workload of a bm cell (its python, not the `timeout` in front of it) or of a cn cell
+    (the container's python, as the host sees it), or None."""
+    for line in lab_workloads():
         pid, command = line.split(None, 1)
         program = command.split()[0]
         if os.path.basename(program).startswith("python") and (program == BM_PYTHON) == (platform == "bm"):
@@ -174,7 +193,7 @@ def host_state():
 def leftovers(before, campaign):
     """What the campaign left: workload processes, its playbooks' processes, its containers, the links, namespaces,
     cgroups and mounts the host did not have ``before`` (a HostState), and a fence's state file."""
-    found = [f"workload process {line}" for line in workload_processes()]
+    found = [f"workload process {line}" for line in lab_workloads()]
     found += [f"playbook process {line}" for line in run_directory_processes()]
     found += [f"container, link or namespace of {campaign}: {name}" for name in instance_leftovers(campaign)]
     now = host_state()

@@ -35,11 +35,12 @@ from fault_lab import (
     campaign_argv,
     cell_line,
     host_state,
+    lab_workloads,
     left_behind,
     samples_of,
     workload_pid,
 )
-from playbook_run import run_lab_playbook, wait_for, workload_processes
+from playbook_run import run_lab_playbook, wait_for
 
 from tests import skips
 
@@ -52,7 +53,7 @@ pytestmark = [
 
 def idle_host():
     """The host before an entry's fault, which nothing-is-left compares with: no workload may run already."""
-    assert workload_processes() == [], "a workload runs already: the lab is busy"
+    assert lab_workloads() == [], "a workload runs already: the lab is busy"
     return host_state()
 
 
@@ -90,7 +91,7 @@ def cell_faults(lab, tmp_path_factory):
         run.wait_line(cell_line(CELLS[0], "failed"))
         bm_left = workload_pid("bm")
         run.wait_line(cell_line(CELLS[1], "failed"))
-        cn_left = workload_processes()
+        cn_left = lab_workloads()
         code = run.finish()
     finally:
         run.stop()
