@@ -129,10 +129,18 @@ class Scratch:
         return self.create("flavor", "--vcpus", "1", "--ram", "256", "--disk", "1")
 
     def delete_all(self):
+        """Every resource is deleted even when one of them fails (a network left on physnet1 would make the next
+        flat network of the session fail); the first failure is raised at the end."""
+        problems = []
         for kind, resource_id in reversed(self.created):
-            self.cloud.openstack(*kind.split(), "delete", resource_id, check=False)
-            if kind == "coe cluster":
-                wait_for(lambda: self.cloud.openstack("coe", "cluster", "list", "-f", "json"), [])
+            try:
+                self.cloud.openstack(*kind.split(), "delete", resource_id, check=False)
+                if kind == "coe cluster":
+                    wait_for(lambda: self.cloud.openstack("coe", "cluster", "list", "-f", "json"), [])
+            except AssertionError as problem:
+                problems.append(problem)
+        if problems:
+            raise problems[0]
 
 
 @pytest.fixture

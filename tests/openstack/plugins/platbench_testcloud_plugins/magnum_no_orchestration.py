@@ -34,9 +34,13 @@ class NoOrchestrationDriver(driver.Driver):
         if cluster.status != fields.ClusterStatus.DELETE_IN_PROGRESS:
             return
         cert_manager.delete_certificates_from_cluster(cluster, context=context)
-        for nodegroup in cluster.nodegroups:
-            nodegroup.destroy()
+        # The cluster's row goes first: its master_count is read from its nodegroups, and a cluster listed
+        # between the nodegroups' removal and its own would have none, which magnum-api refuses to show
+        # ("Invalid input for field/attribute master_count", HTTP 400, for every `coe cluster list`).
+        nodegroups = list(cluster.nodegroups)
         cluster.destroy()
+        for nodegroup in nodegroups:
+            nodegroup.destroy()
 
     def _refuse(self, *args, **kwargs):
         raise NotImplementedError(NO_ORCHESTRATION)
