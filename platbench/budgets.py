@@ -17,7 +17,8 @@ The direction of each metric comes from the metric table (workloads/common/metri
 its worse side (a lower tolerance for a higher-is-better metric, an upper one for a lower-is-better metric), so
 that "at most 5% below bm" is never written for a time, where it would bound the platform being faster.
 
-A budgeted row is judged on the 95% confidence interval of its ratio (report_stats.ratio_interval): ``pass`` when
+A budgeted row is judged on the 95% confidence interval of its ratio, the report's own (report_tables.comparison:
+paired by round in a rounds campaign, Welch's otherwise): ``pass`` when
 the whole interval lies within the bounds, ``fail`` when it lies wholly beyond one, ``inconclusive`` when it
 straddles one (or there is no interval: fewer than two repeats on a side, no bm row).
 """
@@ -37,10 +38,10 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import CPU_CO
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
 from platbench.report_load import BASELINE, measured
-from platbench.report_stats import ratio_interval
 from platbench.report_tables import (
     NOT_AVAILABLE,
     baseline_rows,
+    comparison,
     key_cells,
     number_cell,
     render_markdown,
@@ -298,7 +299,7 @@ def _verdict(row, baseline, budget, metric):
         return Verdict(row, budget, None, None, INCONCLUSIVE, f"no ratio to {BASELINE}")
     point = row[f"{metric} ratio to {BASELINE}"]
     baseline_values = baseline[f"{metric} values"]
-    interval = ratio_interval(values, baseline_values)
+    interval = comparison(row, baseline, metric)["interval"]  # the table's own estimate: paired by round, or Welch's
     if interval is None and point is not None and len(values) >= 2 and len(baseline_values) >= 2:
         interval = (point, point)  # no spread on either side: the ratio is exact
     if interval is None:

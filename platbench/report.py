@@ -33,7 +33,8 @@ from pathlib import Path
 
 import pandas as pd  # noqa: F401  (the tests build their frames as report.pd)
 
-from platbench import budgets, inference_report, instances_report, report_html, report_meta, validity
+from platbench import answer, budgets, inference_report, instances_report, report_html, report_meta, validity
+from platbench.answer import seconds_per_round
 from platbench.report_diff import DIFF_NOTE, diff_percent, diff_tables, write_diff_tables
 from platbench.report_figures import chart_rows, roofline_points, write_chart, write_roofline
 from platbench.report_load import (
@@ -56,6 +57,7 @@ from platbench.report_tables import (
     NOISE_NOTE,
     SCALED_DOWN_TITLE,
     SKIPPED_TITLE,
+    baseline_rows,
     csv_frame,
     display_table,
     emulated_note,
@@ -202,6 +204,14 @@ def run(args):
     )
     header, lines = display_table(rows, keys, metrics, units)
     table = csv_frame(rows, keys, metrics, units)
+    # The answer first (platbench/answer.py): each platform against bm on the main metric, then the tables.
+    answer_lines = (
+        answer.lines(rows, keys, baseline_rows(rows, keys, args.include_emulated), metrics[0], seconds_per_round(frame))
+        if metrics
+        else []
+    )
+    answer_text = "".join(line + "\n" for line in answer_lines) + ("\n" if answer_lines else "")
+    answer_markdown = "".join(f"- {line}\n" if index else f"**{line}**\n\n" for index, line in enumerate(answer_lines))
     notes = "".join(
         f"\n\n{note}"
         for note in (
@@ -214,7 +224,7 @@ def run(args):
         )
         if note
     )
-    markdown = render_markdown(header, lines) + notes
+    markdown = answer_markdown + ("\n" if answer_markdown else "") + render_markdown(header, lines) + notes
 
     table.to_csv(results_dir / "report.csv", index=False)
     written = ["report.csv", "report.md"]
@@ -305,7 +315,7 @@ def run(args):
     elif args.format == "markdown":
         print(markdown + split_markdown + diff_markdown + budget_markdown)
     else:
-        print(render_text(header, lines) + notes + split_text + diff_text + budget_text)
+        print(answer_text + render_text(header, lines) + notes + split_text + diff_text + budget_text)
     print(f"platbench report: wrote {', '.join(written)} in {results_dir}", file=sys.stderr)
     for line in notes_after:
         print(f"note: {line}", file=sys.stderr)

@@ -28,7 +28,10 @@ DEFAULT_METRICS = ("throughput", "elapsed")
 MICRO_METRICS = ("hpl_gflops", "stream_triad", "mem_latency", "dd_write", "net_throughput", "gpu_sgemm")
 SCENARIO_LABELS = ["platform", "scaleup", "cpu_config", "processor"]
 # Labels that identify a run rather than what was run: never a row of their own.
-RUN_LABELS = {"scenario", "cell", "repeat", "campaign"}
+RUN_LABELS = {"scenario", "cell", "repeat", "campaign", "schedule"}
+# The sample's own timestamp (seconds since the epoch): a column of the frame, never a label; the answer's time per
+# round comes from it (platbench/answer.py).
+SAMPLE_TIME = "sample_time"
 # The inventory host that measured a cell: a row of its own (and its own baseline) once a
 # campaign holds samples of more than one host.
 HOST = "host"
@@ -99,6 +102,7 @@ def load_samples(results_dir):
                 "unit": sample.get("unit"),
                 ACCELERATOR: (sample.get("metadata") or {}).get(ACCELERATOR),
                 GPU_DEVICE: gpu_device(sample.get("metadata") or {}),
+                SAMPLE_TIME: sample.get("timestamp"),
                 SKIP_REASON: (sample.get("metadata") or {}).get("reason")
                 if sample.get("metric") == SKIPPED_METRIC
                 else None,
@@ -179,7 +183,7 @@ def varying_labels(frame):
     A label that only follows the scenario (threads = scale-up) adds nothing and is left out.
     """
     fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR, HOST, GPU_DEVICE, SKIP_REASON}
-    fixed |= {LOADGEN_RESULT, LOADGEN_REASONS, *validity.COLUMNS}
+    fixed |= {LOADGEN_RESULT, LOADGEN_REASONS, SAMPLE_TIME, *validity.COLUMNS}
     scenarios = [column for column in SCENARIO_LABELS if column in frame.columns]
     varying = []
     for column in frame.columns:

@@ -56,6 +56,38 @@ def ratio_interval(values, baseline_values):
     return 1.0 + interval[0] / center, 1.0 + interval[1] / center
 
 
+def paired_ratio_interval(pairs, confidence=CONFIDENCE):
+    """(estimate, low, high) of the ratio of a platform to its baseline measured in pairs (the same round of a
+    rounds campaign): Student's t on the logarithms of the pairs' ratios, back-transformed, so the estimate is their
+    geometric mean and the interval is the one-sample t interval of mean(log(value / baseline)). Pairing takes the
+    round's drift of the host out of the comparison. None with fewer than two pairs or a value <= 0; (r, r, r) when
+    the ratios do not spread at all."""
+    logs = [math.log(value / baseline) for value, baseline in pairs if value > 0 and baseline > 0]
+    if len(logs) < 2 or len(logs) != len(pairs):
+        return None
+    center, spread = statistics.fmean(logs), statistics.stdev(logs)
+    if not spread:
+        return (math.exp(center),) * 3
+    from scipy import stats
+
+    half = stats.t.ppf((1.0 + confidence) / 2.0, len(logs) - 1) * spread / math.sqrt(len(logs))
+    return math.exp(center), math.exp(center - half), math.exp(center + half)
+
+
+def pairs_needed(pairs, half_width, confidence=CONFIDENCE):
+    """How many pairs in all would bring the paired interval's relative half-width to ``half_width`` (0.03: ±3%),
+    from the spread of the log-ratios of ``pairs`` (n = (t * s / ln(1 + h))^2, with t at the pairs now); None below
+    two pairs."""
+    logs = [math.log(value / baseline) for value, baseline in pairs if value > 0 and baseline > 0]
+    if len(logs) < 2:
+        return None
+    from scipy import stats
+
+    spread = statistics.stdev(logs)
+    t = stats.t.ppf((1.0 + confidence) / 2.0, len(logs) - 1)
+    return max(len(logs), math.ceil((t * spread / math.log1p(half_width)) ** 2))
+
+
 def mean_interval(values, confidence=CONFIDENCE):
     """(low, high): the confidence interval of mean(values) by Student's t over the repeats; None below two
     values; (mean, mean) when they do not spread at all."""

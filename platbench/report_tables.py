@@ -10,6 +10,7 @@ import numpy
 import pandas as pd
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
+from ansible_collections.platbench.lab.plugins.plugin_utils import inject
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     FAILED_METRIC,
     OUTCOME_METRICS,
@@ -42,10 +43,10 @@ from platbench.report_stats import (
     coefficient_of_variation,
     mean,
     mean_interval,
+    paired_ratio_interval,
     ratio,
     ratio_interval,
     sample_std,
-    within_noise,
 )
 
 NOT_AVAILABLE = "n/a"  # the cell of a missing value or label
@@ -53,9 +54,15 @@ NO_ACCELERATOR = "-"  # the accelerator cell of a row without one (bare metal)
 # The notes after a table, each printed only where a row needs it.
 NOISE_MARK = "~"
 NOISE_NOTE = (
-    f"{NOISE_MARK}: the difference to bm lies within its 95% confidence interval (Welch's t over the "
-    "repeats): it cannot be told from noise. More repeats or a quieter host may resolve it."
+    f"{NOISE_MARK}: the ratio to bm's 95% confidence interval holds 1 (paired by round, Student's t on the log-ratios, "
+    "in a rounds campaign; Welch's t over the repeats otherwise): it cannot be told from noise. More rounds "
+    "(platbench run --precision) or a quieter host may resolve it."
 )
+# The column of the rounds (repeats) a rounds campaign pairs its platforms by (plugins/plugin_utils/schedule.py).
+ROUND = "repeat"
+SCHEDULE = "schedule"
+PAIRED = "paired by round (t on log-ratios)"
+UNPAIRED = "unpaired (Welch's t over the repeats)"
 EMULATED_NOTE = (
     "tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower than "
     "hardware; left out of the ratios to bm (--include-emulated shows them)."
@@ -90,7 +97,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
     INVALID, scaled-down) and its ``validity``:
     the reasons (platbench/validity.py, by ``thresholds``) its figures cannot be trusted, "" when they can.
     """
-    for column in SCENARIO_LABELS + ["cell", HOST, ACCELERATOR, LOADGEN_RESULT, *validity.COLUMNS]:
+    for column in SCENARIO_LABELS + ["cell", HOST, ACCELERATOR, LOADGEN_RESULT, ROUND, SCHEDULE, *validity.COLUMNS]:
         if column not in frame.columns:
             frame = frame.assign(**{column: None})
     by_workload = workload_keys(frame)
@@ -122,6 +129,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
             row[f"{metric} cv"] = coefficient_of_variation(values)
             row[f"{metric} min"] = min(values) if values else None
             row[f"{metric} max"] = max(values) if values else None
+            row[f"{metric} by round"] = _by_round(succeeded, metric)
         # An emulated guest's row (tcg) is functional only, never a measurement to trust: nothing to mark.
         row[validity.VALIDITY] = "" if is_emulated(row) else _validity(row, succeeded, metrics, thresholds)
         rows.append(row)
@@ -129,11 +137,17 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
     for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
         for metric in metrics:
             row[f"{metric} ratio to {BASELINE}"] = ratio(row[f"{metric} mean"], baseline.get(f"{metric} mean"))
-            row[f"{metric} within noise"] = (
-                within_noise(values_of[id(row), metric], values_of[id(baseline), metric])
-                if baseline and baseline is not row
-                else None
-            )
+            row[f"{metric} within noise"] = None
+            if not baseline or baseline is row:
+                continue
+            compared = comparison(row, baseline, metric)
+            row[f"{metric} ratio method"] = compared["method"]
+            row[f"{metric} pairs"] = compared["pairs"]
+            if compared["method"] == PAIRED:
+                row[f"{metric} ratio to {BASELINE}"] = compared["estimate"]
+            if compared["interval"] is not None:
+                low, high = compared["interval"]
+                row[f"{metric} within noise"] = low <= 1.0 <= high
     rows.sort(
         key=lambda row: (
             platform_rank(row["platform"]),
@@ -142,6 +156,37 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
         )
     )
     return rows, keys, units
+
+
+def _by_round(succeeded, metric):
+    """{round: value} of a row whose cells ran in a rounds campaign, one value per round; None otherwise (a
+    sequential or older campaign, or a row with several values in a round), which compares unpaired."""
+    picked = succeeded.loc[succeeded["metric"] == metric, [ROUND, SCHEDULE, "value"]]
+    if picked.empty or not (picked[SCHEDULE] == "rounds").all() or picked[ROUND].isna().any():
+        return None
+    if picked[ROUND].duplicated().any():
+        return None
+    return {int(number): float(value) for number, value in zip(picked[ROUND], picked["value"], strict=True)}
+
+
+def comparison(row, baseline, metric):
+    """How ``row`` compares with its ``baseline`` row on ``metric``, the one estimate the table, the answer, the
+    page and the budgets use: ``{"estimate", "interval", "method", "pairs"}``. Rows of a rounds campaign with two
+    or more rounds in common: paired by round (report_stats.paired_ratio_interval); otherwise the ratio of the
+    means with Welch's interval (report_stats.ratio_interval). ``interval`` is None where it cannot be computed."""
+    mine, theirs = row.get(f"{metric} by round"), baseline.get(f"{metric} by round")
+    if mine and theirs:
+        pairs = [(mine[number], theirs[number]) for number in sorted(mine) if number in theirs]
+        paired = paired_ratio_interval(pairs)
+        if paired is not None:
+            return {"estimate": paired[0], "interval": paired[1:], "method": PAIRED, "pairs": pairs}
+    values, baseline_values = row.get(f"{metric} values") or [], baseline.get(f"{metric} values") or []
+    return {
+        "estimate": ratio(mean(values), mean(baseline_values)),
+        "interval": ratio_interval(values, baseline_values),
+        "method": UNPAIRED,
+        "pairs": [],
+    }
 
 
 def _validity(row, succeeded, metrics, thresholds):
@@ -164,8 +209,9 @@ def _validity(row, succeeded, metrics, thresholds):
 
 def with_intervals(rows, keys, metrics, include_emulated=False):
     """``rows`` (summarize's) with each metric's 95% intervals added where a row lacks them: ``<metric> interval``,
-    of its mean (Student's t), and ``<metric> ratio interval``, of its ratio to bm (Welch's, ``ratio_interval``;
-    None for bm itself and rows without a baseline). The text table shows neither; the HTML page and the charts do."""
+    of its mean (Student's t), and ``<metric> ratio interval``, of its ratio to bm (``comparison``: paired by round
+    in a rounds campaign, Welch's otherwise; None for bm itself and rows without a baseline). The text table shows
+    neither; the HTML page and the charts do."""
     for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
         for metric in metrics:
             values = row.get(f"{metric} values") or []
@@ -173,9 +219,7 @@ def with_intervals(rows, keys, metrics, include_emulated=False):
                 row[f"{metric} interval"] = mean_interval(values)
             if f"{metric} ratio interval" not in row:
                 compared = baseline and baseline is not row and row.get(f"{metric} ratio to {BASELINE}") is not None
-                row[f"{metric} ratio interval"] = (
-                    ratio_interval(values, baseline.get(f"{metric} values") or []) if compared else None
-                )
+                row[f"{metric} ratio interval"] = comparison(row, baseline, metric)["interval"] if compared else None
     return rows
 
 
@@ -195,18 +239,29 @@ def with_keys_as_given(table, rows, keys):
 
 
 def baseline_rows(rows, keys, include_emulated=False):
-    """The bm row each summarized row is compared with ({} when none), in the order of ``rows``.
+    """The bm row each summarized row is compared with ({} when none), in the order of ``rows``; a row with a
+    known overhead injected (an ``inject`` dimension) is compared with the same row without it.
 
     bm has no accelerator: a vm row matches the bm row of the same scenario and parameters. Emulated
     (tcg) rows get none unless ``include_emulated``."""
 
-    def identity(row, platform):
-        return tuple(str(row[key]) for key in keys if key not in ("platform", ACCELERATOR)) + (platform,)
+    def identity(row, platform, injected=None):
+        return tuple(
+            injected if key == inject.LABEL and injected else str(row[key])
+            for key in keys
+            if key not in ("platform", ACCELERATOR)
+        ) + (platform,)
+
+    def baseline_of(row):
+        if is_emulated(row) and not include_emulated:
+            return {}
+        if inject.LABEL in keys and inject.is_injected(row.get(inject.LABEL)):
+            # A known overhead injected (the experiment's inject dimension): against the same cells without it.
+            return baselines.get(identity(row, row["platform"], inject.NONE), {})
+        return baselines.get(identity(row, BASELINE), {})
 
     baselines = {identity(row, row["platform"]): row for row in rows}
-    return [
-        {} if is_emulated(row) and not include_emulated else baselines.get(identity(row, BASELINE), {}) for row in rows
-    ]
+    return [baseline_of(row) for row in rows]
 
 
 def _sortable(value):

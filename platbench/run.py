@@ -261,7 +261,9 @@ def prepare(args):
         if args.platforms or args.workloads:
             file_experiment = load_experiment(str(EXPERIMENTS), args.experiment, None, args.size or None)
         overrides = build_overrides(args, file_experiment)
-        plan, warnings = plan_experiment(str(EXPERIMENTS), args.experiment, overrides, args.size or None)
+        plan, warnings = plan_experiment(
+            str(EXPERIMENTS), args.experiment, overrides, args.size or None, campaign=args.campaign
+        )
     except ExperimentError as exc:
         raise UsageError(str(exc)) from None
     if args.budgets:

@@ -45,6 +45,13 @@ options:
       - Empty runs the experiment at the size its file gives.
     type: str
     default: ""
+  campaign:
+    description:
+      - The campaign's name. A C(rounds) schedule without a C(schedule_seed) shuffles its rounds with a seed made from
+        it, so that the same campaign, resumed, runs its cells in the same order.
+      - Empty uses the experiment's name (the campaign's name when none is given).
+    type: str
+    default: ""
 seealso:
   - plugin_type: filter
     plugin: platbench.lab.expand_matrix
@@ -105,11 +112,12 @@ class LookupModule(LookupBase):
         experiments_dir = os.path.normpath(experiments_dir)
         overrides = self.get_option("overrides")
         size = self.get_option("size") or None
+        campaign = self.get_option("campaign") or None
 
         experiments = []
         for name in terms:
             try:
-                experiment, warnings = plan_experiment(experiments_dir, name, overrides, size)
+                experiment, warnings = plan_experiment(experiments_dir, name, overrides, size, campaign=campaign)
             except ExperimentError as exc:
                 raise AnsibleLookupError(str(exc)) from None
             for warning in warnings:

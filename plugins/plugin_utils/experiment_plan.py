@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.platbench.lab.plugins.module_utils.workload_needs import tools_for
+from ansible_collections.platbench.lab.plugins.plugin_utils import schedule
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     dropped_cells,
     expand,
@@ -25,7 +26,7 @@ COLLECTION_ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(
 COLLECTION_EXPERIMENTS = os.path.join(COLLECTION_ROOT, "experiments")
 
 
-def plan_experiment(experiments_dir, name, overrides=None, size=None, root=COLLECTION_ROOT):
+def plan_experiment(experiments_dir, name, overrides=None, size=None, root=COLLECTION_ROOT, campaign=None):
     """``(plan, warnings)``: experiment ``name`` of ``experiments_dir`` with its ``size`` and ``overrides``
     merged in, validated (matrix.load_experiment) and its workload parameters checked by the workloads' own
     parsers under ``root`` (params_check.checked_params); the plan is the experiment with ``cells`` (run order),
@@ -38,6 +39,8 @@ def plan_experiment(experiments_dir, name, overrides=None, size=None, root=COLLE
         source += f" (with overrides {overrides!r})"
     experiment = load_experiment(experiments_dir, name, overrides, size or None)
     warnings = checked_params(experiment, source, root)
+    if experiment["schedule"] == "rounds" and experiment["schedule_seed"] is None:
+        experiment["schedule_seed"] = schedule.seed_for(campaign or experiment["name"])
     plan = {
         **experiment,
         "cells": expand(experiment),

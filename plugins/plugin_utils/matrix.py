@@ -19,7 +19,7 @@ import re
 
 import yaml
 from ansible_collections.platbench.lab.plugins.module_utils import platforms, workload_needs
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils import inject, instances, schedule, sizing
 
 CPU_CONFIGS = ("pin", "vnl")
 PROCESSORS = ("cpu", "gpu")
@@ -46,6 +46,12 @@ OPTIONAL_FIELDS = {
     "idle_cores": None,
     # numa: spill says the biggest pinned scale-up is meant to cross a NUMA node (plugins/plugin_utils/sizing.py).
     "numa": None,
+    # The order the cells run in (plugins/plugin_utils/schedule.py): rounds shuffled per round, or sequential; the
+    # seed of the shuffle (absent: one made from the campaign's name, so a resumed campaign keeps its order).
+    "schedule": schedule.DEFAULT,
+    "schedule_seed": None,
+    # A known overhead injected into the cells (plugins/plugin_utils/inject.py): {cpu_quota: Q}, or a dimension.
+    "inject": None,
 }
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
 # Labels every cell carries; a workload parameter may not shadow them. `host` (the inventory
@@ -68,6 +74,8 @@ CELL_LABELS = (
     "background",
     "storage",
     "idle_cores",
+    schedule.LABEL,
+    inject.LABEL,
     sizing.REQUESTED_LABEL,
     sizing.CHR_LABEL,
     sizing.NUMA_LABEL,
@@ -398,14 +406,21 @@ def _check_deployment(experiment, problems):
 
 
 def deployment_dimensions(experiment):
-    """The labels the deployment knobs give a cell, one mapping per combination: ``storage`` (one per class)
-    and ``idle_cores``; [{}] without them, so that the cells of other experiments keep their ids."""
+    """The labels the deployment knobs give a cell, one mapping per combination: ``storage`` (one per class),
+    ``idle_cores`` and ``inject`` (inject.py); [{}] without them, so that the cells of other experiments keep their
+    ids."""
     idle = experiment.get("idle_cores")
     idles = [{"idle_cores": value} for value in idle] if isinstance(idle, list) else [{"idle_cores": idle}]
     if idle is None:
         idles = [{}]
     classes = experiment.get("storage") or [None]
-    return [{**({"storage": name} if name else {}), **each} for name in classes for each in idles]
+    injections = [{inject.LABEL: label} for label in inject.labels(experiment.get("inject"))] or [{}]
+    return [
+        {**({"storage": name} if name else {}), **each, **injected}
+        for name in classes
+        for each in idles
+        for injected in injections
+    ]
 
 
 def _leaves_cores_idle(extra, scaleup, experiment):
@@ -487,6 +502,12 @@ def validate_experiment(data, source="experiment", expected_name=None):
     _check_workload_params(experiment["workload_params"], workloads, problems)
     _check_dataset(experiment["dataset"], experiment["params"], problems)
     _check_deployment(experiment, problems)
+    problems.extend(schedule.problems(experiment["schedule"], experiment["schedule_seed"]))
+    inject_problems = inject.problems(experiment["inject"])
+    problems.extend(inject_problems)
+    if "platforms" in experiment and not inject_problems:
+        kinds = {label: platforms.get(label).kind for label in experiment["platforms"] if label in platforms.LABELS}
+        problems.extend(inject.platform_problems(experiment["inject"], kinds))
     experiment["emulated"] = _check_emulated(experiment["emulated"], experiment, problems, workloads)
     if workloads is not None:
         _check_needs(experiment, workloads, problems)
@@ -560,6 +581,7 @@ def _all_cells(experiment):
                         "repeat": repeat,
                         "scenario": scenario,
                         "cell": cell_id,
+                        schedule.LABEL: experiment.get("schedule", schedule.DEFAULT),
                         **extra,
                     }
                     cell = {"id": cell_id, "scenario": scenario, "labels": labels, "params": dict(cell_params)}
@@ -569,9 +591,11 @@ def _all_cells(experiment):
 
 
 def expand(experiment):
-    """The cells of a validated experiment to run, in run order (see ``_all_cells``); the cells a workload
-    cannot run in (``dropped_cells``) are left out."""
-    return [cell for cell, dropped in _all_cells(experiment) if dropped is None]
+    """The cells of a validated experiment to run, in run order: ``_all_cells``' order, each round shuffled when
+    the experiment's schedule is rounds and it holds its seed (schedule.ordered; experiment_plan gives it one); the
+    cells a workload cannot run in (``dropped_cells``) are left out."""
+    cells = [cell for cell, dropped in _all_cells(experiment) if dropped is None]
+    return schedule.ordered(cells, experiment.get("schedule"), experiment.get("schedule_seed"))
 
 
 def dropped_cells(experiment):

@@ -95,6 +95,7 @@ def test_cell_ids_are_unique_and_cells_carry_labels_and_params(experiments):
         "repeat": 2,
         "scenario": "cn/2/vnl/cpu",
         "cell": "cn/2/vnl/cpu|r2",
+        "schedule": "rounds",
     }
 
 

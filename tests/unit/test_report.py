@@ -14,6 +14,13 @@ from tests import skips
 REPO = Path(__file__).resolve().parents[2]
 
 
+def after_answer(text):
+    """The report's output after its answer block (the first lines, up to a blank line; platbench/answer.py)."""
+    if text.startswith(("Answer:", "**Answer:")):
+        return text.split("\n\n", 2)[-1] if text.startswith("**") else text.split("\n\n", 1)[1]
+    return text
+
+
 def sample(platform, metric, value, repeat, scaleup=2, cpu_config="pin", unit=None, **params):
     scenario = f"{platform}/{scaleup}/{cpu_config}/cpu"
     variant = ",".join(f"{key}={value}" for key, value in params.items())
@@ -209,7 +216,8 @@ def test_table_shows_units_mean_std_ratio_and_na(campaign):
 def test_cli_prints_the_table_and_writes_csv_and_markdown(campaign, capsys):
     assert cli.main(["report", str(campaign)]) == 0
     out = capsys.readouterr()
-    table = out.out.splitlines()
+    assert out.out.startswith("Answer: throughput, each platform against bm (95% interval, unpaired")
+    table = after_answer(out.out).splitlines()
     assert table[0].split()[:4] == ["platform", "scaleup", "cpu_config", "processor"]
     assert table[2].startswith("bm ")
     assert "wrote report.csv, report.md" in out.err
@@ -220,7 +228,7 @@ def test_cli_prints_the_table_and_writes_csv_and_markdown(campaign, capsys):
     assert float(rows[1]["throughput mean (images/sec)"]) == 40.5
     assert float(rows[1]["throughput ratio to bm"]) == pytest.approx(40.5 / 42.0)
     assert rows[2]["throughput ratio to bm"] == ""
-    markdown = (campaign / "report.md").read_text().splitlines()
+    markdown = after_answer((campaign / "report.md").read_text()).splitlines()
     assert markdown[0].startswith("| platform | scaleup |") and markdown[1].startswith("| --- |")
 
 
@@ -234,7 +242,7 @@ def test_csv_and_markdown_formats_and_metric_choice(campaign, capsys):
     )
     assert lines[1].endswith(",elapsed CV 9.1% > 5%: raise repeats to 16")
     assert report.main([str(campaign), "--format", "markdown"]) == 0
-    assert capsys.readouterr().out.startswith("| platform |")
+    assert after_answer(capsys.readouterr().out).startswith("| platform |")
 
 
 def test_unknown_metric_lists_the_available_ones(campaign, capsys):
@@ -262,7 +270,7 @@ def test_lines_that_are_not_samples_are_named_with_their_numbers_and_skipped(tmp
     assert "line 2: not JSON (Unterminated string" in captured.err
     assert "line 3: a JSON list, not an object; skipped" in captured.err
     assert "line 4: an object without metric; skipped" in captured.err
-    assert [line.split()[0] for line in captured.out.splitlines()[2:4]] == ["bm", "cn"]
+    assert [line.split()[0] for line in after_answer(captured.out).splitlines()[2:4]] == ["bm", "cn"]
     assert (tmp_path / "report.csv").is_file()
 
 
@@ -342,7 +350,7 @@ def test_accelerator_is_a_key_column_and_kvm_rows_get_their_ratio_to_bm(guests):
 
 def test_tcg_rows_are_left_out_of_the_ratios_with_a_note(guests, capsys):
     assert report.main([str(guests)]) == 0
-    out = capsys.readouterr().out.splitlines()[:-2]  # without the closing "report: .../report.html"
+    out = after_answer(capsys.readouterr().out).splitlines()[:-2]  # without the closing "report: .../report.html"
     assert out[0].split()[:3] == ["platform", "accelerator", "scaleup"]
     assert out[5].split()[:2] == ["vmcn", "tcg"] and out[5].split()[-1] == "n/a"
     assert out[-1] == report.EMULATED_NOTE
@@ -373,7 +381,7 @@ def test_include_emulated_computes_the_tcg_ratio(guests, capsys):
         rows = list(csv.DictReader(stream))
     assert float(rows[3]["throughput ratio to bm"]) == pytest.approx(2.0 / 42.0)
     assert report.main([str(guests), "--include-emulated"]) == 0
-    out = capsys.readouterr().out.splitlines()[:-2]  # without the closing "report: .../report.html"
+    out = after_answer(capsys.readouterr().out).splitlines()[:-2]  # without the closing "report: .../report.html"
     assert out[5].split()[-1] == f"{220.0 / 11.0:.3f}"  # elapsed / bm of the tcg row
     assert out[-1] == report.EMULATED_INCLUDED_NOTE
 
@@ -461,7 +469,7 @@ def test_a_gap_outside_the_noise_is_not_marked(tmp_path):
     _, lines = report.display_table(rows, keys, ["throughput", "elapsed"], units)
     assert lines[1][-4] == "0.900" and lines[1][-1] == "1.000 ~"
     assert report.noise_note(rows, ["throughput"]) is None
-    assert report.noise_note(rows, ["elapsed"]).startswith("~: the difference to bm lies within its 95%")
+    assert report.noise_note(rows, ["elapsed"]).startswith("~: the ratio to bm's 95% confidence interval holds 1")
 
 
 def on_host(samples, host):
@@ -524,7 +532,7 @@ def test_a_gpu_campaign_gets_the_roofline_figure_and_the_host_to_device_split(gp
     out = capsys.readouterr()
     assert "wrote report.csv, report.md, report.png, h2d_split.csv, roofline.png" in out.err
     assert (gpu_campaign / "roofline.png").read_bytes().startswith(b"\x89PNG")
-    text = out.out.split("\n\n")
+    text = after_answer(out.out).split("\n\n")
     # The main table, the validity note (bm's repeats differ by over 5%), then the host-to-device split.
     assert text[1].startswith("validity: a row is marked when")
     assert text[2].splitlines()[0] == report.H2D_TITLE

@@ -132,8 +132,8 @@ def test_the_rows_of_a_fixed_campaign_carry_their_marks(campaign):
 
 def test_the_table_csv_and_note_show_the_marks_and_the_options_move_the_thresholds(campaign, capsys):
     assert report.main([str(campaign), "--metric", "throughput"]) == 0
-    out = capsys.readouterr().out
-    table, *notes = out.split("\n\n")
+    answer, table, *notes = capsys.readouterr().out.split("\n\n")
+    assert answer.startswith("Answer: throughput")  # the answer first, then the table
     (note,) = [note for note in notes if note.startswith("validity:")]
     assert table.splitlines()[0].split()[-1] == "validity"
     assert "raise repeats to 18" in table and "CPU steal 5.0% on host lab1" in table

@@ -1,0 +1,103 @@
+"""The known overhead injected into a platform's cells (plugins/plugin_utils/inject.py): the field's refusals, each
+naming it; the dimension's labels and cell ids; the platforms that cannot take it; the injected rows compared with
+the same rows without injection."""
+
+import pytest
+from ansible_collections.platbench.lab.plugins.plugin_utils import inject
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+
+from platbench.report_load import load_samples
+from platbench.report_tables import baseline_rows, comparison, summarize
+
+EXPERIMENT = {
+    "name": "known",
+    "workload": "cnn_train",
+    "platforms": ["bm", "cn"],
+    "scaleup": [1],
+    "cpu_config": ["pin"],
+    "processor": ["cpu"],
+    "repeats": 2,
+    "schedule": "sequential",
+}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"cpu_quota": 0}, r"inject.cpu_quota: 0 must be a fraction of the cell's CPUs above 0 and at most 1"),
+        ({"cpu_quota": 1.2}, r"inject.cpu_quota: 1.2 must be a fraction"),
+        ({"cpu_quota": "half"}, r"inject.cpu_quota: 'half' must be a fraction"),
+        ({"cpu_quota": True}, r"inject.cpu_quota: True must be a fraction"),
+        ({"memory": 1}, r"inject: \{'memory': 1\}: inject: must be \{cpu_quota: Q\}"),
+        ([], r"inject: \[\] lists nothing"),
+        (["none", {"cpu_quota": -0.5}], r"inject\[1\].cpu_quota: -0.5 must be a fraction"),
+        (["none", "none"], r"inject: \['none', 'none'\] lists an injection twice"),
+    ],
+)
+def test_bad_injections_are_refused_naming_the_field(value, message):
+    with pytest.raises(ExperimentError, match=message):
+        validate_experiment({**EXPERIMENT, "inject": value})
+
+
+def test_platforms_that_cannot_take_a_quota_are_refused_at_plan_time():
+    with pytest.raises(ExperimentError, match=r"inject: vm, mvm cannot take an injected overhead"):
+        validate_experiment({**EXPERIMENT, "platforms": ["bm", "vm", "mvm"], "inject": {"cpu_quota": 0.9}})
+    # No overhead injected (only none): every platform is fine.
+    validate_experiment({**EXPERIMENT, "platforms": ["bm", "vm"], "inject": ["none"]})
+
+
+def test_a_dimension_labels_each_cell_and_keeps_the_ids_apart():
+    cells = expand(validate_experiment({**EXPERIMENT, "inject": ["none", {"cpu_quota": 0.95}]}))
+    assert [cell["id"] for cell in cells[:4]] == [
+        "bm/1/pin/cpu|inject=none|r0",
+        "cn/1/pin/cpu|inject=none|r0",
+        "bm/1/pin/cpu|inject=cpu_quota=0.95|r0",
+        "cn/1/pin/cpu|inject=cpu_quota=0.95|r0",
+    ]
+    assert inject.parse(cells[2]["labels"]["inject"]) == {"cpu_quota": 0.95}
+    assert inject.parse("none") == {} and inject.parse(None) == {}
+    # Without the field the cells carry no inject label: their ids are the ones every older campaign has.
+    assert "inject" not in expand(validate_experiment(EXPERIMENT))[0]["labels"]
+
+
+def sample(platform, injected, value, repeat):
+    scenario = f"{platform}/1/pin/cpu"
+    labels = {
+        "experiment": "known",
+        "workload": "cnn_train",
+        "platform": platform,
+        "scaleup": 1,
+        "cpu_config": "pin",
+        "processor": "cpu",
+        "mode": "single",
+        "repeat": repeat,
+        "scenario": scenario,
+        "schedule": "rounds",
+        "inject": injected,
+        "cell": f"{scenario}|inject={injected}|r{repeat}",
+    }
+    return {"metric": "throughput", "value": value, "unit": "images/sec", "timestamp": 1.0 + repeat, "labels": labels}
+
+
+def test_an_injected_row_is_compared_with_the_same_platform_without_injection(tmp_path):
+    drift = [1.0, 0.9, 1.1, 0.95]
+    samples = []
+    for repeat, factor in enumerate(drift):
+        samples += [
+            sample("bm", "none", 1000 * factor, repeat),
+            sample("bm", "cpu_quota=0.7", 700 * factor, repeat),
+            sample("cn", "none", 990 * factor, repeat),
+            sample("cn", "cpu_quota=0.7", 693 * factor, repeat),
+        ]
+    append_samples(tmp_path / "samples.jsonl", samples)
+    rows, keys, _ = summarize(load_samples(tmp_path), ["throughput"])
+    assert "inject" in keys
+    found = {}
+    for row, baseline in zip(rows, baseline_rows(rows, keys), strict=True):
+        found[row["platform"], row["inject"]] = (baseline.get("platform"), baseline.get("inject"), row, baseline)
+    assert found["bm", "cpu_quota=0.7"][:2] == ("bm", "none")
+    assert found["cn", "cpu_quota=0.7"][:2] == ("cn", "none")
+    assert found["cn", "none"][:2] == ("bm", "none")
+    _, _, row, baseline = found["bm", "cpu_quota=0.7"]
+    assert comparison(row, baseline, "throughput")["estimate"] == pytest.approx(0.7)
