@@ -53,6 +53,9 @@ def campaign_argv(campaign, steps=TINY_STEPS, *extra):
         "params.warmup_steps=1",
         "--set",
         f"params.steps={steps}",
+        # The plan's fixed order (CELLS: bm, then cn), which each fault is timed against; rounds would shuffle it.
+        "--set",
+        "schedule=sequential",
         "--campaign",
         campaign,
         *extra,
