@@ -94,9 +94,9 @@ def lines(rows, keys, baselines, metric, seconds_per_round=None, resolution=RESO
         compared = comparison(row, baseline, metric)
         methods.add(compared["method"])
         estimate, interval = compared["estimate"], compared["interval"]
-        where = f" ({_where(row, context_keys)})" if several else ""
-        text = f"{_name(row)}/{_name(baseline)} {metric}{where} {_ratio_text(estimate, interval)}: "
-        words = verdict(estimate, interval, metric, resolution, _name(baseline))
+        context = f" ({where(row, context_keys)})" if several else ""
+        text = f"{name(row)}/{name(baseline)} {metric}{context} {_ratio_text(estimate, interval)}: "
+        words = verdict(estimate, interval, metric, resolution, name(baseline))
         if words.startswith("undecided: ±"):
             more = _rounds_needed(compared, row, baseline, metric, resolution)
             if more is not None:
@@ -108,13 +108,13 @@ def lines(rows, keys, baselines, metric, seconds_per_round=None, resolution=RESO
     return [TITLE.format(metric=metric, baseline=BASELINE, methods=", ".join(sorted(methods))), *found]
 
 
-def _name(row):
+def name(row):
     """A row's platform, with the overhead injected into it (``cn[cpu_quota=0.95]``)."""
     label = row.get(inject.LABEL)
     return f"{row['platform']}[{label}]" if inject.is_injected(label) else str(row["platform"])
 
 
-def _where(row, keys):
+def where(row, keys):
     """Which row a line is about: its scenario without the platform (``1/pin/cpu``), then its other keys as
     ``key=value`` (parameters, workload, host); the host's sizing labels and the accelerator say nothing new."""
     scenario = "/".join(str(row.get(key)) for key in SCENARIO_PARTS)

@@ -8,6 +8,10 @@ campaign), 1 a cell or the playbook failed, 2 bad input, no host can run any cel
 the campaign (its lock, platbench/campaign_lock.py), 130 Ctrl-C, 143 SIGTERM (after the running cell is stopped and
 cleaned up: rerun the same command, same --campaign, to resume). A run that finds the campaign left by a run that
 died (SIGKILL, a crashed controller) first stops what is left of it and removes the cells' leftovers (teardown.yml).
+
+With ``--precision P`` the run goes on until the answer is decided (platbench/decide.py): after each pass it reads
+the comparisons the report prints first and adds rounds (``--repeats``, the same campaign resumed) until every ratio's
+interval is within ±P, every budget is decided, or ``--max-time`` is spent; the summary says which.
 """
 
 from __future__ import annotations
@@ -42,11 +46,12 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
 from ansible_collections.platbench.lab.workloads.common.args import positive_int
 
-from platbench import budgets, campaign_lock
+from platbench import budgets, campaign_lock, decide
 from platbench.campaign import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    EXIT_OK,
     SAMPLES_FILE,
     Campaign,
     SamplesTail,
@@ -65,6 +70,7 @@ RESULTS = REPO / "results"
 ANSIBLE_LOG = "ansible.log"  # Ansible's own output of each run, next to the samples
 POLL_SECONDS = 0.25  # how often the display moves and a Ctrl-C is acted on
 MAX_EVENT_CHARS = 256 * 1024 * 1024  # the biggest task result handed over whole (see _ansible_environment)
+DEFAULT_MAX_TIME = "60m"  # run until decided, at most this long unless --max-time says otherwise
 _CAMPAIGN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 # What --set may set: the experiment's fields (matrix.py), mappings by their keys. An UPPER-CASE key stands
@@ -137,6 +143,18 @@ def add_arguments(parser):
         metavar="FILE",
         help='a budgets file (README "Budgets") to check against the plan before any cell: bad budgets are '
         "refused; `platbench report --budgets FILE` gives their verdicts",
+    )
+    parser.add_argument(
+        "--precision",
+        type=float,
+        metavar="P",
+        help="run until decided: add rounds until every ratio to bm's 95%% interval is within ±P (0.02: ±2%%), "
+        "every budget is decided, or --max-time is spent",
+    )
+    parser.add_argument(
+        "--max-time",
+        metavar="DURATION",
+        help=f"with --precision: the campaign's time at most (90s, 30m, 1h30m; default {DEFAULT_MAX_TIME})",
     )
     parser.set_defaults(handler=main)
 
@@ -252,6 +270,7 @@ def prepare(args):
     args.campaign = args.campaign or f"{args.experiment}-{time.strftime('%Y%m%d-%H%M%S')}"
     if not _CAMPAIGN_NAME.match(args.campaign):
         raise UsageError(f"--campaign {args.campaign}: use letters, digits, '.', '_' and '-' (a directory name)")
+    _check_until_decided(args)
     variables = extra_vars(args.extra_vars)
     if cell_timeout.SETTING in variables:
         for problem in cell_timeout.problems(variables[cell_timeout.SETTING], f"-e {cell_timeout.SETTING}"):
@@ -283,6 +302,62 @@ def prepare(args):
     if args.size:
         variables["size"] = args.size
     return plan, warnings, variables
+
+
+def _check_until_decided(args):
+    """--precision and --max-time: refused before anything runs, naming the option."""
+    precision, max_time = getattr(args, "precision", None), getattr(args, "max_time", None)
+    if precision is None:
+        if max_time is not None:
+            raise UsageError(f"--max-time {max_time}: it bounds a run until decided; give --precision too")
+        return
+    problem = decide.precision_problem(precision)
+    if problem:
+        raise UsageError(problem)
+    try:
+        args.max_seconds = decide.parse_duration(max_time or DEFAULT_MAX_TIME)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if any(setting.partition("=")[0] == "repeats" for setting in args.settings):
+        raise UsageError("--precision adds rounds through --repeats: give the first rounds with --repeats, not --set")
+
+
+def _until_decided(args, code, plan, lock, kept, started, out, err):
+    """Add rounds to the campaign until it is decided (decide.state) or the time is spent; each pass resumes the
+    campaign with more repeats, so only the new rounds run. Returns the exit status of the last pass."""
+    stated = budgets.load(args.budgets) if args.budgets else None
+    directory = Path(args.results_dir).resolve() / args.campaign
+    repeats = plan["repeats"]
+    while code == EXIT_OK:
+        current = decide.state(directory, args.precision, stated, args.budgets or "budgets")
+        print(f"until decided: {decide.describe(current, args.precision)}", file=out)
+        if current.precise:
+            print(f"until decided: every ratio to bm is within ±{args.precision:.1%}: decided", file=out)
+            return code
+        if current.budgets_decided:
+            print("until decided: every budget is decided (pass or fail)", file=out)
+            return code
+        left = args.max_seconds - (time.monotonic() - started)
+        add = decide.rounds_to_add(current, left)
+        if add < 1:
+            print(
+                f"until decided: the time is spent (--max-time {human(args.max_seconds)}): undecided; "
+                f"{decide.describe(current, args.precision)}",
+                file=out,
+            )
+            return code
+        repeats += add
+        args.repeats = repeats
+        try:
+            plan, warnings, extravars = prepare(args)
+        except UsageError as exc:
+            print(exc, file=err)
+            return EXIT_BAD_INPUT
+        for warning in warnings:
+            print(f"warning: {warning}", file=err)
+        print(f"until decided: adding {add} round(s), {repeats} in all", file=out)
+        code = _run(args, plan, extravars, lock, kept, out, err)
+    return code
 
 
 # -- driving ansible-runner ---------------------------------------------------------------------------------
@@ -545,8 +620,11 @@ def main(args, out=None, err=None):
         print(f"the campaign's directory {directory} cannot be written: {exc}", file=err)
         return EXIT_BAD_INPUT
     kept = [True]  # the lock file stays, for the next run to clean up, unless this run ends cleaned up
+    started = time.monotonic()
     try:
         code = _run(args, plan, extravars, lock, kept, out, err)
+        if getattr(args, "precision", None) is not None:
+            code = _until_decided(args, code, plan, lock, kept, started, out, err)
         return code
     finally:
         lock.release(keep=kept[0])

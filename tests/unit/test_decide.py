@@ -1,0 +1,131 @@
+"""Run until decided (platbench/decide.py and `platbench run --precision`): the refusals of bad options, each naming
+it; the state of a campaign against a precision; and the stopping rule, driven through `platbench run` with a
+stand-in for the playbook that appends the rounds it is asked for: it stops when the intervals are within the
+precision, when every budget is decided, and when the time is spent."""
+
+import argparse
+import itertools
+
+import pytest
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+
+from platbench import budgets, cli, decide, run
+from platbench.campaign import EXIT_OK
+
+
+def sample(platform, value, repeat):
+    scenario = f"{platform}/1/pin/cpu"
+    labels = {
+        "experiment": "smoke",
+        "workload": "cnn_train",
+        "platform": platform,
+        "scaleup": 1,
+        "cpu_config": "pin",
+        "processor": "cpu",
+        "mode": "single",
+        "repeat": repeat,
+        "scenario": scenario,
+        "schedule": "rounds",
+        "cell": f"{scenario}|r{repeat}",
+    }
+    return {"metric": "throughput", "value": value, "unit": "images/sec", "timestamp": 30.0 * repeat, "labels": labels}
+
+
+# cn's share of bm per round: about 0.96, spread about 1% round to round; the host drifts by round on both sides.
+SHARES = itertools.cycle([0.955, 0.962, 0.951, 0.968, 0.958, 0.964, 0.949, 0.961])
+DRIFT = itertools.cycle([1.0, 0.86, 1.1, 0.93, 1.04, 0.9])
+
+
+def write_rounds(path, first, last):
+    samples = []
+    for repeat in range(first, last):
+        drift, share = next(DRIFT), next(SHARES)
+        samples += [sample("bm", 1000 * drift, repeat), sample("cn", 1000 * drift * share, repeat)]
+    append_samples(path, samples)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--precision", "0"], "--precision 0.0: give the interval half-width to reach as a fraction above 0"),
+        (["--precision", "1"], "--precision 1.0: give the interval half-width"),
+        (["--precision", "0.02", "--max-time", "soon"], "--max-time soon: give a duration such as 90s, 30m or 1h30m"),
+        (["--precision", "0.02", "--max-time", "0m"], "--max-time 0m: give a duration above 0"),
+        (["--max-time", "10m"], "--max-time 10m: it bounds a run until decided; give --precision too"),
+        (["--precision", "0.02", "--set", "repeats=3"], "--precision adds rounds through --repeats"),
+    ],
+)
+def test_bad_options_are_refused_naming_them(capsys, monkeypatch, argv, expected):
+    monkeypatch.setattr(run.ansible_runner, "run_async", lambda **kwargs: pytest.fail("a playbook was started"))
+    assert cli.main(["run", "smoke", *argv]) == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_durations():
+    assert decide.parse_duration("90s") == 90
+    assert decide.parse_duration("30m") == 1800
+    assert decide.parse_duration("1h30m") == 5400
+    assert decide.parse_duration("600") == 600
+
+
+def test_the_state_of_a_campaign_against_a_precision(tmp_path):
+    write_rounds(tmp_path / "samples.jsonl", 0, 4)
+    wide = decide.state(tmp_path, 0.005)
+    assert wide.rounds == 4 and not wide.precise and wide.more > 0
+    assert wide.where == "cn/bm (1/pin/cpu)" and wide.seconds_per_round == pytest.approx(90.0 / 4)
+    assert decide.state(tmp_path, 0.05).precise
+    assert "widest interval ±" in decide.describe(wide, 0.005)
+
+
+def args_for(tmp_path, precision, max_time=None, budgets_file=None):
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    argv = ["smoke", "--campaign", "until", "--results-dir", str(tmp_path), "--precision", str(precision)]
+    argv += ["--platforms", "bm,cn", "--repeats", "2", "--set", "scaleup=[1]", "--set", "cpu_config=[pin]"]
+    argv += ["--max-time", max_time] if max_time else []
+    argv += ["--budgets", str(budgets_file)] if budgets_file else []
+    return parser.parse_args(argv)
+
+
+@pytest.fixture
+def passes(monkeypatch, tmp_path):
+    """`platbench run`'s passes, each appending the rounds its plan adds (the campaign's samples so far kept)."""
+    asked = []
+
+    def one_pass(args, plan, extravars, lock, kept, out, err):
+        path = tmp_path / "until" / "samples.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        done = len(asked) and asked[-1]
+        asked.append(plan["repeats"])
+        write_rounds(path, done, plan["repeats"])
+        kept[0] = False
+        return EXIT_OK
+
+    monkeypatch.setattr(run, "_run", one_pass)
+    return asked
+
+
+def test_rounds_are_added_until_every_interval_is_within_the_precision(tmp_path, passes, capsys):
+    assert run.main(args_for(tmp_path, 0.01)) == EXIT_OK
+    out = capsys.readouterr().out
+    assert passes[0] == 2 and passes[-1] > 2 and passes == sorted(passes)
+    assert out.rstrip().endswith("until decided: every ratio to bm is within ±1.0%: decided")
+    assert decide.state(tmp_path / "until", 0.01).precise
+
+
+def test_the_time_ends_the_run_undecided(tmp_path, passes, capsys, monkeypatch):
+    clock = itertools.count(0.0, 700.0)  # every reading of the clock 700 s later: the first pass spends the 10 minutes
+    monkeypatch.setattr(run.time, "monotonic", lambda: next(clock))
+    assert run.main(args_for(tmp_path, 0.001, max_time="10m")) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "until decided: the time is spent (--max-time 10 min): undecided" in out
+    assert len(passes) == 1
+
+
+def test_decided_budgets_end_the_run(tmp_path, passes, capsys):
+    budgets_file = tmp_path / "budgets.yml"
+    budgets_file.write_text("budgets:\n  cn:\n    throughput: [1.0, -0.01, null]\n")
+    assert budgets.load(budgets_file)
+    assert run.main(args_for(tmp_path, 0.0001, budgets_file=budgets_file)) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "until decided: every budget is decided (pass or fail)" in out
