@@ -20,8 +20,10 @@ from .devices import visible_gpus
 from .labels import WORKLOAD, own_labels, record_labels
 from .ranks import MIN_RANKS, PLACE_READERS, RankEnvError
 from .settings import (
+    AUTO_STEPS,
     DATA_FORMATS,
     DATA_SOURCES,
+    DEFAULT_AUTO_SECONDS,
     DEFAULT_CPU_WORKERS,
     DEFAULT_LAUNCH_TIMEOUT,
     DEFAULT_NET_TIMEOUT,
@@ -35,6 +37,16 @@ from .settings import (
 )
 
 DEFAULT_NUM_CLASSES = 1000
+
+
+def steps_or_auto(text):
+    """--steps: a positive number of timed steps, or ``auto`` (training.calibrated_steps picks them)."""
+    if str(text) == AUTO_STEPS:
+        return AUTO_STEPS
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or {AUTO_STEPS}, got {text!r}") from None
 
 
 def build_parser():
@@ -52,7 +64,18 @@ def build_parser():
     add("--image-size", type=positive_int, help="square input side in pixels (default: per model)")
     add("--num-classes", type=positive_int, help="default: the class folders found with --data real (JPEG), else 1000")
     add("--warmup-steps", type=non_negative_int, default=10, help="untimed steps before the timed ones")
-    add("--steps", type=positive_int, default=100, help="timed steps")
+    add(
+        "--steps",
+        type=steps_or_auto,
+        default=100,
+        help="timed steps, or auto: as many as make the timed part last --auto-seconds, from a probe after warmup",
+    )
+    add(
+        "--auto-seconds",
+        type=positive_float,
+        default=DEFAULT_AUTO_SECONDS,
+        help="--steps auto: the timed part's least duration (default: the report's validity rule, 10 s)",
+    )
     add(
         "--data",
         choices=DATA_SOURCES,
@@ -241,6 +264,16 @@ def parse_args(argv=None):
         args.image_size = defaults.image_size
     if args.image_size < defaults.min_image_size:
         parser.error(f"--image-size for {args.model} must be at least {defaults.min_image_size}, got {args.image_size}")
+    if args.steps == AUTO_STEPS and args.data == "real":
+        parser.error(
+            "--steps auto trains on --data synthetic only: a real input pipeline is sized for its steps before the "
+            "probe that would choose them; give a number of steps"
+        )
+    if args.steps == AUTO_STEPS and args.mode == "distributed":
+        parser.error(
+            "--steps auto probes this process's own speed, and the ranks of --mode distributed must agree on their "
+            "steps: give them a number of steps"
+        )
     args.threads_given = args.threads is not None
     allowed_cpus = resolve_threads(parser, args)
     _check_parallelism(parser, args, allowed_cpus)

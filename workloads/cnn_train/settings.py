@@ -32,3 +32,13 @@ MODES = ("single", "ps", "distributed")
 DEFAULT_CPU_WORKERS = 2
 DEFAULT_NET_TIMEOUT = 600.0  # seconds a rendezvous or a collective may wait for the other ranks
 DEFAULT_LAUNCH_TIMEOUT = 3600.0  # seconds a local launch may take, all ranks together
+
+# --steps auto: the timed part lasts at least this long (the report's validity rule, platbench/validity.py), its steps
+# worked out from a probe of PROBE_SECONDS (at least PROBE_MIN_STEPS, at most PROBE_MAX_STEPS) after the warmup.
+AUTO_STEPS = "auto"
+DEFAULT_AUTO_SECONDS = 10.0
+PROBE_SECONDS = 1.0
+PROBE_MIN_STEPS = 2
+PROBE_MAX_STEPS = 50
+# The steps chosen cover the target with this margin, so a timed part a little faster than the probe still lasts it.
+AUTO_MARGIN = 1.1

@@ -12,7 +12,14 @@ from ..common.environment import set_thread_env
 from ..common.harness import FlopCount, Outcome, WorkloadFailed
 from ..common.record import metric
 from ..common.stats import step_time_metrics
-from .settings import FRAMEWORK_BACKENDS
+from .settings import (
+    AUTO_MARGIN,
+    AUTO_STEPS,
+    FRAMEWORK_BACKENDS,
+    PROBE_MAX_STEPS,
+    PROBE_MIN_STEPS,
+    PROBE_SECONDS,
+)
 
 
 class StepRun(NamedTuple):
@@ -21,9 +28,32 @@ class StepRun(NamedTuple):
     step_times: list  # seconds per timed step: waiting for its batch + training on it
     data_waits: list  # seconds per timed step spent waiting for its batch
     first_batch: float  # seconds the very first batch took to arrive once asked for
+    calibration: object = None  # --steps auto: the Calibration that chose the timed steps
 
 
-def run_steps(next_batch, step, warmup_steps, steps, timed_part=None):
+class Calibration(NamedTuple):
+    """--steps auto: the steps chosen for the timed part, from ``probe_steps`` untimed steps of ``probe_seconds``."""
+
+    steps: int
+    probe_steps: int
+    probe_seconds: float
+    target_seconds: float
+
+
+def calibrated_steps(one_step, first_index, target_seconds, clock=time.perf_counter):
+    """The timed steps that make the timed part last at least ``target_seconds``: ``one_step(index)`` run untimed
+    (after the warmup) for PROBE_SECONDS, at least PROBE_MIN_STEPS and at most PROBE_MAX_STEPS, then the target over
+    the probe's time per step, with AUTO_MARGIN to spare."""
+    started, count = clock(), 0
+    while count < PROBE_MIN_STEPS or (count < PROBE_MAX_STEPS and clock() - started < PROBE_SECONDS):
+        one_step(first_index + count)
+        count += 1
+    elapsed = max(clock() - started, 1e-9)
+    chosen = max(1, math.ceil(target_seconds * AUTO_MARGIN * count / elapsed))
+    return Calibration(chosen, count, elapsed, target_seconds)
+
+
+def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_seconds=None):
     """Runs warmup then timed steps.
 
     next_batch() hands over the next input batch; step(batch) trains on it and must return
@@ -31,7 +61,8 @@ def run_steps(next_batch, step, warmup_steps, steps, timed_part=None):
     the step (an input pipeline slower than the model lowers throughput, as it would in
     production), and `data_waits` says how much of it was waiting. ``timed_part``: the
     harness's WorkloadRun.timed_part, which brackets the timed steps (the host's steal and
-    throttling are read around them).
+    throttling are read around them). ``steps`` "auto": as many as make the timed part last
+    ``auto_seconds`` (``calibrated_steps``, a probe after the warmup; StepRun.calibration says so).
     """
     startup = process_elapsed()
     losses, step_times, data_waits = [], [], []
@@ -53,6 +84,10 @@ def run_steps(next_batch, step, warmup_steps, steps, timed_part=None):
         started, fetched, _ = one_step(index)
         if index == 0:
             first_batch = fetched - started
+    calibration = None
+    if steps == AUTO_STEPS:
+        calibration = calibrated_steps(one_step, warmup_steps, auto_seconds)
+        warmup_steps, steps = warmup_steps + calibration.probe_steps, calibration.steps
     with contextlib.nullcontext() if timed_part is None else timed_part(steps):
         for index in range(warmup_steps, warmup_steps + steps):
             started, fetched, finished = one_step(index)
@@ -60,7 +95,7 @@ def run_steps(next_batch, step, warmup_steps, steps, timed_part=None):
                 first_batch = fetched - started
             step_times.append(finished - started)
             data_waits.append(fetched - started)
-    return StepRun(startup, losses, step_times, data_waits, first_batch)
+    return StepRun(startup, losses, step_times, data_waits, first_batch, calibration)
 
 
 def step_metrics(run, batch_size, data_setup):
@@ -112,7 +147,16 @@ def train(args, run):
         run.metadata["engine"] = "tf.distribute.experimental.CentralStorageStrategy"
     else:
         trainer = backend.build_trainer(args)
-    steps = run_steps(trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part)
+    steps = run_steps(
+        trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part, args.auto_seconds
+    )
+    if steps.calibration is not None:
+        run.metadata["steps_auto"] = {
+            "steps": steps.calibration.steps,
+            "probe_steps": steps.calibration.probe_steps,
+            "probe_seconds": round(steps.calibration.probe_seconds, 6),
+            "target_seconds": steps.calibration.target_seconds,
+        }
     run.metadata.update(
         trainer.metadata(),
         step_times=[round(t, 6) for t in steps.step_times],
@@ -123,7 +167,7 @@ def train(args, run):
     # Every replica trains on its own batch of --batch-size in each step.
     images_per_step = args.batch_size * max(args.workers, 1)
     metrics = step_metrics(steps, images_per_step, args.data_scan_seconds + trainer.data_setup)
-    metrics += trainer.h2d_metrics(args.steps)
+    metrics += trainer.h2d_metrics(len(steps.step_times))
     if args.mode != "single":
         return Outcome(metrics)  # the peak would be one device's, the throughput every replica's
     flops = FlopCount(
