@@ -40,7 +40,6 @@ requirements:
   - Enable with C(callbacks_enabled = platbench.lab.results) in C(ansible.cfg).
 """
 
-import contextlib
 import datetime
 import json
 import os
@@ -57,6 +56,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     SKIPPED_METRIC,
     append_samples,
     write_cell_files,
+    write_json,
 )
 
 # The actions that record a cell: only their no_log hides a cell (other platbench modules use
@@ -88,22 +88,6 @@ def _collection_version():
             return json.load(stream)["collection_info"]["version"]
     except (OSError, KeyError, TypeError, ValueError):
         return None
-
-
-def _write_atomically(path, document):
-    temporary = path + ".tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as stream:
-            json.dump(document, stream, indent=2, sort_keys=True, default=str)
-            stream.write("\n")
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except OSError:
-        # A full disk: the file keeps its last whole version, and no half-written copy stays beside it.
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 def _open_campaign(campaign):
@@ -203,7 +187,7 @@ class CallbackModule(CallbackBase):
             session["finished"] = _now()
             try:
                 with no_world_write():
-                    _write_atomically(os.path.join(results_dir, RUN_FILE), campaign["doc"])
+                    write_json(os.path.join(results_dir, RUN_FILE), campaign["doc"])
             except OSError as exc:
                 self._display.warning(f"platbench: {RUN_FILE} of campaign {campaign['name']} was not updated: {exc}")
             self._show_summary(campaign["name"], results_dir, session["cells"])
@@ -269,7 +253,7 @@ class CallbackModule(CallbackBase):
             session.setdefault("overhead", {})[cell["id"]] = overhead
             run_doc = self._campaigns[campaign["results_dir"]]["doc"]
             try:
-                _write_atomically(os.path.join(campaign["results_dir"], RUN_FILE), run_doc)
+                write_json(os.path.join(campaign["results_dir"], RUN_FILE), run_doc)
             except OSError as exc:
                 self._display.warning(f"platbench: the overhead of cell {cell['id']} is not in {RUN_FILE}: {exc}")
 
@@ -302,5 +286,5 @@ class CallbackModule(CallbackBase):
         state = self._campaigns[results_dir]
         if host not in state["session"]["hosts"]:
             state["session"]["hosts"][host] = env
-            _write_atomically(os.path.join(results_dir, RUN_FILE), state["doc"])
+            write_json(os.path.join(results_dir, RUN_FILE), state["doc"])
         return state["session"]

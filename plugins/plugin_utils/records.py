@@ -326,15 +326,25 @@ def write_cell_files(results_dir, files):
         if os.path.isabs(relative) or os.path.normpath(relative).startswith(".."):
             raise ValueError(f"a kept file must stay inside the results directory: {relative!r}")
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = path + ".tmp"
-        try:
-            with open(temporary, "w", encoding="utf-8") as stream:
-                stream.write(text)
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temporary, path)
-        except OSError:
-            # A full disk: no half-written file stays behind.
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_atomic(path, text)
+
+
+def write_atomic(path, text):
+    """Write ``text`` to ``path`` whole or not at all: a temporary file beside it, synced, then renamed over it. On a
+    full disk the file keeps its last whole version, and no half-written copy stays beside it."""
+    temporary = path + ".tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def write_json(path, document):
+    """``document`` as indented JSON (keys sorted, anything else as its str), written by ``write_atomic``."""
+    write_atomic(path, json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
