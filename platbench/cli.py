@@ -5,7 +5,7 @@ import sys
 
 from ansible_collections.platbench.lab.plugins.plugin_utils.file_modes import no_world_write
 
-from platbench import __version__, compare, report, run
+from platbench import __version__, calibrate, compare, report, run
 
 
 def main(argv=None):
@@ -17,6 +17,9 @@ def main(argv=None):
         commands.add_parser("compare", help=compare.__doc__.splitlines()[0], description=compare.__doc__)
     )
     run.add_arguments(commands.add_parser("run", help=run.__doc__.splitlines()[0], description=run.__doc__))
+    calibrate.add_arguments(
+        commands.add_parser("calibrate", help=calibrate.__doc__.splitlines()[0], description=calibrate.__doc__)
+    )
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[2:] if argv is None else argv[1:])  # the subcommand's own, to say how to rerun
     # What a command writes (a campaign, its report) follows the user's umask, never writable by others; the

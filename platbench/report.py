@@ -33,7 +33,16 @@ from pathlib import Path
 
 import pandas as pd  # noqa: F401  (the tests build their frames as report.pd)
 
-from platbench import answer, budgets, inference_report, instances_report, report_html, report_meta, validity
+from platbench import (
+    answer,
+    budgets,
+    calibration,
+    inference_report,
+    instances_report,
+    report_html,
+    report_meta,
+    validity,
+)
 from platbench.answer import seconds_per_round
 from platbench.report_diff import DIFF_NOTE, diff_percent, diff_tables, write_diff_tables
 from platbench.report_figures import chart_rows, roofline_points, write_chart, write_roofline
@@ -212,9 +221,11 @@ def run(args):
     )
     answer_text = "".join(line + "\n" for line in answer_lines) + ("\n" if answer_lines else "")
     answer_markdown = "".join(f"- {line}\n" if index else f"**{line}**\n\n" for index, line in enumerate(answer_lines))
+    calibrated = (report_meta.read_run_file(results_dir) or {}).get(calibration.RUN_KEY)
     notes = "".join(
         f"\n\n{note}"
         for note in (
+            "\n".join(calibration.describe(calibrated)) if calibrated else "",
             noise_note(rows, metrics),
             validity.note(rows, thresholds),
             emulated_note(rows, args.include_emulated),

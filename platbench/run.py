@@ -145,6 +145,11 @@ def add_arguments(parser):
         "refused; `platbench report --budgets FILE` gives their verdicts",
     )
     parser.add_argument(
+        "--hosts",
+        type=_names,
+        help="run the cells on these runner hosts of the inventory only, comma-separated (Ansible's --limit)",
+    )
+    parser.add_argument(
         "--precision",
         type=float,
         metavar="P",
@@ -304,6 +309,11 @@ def prepare(args):
     return plan, warnings, variables
 
 
+def _limit(hosts):
+    """ansible-runner's limit for --hosts: those runner hosts, and the controller's own plays (localhost)."""
+    return ",".join(["localhost", *hosts]) if hosts else None
+
+
 def _check_until_decided(args):
     """--precision and --max-time: refused before anything runs, naming the option."""
     precision, max_time = getattr(args, "precision", None), getattr(args, "max_time", None)
@@ -413,7 +423,7 @@ def _inventory(inventory):
     return [inventory if "," in inventory else str(Path(inventory).resolve())]
 
 
-def drive(playbook, inventory, extravars, private_dir, on_event=None, stop=lambda: False, tick=None):
+def drive(playbook, inventory, extravars, private_dir, on_event=None, stop=lambda: False, tick=None, limit=None):
     """Run ``playbook`` through ansible-runner, each event handed to ``on_event`` in this thread, ``tick``
     called between events. Once ``stop()`` is true, the run is cancelled and every process it left on the
     controller is stopped. Returns ``(runner, stopped)``."""
@@ -426,6 +436,7 @@ def drive(playbook, inventory, extravars, private_dir, on_event=None, stop=lambd
         playbook=str(playbook),
         inventory=_inventory(inventory),
         extravars=extravars,
+        **({"limit": limit} if limit else {}),
         envvars=_ansible_environment(),
         quiet=True,
         event_handler=lambda event: _queued(events, event),
@@ -683,7 +694,14 @@ def _run(args, plan, extravars, lock, kept, out, err):
 
         with display:
             runner, stopped = drive(
-                PLAYBOOK, args.inventory, extravars, private, on_event=on_event, stop=stop, tick=tick
+                PLAYBOOK,
+                args.inventory,
+                extravars,
+                private,
+                on_event=on_event,
+                stop=stop,
+                tick=tick,
+                limit=_limit(getattr(args, "hosts", None)),
             )
             tick()  # the last cell's samples, should its event have been lost
         output = _output(runner)

@@ -1,0 +1,119 @@
+"""Calibrate a lab host: how small a difference between two platforms can it tell, in how much time?
+
+``platbench calibrate [--host H] [--effect 0.05] [--time 10m] [--rounds 6]`` runs experiments/calibrate.yml, a
+short CPU-bound reference job on one pinned core of bare metal, three cells a round in a shuffled order: A (as it
+is), A' (under a CPU quota of all its CPU: the A/A pair, the injection's mechanism alone) and B (under a quota of
+1 - effect: the A/B pair, a known overhead). It then prints
+
+- the host's noise: the CV between A's cells across rounds (what a campaign without pairing sees) and the CV of
+  the A/A ratios within rounds (what a rounds campaign sees);
+- whether the A/B pair found the injected effect (its paired interval excludes 1 and holds 1 - effect), at what
+  estimate; and whether the A/A pair saw a difference where there is none;
+- the minimum detectable effect at 95% confidence and 80% power for a campaign of ``--time`` comparing two
+  platforms at this pace, and the time a campaign needs to detect ``--effect``.
+
+The result goes into the campaign's run.json (``calibration``); ``platbench report`` shows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+# platbench/__init__.py has put the platbench.lab collection on the import path.
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import write_json
+
+from platbench import decide, run
+from platbench.calibration import RUN_KEY, analyse, describe
+from platbench.campaign import EXIT_BAD_INPUT, EXIT_OK
+
+EXPERIMENT = "calibrate"
+DEFAULT_EFFECT = 0.05
+DEFAULT_TIME = "10m"
+DEFAULT_ROUNDS = 6
+
+
+def add_arguments(parser):
+    parser.add_argument("--host", help="the runner host of the inventory to calibrate (default: every runner host)")
+    parser.add_argument(
+        "--effect",
+        type=float,
+        default=DEFAULT_EFFECT,
+        help=f"the overhead injected into the A/B pair, and the one to detect (default {DEFAULT_EFFECT}: 5%%)",
+    )
+    parser.add_argument(
+        "--time",
+        default=DEFAULT_TIME,
+        help=f"the campaign time the minimum detectable effect is given for (default {DEFAULT_TIME})",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=DEFAULT_ROUNDS, help=f"rounds of the calibration (default {DEFAULT_ROUNDS})"
+    )
+    parser.add_argument("--campaign", help="the calibration's campaign (default: calibrate-YYYYmmdd-HHMMSS)")
+    parser.add_argument("--inventory", "-i", default=str(run.INVENTORY), help="the lab's inventory")
+    parser.add_argument("--results-dir", default=str(run.RESULTS), help="where the campaign is written")
+    parser.set_defaults(handler=main)
+
+
+def _problems(args):
+    found = []
+    if not 0 < args.effect < 1:
+        found.append(f"--effect {args.effect}: give the overhead as a fraction above 0 and below 1 (0.05: 5%)")
+    try:
+        args.seconds = decide.parse_duration(args.time)
+    except ValueError as exc:
+        found.append(str(exc).replace("--max-time", "--time"))
+    if args.rounds < 2:
+        found.append(f"--rounds {args.rounds}: a paired interval needs at least 2 rounds")
+    return found
+
+
+def _run_args(args):
+    """The `platbench run` of the calibration experiment."""
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    quota = round(1.0 - args.effect, 6)
+    argv = [
+        EXPERIMENT,
+        "--campaign",
+        args.campaign,
+        "--repeats",
+        str(args.rounds),
+        "--set",
+        f"inject=[none, {{cpu_quota: 1.0}}, {{cpu_quota: {quota}}}]",
+        "--inventory",
+        args.inventory,
+        "--results-dir",
+        args.results_dir,
+    ]
+    argv += ["--hosts", args.host] if args.host else []
+    parsed = parser.parse_args(argv)
+    parsed.argv = argv
+    return parsed
+
+
+def main(args, out=None, err=None):
+    out, err = out or sys.stdout, err or sys.stderr
+    problems = _problems(args)
+    if problems:
+        print("\n".join(problems), file=err)
+        return EXIT_BAD_INPUT
+    args.campaign = args.campaign or f"{EXPERIMENT}-{time.strftime('%Y%m%d-%H%M%S')}"
+    code = run.main(_run_args(args), out, err)
+    if code != EXIT_OK:
+        return code
+    directory = Path(args.results_dir).resolve() / args.campaign
+    try:
+        result = analyse(directory, args.effect, args.seconds)
+    except ValueError as exc:
+        print(f"platbench calibrate: {exc}", file=err)
+        return 1
+    run_file = directory / "run.json"
+    document = json.loads(run_file.read_text(encoding="utf-8")) if run_file.is_file() else {}
+    document[RUN_KEY] = result
+    write_json(str(run_file), document)
+    print("\n".join(describe(result)), file=out)
+    return EXIT_OK

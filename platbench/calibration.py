@@ -1,0 +1,125 @@
+"""The calibration's figures (``platbench calibrate``, platbench/calibrate.py): the host's noise, the A/A and A/B pairs'
+paired intervals, the minimum detectable effect and the time to detect a given one; and their lines, which the
+command prints and ``platbench report`` shows from run.json. Samples in, numbers out."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+# platbench/__init__.py has put the platbench.lab collection on the import path.
+from ansible_collections.platbench.lab.plugins.plugin_utils import inject
+
+from platbench.campaign import human
+from platbench.report_load import SAMPLE_TIME, load_samples, measured
+from platbench.report_stats import CONFIDENCE, paired_ratio_interval
+
+METRIC = "throughput"
+POWER = 0.80
+RUN_KEY = "calibration"  # the run.json key the result is kept under
+A, A_PRIME = inject.NONE, "cpu_quota=1"  # the cells as they are, and under a quota of all their CPU (A/A)
+
+
+def _by_round(frame, label):
+    picked = frame[(frame["metric"] == METRIC) & (frame[inject.LABEL].astype(str) == label)]
+    return {int(row["repeat"]): float(row["value"]) for _, row in picked.iterrows()}
+
+
+def _paired(mine, theirs):
+    return [(mine[number], theirs[number]) for number in sorted(mine) if number in theirs]
+
+
+def _log_spread(pairs):
+    logs = [math.log(value / baseline) for value, baseline in pairs]
+    return statistics.stdev(logs) if len(logs) >= 2 else None
+
+
+def detectable_effect(spread, pairs):
+    """The smallest ratio difference a paired campaign of ``pairs`` rounds detects at 95% confidence (two-sided)
+    with 80% power, from the spread of the log-ratios: exp((t_.975 + t_.80) * s / sqrt(n)) - 1."""
+    from scipy import stats
+
+    if spread is None or pairs < 2:
+        return None
+    factor = stats.t.ppf((1 + CONFIDENCE) / 2, pairs - 1) + stats.t.ppf(POWER, pairs - 1)
+    return math.expm1(factor * spread / math.sqrt(pairs))
+
+
+def rounds_to_detect(spread, effect, most=100_000):
+    """The rounds a paired campaign needs to detect ``effect`` (as ``detectable_effect`` counts them)."""
+    if spread is None:
+        return None
+    if spread == 0:
+        return 2
+    for pairs in range(2, most):
+        found = detectable_effect(spread, pairs)
+        if found is not None and found <= effect:
+            return pairs
+    return None
+
+
+def analyse(results_dir, effect, campaign_seconds):
+    """The calibration's figures from the campaign in ``results_dir`` (its samples), as a JSON-ready mapping."""
+    frame = measured(load_samples(results_dir))
+    quota = inject.label_of({"cpu_quota": round(1.0 - effect, 6)})
+    a, a_prime, b = _by_round(frame, A), _by_round(frame, A_PRIME), _by_round(frame, quota)
+    aa, ab = _paired(a_prime, a), _paired(b, a)
+    if len(aa) < 2 or len(ab) < 2:
+        raise ValueError(f"{results_dir}: fewer than 2 rounds with all three cells measured: nothing to calibrate")
+    stamps = frame.loc[frame["metric"] == METRIC, SAMPLE_TIME].dropna().astype(float)
+    cells = len(a) + len(a_prime) + len(b)
+    cell_seconds = (stamps.max() - stamps.min()) / max(cells - 1, 1)
+    comparison_round = 2 * cell_seconds  # a platform's cell and its baseline's
+    spread = _log_spread(aa)
+    pairs_in_time = max(2, math.floor(campaign_seconds / comparison_round)) if comparison_round > 0 else None
+    needed = rounds_to_detect(spread, effect)
+    aa_estimate, aa_low, aa_high = paired_ratio_interval(aa)
+    ab_estimate, ab_low, ab_high = paired_ratio_interval(ab)
+    a_values = list(a.values())
+    return {
+        "campaign": Path(results_dir).name,
+        "effect": effect,
+        "rounds": min(len(aa), len(ab)),
+        "cell_seconds": round(cell_seconds, 3),
+        "noise": {
+            "between_cells_cv": statistics.stdev(a_values) / statistics.fmean(a_values),
+            "paired_cv": spread,
+        },
+        "aa": {"estimate": aa_estimate, "interval": [aa_low, aa_high], "difference_seen": not aa_low <= 1 <= aa_high},
+        "ab": {
+            "expected": 1.0 - effect,
+            "estimate": ab_estimate,
+            "interval": [ab_low, ab_high],
+            "found": ab_high < 1.0 and ab_low <= 1.0 - effect <= ab_high,
+            "excludes_1": ab_high < 1.0,
+        },
+        "campaign_seconds": campaign_seconds,
+        "detectable_effect": detectable_effect(spread, pairs_in_time) if pairs_in_time else None,
+        "seconds_to_detect_effect": needed * comparison_round if needed else None,
+    }
+
+
+def describe(result):
+    """The calibration's lines, as printed and as the report shows them."""
+    noise, aa, ab = result["noise"], result["aa"], result["ab"]
+    found = "found" if ab["found"] else ("seen, not at its size" if ab["excludes_1"] else "NOT found")
+    lines = [
+        f"calibration of this host ({result['rounds']} rounds of one pinned core, {result['cell_seconds']:.0f} s "
+        "a cell):",
+        f"  noise between cells: CV {noise['between_cells_cv']:.1%} (unpaired, as a sequential campaign sees it); "
+        f"between the cells of a round: {noise['paired_cv']:.1%} (paired by round)",
+        f"  A/A (a CPU quota of all its CPU): {aa['estimate']:.3f} [{aa['interval'][0]:.3f}, {aa['interval'][1]:.3f}]"
+        + (": a difference where there is none" if aa["difference_seen"] else ": no difference, as it should"),
+        f"  A/B (a {result['effect']:.0%} overhead injected, expected {ab['expected']:.3f}): {ab['estimate']:.3f} "
+        f"[{ab['interval'][0]:.3f}, {ab['interval'][1]:.3f}]: {found}",
+    ]
+    mde, needed = result["detectable_effect"], result["seconds_to_detect_effect"]
+    if mde is not None:
+        lines.append(
+            f"  minimum detectable effect in {human(result['campaign_seconds'])} of campaign (two platforms, rounds, "
+            f"95% confidence, 80% power): {mde:.1%}"
+        )
+    if needed is not None:
+        lines.append(f"  time to detect a {result['effect']:.0%} overhead: about {human(needed)}")
+    return lines
