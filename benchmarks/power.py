@@ -1,0 +1,192 @@
+"""Benchmark (not a test): the resolving power of platbench on this host, per schedule, with known answers.
+
+Runs campaigns of experiments/calibrate.yml through `platbench run` on the lab (bm, one pinned core, a tiny CNN
+whose timed part lasts --cell-seconds), three cells a round: A (as it is), A' (a CPU quota of all its CPU) and B (a
+quota of 1 - effect). Each campaign runs one schedule:
+
+- ``sequential``: the cells in the plan's fixed order round after round, compared unpaired (Welch's t), as
+  platbench compared every campaign before rounds;
+- ``rounds``: each round shuffled, each platform's cell paired with its baseline's of the same round (Student's t
+  on the log-ratios).
+
+For each campaign it reads, after every round, the A/B interval's half-width against the campaign's time so far,
+and at its end whether the A/B interval found the injected overhead (it excludes 1 and holds 1 - effect) and whether
+the A/A interval saw a difference where there is none. It prints, side by side:
+
+- per schedule, the half-width reached after 1, 2, ... minutes of campaign (mean over its campaigns), and the
+  minimum detectable effect of a 10-minute campaign (95% confidence, 80% power, platbench/calibration.py);
+- the detection count (A/B found) and the A/A false-positive count.
+
+Targets (issue 38): a minimum detectable effect of at most 3% at 10 minutes for the best schedule; a 5% cap found in
+5 of 5 campaigns of at most 10 minutes; A/A significant in at most 1 of 10. Measure on a quiet machine.
+
+    python benchmarks/power.py [--schedules sequential,rounds] [--campaigns 5] [--rounds 8] [--effect 0.05]
+                               [--cell-seconds 5] [--results-dir /tmp/platbench-power]
+"""
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from _runs import REPO_ROOT  # first: it puts the repository and its collection on the path
+
+from platbench import cli
+from platbench.calibration import A_PRIME, A, detectable_effect
+from platbench.report_load import SAMPLE_TIME, load_samples, measured
+from platbench.report_stats import paired_ratio_interval, ratio_interval
+
+SCHEDULES = ("sequential", "rounds")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--schedules", default=",".join(SCHEDULES))
+    parser.add_argument("--campaigns", type=int, default=5, help="campaigns per schedule")
+    parser.add_argument("--rounds", type=int, default=8, help="rounds per campaign")
+    parser.add_argument("--effect", type=float, default=0.05)
+    parser.add_argument("--cell-seconds", type=float, default=5.0, help="each cell's timed part (steps: auto)")
+    parser.add_argument("--results-dir", default="/tmp/platbench-power")
+    parser.add_argument("--inventory", default=str(Path(REPO_ROOT) / "inventories" / "local"))
+    return parser.parse_args(argv)
+
+
+def quota_label(effect):
+    return f"cpu_quota={round(1.0 - effect, 6):g}"
+
+
+def cells(directory, effect):
+    """{label: [(round, value, time), ...]} of the campaign's throughput samples."""
+    frame = measured(load_samples(directory))
+    frame = frame[frame["metric"] == "throughput"]
+    found = {}
+    for label in (A, A_PRIME, quota_label(effect)):
+        picked = frame[frame["inject"].astype(str) == label]
+        found[label] = sorted(
+            (int(row["repeat"]), float(row["value"]), float(row[SAMPLE_TIME])) for _, row in picked.iterrows()
+        )
+    return found
+
+
+def interval(schedule, mine, theirs):
+    """(estimate, low, high) of mine / theirs over the rounds both have: paired for rounds, Welch otherwise."""
+    by_round = {number: value for number, value, _ in theirs}
+    if schedule == "rounds":
+        pairs = [(value, by_round[number]) for number, value, _ in mine if number in by_round]
+        return paired_ratio_interval(pairs)
+    values, baseline = [value for _, value, _ in mine], [value for _, value, _ in theirs]
+    bounds = ratio_interval(values, baseline)
+    return None if bounds is None else (statistics.fmean(values) / statistics.fmean(baseline), *bounds)
+
+
+def campaign_figures(schedule, directory, effect):
+    """The campaign's half-width after each round (with its minutes so far), and its final A/B and A/A verdicts."""
+    found = cells(directory, effect)
+    a, a_prime, b = found[A], found[A_PRIME], found[quota_label(effect)]
+    start = min(stamp for _, _, stamp in a + a_prime + b)
+    widths = []
+    for last in range(1, len(a)):
+        upto = lambda series, last=last: [cell for cell in series if cell[0] <= last]  # noqa: E731
+        got = interval(schedule, upto(b), upto(a))
+        if got is None:
+            continue
+        minutes = (max(stamp for _, _, stamp in upto(a) + upto(a_prime) + upto(b)) - start) / 60.0
+        widths.append((minutes, (got[2] - got[1]) / 2.0))
+    ab, aa = interval(schedule, b, a), interval(schedule, a_prime, a)
+    by_round = {number: value for number, value, _ in a}
+    logs = [math.log(value / by_round[number]) for number, value, _ in a_prime if number in by_round]
+    return {
+        "widths": widths,
+        "found": ab is not None and ab[2] < 1.0 and ab[1] <= 1.0 - effect <= ab[2],
+        "ab": ab,
+        "aa_significant": aa is not None and not aa[1] <= 1.0 <= aa[2],
+        "aa": aa,
+        "spread": statistics.stdev(logs) if len(logs) >= 2 else None,
+        # What an unpaired comparison sees: A's spread across the rounds (the host's drift included).
+        "unpaired_spread": statistics.stdev(math.log(value) for _, value, _ in a) if len(a) >= 2 else None,
+        "minutes": widths[-1][0] if widths else None,
+    }
+
+
+def unpaired_detectable_effect(spread, rounds):
+    """The smallest difference Welch's comparison of two platforms over ``rounds`` cells each detects at 95%
+    confidence with 80% power, from one side's spread of log values: exp((t_.975 + t_.80) * s * sqrt(2 / n)) - 1."""
+    from scipy import stats
+
+    if spread is None or rounds is None or rounds < 2:
+        return None
+    df = 2 * rounds - 2
+    return math.expm1((stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)) * spread * math.sqrt(2.0 / rounds))
+
+
+def run_campaign(args, schedule, index):
+    campaign = f"power-{schedule}-{index}-{time.strftime('%H%M%S')}"
+    quota = round(1.0 - args.effect, 6)
+    argv = [
+        "run",
+        "calibrate",
+        "--campaign",
+        campaign,
+        "--results-dir",
+        args.results_dir,
+        "--inventory",
+        args.inventory,
+        "--repeats",
+        str(args.rounds),
+        "--set",
+        f"schedule={schedule}",
+        "--set",
+        f"inject=[none, {{cpu_quota: 1.0}}, {{cpu_quota: {quota}}}]",
+        "--set",
+        f"params.auto_seconds={args.cell_seconds}",
+    ]
+    code = cli.main(argv)
+    if code != 0:
+        raise SystemExit(f"platbench {' '.join(argv)} exited {code}")
+    return Path(args.results_dir) / campaign
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    schedules = [name.strip() for name in args.schedules.split(",") if name.strip()]
+    figures = {schedule: [] for schedule in schedules}
+    for index in range(args.campaigns):
+        for schedule in schedules:  # the schedules alternate, so the host's drift spreads over both
+            directory = run_campaign(args, schedule, index)
+            figures[schedule].append(campaign_figures(schedule, directory, args.effect))
+            last = figures[schedule][-1]
+            print(
+                f"{schedule} #{index}: A/B {last['ab'][0]:.3f} [{last['ab'][1]:.3f}, {last['ab'][2]:.3f}] "
+                f"{'found' if last['found'] else 'not found'}; A/A [{last['aa'][1]:.3f}, {last['aa'][2]:.3f}] "
+                f"{'SIGNIFICANT' if last['aa_significant'] else 'not significant'}; {last['minutes']:.1f} min",
+                flush=True,
+            )
+    print(f"\nresolving power, {args.campaigns} campaign(s) x {args.rounds} rounds per schedule, effect {args.effect}:")
+    print("schedule    minutes  half-width (mean)  MDE at 10 min  A/B found  A/A significant")
+    for schedule, runs in figures.items():
+        pace = statistics.fmean(run["minutes"] / max(len(run["widths"]), 1) for run in runs)  # minutes a round
+        pairs_in_ten = max(2, math.floor(10.0 / pace)) if pace > 0 else None
+        if schedule == "rounds":
+            spreads = [run["spread"] for run in runs if run["spread"] is not None]
+            mde = detectable_effect(statistics.fmean(spreads), pairs_in_ten) if spreads and pairs_in_ten else None
+        else:
+            spreads = [run["unpaired_spread"] for run in runs if run["unpaired_spread"] is not None]
+            mde = unpaired_detectable_effect(statistics.fmean(spreads), pairs_in_ten) if spreads else None
+        found = sum(run["found"] for run in runs)
+        significant = sum(run["aa_significant"] for run in runs)
+        for minute in range(1, int(max(run["minutes"] for run in runs)) + 1):
+            reached = [next((w for m, w in reversed(run["widths"]) if m <= minute), None) for run in runs]
+            reached = [width for width in reached if width is not None]
+            if reached:
+                print(f"{schedule:<10}  {minute:>7}  ±{statistics.fmean(reached):>15.1%}")
+        print(
+            f"{schedule:<10}  {'all':>7}  {'':>16}  {('n/a' if mde is None else f'{mde:.1%}'):>13}  "
+            f"{found}/{len(runs):<8} {significant}/{len(runs)}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
