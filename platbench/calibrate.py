@@ -1,9 +1,9 @@
 """Calibrate a lab host: how small a difference between two platforms can it tell, in how much time?
 
-``platbench calibrate [--host H] [--effect 0.05] [--time 10m] [--rounds 6]`` runs experiments/calibrate.yml, a
-short CPU-bound reference job on one pinned core of bare metal, three cells a round in a shuffled order: A (as it
-is), A' (under a CPU quota of all its CPU: the A/A pair, the injection's mechanism alone) and B (under a quota of
-1 - effect: the A/B pair, a known overhead). It then prints
+``platbench calibrate [--host H] [--effect 0.05] [--time 10m] [--rounds 6] [--cell-seconds 5]`` runs
+experiments/calibrate.yml, a short CPU-bound reference job on one pinned core of bare metal, three cells a round in
+a shuffled order: A (as it is), A' (under a CPU quota of all its CPU: the A/A pair, the injection's mechanism alone)
+and B (under a quota of 1 - effect: the A/B pair, a known overhead). It then prints
 
 - the host's noise: the CV between A's cells across rounds (what a campaign without pairing sees) and the CV of
   the A/A ratios within rounds (what a rounds campaign sees);
@@ -34,6 +34,7 @@ EXPERIMENT = "calibrate"
 DEFAULT_EFFECT = 0.05
 DEFAULT_TIME = "10m"
 DEFAULT_ROUNDS = 6
+DEFAULT_CELL_SECONDS = 5.0
 
 
 def add_arguments(parser):
@@ -52,6 +53,12 @@ def add_arguments(parser):
     parser.add_argument(
         "--rounds", type=int, default=DEFAULT_ROUNDS, help=f"rounds of the calibration (default {DEFAULT_ROUNDS})"
     )
+    parser.add_argument(
+        "--cell-seconds",
+        type=float,
+        default=DEFAULT_CELL_SECONDS,
+        help=f"each cell's timed part, in seconds (steps: auto; default {DEFAULT_CELL_SECONDS:g})",
+    )
     parser.add_argument("--campaign", help="the calibration's campaign (default: calibrate-YYYYmmdd-HHMMSS)")
     parser.add_argument("--inventory", "-i", default=str(run.INVENTORY), help="the lab's inventory")
     parser.add_argument("--results-dir", default=str(run.RESULTS), help="where the campaign is written")
@@ -66,6 +73,8 @@ def _problems(args):
         args.seconds = decide.parse_duration(args.time)
     except ValueError as exc:
         found.append(str(exc).replace("--max-time", "--time"))
+    if not args.cell_seconds > 0:
+        found.append(f"--cell-seconds {args.cell_seconds}: give the timed part's seconds, above 0")
     if args.rounds < 2:
         found.append(f"--rounds {args.rounds}: a paired interval needs at least 2 rounds")
     return found
@@ -84,6 +93,8 @@ def _run_args(args):
         str(args.rounds),
         "--set",
         f"inject=[none, {{cpu_quota: 1.0}}, {{cpu_quota: {quota}}}]",
+        "--set",
+        f"params.auto_seconds={args.cell_seconds:g}",
         "--inventory",
         args.inventory,
         "--results-dir",
