@@ -280,11 +280,12 @@ def pci_address(address):
         raise AnsibleFilterError(f"pci_address: {exc}") from None
 
 
-def leftover_problems(paths, fence, processes, host, fence_state_file=None):
-    """What an earlier run left on ``host`` (network paths, a fence, workload processes): [] or one message."""
+def leftover_problems(paths, fence, processes, host, fence_state_file=None, cgroups=None):
+    """What an earlier run left on ``host`` (network paths, a fence, workload processes, CPU quota cgroups): [] or one
+    message."""
     if not isinstance(paths, dict) or not isinstance(fence, dict):
         raise AnsibleFilterError("leftover_problems: expected the results of network_path and cpu_fence (mappings)")
-    return _leftover_problems(paths, fence, list(processes or []), str(host), fence_state_file)
+    return _leftover_problems(paths, fence, list(processes or []), str(host), fence_state_file, list(cgroups or []))
 
 
 def cells_to_run(plan, status, host, results_dir=None, runners=None, facts=None, reserved_cpus=None):

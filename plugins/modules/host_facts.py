@@ -56,6 +56,8 @@ ansible_facts:
     platbench:
       description:
         - CPU topology, GPUs, KVM, service manager and container engine state.
+        - C(cpu_cgroup) is where the host's cgroup C(cpu) controller is (C(version) v1 or v2, its C(directory)), or
+          null; an injected CPU quota (an experiment's C(inject)) puts a process cell's cgroup there.
         - C(host_gpus) and C(guest_gpus) (sorted PCI addresses) say which GPUs stay with the host and which go
           to guests under O(gpu_assignment); C(gpu_assignment_problems) lists what is wrong with it (an entry
           with a problem is left out, so its GPU stays with the host).
@@ -88,6 +90,7 @@ ansible_facts:
         systemd_pid1: false
         docker_engine: true
         virt: vm
+        cpu_cgroup: {version: v1, directory: /sys/fs/cgroup/cpu}
 """
 
 import glob
@@ -95,6 +98,7 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.platbench.lab.plugins.module_utils.cpu_quota import hierarchy as cpu_cgroup
 
 FLAGS_OF_INTEREST = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "vmx", "svm", "hypervisor")
 NVIDIA_PCI_VENDOR = "0x10de"
@@ -284,6 +288,7 @@ def main():
         "systemd_pid1": read_text("/proc/1/comm") == "systemd",
         "docker_engine": docker_engine_answers(module.params["docker_socket"]),
         "virt": virtualization(flags),
+        "cpu_cgroup": cpu_cgroup(),
     }
     module.exit_json(changed=False, ansible_facts={"platbench": facts})
 

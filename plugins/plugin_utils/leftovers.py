@@ -6,7 +6,9 @@ A run ends its cells cleanly, and platbench run removes what a stopped cell left
 after a run that died). What is still there when a run starts was left by a run that could not clean up (killed,
 its controller crashed, plain ansible-playbook interrupted), or belongs to a campaign running there now: workload
 processes, cells' network paths (namespaces, bridges, veths, VXLAN devices, FORWARD rules, every name starting
-with ``pb`` and 8 hex digits) and an idle_cores fence. Measuring beside any of them would distort the cells.
+with ``pb`` and 8 hex digits), an idle_cores fence and the CPU quota cgroups of injected cells
+(``platbench-inject-`` and 12 hex digits, module_utils/cpu_quota.py). Measuring beside any of them would distort the
+cells.
 """
 
 from __future__ import annotations
@@ -42,13 +44,15 @@ def _path_words(commands):
     return words
 
 
-def leftover_problems(paths, fence, processes, host, fence_state_file=None):
+def leftover_problems(paths, fence, processes, host, fence_state_file=None, cgroups=None):
     """The message that stops a run on ``host``, one line per kind of leftover (Campaign shows a failed task's first
     lines), as a one-item list; [] when nothing was left.
 
     ``paths``: platbench.lab.network_path's result with state absent, cleanup_all and check mode (its
     ``commands``); ``fence``: platbench.lab.cpu_fence's with state absent and check mode (its ``fence``, the state
-    in place or None); ``processes``: ``pgrep --list-full`` lines of the workload processes running."""
+    in place or None); ``processes``: ``pgrep --list-full`` lines of the workload processes running; ``cgroups``:
+    the CPU quota cgroups of injected cells (platbench.lab.cpu_quota_cgroup's ``removed`` with state absent,
+    cleanup_all and check mode), as paths."""
     found = []
     words = _path_words((paths or {}).get("commands"))
     if words:
@@ -57,6 +61,10 @@ def leftover_problems(paths, fence, processes, host, fence_state_file=None):
     if state:
         where = f" ({fence_state_file})" if fence_state_file else ""
         found.append(f"an idle_cores fence: every top-level cgroup kept on CPUs {state.get('cpus')}{where}")
+    if cgroups:
+        names = [str(path).rstrip("/").rsplit("/", 1)[-1] for path in cgroups]
+        where = str(cgroups[0]).rstrip("/").rsplit("/", 1)[0]
+        found.append(f"the CPU quota {_names('cgroup', 'cgroups', names)} of injected cells (in {where})")
     pids = [line.split(None, 1)[0] for line in processes or [] if line.strip()]
     if pids:
         found.append(_names("workload process", "workload processes", pids))

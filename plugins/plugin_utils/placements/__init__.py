@@ -17,6 +17,7 @@ Kinds that hold another (a guest, a cloud instance) plan and map their inner kin
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import inject
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import (
     cloud_instance,
     container,
@@ -67,9 +68,22 @@ __all__ = ["KINDS", "RESULTS", "Observed", "PlacementError", "Placing", "plan_se
 def plan_sections(ctx, plan):
     """Add the sections of ``ctx.platform``'s kind to ``plan``; a cell with several instances then becomes the
     instances placement of that kind's instance (placements/instances.py; pods: placements/instances_k8s.py; a guest
-    each: placements/instances_guest.py; ranks over the runner hosts' own network: placements/instances_hosts.py)."""
-    KINDS[ctx.platform.kind].plan(ctx, plan)
+    each: placements/instances_guest.py; ranks over the runner hosts' own network: placements/instances_hosts.py).
+    An injected overhead is applied by the process and container kinds, to cells of one instance: the others are
+    refused here too (the experiment's plan refuses their platforms already, inject.platform_problems)."""
     spec = ctx.cell.get("instances")
+    if ctx.injected_quota is not None:
+        if ctx.platform.kind not in inject.KINDS:
+            raise PlacementError(
+                f"{ctx.where}: inject: {ctx.platform.label} ({ctx.platform.kind}) cannot take an injected overhead; "
+                f"only the cells of {' and '.join(inject.KINDS)} platforms do"
+            )
+        if spec:
+            raise PlacementError(
+                f"{ctx.where}: inject: an overhead is injected into cells of one instance only, and this one has "
+                f"{spec.get('count', 'several')}: inject into a single-instance experiment"
+            )
+    KINDS[ctx.platform.kind].plan(ctx, plan)
     if spec:
         if instances_k8s.places(ctx.platform):
             placing = instances_k8s

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
+from ansible_collections.platbench.lab.plugins.plugin_utils import inject
 
 # Every thread pool the frameworks start gets the scenario's core count.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
@@ -45,6 +46,19 @@ class Placing:
     peer: bool = False  # micro_net: the workload measures the network against a peer
     params: dict = field(default_factory=dict)
     extra_env: dict = field(default_factory=dict)  # what the kind adds to every environment (an emulated guest's)
+
+    @property
+    def injected_quota(self):
+        """The fraction of its CPUs' time an injected overhead leaves the cell (its ``inject`` label, ``cpu_quota``:
+        plugins/plugin_utils/inject.py), or None for a cell without one."""
+        try:
+            return inject.parse(self.cell["labels"].get(inject.LABEL)).get("cpu_quota")
+        except ValueError as exc:
+            raise PlacementError(f"{self.where}: {exc}") from None
+
+    def injected_cpus(self, fraction):
+        """The CPUs of quota an injected ``fraction`` leaves the cell: Q x its CPUs (the scale-up)."""
+        return round(float(fraction) * self.threads, 6)
 
     @property
     def data_mounts(self):

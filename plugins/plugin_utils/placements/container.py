@@ -6,6 +6,8 @@
 ``pin`` = ``--cpuset-cpus``, ``vnl`` = a ``--cpus`` quota; no network (``none``: the instances of a cell with
 several, micro_net's peer among them, join the cell's network path, placements/instances.py); never privileged.
 GPUs: Docker's ``device_requests`` for the NVIDIA runtime, Podman's CDI devices (``nvidia.com/gpu=INDEX``).
+An injected overhead (``inject: {cpu_quota: Q}``, plugins/plugin_utils/inject.py) is the engine's own ``--cpus``
+quota of Q x the cell's CPUs: beside ``pin``'s ``--cpuset-cpus``, or in place of ``vnl``'s quota of its CPUs.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.platbench.lab.plugins.module_utils import engines
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError
 
 # The CDI device kind nvidia-ctk generates for each GPU (platbench.lab.podman writes the spec).
 CDI_GPU = "nvidia.com/gpu"
@@ -60,6 +62,17 @@ def plan(ctx, plan, where=None):
     """plan["container"]: arguments of the engine's container module."""
     where = where or runner_engine(ctx)
     engine = ctx.platform.engine
+    cpus, applied = ctx.quota, None
+    fraction = ctx.injected_quota
+    if fraction is not None:
+        if where.in_guest:
+            raise PlacementError(
+                f"{ctx.where}: inject: the engine's CPU quota is injected into the runner host's containers only, not "
+                f"into those of {where.host}: inject into cn or pd"
+            )
+        cpus = ctx.injected_cpus(fraction)
+        with_cpuset = f" with --cpuset-cpus {where.cpuset}" if where.cpuset else ""
+        applied = {"cpu_quota": fraction, "quota_cpus": cpus, "applied_by": f"{engine} --cpus {cpus:g}{with_cpuset}"}
     plan["env"] = ctx.env()
     plan["container"] = {
         "engine": engine,
@@ -71,7 +84,7 @@ def plan(ctx, plan, where=None):
         "command": ["python"] + ctx.argv,
         "env": plan["env"],
         "cpuset_cpus": where.cpuset or None,
-        "cpus": ctx.quota,
+        "cpus": cpus,
         "volumes": [f"{m['source']}:{m['target']}:{m['mode']}" for m in where.mounts],
         "network_mode": "none",
         **_gpus(engine, where.device_ids),
@@ -86,6 +99,8 @@ def plan(ctx, plan, where=None):
     # others of the campaign in one prune (tasks/main.yml): a removal per cell costs a second module run per cell.
     # A failed run's container and a guest's are removed with their cell.
     plan["container"]["removal"] = "campaign" if engine == "docker" and not where.in_guest else "cell"
+    if applied:
+        plan["runtime"]["inject"] = applied
     if where.in_guest:
         plan["runtime"]["in_guest_cpuset"] = where.cpuset or None
 

@@ -6,6 +6,12 @@ Its launcher (the registry's ``launcher``) is the workload environment's python 
 ``apptainer exec`` of the workload image's SIF (``apptainer``). On the runner host ``pin`` puts
 ``taskset`` in front; in a guest the vCPUs are pinned on the host instead, and on an instance its
 flavor or ``taskset`` over its own CPUs does (the machine says which).
+
+An injected overhead (``inject: {cpu_quota: Q}``, plugins/plugin_utils/inject.py) puts the process on the runner host
+in a cgroup of the cell's own with a CFS quota of Q x its CPUs (module_utils/cpu_quota.py): tasks/process.yml
+creates it before the cell and removes it after, and the shell line moves itself into it before it execs the
+workload. For Apptainer's ``vnl`` that quota takes the place of Apptainer's own ``--cpus``, which would move the
+workload into a cgroup of Apptainer's, out of the cell's.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, cpu_quota
 from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     Observed,
@@ -54,9 +60,46 @@ def runner_machine(ctx):
     )
 
 
+def quota_cgroup(ctx, machine, fraction):
+    """The cell's CPU quota cgroup on the runner host for an injected ``fraction`` of its CPUs (plan["process"]
+    ["cgroup"]: path, cgroup version, quota and period), and what the record says was applied."""
+    if machine.over_ssh:
+        raise PlacementError(
+            f"{ctx.where}: inject: the CPU quota cgroup is made around a process on the runner host only, not in "
+            f"{machine.host}: inject into the runner host's platforms (bm, sg) or containers (cn, pd)"
+        )
+    found = ctx.facts.get("cpu_cgroup")
+    if not found:
+        raise PlacementError(
+            f"{ctx.where}: inject: cpu_quota needs the cgroup cpu controller (cgroup v2 with cpu in "
+            "/sys/fs/cgroup/cgroup.controllers, or v1's cpu mount with cpu.cfs_quota_us), and the host's facts "
+            "(platbench.lab.host_facts: cpu_cgroup) found neither: mount the cpu controller, or drop inject"
+        )
+    try:
+        quota = cpu_quota.quota_us(fraction, ctx.threads)
+    except cpu_quota.QuotaError as exc:
+        raise PlacementError(f"{ctx.where}: inject: {exc}") from None
+    cgroup = {
+        "path": f"{str(found['directory']).rstrip('/')}/{cpu_quota.cgroup_name(ctx.name)}",
+        "version": found["version"],
+        "quota_us": quota,
+        "period_us": cpu_quota.PERIOD_US,
+    }
+    applied = {
+        "cpu_quota": fraction,
+        "quota_cpus": ctx.injected_cpus(fraction),
+        "applied_by": cpu_quota.describe(cgroup["version"], quota, cgroup["period_us"]),
+        "cgroup": cgroup["path"],
+    }
+    return cgroup, applied
+
+
 def plan(ctx, plan, machine=None):
-    """plan["process"]: argv, chdir, env, and where it runs (host, become)."""
+    """plan["process"]: argv, chdir, env, and where it runs (host, become); with an injected overhead, the cgroup
+    it runs in (``cgroup``)."""
     machine = machine or runner_machine(ctx)
+    fraction = ctx.injected_quota
+    cgroup, applied = quota_cgroup(ctx, machine, fraction) if fraction is not None else (None, None)
     if ctx.platform.launcher == "apptainer":
         if not machine.sif:
             fix = apptainer.GUEST_FIX if machine.over_ssh else apptainer.INSTALL_FIX
@@ -69,7 +112,7 @@ def plan(ctx, plan, machine=None):
                 binds=machine.binds,
                 scratch=machine.scratch,
                 gpu=ctx.gpu_count > 0,
-                cpu_quota=ctx.quota,
+                cpu_quota=None if cgroup else ctx.quota,
                 cpuset=machine.apptainer_cpuset,
             ),
             "chdir": "/",
@@ -77,7 +120,7 @@ def plan(ctx, plan, machine=None):
         }
         plan["runtime"].update(
             launcher="apptainer",
-            cpu_quota_requested=ctx.quota,
+            cpu_quota_requested=None if cgroup else ctx.quota,
             sif=machine.sif,
             sif_image_id=machine.sif_image_id,
             apptainer_version=machine.apptainer_version,
@@ -99,6 +142,9 @@ def plan(ctx, plan, machine=None):
         else:
             plan["runtime"]["launcher"] = "taskset" if taskset else "process"
     plan["process"].update(host=machine.host, become=machine.become)
+    if cgroup:
+        plan["process"]["cgroup"] = cgroup
+        plan["runtime"]["inject"] = applied
     plan["process"]["command"] = shell_command(plan["process"], deadline=plan["timeout"])
     plan["process"]["task_timeout"] = cell_timeout.task_timeout(plan["timeout"])
 
@@ -109,10 +155,16 @@ def shell_command(process, deadline=None):
     process.yml hands it to ansible.builtin.raw, which runs it through the connection's shell without a Python
     module on the other side: the half second a module's start costs is no longer part of every cell.
     ``deadline``: the cell's timeout, which coreutils' timeout enforces there on the workload and every process it
-    started (plugin_utils/cell_timeout.py); None where a supervisor stops it (a guest's instances)."""
+    started (plugin_utils/cell_timeout.py); None where a supervisor stops it (a guest's instances). With a
+    ``cgroup`` (an injected CPU quota) the shell writes its own pid into the cgroup first, so that what it execs,
+    and every process that starts, runs under the quota; a write that fails stops the line there."""
     assignments = [f"{name}={value}" for name, value in sorted(process["env"].items())]
     stop = cell_timeout.deadline_argv(deadline) if deadline is not None else []
-    return f"cd {shlex.quote(process['chdir'])} && exec {shlex.join([*stop, 'env', *assignments, *process['argv']])}"
+    enter = ""
+    if process.get("cgroup"):
+        enter = f"echo $$ > {shlex.quote(process['cgroup']['path'] + '/' + cpu_quota.PROCS)} && "
+    command = shlex.join([*stop, "env", *assignments, *process["argv"]])
+    return f"cd {shlex.quote(process['chdir'])} && {enter}exec {command}"
 
 
 def observed(plan, results):
