@@ -1,8 +1,8 @@
 """Benchmark (not a test): the resolving power of platbench on this host, per schedule, with known answers.
 
 Runs campaigns of experiments/calibrate.yml through `platbench run` on the lab (bm, one pinned core, a tiny CNN
-whose timed part lasts --cell-seconds), three cells a round: A (as it is), A' (a CPU quota of all its CPU) and B (a
-quota of 1 - effect). Each campaign runs one schedule:
+whose timed part lasts --cell-seconds), four cells a round: two seeds as they are (A and A', the A/A pair) and the
+same two under a quota of 1 - effect (B, of A's seed: the A/B pair). Each campaign runs one schedule:
 
 - ``sequential``: the cells in the plan's fixed order round after round, compared unpaired (Welch's t), as
   platbench compared every campaign before rounds;
@@ -34,7 +34,7 @@ from pathlib import Path
 from _runs import REPO_ROOT  # first: it puts the repository and its collection on the path
 
 from platbench import cli
-from platbench.calibration import A_PRIME, A, detectable_effect
+from platbench.calibration import SEED, SEEDS, detectable_effect
 from platbench.report_load import SAMPLE_TIME, load_samples, measured
 from platbench.report_stats import paired_ratio_interval, ratio_interval
 
@@ -58,13 +58,13 @@ def quota_label(effect):
 
 
 def cells(directory, effect):
-    """{label: [(round, value, time), ...]} of the campaign's throughput samples."""
+    """{name: [(round, value, time), ...]} of the campaign's throughput samples: A, A' (the second seed) and B."""
     frame = measured(load_samples(directory))
     frame = frame[frame["metric"] == "throughput"]
     found = {}
-    for label in (A, A_PRIME, quota_label(effect)):
-        picked = frame[frame["inject"].astype(str) == label]
-        found[label] = sorted(
+    for name, label, seed in (("A", "none", SEEDS[0]), ("A'", "none", SEEDS[1]), ("B", quota_label(effect), SEEDS[0])):
+        picked = frame[(frame["inject"].astype(str) == label) & (frame[SEED].astype(str) == str(seed))]
+        found[name] = sorted(
             (int(row["repeat"]), float(row["value"]), float(row[SAMPLE_TIME])) for _, row in picked.iterrows()
         )
     return found
@@ -84,7 +84,7 @@ def interval(schedule, mine, theirs):
 def campaign_figures(schedule, directory, effect):
     """The campaign's half-width after each round (with its minutes so far), and its final A/B and A/A verdicts."""
     found = cells(directory, effect)
-    a, a_prime, b = found[A], found[A_PRIME], found[quota_label(effect)]
+    a, a_prime, b = found["A"], found["A'"], found["B"]
     start = min(stamp for _, _, stamp in a + a_prime + b)
     widths = []
     for last in range(1, len(a)):
@@ -138,7 +138,7 @@ def run_campaign(args, schedule, index):
         "--set",
         f"schedule={schedule}",
         "--set",
-        f"inject=[none, {{cpu_quota: 1.0}}, {{cpu_quota: {quota}}}]",
+        f"inject=[none, {{cpu_quota: {quota}}}]",
         "--set",
         f"params.auto_seconds={args.cell_seconds}",
     ]

@@ -1,9 +1,9 @@
 """Calibrate a lab host: how small a difference between two platforms can it tell, in how much time?
 
 ``platbench calibrate [--host H] [--effect 0.05] [--time 10m] [--rounds 6] [--cell-seconds 5]`` runs
-experiments/calibrate.yml, a short CPU-bound reference job on one pinned core of bare metal, three cells a round in
-a shuffled order: A (as it is), A' (under a CPU quota of all its CPU: the A/A pair, the injection's mechanism alone)
-and B (under a quota of 1 - effect: the A/B pair, a known overhead). It then prints
+experiments/calibrate.yml, a short CPU-bound reference job on one pinned core of bare metal, four cells a round in a
+shuffled order: two seeds as they are (A and A': the A/A pair) and the same two under a CPU quota of 1 - effect
+(B: with A, the A/B pair, a known overhead). It then prints
 
 - the host's noise: the CV between A's cells across rounds (what a campaign without pairing sees) and the CV of
   the A/A ratios within rounds (what a rounds campaign sees);
@@ -92,7 +92,7 @@ def _run_args(args):
         "--repeats",
         str(args.rounds),
         "--set",
-        f"inject=[none, {{cpu_quota: 1.0}}, {{cpu_quota: {quota}}}]",
+        f"inject=[none, {{cpu_quota: {quota}}}]",
         "--set",
         f"params.auto_seconds={args.cell_seconds:g}",
         "--inventory",

@@ -18,11 +18,15 @@ from platbench.report_stats import CONFIDENCE, paired_ratio_interval
 METRIC = "throughput"
 POWER = 0.80
 RUN_KEY = "calibration"  # the run.json key the result is kept under
-A, A_PRIME = inject.NONE, "cpu_quota=1"  # the cells as they are, and under a quota of all their CPU (A/A)
+SEED, SEEDS = "seed", (1, 2)  # the A/A pair: the same cell with two seeds, nothing injected
 
 
-def _by_round(frame, label):
-    picked = frame[(frame["metric"] == METRIC) & (frame[inject.LABEL].astype(str) == label)]
+def _by_round(frame, label, seed):
+    picked = frame[
+        (frame["metric"] == METRIC)
+        & (frame[inject.LABEL].astype(str) == label)
+        & (frame[SEED].astype(str) == str(seed))
+    ]
     return {int(row["repeat"]): float(row["value"]) for _, row in picked.iterrows()}
 
 
@@ -63,12 +67,16 @@ def analyse(results_dir, effect, campaign_seconds):
     """The calibration's figures from the campaign in ``results_dir`` (its samples), as a JSON-ready mapping."""
     frame = measured(load_samples(results_dir))
     quota = inject.label_of({"cpu_quota": round(1.0 - effect, 6)})
-    a, a_prime, b = _by_round(frame, A), _by_round(frame, A_PRIME), _by_round(frame, quota)
+    if SEED not in frame.columns or inject.LABEL not in frame.columns:
+        raise ValueError(f"{results_dir}: not a calibration campaign (no {SEED} and {inject.LABEL} labels)")
+    first, second = SEEDS
+    a, a_prime = _by_round(frame, inject.NONE, first), _by_round(frame, inject.NONE, second)
+    b, b_prime = _by_round(frame, quota, first), _by_round(frame, quota, second)
     aa, ab = _paired(a_prime, a), _paired(b, a)
     if len(aa) < 2 or len(ab) < 2:
-        raise ValueError(f"{results_dir}: fewer than 2 rounds with all three cells measured: nothing to calibrate")
+        raise ValueError(f"{results_dir}: fewer than 2 rounds with all its cells measured: nothing to calibrate")
     stamps = frame.loc[frame["metric"] == METRIC, SAMPLE_TIME].dropna().astype(float)
-    cells = len(a) + len(a_prime) + len(b)
+    cells = len(a) + len(a_prime) + len(b) + len(b_prime)
     cell_seconds = (stamps.max() - stamps.min()) / max(cells - 1, 1)
     comparison_round = 2 * cell_seconds  # a platform's cell and its baseline's
     spread = _log_spread(aa)
@@ -109,7 +117,7 @@ def describe(result):
         "a cell):",
         f"  noise between cells: CV {noise['between_cells_cv']:.1%} (unpaired, as a sequential campaign sees it); "
         f"between the cells of a round: {noise['paired_cv']:.1%} (paired by round)",
-        f"  A/A (a CPU quota of all its CPU): {aa['estimate']:.3f} [{aa['interval'][0]:.3f}, {aa['interval'][1]:.3f}]"
+        f"  A/A (two seeds, nothing injected): {aa['estimate']:.3f} [{aa['interval'][0]:.3f}, {aa['interval'][1]:.3f}]"
         + (": a difference where there is none" if aa["difference_seen"] else ": no difference, as it should"),
         f"  A/B (a {result['effect']:.0%} overhead injected, expected {ab['expected']:.3f}): {ab['estimate']:.3f} "
         f"[{ab['interval'][0]:.3f}, {ab['interval'][1]:.3f}]: {found}",

@@ -16,7 +16,7 @@ AA_NOISE = [1.004, 0.997, 1.002, 0.995, 1.006, 0.998]
 AB_NOISE = [0.951, 0.946, 0.953, 0.949, 0.955, 0.947]
 
 
-def sample(label, value, repeat, stamp):
+def sample(label, seed, value, repeat, stamp):
     scenario = "bm/1/pin/cpu"
     labels = {
         "experiment": "calibrate",
@@ -30,7 +30,8 @@ def sample(label, value, repeat, stamp):
         "scenario": scenario,
         "schedule": "rounds",
         "inject": label,
-        "cell": f"{scenario}|inject={label}|r{repeat}",
+        "seed": seed,
+        "cell": f"{scenario}|seed={seed},inject={label}|r{repeat}",
     }
     return {"metric": "throughput", "value": value, "unit": "images/sec", "timestamp": stamp, "labels": labels}
 
@@ -41,8 +42,9 @@ def campaign(tmp_path):
     directory.mkdir()
     samples, stamp = [], 0.0
     for repeat, (drift, aa, ab) in enumerate(zip(DRIFT, AA_NOISE, AB_NOISE, strict=True)):
-        for label, factor in (("none", 1.0), ("cpu_quota=1", aa), ("cpu_quota=0.95", ab)):
-            samples.append(sample(label, 1500.0 * drift * factor, repeat, stamp))
+        cells = (("none", 1, 1.0), ("none", 2, aa), ("cpu_quota=0.95", 1, ab), ("cpu_quota=0.95", 2, ab * aa))
+        for label, seed, factor in cells:
+            samples.append(sample(label, seed, 1500.0 * drift * factor, repeat, stamp))
             stamp += 10.0  # a cell every 10 s
     append_samples(directory / "samples.jsonl", samples)
     (directory / "run.json").write_text(json.dumps({"campaign": "calibrate-1"}))
@@ -51,7 +53,7 @@ def campaign(tmp_path):
 
 def test_the_known_answers_are_found(campaign):
     result = calibration.analyse(campaign, 0.05, 600)
-    assert result["rounds"] == 6 and result["cell_seconds"] == pytest.approx(170.0 / 17)
+    assert result["rounds"] == 6 and result["cell_seconds"] == pytest.approx(230.0 / 23)
     logs_aa = [math.log(value) for value in AA_NOISE]
     assert result["noise"]["paired_cv"] == pytest.approx(stats.tstd(logs_aa))
     assert result["noise"]["between_cells_cv"] == pytest.approx(stats.tstd(DRIFT) / (sum(DRIFT) / 6))
@@ -75,7 +77,7 @@ def test_the_detectable_effect_and_the_time_to_detect_follow_their_formulas(camp
 
 def test_an_overhead_that_is_not_there_is_not_found(campaign, tmp_path):
     # The same campaign asked about a 20% overhead: its B cells are the 5% ones, so no cpu_quota=0.8 cells exist.
-    with pytest.raises(ValueError, match="fewer than 2 rounds with all three cells measured"):
+    with pytest.raises(ValueError, match="fewer than 2 rounds with all its cells measured"):
         calibration.analyse(campaign, 0.2, 600)
 
 
