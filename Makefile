@@ -11,6 +11,10 @@ CAMPAIGN ?= $(EXPERIMENT)-$(shell date +%Y%m%d-%H%M%S)
 # run` refuses a bad file before any cell, the report after the campaign shows the verdicts; a failing budget never
 # fails make lab (no --check).
 BUDGETS ?= $(wildcard experiments/budgets/$(EXPERIMENT).yml)
+# Run until decided (README "Resolving power"): rounds are added until every ratio to bm is within ±PRECISION, every
+# budget is decided, or MAX_TIME is spent; PRECISION= (empty) runs the experiment's repeats only.
+PRECISION ?= 0.03
+MAX_TIME ?= 15m
 PYTEST_ARGS ?=
 
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
@@ -23,7 +27,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # when a cell failed: the table of the others is still shown, and make then fails with that status.
 lab: $(VENV)/.installed
 	ansible-playbook site.yml
-	campaign=$(CAMPAIGN); platbench run $(EXPERIMENT) --campaign $$campaign $(if $(SIZE),--size $(SIZE)) $(if $(BUDGETS),--budgets $(BUDGETS)); status=$$?; \
+	campaign=$(CAMPAIGN); platbench run $(EXPERIMENT) --campaign $$campaign $(if $(SIZE),--size $(SIZE)) $(if $(BUDGETS),--budgets $(BUDGETS)) $(if $(PRECISION),--precision $(PRECISION) --max-time $(MAX_TIME)); status=$$?; \
 	  if [ $$status -le 1 ] && [ -s results/$$campaign/samples.jsonl ]; then platbench report results/$$campaign $(if $(BUDGETS),--budgets $(BUDGETS)) || exit; fi; \
 	  exit $$status
 
