@@ -5,6 +5,7 @@ precision, when every budget is decided, and when the time is spent."""
 
 import argparse
 import itertools
+from pathlib import Path
 
 import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
@@ -129,3 +130,11 @@ def test_decided_budgets_end_the_run(tmp_path, passes, capsys):
     assert run.main(args_for(tmp_path, 0.0001, budgets_file=budgets_file)) == EXIT_OK
     out = capsys.readouterr().out
     assert "until decided: every budget is decided (pass or fail)" in out
+
+
+def test_make_lab_runs_the_smoke_until_decided_within_fifteen_minutes():
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    recipe = makefile.split("\nlab:", 1)[1].split("\n\n", 1)[0]
+    assert "$(if $(PRECISION),--precision $(PRECISION) --max-time $(MAX_TIME))" in recipe
+    assert "PRECISION ?= 0.03" in makefile and "MAX_TIME ?= 15m" in makefile
+    assert decide.parse_duration("15m") == 900 and decide.precision_problem(0.03) is None
