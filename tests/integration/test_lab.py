@@ -175,7 +175,14 @@ def test_run_json_and_report(smoke):
         text=True,
         check=True,
     ).stdout
-    rows = [line for line in report.splitlines() if re.match(r"\s*(bm|cn)\b", line)]
+    # The answer first (cn/bm and pd/bm per row; one round: no interval yet), then the table, whose rows start with
+    # their platform.
+    assert report.startswith("Answer: throughput, each platform against bm (95% interval, "), report
+    answers = [line for line in report.splitlines() if line.startswith("cn/bm throughput (")]
+    assert len(answers) == 4 and all(
+        line.endswith("undecided: no interval (fewer than 2 rounds on a side)") for line in answers
+    )
+    rows = [line for line in report.splitlines() if re.match(r"\s*(bm|cn)\s", line)]
     assert len(rows) == 8, report
     assert any(line.lstrip().startswith("cn") and re.search(r"\d\.\d+", line) for line in rows)
 
