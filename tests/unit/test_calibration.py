@@ -7,6 +7,7 @@ import math
 
 import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from round_samples import throughput_sample
 from scipy import stats
 
 from platbench import calibration, cli
@@ -17,23 +18,10 @@ AB_NOISE = [0.951, 0.946, 0.953, 0.949, 0.955, 0.947]
 
 
 def sample(label, seed, value, repeat, stamp):
-    scenario = "bm/1/pin/cpu"
-    labels = {
-        "experiment": "calibrate",
-        "workload": "cnn_train",
-        "platform": "bm",
-        "scaleup": 1,
-        "cpu_config": "pin",
-        "processor": "cpu",
-        "mode": "single",
-        "repeat": repeat,
-        "scenario": scenario,
-        "schedule": "rounds",
-        "inject": label,
-        "seed": seed,
-        "cell": f"{scenario}|seed={seed},inject={label}|r{repeat}",
-    }
-    return {"metric": "throughput", "value": value, "unit": "images/sec", "timestamp": stamp, "labels": labels}
+    variant = f"seed={seed},inject={label}"
+    return throughput_sample(
+        "bm", value, repeat, stamp, "calibrate", variant, schedule="rounds", inject=label, seed=seed
+    )
 
 
 @pytest.fixture

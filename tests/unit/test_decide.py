@@ -9,27 +9,14 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from round_samples import throughput_sample
 
 from platbench import budgets, cli, decide, run
 from platbench.campaign import EXIT_OK
 
 
 def sample(platform, value, repeat):
-    scenario = f"{platform}/1/pin/cpu"
-    labels = {
-        "experiment": "smoke",
-        "workload": "cnn_train",
-        "platform": platform,
-        "scaleup": 1,
-        "cpu_config": "pin",
-        "processor": "cpu",
-        "mode": "single",
-        "repeat": repeat,
-        "scenario": scenario,
-        "schedule": "rounds",
-        "cell": f"{scenario}|r{repeat}",
-    }
-    return {"metric": "throughput", "value": value, "unit": "images/sec", "timestamp": 30.0 * repeat, "labels": labels}
+    return throughput_sample(platform, value, repeat, 30.0 * repeat, schedule="rounds")
 
 
 # cn's share of bm per round: about 0.96, spread about 1% round to round; the host drifts by round on both sides.

@@ -6,6 +6,7 @@ import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils import inject
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from round_samples import throughput_sample
 
 from platbench.report_load import load_samples
 from platbench.report_tables import baseline_rows, comparison, summarize
@@ -62,22 +63,9 @@ def test_a_dimension_labels_each_cell_and_keeps_the_ids_apart():
 
 
 def sample(platform, injected, value, repeat):
-    scenario = f"{platform}/1/pin/cpu"
-    labels = {
-        "experiment": "known",
-        "workload": "cnn_train",
-        "platform": platform,
-        "scaleup": 1,
-        "cpu_config": "pin",
-        "processor": "cpu",
-        "mode": "single",
-        "repeat": repeat,
-        "scenario": scenario,
-        "schedule": "rounds",
-        "inject": injected,
-        "cell": f"{scenario}|inject={injected}|r{repeat}",
-    }
-    return {"metric": "throughput", "value": value, "unit": "images/sec", "timestamp": 1.0 + repeat, "labels": labels}
+    return throughput_sample(
+        platform, value, repeat, 1.0 + repeat, "known", f"inject={injected}", schedule="rounds", inject=injected
+    )
 
 
 def test_an_injected_row_is_compared_with_the_same_platform_without_injection(tmp_path):

@@ -10,6 +10,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import schedule
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from round_samples import throughput_sample
 from scipy import stats
 
 from platbench import answer, budgets, cli, report_stats
@@ -127,23 +128,7 @@ def test_pairs_needed_brings_the_half_width_to_the_resolution():
 
 
 def sample(platform, value, repeat, schedule_label="rounds"):
-    scenario = f"{platform}/1/pin/cpu"
-    labels = {
-        "experiment": "smoke",
-        "workload": "cnn_train",
-        "platform": platform,
-        "scaleup": 1,
-        "cpu_config": "pin",
-        "processor": "cpu",
-        "mode": "single",
-        "repeat": repeat,
-        "scenario": scenario,
-        "campaign": "smoke-1",
-        "cell": f"{scenario}|r{repeat}",
-    }
-    if schedule_label:
-        labels["schedule"] = schedule_label
-    return {"metric": "throughput", "value": value, "unit": "images/sec", "timestamp": 60.0 * repeat, "labels": labels}
+    return throughput_sample(platform, value, repeat, 60.0 * repeat, campaign="smoke-1", schedule=schedule_label)
 
 
 # The host's capacity drifts by round (±10%) and cn is 5% slower in every round: unpaired, the drift hides it;
