@@ -23,7 +23,7 @@ from ansible_collections.platbench.lab.workloads.common import metric_table
 
 from platbench.report_load import ACCELERATOR, BASELINE, SAMPLE_TIME, is_emulated
 from platbench.report_stats import pairs_needed
-from platbench.report_tables import PAIRED, comparison, key_cells
+from platbench.report_tables import PAIRED_METHODS, comparison, key_cells
 
 # The difference the answer resolves by default: within it, two platforms are the same for the user's decision.
 RESOLUTION = 0.03
@@ -51,7 +51,7 @@ def _direction_words(metric):
 
 def _rounds_needed(compared, row, baseline, metric, resolution):
     """How many more rounds (repeats) would resolve ``resolution``; None when it cannot be said."""
-    if compared["method"] == PAIRED:
+    if compared["method"] in PAIRED_METHODS:
         needed = pairs_needed(compared["pairs"], resolution)
         return None if needed is None else needed - len(compared["pairs"])
     low, high = compared["interval"]

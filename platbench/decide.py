@@ -21,7 +21,7 @@ from platbench import answer, budgets
 from platbench.answer import seconds_per_round
 from platbench.report_load import choose_metrics, is_emulated, load_samples
 from platbench.report_stats import pairs_needed
-from platbench.report_tables import PAIRED, baseline_rows, comparison, summarize
+from platbench.report_tables import PAIRED_METHODS, baseline_rows, comparison, summarize
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -73,7 +73,7 @@ def _half_width(compared):
 def _more_rounds(compared, row, baseline, metric, precision):
     if compared["interval"] is None:
         return None
-    if compared["method"] == PAIRED:
+    if compared["method"] in PAIRED_METHODS:
         needed = pairs_needed(compared["pairs"], precision)
         return None if needed is None else max(0, needed - len(compared["pairs"]))
     have = min(len(row.get(f"{metric} values") or []), len(baseline.get(f"{metric} values") or []))

@@ -69,6 +69,7 @@ from platbench.report_tables import (
     baseline_rows,
     csv_frame,
     display_table,
+    duet_note,
     emulated_note,
     invalid_note,
     noise_note,
@@ -110,6 +111,7 @@ __all__ = [
     "load_samples",
     "mean",
     "noise_note",
+    "duet_note",
     "ratio",
     "roofline_points",
     "sample_std",
@@ -227,6 +229,7 @@ def run(args):
         for note in (
             "\n".join(calibration.describe(calibrated)) if calibrated else "",
             noise_note(rows, metrics),
+            duet_note(frame),
             validity.note(rows, thresholds),
             emulated_note(rows, args.include_emulated),
             skipped_note(frame),

@@ -61,8 +61,17 @@ NOISE_NOTE = (
 # The column of the rounds (repeats) a rounds campaign pairs its platforms by (plugins/plugin_utils/schedule.py).
 ROUND = "repeat"
 SCHEDULE = "schedule"
+# The pair a duet campaign's cell ran in (schedule.DUET_PAIR: the lead's id, on both sides).
+DUET_PAIR = "duet_pair"
 PAIRED = "paired by round (t on log-ratios)"
+DUET_PAIRED = "paired by duet pair (t on log-ratios)"
+PAIRED_METHODS = (PAIRED, DUET_PAIRED)
 UNPAIRED = "unpaired (Welch's t over the repeats)"
+DUET_NOTE = (
+    "duet: both sides of a pair ran at the same time on disjoint cores of one NUMA node, sharing the host's caches "
+    "and memory bandwidth; a duet ratio is the difference between the platforms, not their speed alone, and a duet "
+    "row's own figures are not those of the platform running alone."
+)
 EMULATED_NOTE = (
     "tcg: emulated guest (QEMU TCG, no KVM on this host): functional only, 10-200x slower than "
     "hardware; left out of the ratios to bm (--include-emulated shows them)."
@@ -97,7 +106,16 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
     INVALID, scaled-down) and its ``validity``:
     the reasons (platbench/validity.py, by ``thresholds``) its figures cannot be trusted, "" when they can.
     """
-    for column in SCENARIO_LABELS + ["cell", HOST, ACCELERATOR, LOADGEN_RESULT, ROUND, SCHEDULE, *validity.COLUMNS]:
+    for column in SCENARIO_LABELS + [
+        "cell",
+        HOST,
+        ACCELERATOR,
+        LOADGEN_RESULT,
+        ROUND,
+        SCHEDULE,
+        DUET_PAIR,
+        *validity.COLUMNS,
+    ]:
         if column not in frame.columns:
             frame = frame.assign(**{column: None})
     by_workload = workload_keys(frame)
@@ -129,7 +147,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
             row[f"{metric} cv"] = coefficient_of_variation(values)
             row[f"{metric} min"] = min(values) if values else None
             row[f"{metric} max"] = max(values) if values else None
-            row[f"{metric} by round"] = _by_round(succeeded, metric)
+            row[f"{metric} by pair"] = _by_pair(succeeded, metric)
         # An emulated guest's row (tcg) is functional only, never a measurement to trust: nothing to mark.
         row[validity.VALIDITY] = "" if is_emulated(row) else _validity(row, succeeded, metrics, thresholds)
         rows.append(row)
@@ -143,7 +161,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
             compared = comparison(row, baseline, metric)
             row[f"{metric} ratio method"] = compared["method"]
             row[f"{metric} pairs"] = compared["pairs"]
-            if compared["method"] == PAIRED:
+            if compared["method"] in PAIRED_METHODS:
                 row[f"{metric} ratio to {BASELINE}"] = compared["estimate"]
             if compared["interval"] is not None:
                 low, high = compared["interval"]
@@ -158,28 +176,36 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
     return rows, keys, units
 
 
-def _by_round(succeeded, metric):
-    """{round: value} of a row whose cells ran in a rounds campaign, one value per round; None otherwise (a
-    sequential or older campaign, or a row with several values in a round), which compares unpaired."""
-    picked = succeeded.loc[succeeded["metric"] == metric, [ROUND, SCHEDULE, "value"]]
-    if picked.empty or not (picked[SCHEDULE] == "rounds").all() or picked[ROUND].isna().any():
+def _by_pair(succeeded, metric):
+    """``(how, {pair: value})`` of a row whose cells can be paired with its baseline's, one value per pair: ``how``
+    is PAIRED (the pair is the round, in a rounds campaign) or DUET_PAIRED (the duet pair, in a duet campaign); None
+    otherwise (a sequential or older campaign, a row with several values in a round), which compares unpaired."""
+    picked = succeeded.loc[succeeded["metric"] == metric, [ROUND, SCHEDULE, DUET_PAIR, "value"]]
+    if picked.empty:
         return None
-    if picked[ROUND].duplicated().any():
+    if (picked[SCHEDULE] == "duet").all() and picked[DUET_PAIR].notna().all():
+        how, keys = DUET_PAIRED, picked[DUET_PAIR].astype(str)
+    elif (picked[SCHEDULE] == "rounds").all() and picked[ROUND].notna().all():
+        how, keys = PAIRED, picked[ROUND].astype(int)
+    else:
         return None
-    return {int(number): float(value) for number, value in zip(picked[ROUND], picked["value"], strict=True)}
+    if keys.duplicated().any():
+        return None
+    return how, {key: float(value) for key, value in zip(keys, picked["value"], strict=True)}
 
 
 def comparison(row, baseline, metric):
     """How ``row`` compares with its ``baseline`` row on ``metric``, the one estimate the table, the answer, the
     page and the budgets use: ``{"estimate", "interval", "method", "pairs"}``. Rows of a rounds campaign with two
-    or more rounds in common: paired by round (report_stats.paired_ratio_interval); otherwise the ratio of the
-    means with Welch's interval (report_stats.ratio_interval). ``interval`` is None where it cannot be computed."""
-    mine, theirs = row.get(f"{metric} by round"), baseline.get(f"{metric} by round")
-    if mine and theirs:
-        pairs = [(mine[number], theirs[number]) for number in sorted(mine) if number in theirs]
+    or more rounds in common: paired by round; of a duet campaign with two or more duet pairs in common: paired by
+    pair (report_stats.paired_ratio_interval, Student's t on the log-ratios); otherwise the ratio of the means with
+    Welch's interval (report_stats.ratio_interval). ``interval`` is None where it cannot be computed."""
+    mine, theirs = row.get(f"{metric} by pair"), baseline.get(f"{metric} by pair")
+    if mine and theirs and mine[0] == theirs[0]:
+        pairs = [(mine[1][key], theirs[1][key]) for key in sorted(mine[1]) if key in theirs[1]]
         paired = paired_ratio_interval(pairs)
         if paired is not None:
-            return {"estimate": paired[0], "interval": paired[1:], "method": PAIRED, "pairs": pairs}
+            return {"estimate": paired[0], "interval": paired[1:], "method": mine[0], "pairs": pairs}
     values, baseline_values = row.get(f"{metric} values") or [], baseline.get(f"{metric} values") or []
     return {
         "estimate": ratio(mean(values), mean(baseline_values)),
@@ -383,6 +409,13 @@ def noise_note(rows, metrics):
     if not any(row[f"{metric} within noise"] for row in rows for metric in metrics):
         return None
     return NOISE_NOTE
+
+
+def duet_note(frame):
+    """What a duet campaign's ratios are (DUET_NOTE), None for a campaign without duet pairs."""
+    if SCHEDULE not in frame.columns or not (frame[SCHEDULE] == "duet").any():
+        return None
+    return DUET_NOTE
 
 
 def skipped_note(frame):

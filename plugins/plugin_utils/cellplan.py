@@ -28,6 +28,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import (
     instances,
     peer,
     placements,
+    schedule,
     sizing,
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
@@ -154,6 +155,22 @@ def choose_cpus(allowed, count, reserved=(), numa_nodes=None):
     return chosen, node
 
 
+def duet_cpus(allowed, count, reserved=(), numa_nodes=None):
+    """The two CPU sets of a duet pair (schedule.duet) of scale-up ``count``: ``([side 0], [side 1])``, disjoint,
+    ``count`` CPUs each, in one NUMA node where the host has several (choose_cpus' 2 x ``count``, side 0 the higher
+    half). Raises CellPlanError, saying what the host has, where they do not fit."""
+    try:
+        chosen, node = choose_cpus(allowed, 2 * count, reserved, numa_nodes)
+    except CellPlanError as exc:
+        raise CellPlanError(f"a duet pair of scale-up {count} runs twice, side by side: {exc}") from None
+    if len(numa_nodes or {}) > 1 and node is None:
+        raise CellPlanError(
+            f"a duet pair of scale-up {count} needs 2 x {count} free CPUs in one NUMA node, and no node of this host "
+            "has them"
+        )
+    return chosen[count:], chosen[:count]
+
+
 def choose_gpus(platform, facts, assignment, wanted, host):
     """The PCI addresses of the GPUs a `gpu` cell on ``platform`` gets: the first ``wanted`` of
     its pool (the registry's ``gpu_pool``: ``host``, the GPUs assigned to the host and not bound to
@@ -227,6 +244,12 @@ def _resources(platform, cell, facts, opts, where):
             if pinned and not platform.remote
             else ([], None)
         )
+        side = labels.get(schedule.DUET_SIDE)
+        if side is not None and pinned and not platform.remote:
+            # A duet pair's side: its half of the pair's CPUs (schedule.duet swaps the sides every round).
+            allowed, reserved = facts.get("cpus_allowed", []), opts["reserved_cpus"] or []
+            sides = duet_cpus(allowed, needed, reserved, facts.get("numa_nodes"))
+            cpus = sides[int(side)]
         # The assignment is checked for every cell, so a bad one never passes unnoticed.
         gpu_pools.checked_assignment(opts["gpu_assignment"], facts.get("gpus"), opts["host"])
         # GPUs of its own for each instance of a cell with several (instances.gpus: disjoint), or one set for all.

@@ -17,6 +17,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
     dropped_cells,
     expand,
     load_experiment,
+    schedule_fallbacks,
     workloads_of,
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import checked_params
@@ -39,12 +40,13 @@ def plan_experiment(experiments_dir, name, overrides=None, size=None, root=COLLE
         source += f" (with overrides {overrides!r})"
     experiment = load_experiment(experiments_dir, name, overrides, size or None)
     warnings = checked_params(experiment, source, root)
-    if experiment["schedule"] == "rounds" and experiment["schedule_seed"] is None:
+    if experiment["schedule"] in ("rounds", "duet") and experiment["schedule_seed"] is None:
         experiment["schedule_seed"] = schedule.seed_for(campaign or experiment["name"])
     plan = {
         **experiment,
         "cells": expand(experiment),
         "dropped": dropped_cells(experiment),
+        "schedule_fallbacks": schedule_fallbacks(experiment),
         "tools": tools_for(workloads_of(experiment)),
         "as_run": {"size": size or None, "overrides": overrides or {}},
     }

@@ -592,10 +592,19 @@ def _all_cells(experiment):
 
 def expand(experiment):
     """The cells of a validated experiment to run, in run order: ``_all_cells``' order, each round shuffled when
-    the experiment's schedule is rounds and it holds its seed (schedule.ordered; experiment_plan gives it one); the
-    cells a workload cannot run in (``dropped_cells``) are left out."""
+    the experiment's schedule is rounds or duet and it holds its seed (schedule.ordered; experiment_plan gives it
+    one; duet also pairs the cells); the cells a workload cannot run in (``dropped_cells``) are left out."""
     cells = [cell for cell, dropped in _all_cells(experiment) if dropped is None]
     return schedule.ordered(cells, experiment.get("schedule"), experiment.get("schedule_seed"))
+
+
+def schedule_fallbacks(experiment):
+    """The cells of a duet experiment that run alone, under rounds, and why (schedule.duet): one entry per platform
+    and reason, ``{"platform", "reason", "cells"}``; [] for any other schedule."""
+    if experiment.get("schedule") != "duet":
+        return []
+    cells = [cell for cell, dropped in _all_cells(experiment) if dropped is None]
+    return schedule.duet(cells, experiment.get("schedule_seed") or 0)[1]
 
 
 def dropped_cells(experiment):

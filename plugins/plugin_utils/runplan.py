@@ -9,8 +9,9 @@ filters by ``roles/platform_run/tasks/precheck.yml``.
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout, idle_cores, instances, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout, idle_cores, instances, schedule, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, duet_cpus
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_hosts, instances_k8s
 
@@ -110,6 +111,8 @@ def plan_problems(
             f"{offered} CPUs: lower 'scaleup' in experiments/{name}.yml, or let the instances share their CPUs "
             "(instances: {cpus: shared})."
         )
+    # schedule: duet runs each pair's sides at once, on CPUs of their own (plugins/plugin_utils/schedule.py).
+    problems.extend(duet_problems(name, local, facts, reserved_cpus, host))
     # idle_cores: none: every core to the instance, none kept back (plugins/plugin_utils/idle_cores.py).
     problems.extend(idle_cores.plan_problems(name, local, facts, reserved_cpus, host))
     # A Kubernetes platform's pods only talk over the cluster's CNI (placements/instances_k8s.py).
@@ -122,6 +125,25 @@ def plan_problems(
     if not gpu_problems:
         problems.extend(_instance_gpu_problems(name, local, facts, host, gpu_assignment, gpus_per_cell))
     return {"problems": problems, "skipped": skipped, "gpu_summary": summary, "sizing": sizing_notes}
+
+
+def duet_problems(name, cells, facts, reserved_cpus, host):
+    """The duet pairs (schedule.duet) that do not fit twice on ``host``, one message per scenario naming it, its
+    CPUs and what to change."""
+    problems = {}
+    for cell in cells:
+        labels = cell["labels"]
+        if labels.get(schedule.DUET_ROLE) != "lead" or labels["scenario"] in problems:
+            continue
+        try:
+            allowed, numa = facts.get("cpus_allowed", []), facts.get("numa_nodes")
+            duet_cpus(allowed, int(labels["scaleup"]), reserved_cpus or [], numa)
+        except CellPlanError as exc:
+            problems[labels["scenario"]] = (
+                f"Experiment '{name}' runs scenario {labels['scenario']} as a duet (schedule: duet) on {host}, where "
+                f"it does not fit twice: {exc}. Use schedule: rounds, or a lower scale-up, in experiments/{name}.yml."
+            )
+    return list(problems.values())
 
 
 def _sized(cells, facts, reserved, host):
@@ -290,10 +312,40 @@ def cells_to_run(plan, status, host, done=(), runners=None, facts=None, reserved
         cell for cell in cells if cell["labels"].get("emulated")
     ]
     done = set(done)
+    planned = {cell["id"] for cell in cells}
     # Each cell's sizing on this host (scale-up resolved, chr, numa_nodes) is part of its labels, so of its record.
+    # A duet pair runs whole while either side is left to measure; the side already measured is not recorded again.
     kept = [
         sizing.sized({**cell, "labels": {**cell["labels"], "host": host}}, facts, reserved_cpus, host)
         for cell in cells
-        if cell["id"] not in done
+        if cell["id"] not in done or _partner_left(cell, planned, done)
     ]
-    return {"cells": kept, "done": sum(1 for cell in cells if cell["id"] in done)}
+    return {"cells": kept, "done": sum(1 for cell in cells if cell["id"] in done), "units": run_units(kept, done)}
+
+
+def _partner_left(cell, planned, done):
+    partner = cell["labels"].get(schedule.DUET_PARTNER)
+    return partner in planned and partner not in done
+
+
+def run_units(cells, done=()):
+    """What the role's loop runs, in order (tasks/main.yml): ``{"tasks", "cell", "partner", "record"}``, a lone
+    cell through ``cell.yml``, a duet pair (schedule.duet) through ``duet.yml`` with its partner; ``record``: the
+    ids to record (a side measured before a stop is not recorded twice). A duet side whose partner is not run here
+    (its platform is not ready) runs alone."""
+    by_id = {cell["id"]: cell for cell in cells}
+    units, taken = [], set()
+    for cell in cells:
+        if cell["id"] in taken:
+            continue
+        labels = cell["labels"]
+        partner = by_id.get(labels.get(schedule.DUET_PARTNER))
+        if partner is not None and labels.get(schedule.DUET_ROLE) == "partner":
+            continue  # its lead runs it
+        if partner is not None:
+            taken.update((cell["id"], partner["id"]))
+            record = [side["id"] for side in (cell, partner) if side["id"] not in done]
+            units.append({"tasks": "duet.yml", "cell": cell, "partner": partner, "record": record})
+        else:
+            units.append({"tasks": "cell.yml", "cell": cell, "partner": None, "record": [cell["id"]]})
+    return units

@@ -11,6 +11,15 @@ and to compare the platforms round by round (platbench/report_stats.paired_ratio
   shuffled with the campaign's seed and the round's number, so the same campaign (a resumed one) runs the same
   order.
 - ``sequential``: the plan's fixed order, round after round (the platform innermost: bm, then cn, ...).
+- ``duet`` (Bulej et al., "Duet benchmarking", 2020): a cell and its baseline's cell (bm's, or for an injected cell
+  the same platform's without injection) run at the same time, on disjoint CPU sets of one NUMA node, and swap the
+  sets every round; the drift of the host then falls on both sides of each pair alike. The baseline runs as a copy
+  of its cell for each pair (``<its id>|partner=<the other side>``); both sides carry the pair (``duet_pair``: the
+  lead's id), their side of the CPUs (``duet_side``) and their partner's id (``duet_partner``). The pairs and the
+  cells left alone are shuffled per round, as ``rounds`` does. A cell that cannot run beside another (a guest, an
+  emulator, several instances, an unpinned or a gpu cell, idle_cores: none, no baseline cell to pair with) runs
+  alone, under ``rounds``, and the plan says why (``fallbacks``). Whether a pair fits twice on a host is the
+  precheck's (``fit_problems``): its facts say.
 
 Pure Python: matrix.expand orders the cells, experiment_plan picks the seed.
 """
@@ -20,12 +29,28 @@ from __future__ import annotations
 import random
 import zlib
 
-SCHEDULES = ("rounds", "sequential")
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import inject, peer
+
+SCHEDULES = ("rounds", "sequential", "duet")
 DEFAULT = "rounds"
 # The label every cell carries: the report pairs the cells of a rounds campaign by round.
 LABEL = "schedule"
 SEED_FIELD = "schedule_seed"
 _SEED_LIMIT = 2**31
+# The labels of a duet pair's cells (run labels: never a row of the report of their own).
+DUET_PAIR = "duet_pair"
+DUET_SIDE = "duet_side"
+DUET_PARTNER = "duet_partner"
+DUET_ROLE = "duet_role"  # lead (the cell compared) or partner (its baseline's copy)
+DUET_LABELS = (DUET_PAIR, DUET_SIDE, DUET_PARTNER, DUET_ROLE)
+# The kinds whose cells can run beside another on CPUs of their own: a process and a container on the runner host.
+DUET_KINDS = ("process", "container")
+# What the report says of a duet campaign's ratios.
+DUET_CAVEAT = (
+    "duet: both sides of a pair ran at the same time on disjoint cores of one NUMA node, sharing the host's caches "
+    "and memory bandwidth; duet measures the difference between the platforms, not their speed alone"
+)
 
 
 def problems(schedule, seed):
@@ -34,7 +59,8 @@ def problems(schedule, seed):
     if schedule not in SCHEDULES:
         found.append(
             f"schedule: unknown value {schedule!r}; allowed: rounds (every scenario once per round, in an order "
-            "shuffled per round: the default) or sequential (the plan's fixed order, round after round)"
+            "shuffled per round: the default), sequential (the plan's fixed order, round after round) or duet "
+            "(each cell beside its baseline's, at the same time, on disjoint cores)"
         )
     if seed is not None and not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < _SEED_LIMIT):
         found.append(f"{SEED_FIELD}: {seed!r} must be a whole number from 0 to {_SEED_LIMIT - 1} (or left out)")
@@ -49,9 +75,12 @@ def seed_for(campaign):
 
 def ordered(cells, schedule, seed, round_of=lambda cell: cell["labels"]["repeat"]):
     """``cells`` in the order ``schedule`` runs them. rounds: the rounds in their order, each one's cells shuffled
-    by ``random.Random`` seeded with ``seed`` and the round; sequential (or no seed): as given."""
-    if schedule != "rounds" or seed is None:
+    by ``random.Random`` seeded with ``seed`` and the round; duet: each round's pairs and lone cells shuffled so
+    (``duet``); sequential (or no seed): as given."""
+    if schedule not in ("rounds", "duet") or seed is None:
         return list(cells)
+    if schedule == "duet":
+        return duet(cells, seed, round_of)[0]
     rounds = {}
     for cell in cells:
         rounds.setdefault(round_of(cell), []).append(cell)
@@ -61,3 +90,138 @@ def ordered(cells, schedule, seed, round_of=lambda cell: cell["labels"]["repeat"
         random.Random(f"{seed}/{number}").shuffle(shuffled)
         result.extend(shuffled)
     return result
+
+
+def _identity(labels, platform, injected):
+    """What a cell is, but for its platform and its injection, and the run labels: its baseline shares it."""
+    skipped = {"platform", "scenario", "cell", LABEL, inject.LABEL, *DUET_LABELS}
+    return (
+        tuple(sorted((key, repr(value)) for key, value in labels.items() if key not in skipped)),
+        platform,
+        injected,
+    )
+
+
+def baseline_identity(labels):
+    """The identity of the cell a cell is compared with: the same platform's without injection for an injected
+    one, bm's otherwise (report_tables.baseline_rows, on cells); None for a baseline itself."""
+    injected = labels.get(inject.LABEL, inject.NONE)
+    if inject.is_injected(injected):
+        return _identity(labels, labels["platform"], inject.NONE)
+    if labels["platform"] == platforms.BASELINE:
+        return None
+    return _identity(labels, platforms.BASELINE, injected)
+
+
+def alone_reason(cell):
+    """Why ``cell`` cannot run beside another cell on cores of its own ("" when it can)."""
+    labels = cell["labels"]
+    platform = labels["platform"]
+    kind = platforms.get(platform).kind if platform in platforms.LABELS else None
+    if kind not in DUET_KINDS:
+        return f"{platform} is a {kind or 'unknown'} platform; only a process's or a container's cells run in pairs"
+    if labels.get("cpu_config") != "pin":
+        return "its cores are not pinned (cpu_config vnl): a pair needs disjoint CPU sets"
+    if labels.get("processor") != "cpu":
+        return "it is a gpu cell: a pair needs one device each"
+    if cell.get("instances") or peer.needs_peer(labels.get("workload")):
+        return "it runs several instances"
+    if labels.get("idle_cores") is not None:
+        return "idle_cores: none gives it every core"
+    if labels.get("mode") == "distributed":
+        return "it is a distributed cell"
+    return ""
+
+
+def _partner_copy(baseline, lead, side):
+    other = lead["labels"]
+    name = other["scenario"] + (
+        f"[{other[inject.LABEL]}]" if inject.is_injected(other.get(inject.LABEL, inject.NONE)) else ""
+    )
+    copy_id = f"{baseline['id']}|partner={name}"
+    labels = {
+        **baseline["labels"],
+        "cell": copy_id,
+        LABEL: "duet",
+        DUET_PAIR: lead["id"],
+        DUET_SIDE: 1 - side,
+        DUET_PARTNER: lead["id"],
+        DUET_ROLE: "partner",
+    }
+    return {**baseline, "id": copy_id, "labels": labels}, copy_id
+
+
+def duet(cells, seed, round_of=lambda cell: cell["labels"]["repeat"]):
+    """``(cells in run order, fallbacks)`` of a duet campaign. Round by round: every cell with a baseline cell,
+    both able to run beside another (``alone_reason``), is a lead followed by its partner (a copy of the baseline's
+    cell); the lead takes CPU side ``round % 2``, its partner the other. A cell that cannot pair, and the baseline
+    cells such a cell (or nothing) is compared with, run alone under ``rounds``. The pairs and the lone cells of a
+    round are shuffled with ``seed`` and the round. ``fallbacks``: one entry per platform and reason,
+    ``{"platform", "reason", "cells"}``, for the plan to say."""
+    rounds = {}
+    for cell in cells:
+        rounds.setdefault(round_of(cell), []).append(cell)
+    result, fallbacks = [], {}
+    for number, members in rounds.items():
+        side = int(number) % 2 if isinstance(number, int) else 0
+        by_identity = {
+            _identity(cell["labels"], cell["labels"]["platform"], cell["labels"].get(inject.LABEL, inject.NONE)): cell
+            for cell in members
+        }
+        units, paired, needed_alone = [], set(), set()
+        for cell in members:
+            wanted = baseline_identity(cell["labels"])
+            if wanted is None:
+                continue
+            baseline = by_identity.get(wanted)
+            reason = _pair_reason(cell, baseline)
+            if reason:
+                fallbacks.setdefault((cell["labels"]["platform"], reason), 0)
+                fallbacks[cell["labels"]["platform"], reason] += 1
+                if baseline is not None:
+                    needed_alone.add(baseline["id"])
+                continue
+            copy, copy_id = _partner_copy(baseline, cell, side)
+            lead = {
+                **cell,
+                "labels": {
+                    **cell["labels"],
+                    LABEL: "duet",
+                    DUET_PAIR: cell["id"],
+                    DUET_SIDE: side,
+                    DUET_PARTNER: copy_id,
+                    DUET_ROLE: "lead",
+                },
+            }
+            paired.add(cell["id"])
+            units.append([lead, copy])
+        for cell in members:
+            if cell["id"] in needed_alone or _alone(cell, members, paired):
+                units.append([{**cell, "labels": {**cell["labels"], LABEL: "rounds"}}])
+        random.Random(f"{seed}/{number}").shuffle(units)
+        result.extend(cell for unit in units for cell in unit)
+    return result, [
+        {"platform": platform, "reason": reason, "cells": count} for (platform, reason), count in fallbacks.items()
+    ]
+
+
+def _pair_reason(cell, baseline):
+    """Why ``cell`` cannot run beside its ``baseline``'s cell ("" when it can)."""
+    if baseline is None:
+        return "its baseline's cell is not in the plan (add bm to the platforms)"
+    own = alone_reason(cell)
+    if own:
+        return own
+    theirs = alone_reason(baseline)
+    return f"its baseline's cell cannot: {theirs}" if theirs else ""
+
+
+def _alone(cell, members, paired):
+    """Whether ``cell``, needed by no lone cell, still runs alone: one that did not pair, or a baseline no cell of
+    the round is compared with (the report shows it); not a baseline whose copies all run beside their leads."""
+    if cell["id"] in paired:
+        return False
+    if baseline_identity(cell["labels"]) is not None:
+        return True
+    mine = _identity(cell["labels"], cell["labels"]["platform"], cell["labels"].get(inject.LABEL, inject.NONE))
+    return not any(baseline_identity(other["labels"]) == mine for other in members if other is not cell)

@@ -1,6 +1,7 @@
 """A known overhead injected into the lab's cells is found: a 30% CPU cap (``inject: {cpu_quota: 0.7}``) on bm (a
 cgroup platbench makes around the process) and on cn (Docker's own --cpus), each compared by the report with the same
-platform's cells without it, in one short campaign of the smoke experiment."""
+platform's cells without it, in one short campaign of the smoke experiment run as duet pairs (``schedule: duet``):
+each capped cell beside its platform's uncapped one, cn beside bm, on the host's two cores, which swap every round."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
 from playbook_run import read_samples, run_lab_playbook, workload_processes
 
 from platbench.report_load import load_samples
-from platbench.report_tables import baseline_rows, comparison, summarize
+from platbench.report_tables import DUET_PAIRED, baseline_rows, comparison, summarize
 
 pytestmark = pytest.mark.lab
 
 CAMPAIGN = "it-inject"
 CAP = 0.7
 INJECTED = f"cpu_quota={CAP:g}"
-# Four rounds of bm and cn, each with and without the cap: 16 cells. 150 steps of the tiny CNN are a timed part of
+# Four rounds of three duet pairs (bm capped + bm, cn + bm, cn capped + cn): 24 cells, 12 runs. 150 steps of the tiny CNN are a timed part of
 # three to four seconds here (about 1500 images/s), long enough for a CFS quota (100 ms periods) to take its share.
 # Four rounds, not three: on a busy 2-core host the cells without the cap absorb the other work, which a capped cell
 # (70% of its core) barely feels, so a round's ratio spreads (log-ratios by 0.2 here while other work ran); with two
@@ -29,6 +30,7 @@ OVERRIDES = {
     "cpu_config": ["pin"],
     "repeats": 4,
     "inject": ["none", {"cpu_quota": CAP}],
+    "schedule": "duet",
     "params": {"warmup_steps": 5, "steps": 150, "batch_size": 32},
 }
 
@@ -72,7 +74,7 @@ def test_the_report_finds_the_cap_on_bm_and_on_cn(campaign):
     for row, baseline in zip(rows, baseline_rows(rows, keys), strict=True):
         if row["inject"] != INJECTED:
             continue
-        # Against the same platform's cells without the cap, round by round.
+        # Against the same platform's cells without the cap, pair by pair.
         assert (baseline["platform"], baseline["inject"]) == (row["platform"], "none")
         compared = comparison(row, baseline, "throughput")
         found[row["platform"]] = compared
@@ -83,7 +85,24 @@ def test_the_report_finds_the_cap_on_bm_and_on_cn(campaign):
         # tight value (a CFS quota costs a little more than its share: 0.6-0.7 here).
         assert 0 < low <= high < 1, (row["platform"], compared)
         assert estimate < 0.85, (row["platform"], compared)
+        assert method == DUET_PAIRED and len(compared["pairs"]) == 4
     assert set(found) == {"bm", "cn"}
+
+
+def test_both_sides_of_each_pair_ran_at_once_on_their_own_core_and_the_cores_swapped(campaign):
+    by_cell = {sample["labels"]["cell"]: sample for sample in throughputs(campaign["samples"])}
+    assert len(by_cell) == 24
+    lead_cpus = {}
+    for cell, sample in by_cell.items():
+        labels, duet = sample["labels"], sample["metadata"]["duet"]
+        partner = by_cell[labels["duet_partner"]]
+        assert partner["labels"]["duet_partner"] == cell and duet["partner"] == labels["duet_partner"]
+        assert {sample["metadata"]["cpuset_requested"], partner["metadata"]["cpuset_requested"]} == {"0", "1"}
+        # Both ran their timed parts at the same time: the pair overlapped for most of the shorter side's run.
+        assert duet["overlap_seconds"] > 0 and duet["start_skew_seconds"] < 1.0, duet
+        if labels["duet_role"] == "lead":
+            lead_cpus.setdefault(labels["repeat"], set()).add(sample["metadata"]["cpuset_requested"])
+    assert [lead_cpus[repeat] for repeat in range(4)] == [{"1"}, {"0"}, {"1"}, {"0"}]
 
 
 def test_each_capped_cell_says_what_was_applied_and_no_cgroup_is_left(campaign):
@@ -109,7 +128,7 @@ def test_each_capped_cell_says_what_was_applied_and_no_cgroup_is_left(campaign):
             assert applied["applied_by"] == f"docker --cpus {CAP:g} with --cpuset-cpus {metadata['cpuset_requested']}"
             # What Docker itself says it applied (the container's HostConfig).
             assert metadata["engine_nano_cpus"] == int(CAP * 1e9)
-    assert len(cgroups) == 4  # one per cell
+    assert len(cgroups) == 4  # one per capped cell
     assert not any(os.path.exists(path) for path in cgroups)
     assert cpu_quota.leftovers() == []
     assert workload_processes() == []

@@ -84,7 +84,7 @@ def cells_of_plan(plan, seed):
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"schedule": "duel"}, r"schedule: unknown value 'duel'; allowed: rounds .* or sequential"),
+        ({"schedule": "duel"}, r"schedule: unknown value 'duel'; allowed: rounds .*, sequential .* or duet"),
         ({"schedule_seed": -1}, r"schedule_seed: -1 must be a whole number from 0 to"),
         ({"schedule_seed": "abc"}, r"schedule_seed: 'abc' must be a whole number"),
         ({"schedule_seed": True}, r"schedule_seed: True must be a whole number"),

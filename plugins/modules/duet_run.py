@@ -1,0 +1,139 @@
+#!/usr/bin/python
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""Run both sides of a duet pair at the same time (schedule: duet)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: duet_run
+short_description: Run both sides of a duet pair at the same time and wait for both
+description:
+  - Starts every side of O(sides) before waiting for any, so that the two cells of a duet pair (an experiment's
+    C(schedule) V(duet), C(plugins/plugin_utils/schedule.py)) run at the same time on their disjoint CPU sets, then
+    waits for each, and stops a side still running after O(timeout) seconds (its process group, and its container
+    through the engine).
+  - A side is a process cell's shell line (its plan's C(process.command), run by C(/bin/sh)), or a container the
+    engine has created but not started (V(docker) or V(podman) C(start --attach)).
+  - The cells are recorded by C(platbench.lab.record_cell) from RV(sides), as the kinds' own tasks' results are.
+version_added: "0.11.0"
+author: platbench developers (@platbench)
+options:
+  sides:
+    description: The sides of the pair, in order; each has O(sides[].command) or O(sides[].container).
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      command:
+        description: A process cell's shell line.
+        type: str
+      container:
+        description: A created container to start and attach to.
+        type: dict
+        suboptions:
+          engine:
+            description: The engine that created it.
+            type: str
+            choices: [docker, podman]
+            required: true
+          name:
+            description: The container's name.
+            type: str
+            required: true
+  timeout:
+    description: Seconds after the start at which a side still running is stopped.
+    type: int
+    required: true
+attributes:
+  check_mode:
+    description: Runs nothing, and says so.
+    support: full
+  diff_mode:
+    description: Nothing to diff.
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Run a bm cell beside a cn cell's created container
+  platbench.lab.duet_run:
+    sides:
+      - command: "taskset -c 1 python -m workloads.cnn_train --steps 100"
+      - container:
+          engine: docker
+          name: platbench-0123456789ab
+    timeout: 3600
+  register: pair
+"""
+
+RETURN = r"""
+sides:
+  description: One result per side, in the order of O(sides).
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    rc:
+      description: The side's exit code (the container's, through C(start --attach)); negative for a signal.
+      type: int
+    stdout:
+      description: What the side wrote to its standard output.
+      type: str
+    stderr:
+      description: What the side wrote to its standard error.
+      type: str
+    started:
+      description: When the side was started, in seconds since the epoch.
+      type: float
+    ended:
+      description: When it ended, in seconds since the epoch.
+      type: float
+    timed_out:
+      description: Whether it was stopped at O(timeout).
+      type: bool
+overlap_seconds:
+  description: How long both sides ran at the same time.
+  returned: success
+  type: float
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.platbench.lab.plugins.module_utils import duet
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "sides": {
+                "type": "list",
+                "elements": "dict",
+                "required": True,
+                "options": {
+                    "command": {"type": "str"},
+                    "container": {
+                        "type": "dict",
+                        "options": {
+                            "engine": {"type": "str", "choices": list(duet.ENGINES), "required": True},
+                            "name": {"type": "str", "required": True},
+                        },
+                    },
+                },
+                "mutually_exclusive": [("command", "container")],
+                "required_one_of": [("command", "container")],
+            },
+            "timeout": {"type": "int", "required": True},
+        },
+        supports_check_mode=True,
+    )
+    if module.check_mode:
+        module.exit_json(changed=False, sides=[], overlap_seconds=0.0, msg="check mode: nothing was run")
+    try:
+        results, overlap = duet.run_pair(module.params["sides"], module.params["timeout"])
+    except duet.DuetError as exc:
+        module.fail_json(msg=f"duet_run: {exc}")
+    module.exit_json(changed=True, sides=results, overlap_seconds=overlap)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""A duet pair's two cell plans (schedule: duet) as roles/platform_run/tasks/duet.yml runs them: what each side is
+for platbench.lab.duet_run (a process's shell line, or a created container), and what each side's record gets
+from the pair's run, in the shape of its kind's own task result (placements/process.py and container.py read them).
+
+Only the kinds schedule.DUET_KINDS pairs get here: a process on the runner host, a container of its engine.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.platbench.lab.plugins.plugin_utils import schedule
+
+
+class DuetPlanError(Exception):
+    """A plan that cannot be one side of a duet pair."""
+
+
+def sides(plans):
+    """One entry per plan: ``{"cell", "kind", "run", "plan"}``; ``kind`` is process, docker or podman, ``run``
+    the side as platbench.lab.duet_run takes it."""
+    entries = []
+    for plan in plans:
+        if plan.get("process"):
+            kind, run = "process", {"command": plan["process"]["command"]}
+        elif plan.get("container"):
+            kind = plan["container"]["engine"]
+            run = {"container": {"engine": kind, "name": plan["container"]["name"]}}
+        else:
+            raise DuetPlanError(
+                f"cell {plan.get('cell')}: only a process's or a container's cells run as a duet pair "
+                f"({', '.join(schedule.DUET_KINDS)}), not this one's placement {plan.get('placement')!r}"
+            )
+        entries.append({"cell": plan.get("cell"), "kind": kind, "run": run, "plan": plan})
+    return entries
+
+
+def inspected(infos):
+    """{container name: the engine's inspect of it} from the registered loop results of docker_container_info
+    (``container``) and podman_container_info (``containers``, a list), each with its ``item`` (a side)."""
+    found = {}
+    for info in infos or []:
+        name = (((info.get("item") or {}).get("plan") or {}).get("container") or {}).get("name")
+        container = info.get("container") or next(iter(info.get("containers") or []), None)
+        if name and container:
+            found[name] = container
+    return found
+
+
+def results(pair_sides, run, infos):
+    """What each side's record reads, in order: ``{"results", "duet"}``, ``results`` being ``{"process": ...}``
+    (the raw task's rc, stdout, stderr) or ``{"container": ...}`` (docker_container's ``container`` and ``status``;
+    podman_container's ``container``, ``stdout``, ``stderr``), from ``run`` (platbench.lab.duet_run's result)
+    and ``infos`` (the container sides' inspects, as ``inspected`` takes them); ``duet``: what the record says of
+    the pair."""
+    infos = inspected(infos)
+    outcomes = run.get("sides") or []
+    overlap = run.get("overlap_seconds")
+    started = [outcome.get("started") for outcome in outcomes if outcome.get("started") is not None]
+    skew = round(max(started) - min(started), 3) if len(started) == len(pair_sides) and started else None
+    found = []
+    for index, side in enumerate(pair_sides):
+        outcome = outcomes[index] if index < len(outcomes) else {}
+        duet = {
+            "partner": pair_sides[1 - index]["cell"] if len(pair_sides) == 2 else None,
+            "cpus": side["plan"].get("cpuset") or None,
+            "overlap_seconds": round(overlap, 3) if isinstance(overlap, (int, float)) else None,
+            "start_skew_seconds": skew,
+            "timed_out": outcome.get("timed_out"),
+        }
+        if side["kind"] == "process":
+            process = {key: outcome[key] for key in ("rc", "stdout", "stderr") if key in outcome}
+            found.append({"results": {"process": process}, "duet": duet})
+            continue
+        inspect = dict(infos.get(side["run"]["container"]["name"]) or {})
+        output = outcome.get("stdout", "") + outcome.get("stderr", "")
+        if side["kind"] == "docker":
+            container = {"container": {**inspect, "Output": output}, "status": outcome.get("rc")}
+        else:
+            container = {"container": inspect, "stdout": outcome.get("stdout", ""), "stderr": outcome.get("stderr", "")}
+        found.append({"results": {"container": container if outcome else {}}, "duet": duet})
+    return found

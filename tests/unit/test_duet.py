@@ -1,0 +1,255 @@
+"""The duet schedule (issue 38): a cell and its baseline's copy paired round by round on disjoint CPU sets that
+swap every round, partner ids both ways, the cells that cannot pair left alone and said, the refusal of a pair that
+does not fit twice, the role's units (a stopped pair is run again whole, each side recorded once), both sides
+started together by duet_run, their records' results, and the report that pairs by duet pair and says what duet
+measures."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from ansible_collections.platbench.lab.plugins.module_utils import duet as duet_run
+from ansible_collections.platbench.lab.plugins.plugin_utils import duet_pair, placements, schedule
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan, duet_cpus
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, duet_problems, run_units
+from plan_options import plan_options
+from round_samples import throughput_sample
+
+from platbench import cli
+from platbench.report_load import load_samples
+from platbench.report_tables import DUET_NOTE, DUET_PAIRED, PAIRED, baseline_rows, comparison, summarize
+
+REPO = Path(__file__).resolve().parents[2]
+EXPERIMENT = {
+    "name": "duet",
+    "workload": "cnn_train",
+    "platforms": ["bm", "cn", "pd"],
+    "scaleup": [1],
+    "cpu_config": ["pin"],
+    "processor": ["cpu"],
+    "repeats": 4,
+    "schedule": "duet",
+    "schedule_seed": 3,
+}
+TWO_CPUS = {"cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}, "gpu_count": 0, "gpus": []}
+
+
+def duet_cells(**fields):
+    return expand(validate_experiment({**EXPERIMENT, **fields}))
+
+
+def test_each_cell_runs_beside_a_copy_of_bms_and_the_sides_swap_every_round():
+    cells = duet_cells()
+    by_id = {cell["id"]: cell for cell in cells}
+    leads = [cell for cell in cells if cell["labels"].get("duet_role") == "lead"]
+    assert sorted(cell["labels"]["platform"] for cell in leads) == ["cn"] * 4 + ["pd"] * 4
+    # bm runs only as the partners' copies: one per lead, right after it.
+    assert all(cell["labels"].get("duet_role") for cell in cells) and len(cells) == 16
+    for index, cell in enumerate(cells):
+        labels = cell["labels"]
+        partner = by_id[labels["duet_partner"]]
+        assert partner["labels"]["duet_partner"] == cell["id"]  # each names the other
+        assert labels["duet_pair"] == partner["labels"]["duet_pair"]
+        assert {labels["duet_side"], partner["labels"]["duet_side"]} == {0, 1}
+        assert labels["schedule"] == "duet"
+        if labels["duet_role"] == "lead":
+            assert cells[index + 1] is partner and partner["labels"]["platform"] == "bm"
+            assert partner["id"] == f"bm/1/pin/cpu|r{labels['repeat']}|partner={labels['scenario']}"
+            assert labels["duet_side"] == labels["repeat"] % 2  # the lead's side swaps every round
+    # Every round: the same pairs, in an order shuffled by round.
+    orders = {}
+    for cell in leads:
+        orders.setdefault(cell["labels"]["repeat"], []).append(cell["labels"]["platform"])
+    assert all(sorted(order) == ["cn", "pd"] for order in orders.values())
+    assert len({tuple(order) for order in orders.values()}) == 2
+    assert [cell["id"] for cell in duet_cells()] == [cell["id"] for cell in cells]  # the seed decides
+
+
+def test_an_injected_cell_pairs_with_its_own_platform_without_injection():
+    cells = duet_cells(platforms=["bm"], inject=["none", {"cpu_quota": 0.95}], repeats=2)
+    assert len(cells) == 4
+    for lead in (cell for cell in cells if cell["labels"]["duet_role"] == "lead"):
+        assert lead["labels"]["inject"] == "cpu_quota=0.95" and lead["labels"]["platform"] == "bm"
+        (partner,) = [cell for cell in cells if cell["id"] == lead["labels"]["duet_partner"]]
+        assert partner["labels"]["inject"] == "none"
+        assert partner["id"].endswith("|partner=bm/1/pin/cpu[cpu_quota=0.95]")
+
+
+def test_cells_that_cannot_pair_run_alone_under_rounds_and_the_plan_says_why():
+    cells = duet_cells(platforms=["bm", "cn", "vm"], repeats=2)
+    alone = [cell for cell in cells if cell["labels"]["schedule"] == "rounds"]
+    assert sorted(cell["id"] for cell in alone) == sorted(
+        ["bm/1/pin/cpu|r0", "bm/1/pin/cpu|r1", "vm/1/pin/cpu|r0", "vm/1/pin/cpu|r1"]
+    )  # bm runs alone too: vm is compared with it
+    assert all("duet_pair" not in cell["labels"] for cell in alone)
+    plan, _ = plan_experiment(
+        str(REPO / "experiments"),
+        "smoke",
+        {"platforms": ["bm", "cn", "vm"], "cpu_config": ["pin", "vnl"], "schedule": "duet", "emulated": None},
+    )
+    reasons = {(entry["platform"], entry["reason"]) for entry in plan["schedule_fallbacks"]}
+    assert ("vm", "vm is a guest platform; only a process's or a container's cells run in pairs") in reasons
+    assert any(platform == "cn" and "not pinned" in reason for platform, reason in reasons)
+    assert plan["schedule_seed"] == schedule.seed_for("smoke")
+    assert not cells_of_schedule(plan, "sequential")
+
+
+def cells_of_schedule(plan, name):
+    return [cell for cell in plan["cells"] if cell["labels"]["schedule"] == name]
+
+
+def test_the_pairs_cpu_sets_are_disjoint_in_one_numa_node():
+    assert duet_cpus([0, 1], 1) == ([1], [0])
+    assert duet_cpus(list(range(8)), 2, numa_nodes={"0": [0, 2, 4, 6], "1": [1, 3, 5, 7]}) == ([5, 7], [1, 3])
+    with pytest.raises(CellPlanError, match="needs 2 x 3 free CPUs in one NUMA node"):
+        duet_cpus(list(range(8)), 3, numa_nodes={"0": [0, 2, 4, 6], "1": [1, 3, 5, 7]})
+    with pytest.raises(CellPlanError, match="runs twice, side by side: scale-up 4 needs 4 CPUs but only 2"):
+        duet_cpus([0, 1], 2)
+
+
+def test_each_sides_plan_gets_its_half_and_the_halves_swap_by_round():
+    options = plan_options(
+        host="runner-a",
+        campaign="c1",
+        engines={"docker": {"answers": True, "version": "24.0.5", "image_id": "sha256:" + "cd" * 32}},
+    )
+    cells = duet_cells(platforms=["bm", "cn"], repeats=2)
+    cpus = {cell["id"]: cell_plan(cell, TWO_CPUS, options)["cpus"] for cell in cells}
+    for cell in cells:
+        partner = cell["labels"]["duet_partner"]
+        assert sorted(cpus[cell["id"]] + cpus[partner]) == [0, 1]
+    leads = sorted((cell for cell in cells if cell["labels"]["duet_role"] == "lead"), key=lambda c: c["id"])
+    assert [cpus[cell["id"]] for cell in leads] == [[1], [0]]  # round 0 side 0 (CPU 1), round 1 side 1
+
+
+def test_a_pair_that_does_not_fit_twice_is_refused_before_any_cell_naming_the_scenario():
+    cells = duet_cells(platforms=["bm", "cn"], scaleup=[1, 2], repeats=1)
+    (problem,) = duet_problems("duet", cells, TWO_CPUS, [], "lab1")
+    assert problem.startswith("Experiment 'duet' runs scenario cn/2/pin/cpu as a duet (schedule: duet) on lab1")
+    assert "Use schedule: rounds, or a lower scale-up, in experiments/duet.yml." in problem
+    assert duet_problems("duet", duet_cells(platforms=["bm", "cn"], repeats=1), TWO_CPUS, [], "lab1") == []
+
+
+def test_a_pair_runs_as_one_unit_and_a_side_measured_before_a_stop_is_not_recorded_again():
+    plan = {"name": "duet", "cells": duet_cells(platforms=["bm", "cn"], repeats=2)}
+    status = {"bm": {"ready": True}, "cn": {"ready": True}}
+    chosen = cells_to_run(plan, status, "lab1", facts=TWO_CPUS)
+    assert [unit["tasks"] for unit in chosen["units"]] == ["duet.yml", "duet.yml"]
+    first = chosen["units"][0]
+    assert first["partner"]["id"] == first["cell"]["labels"]["duet_partner"]
+    assert first["record"] == [first["cell"]["id"], first["partner"]["id"]]
+    # The run stopped after the lead's record: the pair runs again whole, and only the partner is recorded.
+    again = cells_to_run(plan, status, "lab1", done=[first["cell"]["id"]], facts=TWO_CPUS)
+    assert again["units"][0]["record"] == [first["partner"]["id"]] and len(again["units"]) == 2
+    both = cells_to_run(plan, status, "lab1", done=first["record"], facts=TWO_CPUS)
+    assert len(both["units"]) == 1
+    # A lead whose partner's platform cannot run here runs alone.
+    (alone,) = run_units([first["cell"]])
+    assert alone == {"tasks": "cell.yml", "cell": first["cell"], "partner": None, "record": [first["cell"]["id"]]}
+
+
+def test_duet_run_starts_both_sides_before_either_ends_and_stops_one_at_the_timeout(tmp_path):
+    mark = tmp_path / "started"
+    # The second side waits for the first's mark: it ends only if both ran at once.
+    results, overlap = duet_run.run_pair(
+        [
+            {"command": f"touch {mark}; sleep 1; echo first"},
+            {"command": f"for i in $(seq 50); do [ -e {mark} ] && break; sleep 0.1; done; [ -e {mark} ] && echo seen"},
+        ],
+        timeout=30,
+    )
+    assert [result["rc"] for result in results] == [0, 0]
+    assert results[1]["stdout"] == "seen\n" and results[0]["stdout"] == "first\n"
+    assert overlap > 0 and abs(results[0]["started"] - results[1]["started"]) < 1.0
+    began = time.monotonic()
+    (slow, quick), _ = duet_run.run_pair([{"command": "sleep 60"}, {"command": "exit 3"}], timeout=1)
+    assert slow["timed_out"] and slow["rc"] == -9 and time.monotonic() - began < 30
+    assert quick == {**quick, "rc": 3, "timed_out": False}
+    with pytest.raises(duet_run.DuetError, match="a side is a shell line"):
+        duet_run.run_pair([{"container": {"engine": "lxc", "name": "x"}}], timeout=1)
+
+
+def test_each_sides_record_gets_its_kinds_result_and_the_pair():
+    plans = [
+        {"cell": "cn/1/pin/cpu|r0", "cpuset": "1", "container": {"engine": "docker", "name": "pb-a"}},
+        {"cell": "bm/1/pin/cpu|r0|partner=cn/1/pin/cpu", "cpuset": "0", "process": {"command": "echo hi"}},
+    ]
+    sides = duet_pair.sides(plans)
+    assert [side["run"] for side in sides] == [
+        {"container": {"engine": "docker", "name": "pb-a"}},
+        {"command": "echo hi"},
+    ]
+    run = {
+        "sides": [
+            {"rc": 0, "stdout": "out", "stderr": "err", "started": 10.0, "ended": 20.0, "timed_out": False},
+            {"rc": 0, "stdout": "line", "stderr": "", "started": 10.25, "ended": 19.0, "timed_out": False},
+        ],
+        "overlap_seconds": 8.75,
+    }
+    infos = [{"item": sides[0], "container": {"Id": "abc", "HostConfig": {"CpusetCpus": "1"}}}]
+    container, process = duet_pair.results(sides, run, infos)
+    assert container["results"]["container"] == {
+        "container": {"Id": "abc", "HostConfig": {"CpusetCpus": "1"}, "Output": "outerr"},
+        "status": 0,
+    }
+    assert process["results"]["process"] == {"rc": 0, "stdout": "line", "stderr": ""}
+    assert container["duet"] == {
+        "partner": "bm/1/pin/cpu|r0|partner=cn/1/pin/cpu",
+        "cpus": "1",
+        "overlap_seconds": 8.75,
+        "start_skew_seconds": 0.25,
+        "timed_out": False,
+    }
+    # What the container kind reads from it: the engine's cpuset and the output.
+    observed = placements.observed({"platform": "cn", "container": {"engine": "docker"}}, container["results"])
+    assert observed.output == "outerr" and observed.runtime["engine_cpuset_cpus"] == "1"
+    with pytest.raises(duet_pair.DuetPlanError, match="only a process's or a container's cells run as a duet pair"):
+        duet_pair.sides([{"cell": "vm/1/pin/cpu|r0", "placement": "guest"}])
+
+
+# -- the report ----------------------------------------------------------------------------------------------------
+
+# Two partners of bm per round (cn and pd), the host's capacity drifting by pair: cn is 3% slower in every pair.
+DRIFT = [1.00, 0.88, 1.07, 0.93, 1.10, 0.91]
+
+
+def duet_campaign(tmp_path):
+    samples = []
+    for repeat, drift in enumerate(DRIFT):
+        for platform, share, bm_drift in (("cn", 0.97, drift), ("pd", 1.0, drift * 1.04)):
+            lead = f"{platform}/1/pin/cpu|r{repeat}"
+            pair = {"schedule": "duet", "duet_pair": lead, "duet_side": repeat % 2}
+            samples.append(throughput_sample(platform, 1000.0 * drift * share, repeat, 60.0 * repeat, **pair))
+            partner = throughput_sample(
+                "bm", 1000.0 * bm_drift, repeat, 60.0 * repeat, variant="", **pair, duet_partner=lead
+            )
+            partner["labels"]["cell"] = f"bm/1/pin/cpu|r{repeat}|partner={platform}/1/pin/cpu"
+            samples.append(partner)
+    directory = tmp_path / "duet"
+    directory.mkdir()
+    append_samples(directory / "samples.jsonl", samples)
+    return directory
+
+
+def test_a_duet_campaign_is_compared_pair_by_pair_and_the_report_says_what_duet_measures(tmp_path, capsys):
+    directory = duet_campaign(tmp_path)
+    rows, keys, _ = summarize(load_samples(directory), ["throughput"])
+    assert [row["platform"] for row in rows] == ["bm", "cn", "pd"]  # the duet labels make no rows of their own
+    compared = {
+        row["platform"]: comparison(row, baseline, "throughput")
+        for row, baseline in zip(rows, baseline_rows(rows, keys), strict=True)
+        if baseline and baseline is not row
+    }
+    assert compared["cn"]["method"] == DUET_PAIRED != PAIRED and len(compared["cn"]["pairs"]) == 6
+    assert compared["cn"]["estimate"] == pytest.approx(0.97)
+    assert compared["pd"]["estimate"] == pytest.approx(1 / 1.04)  # its own partners, not cn's
+    assert cli.main(["report", str(directory)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"Answer: throughput, each platform against bm (95% interval, {DUET_PAIRED})")
+    assert "cn/bm throughput 0.970 [0.970, 0.970]: 3% slower" in printed
+    assert DUET_NOTE in printed
