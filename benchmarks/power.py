@@ -7,7 +7,11 @@ same two under a quota of 1 - effect (B, of A's seed: the A/B pair). Each campai
 - ``sequential``: the cells in the plan's fixed order round after round, compared unpaired (Welch's t), as
   platbench compared every campaign before rounds;
 - ``rounds``: each round shuffled, each platform's cell paired with its baseline's of the same round (Student's t
-  on the log-ratios).
+  on the log-ratios);
+- ``duet``: each compared cell beside its baseline's copy, at the same time, on the host's two cores, which swap
+  every round, paired by duet pair. The pair rule pairs a cell with its baseline's, so the A/A pair is A beside A
+  under a quota of its whole core (``cpu_quota: 1.0``, which a job pinned to that core never reaches), not a second
+  seed; B (A under 1 - effect) is beside A. One seed, two pairs a round.
 
 For each campaign it reads, after every round, the A/B interval's half-width against the campaign's time so far,
 and at its end whether the A/B interval found the injected overhead (it excludes 1 and holds 1 - effect) and whether
@@ -38,7 +42,9 @@ from platbench.calibration import SEED, SEEDS, detectable_effect
 from platbench.report_load import SAMPLE_TIME, load_samples, measured
 from platbench.report_stats import paired_ratio_interval, ratio_interval
 
-SCHEDULES = ("sequential", "rounds")
+SCHEDULES = ("sequential", "rounds", "duet")
+# duet's A/A: a quota of the cell's whole core, which the pair rule pairs with A and a pinned job never reaches.
+PLACEBO = "cpu_quota=1"
 
 
 def parse_args(argv=None):
@@ -68,6 +74,53 @@ def cells(directory, effect):
             (int(row["repeat"]), float(row["value"]), float(row[SAMPLE_TIME])) for _, row in picked.iterrows()
         )
     return found
+
+
+def duet_pairs(directory, effect):
+    """{"ab": [(round, B, A beside it, time)], "aa": [(round, A under the placebo, A beside it, time)]} of a duet
+    campaign, from its pairs (the duet_pair label both sides carry)."""
+    frame = measured(load_samples(directory))
+    frame = frame[frame["metric"] == "throughput"]
+    found = {}
+    for name, label in (("ab", quota_label(effect)), ("aa", PLACEBO)):
+        leads = frame[frame["inject"].astype(str) == label]
+        pairs = []
+        for _, lead in leads.iterrows():
+            partner = frame[(frame["duet_pair"] == lead["duet_pair"]) & (frame["inject"].astype(str) == "none")]
+            if len(partner) == 1:
+                baseline = partner.iloc[0]
+                stamp = max(float(lead[SAMPLE_TIME]), float(baseline[SAMPLE_TIME]))
+                pairs.append((int(lead["repeat"]), float(lead["value"]), float(baseline["value"]), stamp))
+        found[name] = sorted(pairs)
+    return found
+
+
+def duet_figures(directory, effect):
+    """campaign_figures for a duet campaign: the A/B half-width after each round, its A/B and A/A verdicts."""
+    found = duet_pairs(directory, effect)
+    ab, aa = found["ab"], found["aa"]
+    start = min(stamp for *_, stamp in ab + aa)
+    widths = []
+    for last in range(1, max((number for number, *_ in ab), default=0) + 1):
+        pairs = [(mine, theirs) for number, mine, theirs, _ in ab if number <= last]
+        got = paired_ratio_interval(pairs)
+        if got is None:
+            continue
+        minutes = (max(stamp for number, *_, stamp in ab + aa if number <= last) - start) / 60.0
+        widths.append((minutes, (got[2] - got[1]) / 2.0))
+    ab_interval = paired_ratio_interval([(mine, theirs) for _, mine, theirs, _ in ab])
+    aa_interval = paired_ratio_interval([(mine, theirs) for _, mine, theirs, _ in aa])
+    logs = [math.log(mine / theirs) for _, mine, theirs, _ in aa]
+    return {
+        "widths": widths,
+        "found": ab_interval is not None and ab_interval[2] < 1.0 and ab_interval[1] <= 1.0 - effect <= ab_interval[2],
+        "ab": ab_interval,
+        "aa_significant": aa_interval is not None and not aa_interval[1] <= 1.0 <= aa_interval[2],
+        "aa": aa_interval,
+        "spread": statistics.stdev(logs) if len(logs) >= 2 else None,
+        "unpaired_spread": None,
+        "minutes": widths[-1][0] if widths else None,
+    }
 
 
 def interval(schedule, mine, theirs):
@@ -124,6 +177,8 @@ def unpaired_detectable_effect(spread, rounds):
 def run_campaign(args, schedule, index):
     campaign = f"power-{schedule}-{index}-{time.strftime('%H%M%S')}"
     quota = round(1.0 - args.effect, 6)
+    # duet: A/B and the placebo A/A as pairs beside A, one seed (module docstring).
+    injected = f"[none, {{cpu_quota: {quota}}}, {{cpu_quota: 1.0}}]" if schedule == "duet" else None
     argv = [
         "run",
         "calibrate",
@@ -138,10 +193,12 @@ def run_campaign(args, schedule, index):
         "--set",
         f"schedule={schedule}",
         "--set",
-        f"inject=[none, {{cpu_quota: {quota}}}]",
+        f"inject={injected or f'[none, {{cpu_quota: {quota}}}]'}",
         "--set",
         f"params.auto_seconds={args.cell_seconds}",
     ]
+    if schedule == "duet":
+        argv += ["--set", f"params.seed={SEEDS[0]}"]
     code = cli.main(argv)
     if code != 0:
         raise SystemExit(f"platbench {' '.join(argv)} exited {code}")
@@ -155,7 +212,11 @@ def main(argv=None):
     for index in range(args.campaigns):
         for schedule in schedules:  # the schedules alternate, so the host's drift spreads over both
             directory = run_campaign(args, schedule, index)
-            figures[schedule].append(campaign_figures(schedule, directory, args.effect))
+            figures[schedule].append(
+                duet_figures(directory, args.effect)
+                if schedule == "duet"
+                else campaign_figures(schedule, directory, args.effect)
+            )
             last = figures[schedule][-1]
             print(
                 f"{schedule} #{index}: A/B {last['ab'][0]:.3f} [{last['ab'][1]:.3f}, {last['ab'][2]:.3f}] "
@@ -168,7 +229,7 @@ def main(argv=None):
     for schedule, runs in figures.items():
         pace = statistics.fmean(run["minutes"] / max(len(run["widths"]), 1) for run in runs)  # minutes a round
         pairs_in_ten = max(2, math.floor(10.0 / pace)) if pace > 0 else None
-        if schedule == "rounds":
+        if schedule in ("rounds", "duet"):
             spreads = [run["spread"] for run in runs if run["spread"] is not None]
             mde = detectable_effect(statistics.fmean(spreads), pairs_in_ten) if spreads and pairs_in_ten else None
         else:

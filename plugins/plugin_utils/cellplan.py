@@ -412,6 +412,13 @@ def cell_plan(cell, facts, options=None):
         peer=with_peer,
         params=cell["params"],
     )
+    if labels.get(schedule.DUET_PAIR) is not None:
+        # A duet pair's start line (workloads/common/duet.py): a directory of the pair's own in the cache, which
+        # both sides see at the same path; tasks/duet.yml clears it before and after the pair.
+        plan["duet_dir"] = f"{cache}/duet/{instance_name(opts['campaign'], opts['host'], labels[schedule.DUET_PAIR])}"
+        ctx.extra_env.update(
+            {"PLATBENCH_DUET_DIR": plan["duet_dir"], "PLATBENCH_DUET_SIDE": str(labels[schedule.DUET_SIDE])}
+        )
     try:
         placements.plan_sections(ctx, plan)
     except placements.PlacementError as exc:

@@ -19,11 +19,11 @@ pytestmark = pytest.mark.lab
 CAMPAIGN = "it-inject"
 CAP = 0.7
 INJECTED = f"cpu_quota={CAP:g}"
-# Four rounds of three duet pairs (bm capped + bm, cn + bm, cn capped + cn): 24 cells, 12 runs. 150 steps of the tiny CNN are a timed part of
-# three to four seconds here (about 1500 images/s), long enough for a CFS quota (100 ms periods) to take its share.
-# Four rounds, not three: on a busy 2-core host the cells without the cap absorb the other work, which a capped cell
-# (70% of its core) barely feels, so a round's ratio spreads (log-ratios by 0.2 here while other work ran); with two
-# degrees of freedom the paired interval then reached 0.97, with three it stays near 0.9.
+# Four rounds of three duet pairs (bm capped + bm, cn + bm, cn capped + cn): 24 cells, 12 runs. 150 steps of the
+# tiny CNN are a timed part of three to four seconds here (about 1500 images/s), long enough for a CFS quota (100 ms
+# periods) to take its share. Four rounds, not three: on a busy 2-core host a round's ratio spreads (log-ratios by
+# 0.2 here while other work ran); with two degrees of freedom the paired interval then reached 0.97, with three it
+# stays near 0.9.
 OVERRIDES = {
     "platforms": ["bm", "cn"],
     "scaleup": [1],

@@ -1,11 +1,12 @@
 """The duet schedule (issue 38): a cell and its baseline's copy paired round by round on disjoint CPU sets that
 swap every round, partner ids both ways, the cells that cannot pair left alone and said, the refusal of a pair that
 does not fit twice, the role's units (a stopped pair is run again whole, each side recorded once), both sides
-started together by duet_run, their records' results, and the report that pairs by duet pair and says what duet
-measures."""
+started together by duet_run, their records' results, the start line of their timed windows, and the report that
+pairs by duet pair and says what duet measures."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from round_samples import throughput_sample
 from platbench import cli
 from platbench.report_load import load_samples
 from platbench.report_tables import DUET_NOTE, DUET_PAIRED, PAIRED, baseline_rows, comparison, summarize
+from workloads.cnn_train import training
+from workloads.common import duet as workload_duet
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = {
@@ -253,3 +256,45 @@ def test_a_duet_campaign_is_compared_pair_by_pair_and_the_report_says_what_duet_
     assert printed.startswith(f"Answer: throughput, each platform against bm (95% interval, {DUET_PAIRED})")
     assert "cn/bm throughput 0.970 [0.970, 0.970]: 3% slower" in printed
     assert DUET_NOTE in printed
+
+
+# -- the start line of a pair's timed windows (workloads/common/duet.py) ---------------------------------------------
+
+
+def test_both_sides_meet_at_the_start_line_and_a_lonely_side_goes_on_after_the_limit(tmp_path):
+    arrived = {}
+
+    def side(number, delay):
+        time.sleep(delay)
+        arrived[number] = (workload_duet.start_line(str(tmp_path / "pair"), number), time.monotonic())
+
+    sides = [threading.Thread(target=side, args=(0, 0.0)), threading.Thread(target=side, args=(1, 0.5))]
+    for thread in sides:
+        thread.start()
+    for thread in sides:
+        thread.join(timeout=30)
+    (early, early_left), (late, late_left) = arrived[0], arrived[1]
+    assert early["partner_arrived"] and late["partner_arrived"]
+    assert early["waited_seconds"] >= 0.4 and late["waited_seconds"] < 0.1
+    assert abs(early_left - late_left) < 0.2  # they leave the line together
+    alone = workload_duet.start_line(str(tmp_path / "alone"), 0, limit=0.2)
+    assert alone["partner_arrived"] is False and alone["waited_seconds"] >= 0.2
+    assert workload_duet.pair_from_env({"PLATBENCH_DUET_DIR": "/c/duet/x", "PLATBENCH_DUET_SIDE": "1"}) == (
+        "/c/duet/x",
+        1,
+    )
+    assert workload_duet.pair_from_env({"PLATBENCH_DUET_DIR": "/c/duet/x"}) is None
+
+
+def test_a_duet_side_with_steps_auto_times_a_window_of_its_seconds_after_the_line(tmp_path):
+    (tmp_path / "pair").mkdir()
+    (tmp_path / "pair" / "side1").write_text("1")  # the partner is there already
+
+    def step(batch):
+        time.sleep(0.01)
+        return 1.0
+
+    run = training.run_steps(lambda: None, step, 2, "auto", None, auto_seconds=0.3, pair=(str(tmp_path / "pair"), 0))
+    assert run.calibration is None and run.duet_start["partner_arrived"]
+    assert 0.3 <= sum(run.step_times) < 0.6 and len(run.step_times) >= 10
+    assert (tmp_path / "pair" / "side0").exists()

@@ -7,6 +7,7 @@ import os
 import time
 from typing import NamedTuple
 
+from ..common import duet
 from ..common.clock import process_elapsed
 from ..common.environment import set_thread_env
 from ..common.harness import FlopCount, Outcome, WorkloadFailed
@@ -29,6 +30,7 @@ class StepRun(NamedTuple):
     data_waits: list  # seconds per timed step spent waiting for its batch
     first_batch: float  # seconds the very first batch took to arrive once asked for
     calibration: object = None  # --steps auto: the Calibration that chose the timed steps
+    duet_start: object = None  # a duet pair's side: its wait at the start line (common/duet.py)
 
 
 class Calibration(NamedTuple):
@@ -53,7 +55,7 @@ def calibrated_steps(one_step, first_index, target_seconds, clock=time.perf_coun
     return Calibration(chosen, count, elapsed, target_seconds)
 
 
-def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_seconds=None):
+def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_seconds=None, pair=None):
     """Runs warmup then timed steps.
 
     next_batch() hands over the next input batch; step(batch) trains on it and must return
@@ -62,7 +64,9 @@ def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_secon
     production), and `data_waits` says how much of it was waiting. ``timed_part``: the
     harness's WorkloadRun.timed_part, which brackets the timed steps (the host's steal and
     throttling are read around them). ``steps`` "auto": as many as make the timed part last
-    ``auto_seconds`` (``calibrated_steps``, a probe after the warmup; StepRun.calibration says so).
+    ``auto_seconds`` (``calibrated_steps``, a probe after the warmup; StepRun.calibration says so). ``pair``: a
+    duet pair's (directory, side) (common/duet.py): after the warmup both sides meet at a start line, and with
+    ``auto`` each times a window of ``auto_seconds`` instead of a probe's steps, so that the windows coincide.
     """
     startup = process_elapsed()
     losses, step_times, data_waits = [], [], []
@@ -84,18 +88,30 @@ def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_secon
         started, fetched, _ = one_step(index)
         if index == 0:
             first_batch = fetched - started
-    calibration = None
-    if steps == AUTO_STEPS:
+    calibration, duet_start = None, None
+    if steps == AUTO_STEPS and pair is None:
         calibration = calibrated_steps(one_step, warmup_steps, auto_seconds)
         warmup_steps, steps = warmup_steps + calibration.probe_steps, calibration.steps
-    with contextlib.nullcontext() if timed_part is None else timed_part(steps):
-        for index in range(warmup_steps, warmup_steps + steps):
-            started, fetched, finished = one_step(index)
-            if index == 0:
-                first_batch = fetched - started
-            step_times.append(finished - started)
-            data_waits.append(fetched - started)
-    return StepRun(startup, losses, step_times, data_waits, first_batch, calibration)
+    if pair is not None:
+        duet_start = duet.start_line(*pair)
+
+    def timed_step(index):
+        nonlocal first_batch
+        started, fetched, finished = one_step(index)
+        if index == 0:
+            first_batch = fetched - started
+        step_times.append(finished - started)
+        data_waits.append(fetched - started)
+
+    # A duet side with steps auto times a window of auto_seconds, as its partner does; its steps are counted after.
+    windowed = pair is not None and steps == AUTO_STEPS
+    with contextlib.nullcontext() if timed_part is None else timed_part(None if windowed else steps):
+        if windowed:
+            steps = duet.timed_window(timed_step, warmup_steps, auto_seconds)
+        else:
+            for index in range(warmup_steps, warmup_steps + steps):
+                timed_step(index)
+    return StepRun(startup, losses, step_times, data_waits, first_batch, calibration, duet_start)
 
 
 def step_metrics(run, batch_size, data_setup):
@@ -147,9 +163,15 @@ def train(args, run):
         run.metadata["engine"] = "tf.distribute.experimental.CentralStorageStrategy"
     else:
         trainer = backend.build_trainer(args)
+    pair = duet.pair_from_env() if args.mode != "distributed" else None
     steps = run_steps(
-        trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part, args.auto_seconds
+        trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part, args.auto_seconds, pair
     )
+    if steps.duet_start is not None:
+        windowed = args.steps == AUTO_STEPS
+        run.metadata["duet_start"] = {**steps.duet_start, "window_seconds": args.auto_seconds if windowed else None}
+        if windowed:  # a window of seconds: its steps are known once it is over
+            run.metadata["timed_steps"] = len(steps.step_times)
     if steps.calibration is not None:
         run.metadata["steps_auto"] = {
             "steps": steps.calibration.steps,
