@@ -32,6 +32,9 @@ NAME = re.compile(r"^platbench-inject-[0-9a-f]{12}$")
 PERIOD_US = 100000
 # The smallest quota the kernel takes (1 ms a period).
 MIN_QUOTA_US = 1000
+# A cgroup of the cell's own without a quota: an inject experiment's cells without the cap run in one, so that the
+# cap is the only difference between them and the capped cells (a cgroup of its own changes how CFS shares a core).
+UNLIMITED = -1
 # v1: the names the cpu controller's own mount takes (alone, or sharing it with cpuacct).
 V1_MOUNTS = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
 PROCS = "cgroup.procs"
@@ -93,7 +96,7 @@ def cgroup_name(instance_name):
 def settings(version, quota, period_us=PERIOD_US):
     """The files of the cgroup to write, in order, with their values."""
     if version == "v2":
-        return [("cpu.max", f"{int(quota)} {int(period_us)}")]
+        return [("cpu.max", f"{'max' if int(quota) == UNLIMITED else int(quota)} {int(period_us)}")]
     if version == "v1":
         # The period first: the quota of a new group is unlimited (-1), so no check of quota against period fails.
         return [("cpu.cfs_period_us", str(int(period_us))), ("cpu.cfs_quota_us", str(int(quota)))]
@@ -103,7 +106,7 @@ def settings(version, quota, period_us=PERIOD_US):
 def describe(version, quota, period_us=PERIOD_US):
     """What the record says was applied: ``cgroup v1 cpu.cfs_quota_us=95000 cpu.cfs_period_us=100000``."""
     if version == "v2":
-        return f"cgroup v2 cpu.max={int(quota)} {int(period_us)}"
+        return f"cgroup v2 cpu.max={'max' if int(quota) == UNLIMITED else int(quota)} {int(period_us)}"
     return f"cgroup v1 cpu.cfs_quota_us={int(quota)} cpu.cfs_period_us={int(period_us)}"
 
 

@@ -37,7 +37,8 @@ options:
     type: str
     choices: [v1, v2]
   quota_us:
-    description: Microseconds of CPU time the cgroup may use every period; required with O(state=present).
+    description: Microseconds of CPU time the cgroup may use every period, or V(-1) for no quota (a cgroup of its own
+      without a cap); required with O(state=present).
     type: int
   period_us:
     description: The CFS period, in microseconds.

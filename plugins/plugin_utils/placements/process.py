@@ -20,7 +20,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ansible_collections.platbench.lab.plugins.module_utils import apptainer, cpu_quota
-from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, cell_timeout
+from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, cell_timeout, inject
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     Observed,
     PlacementError,
@@ -94,12 +94,35 @@ def quota_cgroup(ctx, machine, fraction):
     return cgroup, applied
 
 
+def uncapped_cgroup(ctx, machine):
+    """The cgroup of its own, without a quota, of a cell an inject experiment runs without the cap (its ``inject``
+    label ``none``): the capped cells run in one, and a cgroup of its own changes how CFS shares a core, so the
+    cells compared with them run in one too. None where there is nothing to compare, or no cgroup to make (a
+    machine over SSH, no cpu controller): the cell then runs as any other."""
+    if ctx.cell["labels"].get(inject.LABEL) != inject.NONE or machine.over_ssh:
+        return None, None
+    found = ctx.facts.get("cpu_cgroup")
+    if not found:
+        return None, None
+    cgroup = {
+        "path": f"{str(found['directory']).rstrip('/')}/{cpu_quota.cgroup_name(ctx.name)}",
+        "version": found["version"],
+        "quota_us": cpu_quota.UNLIMITED,
+        "period_us": cpu_quota.PERIOD_US,
+    }
+    return cgroup, {
+        "cgroup": cgroup["path"],
+        "applied_by": cpu_quota.describe(cgroup["version"], cpu_quota.UNLIMITED, cgroup["period_us"]),
+    }
+
+
 def plan(ctx, plan, machine=None):
     """plan["process"]: argv, chdir, env, and where it runs (host, become); with an injected overhead, the cgroup
     it runs in (``cgroup``)."""
     machine = machine or runner_machine(ctx)
     fraction = ctx.injected_quota
     cgroup, applied = quota_cgroup(ctx, machine, fraction) if fraction is not None else (None, None)
+    uncapped, uncapped_applied = (None, None) if cgroup else uncapped_cgroup(ctx, machine)
     if ctx.platform.launcher == "apptainer":
         if not machine.sif:
             fix = apptainer.GUEST_FIX if machine.over_ssh else apptainer.INSTALL_FIX
@@ -145,6 +168,9 @@ def plan(ctx, plan, machine=None):
     if cgroup:
         plan["process"]["cgroup"] = cgroup
         plan["runtime"]["inject"] = applied
+    elif uncapped:
+        plan["process"]["cgroup"] = uncapped
+        plan["runtime"]["uncapped_cgroup"] = uncapped_applied
     plan["process"]["command"] = shell_command(plan["process"], deadline=plan["timeout"])
     plan["process"]["task_timeout"] = cell_timeout.task_timeout(plan["timeout"])
 
