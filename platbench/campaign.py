@@ -215,6 +215,8 @@ class Campaign:
         result = CellResult(cell_id, host, platform, status, error, seconds, self.done_before + len(self.results) + 1)
         self.results.append(result)
         took = f" {result.seconds:.1f} s" if result.seconds is not None else ""
+        if _is_duet_partner(state.cells, cell_id):
+            took = " (ran beside the cell before: a duet pair)"  # recorded right after its lead
         where = f"[{result.position}/{self.total}] {result.id}{self._on(host)}"
         return [f"{where} {status}{took}, ETA {human(self.eta(when))}"]
 
@@ -450,3 +452,9 @@ class SamplesTail:
             if isinstance(sample, dict):
                 samples.append(sample)
         return samples
+
+
+def _is_duet_partner(cells, cell_id):
+    """Whether ``cell_id`` is a duet pair's partner (schedule: duet), which runs beside the lead recorded before it."""
+    cell = next((cell for cell in cells or [] if cell.get("id") == cell_id), None)
+    return bool(cell) and (cell.get("labels") or {}).get("duet_role") == "partner"
