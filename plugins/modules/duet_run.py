@@ -17,7 +17,7 @@ description:
   - A side is a process cell's shell line (its plan's C(process.command), run by C(/bin/sh)), or a container the
     engine has created but not started (V(docker) or V(podman) C(start --attach)).
   - The cells are recorded by C(platbench.lab.record_cell) from RV(sides), as the kinds' own tasks' results are.
-version_added: "0.11.0"
+version_added: "0.10.0"
 author: platbench developers (@platbench)
 options:
   sides:
