@@ -19,7 +19,7 @@ and to compare the platforms round by round (platbench/report_stats.paired_ratio
   cells left alone are shuffled per round, as ``rounds`` does. A cell that cannot run beside another (a guest, an
   emulator, several instances, an unpinned or a gpu cell, idle_cores: none, no baseline cell to pair with) runs
   alone, under ``rounds``, and the plan says why (``fallbacks``). Whether a pair fits twice on a host is the
-  precheck's (``fit_problems``): its facts say.
+  precheck's (runplan.duet_problems): its facts say.
 
 Pure Python: matrix.expand orders the cells, experiment_plan picks the seed.
 """
@@ -46,11 +46,6 @@ DUET_ROLE = "duet_role"  # lead (the cell compared) or partner (its baseline's c
 DUET_LABELS = (DUET_PAIR, DUET_SIDE, DUET_PARTNER, DUET_ROLE)
 # The kinds whose cells can run beside another on CPUs of their own: a process and a container on the runner host.
 DUET_KINDS = ("process", "container")
-# What the report says of a duet campaign's ratios.
-DUET_CAVEAT = (
-    "duet: both sides of a pair ran at the same time on disjoint cores of one NUMA node, sharing the host's caches "
-    "and memory bandwidth; duet measures the difference between the platforms, not their speed alone"
-)
 
 
 def problems(schedule, seed):
@@ -196,7 +191,9 @@ def duet(cells, seed, round_of=lambda cell: cell["labels"]["repeat"]):
             paired.add(cell["id"])
             units.append([lead, copy])
         for cell in members:
-            if cell["id"] in needed_alone or _alone(cell, members, paired):
+            # A lead is never also alone: its id is taken (a cell left alone is never its injected twin's baseline:
+            # both pair or neither does).
+            if (cell["id"] in needed_alone and cell["id"] not in paired) or _alone(cell, members, paired):
                 units.append([{**cell, "labels": {**cell["labels"], LABEL: "rounds"}}])
         random.Random(f"{seed}/{number}").shuffle(units)
         result.extend(cell for unit in units for cell in unit)
