@@ -197,7 +197,11 @@ def test_the_home_host_runs_a_spread_cell_and_the_other_runners_leave_it_out():
     home = cells_to_run(plan, READY, "runner-a", runners=RUNNERS)
     assert [cell["id"] for cell in home["cells"]] == [cell["id"] for cell in cells]
     for other in ("runner-b", "runner-c"):
-        assert cells_to_run(plan, READY, other, done=[cells[0]["id"]], runners=RUNNERS) == {"cells": [], "done": 0, "units": []}
+        assert cells_to_run(plan, READY, other, done=[cells[0]["id"]], runners=RUNNERS) == {
+            "cells": [],
+            "done": 0,
+            "units": [],
+        }
     # A cell on one host stays every runner's own.
     single = {"name": "spread", "cells": [{**cells[0], "instances": {**cells[0]["instances"], "hosts": 1}}]}
     assert len(cells_to_run(single, READY, "runner-b", runners=RUNNERS)["cells"]) == 1
