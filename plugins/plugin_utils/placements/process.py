@@ -79,12 +79,7 @@ def quota_cgroup(ctx, machine, fraction):
         quota = cpu_quota.quota_us(fraction, ctx.threads)
     except cpu_quota.QuotaError as exc:
         raise PlacementError(f"{ctx.where}: inject: {exc}") from None
-    cgroup = {
-        "path": f"{str(found['directory']).rstrip('/')}/{cpu_quota.cgroup_name(ctx.name)}",
-        "version": found["version"],
-        "quota_us": quota,
-        "period_us": cpu_quota.PERIOD_US,
-    }
+    cgroup = _cell_cgroup(ctx, found, quota)
     applied = {
         "cpu_quota": fraction,
         "quota_cpus": ctx.injected_cpus(fraction),
@@ -92,6 +87,16 @@ def quota_cgroup(ctx, machine, fraction):
         "cgroup": cgroup["path"],
     }
     return cgroup, applied
+
+
+def _cell_cgroup(ctx, found, quota_us):
+    """The cell's own cgroup in the host's cpu hierarchy (``found``: host_facts' cpu_cgroup), with ``quota_us``."""
+    return {
+        "path": f"{str(found['directory']).rstrip('/')}/{cpu_quota.cgroup_name(ctx.name)}",
+        "version": found["version"],
+        "quota_us": quota_us,
+        "period_us": cpu_quota.PERIOD_US,
+    }
 
 
 def uncapped_cgroup(ctx, machine):
@@ -104,12 +109,7 @@ def uncapped_cgroup(ctx, machine):
     found = ctx.facts.get("cpu_cgroup")
     if not found:
         return None, None
-    cgroup = {
-        "path": f"{str(found['directory']).rstrip('/')}/{cpu_quota.cgroup_name(ctx.name)}",
-        "version": found["version"],
-        "quota_us": cpu_quota.UNLIMITED,
-        "period_us": cpu_quota.PERIOD_US,
-    }
+    cgroup = _cell_cgroup(ctx, found, cpu_quota.UNLIMITED)
     return cgroup, {
         "cgroup": cgroup["path"],
         "applied_by": cpu_quota.describe(cgroup["version"], cpu_quota.UNLIMITED, cgroup["period_us"]),
