@@ -10,16 +10,23 @@
 - At the end: the time spent per group (unit, lab, OpenStack, lint) and the wall time against
   ``BUDGET_MINUTES``; over it, a warning with the slowest tests (never a failure: machines differ).
 
+- Tests marked ``quiet`` (those that assert a measured effect) run after the others of their run, and, when
+  ``PLATBENCH_QUIET_LOCK`` names a file, only once they hold it: `make test` runs the OpenStack tests beside the
+  lab tests under that lock (Makefile), and a measurement must not share the 2 cores with a test cloud.
+
 Under pytest-xdist the reports reach the controller's hooks, where the gate and the summary run.
-`make test` runs pytest twice (the unit group on xdist workers, then the lab and the cloud in one process):
-with ``PLATBENCH_TEST_DURATIONS`` naming a file, each run adds its times to it and prints the sum of the runs
-so far, so the last summary covers the whole of `make test`.
+`make test` runs pytest three times (the unit group on xdist workers; then the lab tests, with the OpenStack tests
+beside them in a process of their own): with ``PLATBENCH_TEST_DURATIONS`` naming a file, each run adds its times
+and its span to it and prints the sum of the runs so far; the wall time is the union of the spans, since two runs
+overlap. ``python -m tests.suite FILE`` prints that sum again at the end.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path, PurePosixPath
@@ -35,6 +42,9 @@ GROUPS = ("unit", "lab", "openstack", "lint")
 TITLES = {"unit": "unit", "lab": "lab", "openstack": "OpenStack", "lint": "lint"}
 # A file where the runs of one `make test` add up their times (Makefile).
 DURATIONS_FILE_ENV = "PLATBENCH_TEST_DURATIONS"
+# A file whose lock a run beside this one holds (Makefile): the ``quiet`` tests take it before they start.
+QUIET_LOCK_ENV = "PLATBENCH_QUIET_LOCK"
+QUIET_MARKER = "quiet"
 # The fixtures that build the lab and start the test cloud, and the marker each needs.
 HEAVY_FIXTURES = {"lab": "lab", "test_cloud": "openstack"}
 
@@ -90,10 +100,24 @@ def budget_lines(seconds, wall, per_test, budget_minutes=BUDGET_MINUTES, slowest
     return lines, over
 
 
-def add_up(earlier, groups, wall, per_test):
+def union_seconds(spans):
+    """The seconds covered by ``spans`` ([start, end] pairs, which may overlap)."""
+    covered, reached = 0.0, None
+    for start, end in sorted(spans):
+        if reached is None or start > reached:
+            covered += end - start
+            reached = end
+        elif end > reached:
+            covered += end - reached
+            reached = end
+    return covered
+
+
+def add_up(earlier, groups, span, per_test):
     """The times of the runs so far (``earlier``, None for none) with this run's added: a dict with
-    ``groups`` ({group: {seconds, tests}}), ``wall`` (seconds) and ``per_test`` ({nodeid: seconds})."""
-    total = earlier or {"groups": {}, "wall": 0.0, "per_test": {}}
+    ``groups`` ({group: {seconds, tests}}), ``spans`` (each run's [start, end], epoch seconds), ``wall`` (the
+    seconds their union covers) and ``per_test`` ({nodeid: seconds})."""
+    total = earlier or {"groups": {}, "spans": [], "per_test": {}}
     summed = {}
     for group in GROUPS:
         before = total["groups"].get(group, {"seconds": 0.0, "tests": 0})
@@ -104,13 +128,52 @@ def add_up(earlier, groups, wall, per_test):
     tests = dict(total["per_test"])
     for nodeid, seconds in per_test.items():
         tests[nodeid] = tests.get(nodeid, 0.0) + seconds
-    return {"groups": summed, "wall": total["wall"] + wall, "per_test": tests}
+    spans = [*total.get("spans", []), list(span)]
+    return {"groups": summed, "spans": spans, "wall": union_seconds(spans), "per_test": tests}
+
+
+def add_to_file(path, groups, span, per_test):
+    """``add_up`` this run to the durations file at ``path``, under its lock (two runs may end at once): the sum,
+    and whether the file held earlier runs."""
+    file = Path(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with open(file, "a+", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        text = handle.read()
+        earlier = json.loads(text) if text.strip() else None
+        totals = add_up(earlier, groups, span, per_test)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps(totals))
+    return totals, earlier is not None
+
+
+def quiet_last(items):
+    """``items`` with the ``quiet`` tests moved after the others, each part in its order (a module moves whole
+    when its marker is the module's)."""
+    return sorted(items, key=lambda item: item.get_closest_marker(QUIET_MARKER) is not None)
+
+
+def wait_for_quiet(path, say):
+    """Hold the lock on ``path`` from now to the end of the process, waiting while a run beside this one holds it.
+    The open file is returned (its lock goes with it)."""
+    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held until the process ends
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        say(f"waiting for the tests beside this run to end ({path}): the next tests measure")
+        started = time.monotonic()
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        say(f"waited {time.monotonic() - started:.0f} s for the tests beside this run")
+    return handle
 
 
 class SuiteRules:
     def __init__(self, config):
         self.config = config
-        self.started = time.monotonic()
+        self.started = time.time()
+        self.quiet_lock = None
         self.groups = {group: {"seconds": 0.0, "tests": 0} for group in GROUPS}
         self.per_test = defaultdict(float)
         self.offences = {}
@@ -125,6 +188,15 @@ class SuiteRules:
                     wrong.append(f"{item.nodeid} uses the `{fixture}` fixture but is not marked `{marker}`")
         if wrong:
             raise pytest.UsageError("\n".join(wrong))
+        items[:] = quiet_last(items)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        path = os.environ.get(QUIET_LOCK_ENV)
+        if path and self.quiet_lock is None and item.get_closest_marker(QUIET_MARKER) is not None:
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            say = reporter.write_line if reporter else print
+            self.quiet_lock = wait_for_quiet(path, say)
 
     # -- requires marks: checked once the fixtures are set up (the `lab` fixture installs the lab's tools) -------
 
@@ -160,6 +232,11 @@ class SuiteRules:
 
     # -- the end -------------------------------------------------------------------------------------------------
 
+    def pytest_unconfigure(self, config):
+        if self.quiet_lock is not None:
+            self.quiet_lock.close()  # lets go of the lock
+            self.quiet_lock = None
+
     def pytest_sessionfinish(self, session, exitstatus):
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: the controller decides
@@ -184,15 +261,12 @@ class SuiteRules:
             )
         if self.config.option.collectonly:
             return
-        totals = add_up(None, self.groups, time.monotonic() - self.started, self.per_test)
+        span = (self.started, time.time())
+        totals = add_up(None, self.groups, span, self.per_test)
         title = "durations per group"
         path = os.environ.get(DURATIONS_FILE_ENV)
         if path:
-            file = Path(path)
-            earlier = json.loads(file.read_text()) if file.exists() else None
-            totals = add_up(earlier, self.groups, totals["wall"], self.per_test)
-            file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_text(json.dumps(totals))
+            totals, earlier = add_to_file(path, self.groups, span, self.per_test)
             if earlier:
                 title += " (this run and the earlier ones in %s)" % path
         terminalreporter.section(title, sep="=")
@@ -207,4 +281,28 @@ def pytest_configure(config):
         "requires(modules=(), commands=(), by=...): fail (never skip) when a module or command is missing "
         "(tests/skips.py)",
     )
+    config.addinivalue_line(
+        "markers",
+        f"{QUIET_MARKER}: asserts a measured effect; runs last, and alone where {QUIET_LOCK_ENV} names a lock",
+    )
     config.pluginmanager.register(SuiteRules(config), "platbench-suite-rules")
+
+
+def main(argv):
+    """``python -m tests.suite FILE``: the durations summary of the runs FILE holds (the end of `make test`)."""
+    if len(argv) != 1:
+        print("usage: python -m tests.suite DURATIONS_FILE", file=sys.stderr)
+        return 2
+    path = Path(argv[0])
+    if not path.is_file():
+        print(f"{path}: no durations file (no pytest run wrote one)", file=sys.stderr)
+        return 1
+    totals = json.loads(path.read_text())
+    print(f"==== durations per group, every run of this `make test` ({path}) ====")
+    lines, _ = budget_lines(totals["groups"], totals["wall"], totals["per_test"])
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -13,7 +13,8 @@ from playbook_run import REPO, read_samples, run_lab_playbook
 
 from workloads.inference_e2e.phases import batches_of, span_problem
 
-pytestmark = pytest.mark.lab
+# `quiet`: it asserts what it measured, so it runs last, with no test cloud beside it (tests/suite.py).
+pytestmark = [pytest.mark.lab, pytest.mark.quiet]
 
 APPS = ("ic", "sr", "nlp", "rs")
 REQUESTS = 8

@@ -14,7 +14,8 @@ from playbook_run import read_samples, run_lab_playbook, workload_processes
 from platbench.report_load import load_samples
 from platbench.report_tables import DUET_PAIRED, baseline_rows, comparison, summarize
 
-pytestmark = pytest.mark.lab
+# `quiet`: it asserts what it measured, so it runs last, with no test cloud beside it (tests/suite.py).
+pytestmark = [pytest.mark.lab, pytest.mark.quiet]
 
 CAMPAIGN = "it-inject"
 CAP = 0.7

@@ -1,6 +1,8 @@
 """tests/suite.py, the suite's own rules: on pytest sessions of their own (pytester) and function by function."""
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ def _own_durations(monkeypatch):
     """The sessions these tests start keep their times to themselves: `make test` exports the file where its runs
     add theirs up (PLATBENCH_TEST_DURATIONS), and a fake session's tests must neither land there nor read it."""
     monkeypatch.delenv("PLATBENCH_TEST_DURATIONS", raising=False)
+    monkeypatch.delenv("PLATBENCH_QUIET_LOCK", raising=False)
 
 
 def run(pytester, source, *args, path="tests/unit/test_it.py"):
@@ -227,12 +230,81 @@ def test_runs_sharing_a_durations_file_are_summed_up_in_the_last_summary(pyteste
 
 
 def test_adding_up_runs_sums_each_group_the_wall_time_and_each_test():
-    one = suite.add_up(None, groups(unit=10.0), 12.0, {"tests/unit/test_a.py::t": 10.0})
-    both = suite.add_up(one, groups(lab=30.0, unit=1.0), 31.0, {"tests/unit/test_a.py::t": 1.0, "b": 30.0})
+    one = suite.add_up(None, groups(unit=10.0), (100.0, 112.0), {"tests/unit/test_a.py::t": 10.0})
+    both = suite.add_up(one, groups(lab=30.0, unit=1.0), (112.0, 143.0), {"tests/unit/test_a.py::t": 1.0, "b": 30.0})
     assert both["groups"]["unit"] == {"seconds": 11.0, "tests": 2}
     assert both["groups"]["lab"] == {"seconds": 30.0, "tests": 2}
     assert both["wall"] == 43.0
     assert both["per_test"] == {"tests/unit/test_a.py::t": 11.0, "b": 30.0}
+    # A run beside the last one (the OpenStack tests beside the lab tests) adds its tests, and to the wall time
+    # only what it ran past the others' end.
+    beside = suite.add_up(both, groups(openstack=20.0), (120.0, 150.0), {"c": 20.0})
+    assert beside["groups"]["openstack"] == {"seconds": 20.0, "tests": 3}
+    assert beside["wall"] == 50.0
+
+
+@pytest.mark.parametrize(
+    ("spans", "seconds"),
+    [([], 0.0), ([(0, 10), (10, 15)], 15.0), ([(5, 8), (0, 10)], 10.0), ([(0, 4), (6, 9), (3, 7)], 9.0)],
+)
+def test_the_wall_time_is_the_union_of_the_runs_spans(spans, seconds):
+    assert suite.union_seconds(spans) == seconds
+
+
+def test_the_last_summary_is_printed_again_from_the_file(tmp_path, capsys):
+    path = tmp_path / "durations.json"
+    totals, earlier = suite.add_to_file(path, groups(unit=10.0), (0.0, 12.0), {"tests/unit/test_a.py::t": 10.0})
+    assert not earlier and totals["wall"] == 12.0
+    totals, earlier = suite.add_to_file(path, groups(lab=5.0), (12.0, 20.0), {"b": 5.0})
+    assert earlier and totals["wall"] == 20.0
+    assert suite.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "unit          10.0 s  (2 tests)" in out and "lab            5.0 s  (2 tests)" in out
+    assert "total         20.0 s  = 0.3 min of wall time" in out
+    assert suite.main([str(tmp_path / "none.json")]) == 1
+
+
+QUIET_TESTS = (
+    "import pytest, time\npytestmark = pytest.mark.quiet\ndef test_measures():\n    print('measured at', time.time())\n"
+)
+
+
+def test_quiet_tests_run_after_the_others_of_their_run(pytester):
+    (pytester.path / "tests/unit").mkdir(parents=True)
+    (pytester.path / "tests/unit/test_a_measure.py").write_text(QUIET_TESTS)
+    result = run(
+        pytester, "def test_first():\n    pass\ndef test_second():\n    pass\n", "-v", path="tests/unit/test_b.py"
+    )
+    result.assert_outcomes(passed=3)
+    ran = [line.split(" ")[0] for line in result.outlines if " PASSED" in line]
+    assert ran == [
+        "tests/unit/test_b.py::test_first",
+        "tests/unit/test_b.py::test_second",
+        "tests/unit/test_a_measure.py::test_measures",
+    ]
+
+
+def test_a_quiet_test_waits_for_the_run_beside_it_to_let_go_of_the_lock(pytester, monkeypatch, tmp_path):
+    lock = tmp_path / "quiet.lock"
+    monkeypatch.setenv("PLATBENCH_QUIET_LOCK", str(lock))
+    # The run beside: flock(1) holds the lock for two seconds, as `make test` holds it around the OpenStack run.
+    beside = subprocess.Popen(["flock", str(lock), "sleep", "2"])
+    try:
+        wait_until = time.monotonic() + 10
+        while subprocess.run(["flock", "-n", str(lock), "true"]).returncode == 0 and time.monotonic() < wait_until:
+            time.sleep(0.05)
+        result = run(pytester, QUIET_TESTS, "-s")
+        let_go = time.time()
+    finally:
+        beside.wait(timeout=30)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*waiting for the tests beside this run to end (*quiet.lock)*", "*waited * s for*"])
+    measured = float(next(line for line in result.outlines if "measured at" in line).split("measured at ")[1][:17])
+    assert beside.returncode == 0 and measured <= let_go
+    # Without a run beside it, the lock is free and the test starts at once, saying nothing.
+    again = run(pytester, QUIET_TESTS)
+    again.assert_outcomes(passed=1)
+    assert "waiting for the tests beside" not in again.stdout.str()
 
 
 @skips.requires(modules=["xdist"])
