@@ -54,9 +54,9 @@ NO_ACCELERATOR = "-"  # the accelerator cell of a row without one (bare metal)
 # The notes after a table, each printed only where a row needs it.
 NOISE_MARK = "~"
 NOISE_NOTE = (
-    f"{NOISE_MARK}: the ratio to bm's 95% confidence interval holds 1 (paired by round, Student's t on the log-ratios, "
-    "in a rounds campaign; Welch's t over the repeats otherwise): it cannot be told from noise. More rounds "
-    "(platbench run --precision) or a quieter host may resolve it."
+    f"{NOISE_MARK}: the ratio to bm's 95% confidence interval holds 1 (Student's t on the log-ratios, paired by round "
+    "in a rounds campaign and by duet pair in a duet one; Welch's t over the repeats otherwise): it cannot be told "
+    "from noise. More rounds (platbench run --precision) or a quieter host may resolve it."
 )
 # The column of the rounds (repeats) a rounds campaign pairs its platforms by (plugins/plugin_utils/schedule.py).
 ROUND = "repeat"
