@@ -262,13 +262,14 @@ class SuiteRules:
         if self.config.option.collectonly:
             return
         span = (self.started, time.time())
-        totals = add_up(None, self.groups, span, self.per_test)
         title = "durations per group"
         path = os.environ.get(DURATIONS_FILE_ENV)
         if path:
             totals, earlier = add_to_file(path, self.groups, span, self.per_test)
             if earlier:
                 title += " (this run and the earlier ones in %s)" % path
+        else:
+            totals = add_up(None, self.groups, span, self.per_test)
         terminalreporter.section(title, sep="=")
         lines, over = budget_lines(totals["groups"], totals["wall"], totals["per_test"])
         for line in lines:

@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -287,20 +288,23 @@ def test_quiet_tests_run_after_the_others_of_their_run(pytester):
 def test_a_quiet_test_waits_for_the_run_beside_it_to_let_go_of_the_lock(pytester, monkeypatch, tmp_path):
     lock = tmp_path / "quiet.lock"
     monkeypatch.setenv("PLATBENCH_QUIET_LOCK", str(lock))
-    # The run beside: flock(1) holds the lock for two seconds, as `make test` holds it around the OpenStack run.
-    beside = subprocess.Popen(["flock", str(lock), "sleep", "2"])
+    # The run beside: flock(1) holds the lock for two seconds, as `make test` holds it around the OpenStack run, and
+    # writes the time just before it lets go.
+    released = tmp_path / "released"
+    let_go = f"sleep 2; {sys.executable} -c 'import time; print(time.time())' > {released}"
+    beside = subprocess.Popen(["flock", str(lock), "sh", "-c", let_go])
     try:
         wait_until = time.monotonic() + 10
         while subprocess.run(["flock", "-n", str(lock), "true"]).returncode == 0 and time.monotonic() < wait_until:
             time.sleep(0.05)
         result = run(pytester, QUIET_TESTS, "-s")
-        let_go = time.time()
     finally:
         beside.wait(timeout=30)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*waiting for the tests beside this run to end (*quiet.lock)*", "*waited * s for*"])
-    measured = float(next(line for line in result.outlines if "measured at" in line).split("measured at ")[1][:17])
-    assert beside.returncode == 0 and measured <= let_go
+    printed = next(line for line in result.outlines if "measured at" in line)
+    measured = float(printed.split("measured at ")[1].split()[0])
+    assert beside.returncode == 0 and measured >= float(released.read_text())  # it measured after the lock was free
     # Without a run beside it, the lock is free and the test starts at once, saying nothing.
     again = run(pytester, QUIET_TESTS)
     again.assert_outcomes(passed=1)
