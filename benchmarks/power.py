@@ -2,7 +2,9 @@
 
 Runs campaigns of experiments/calibrate.yml through `platbench run` on the lab (bm, one pinned core, a tiny CNN
 whose timed part lasts --cell-seconds), four cells a round: two seeds as they are (A and A', the A/A pair) and the
-same two under a quota of 1 - effect (B, of A's seed: the A/B pair). Each campaign runs one schedule:
+same two with the known overhead injected (B, of A's seed: the A/B pair): by default a spin of ``effect`` of the
+timed part (exact by construction), with ``--inject cpu_quota`` a quota of 1 - effect of the core (what a quota costs
+this host's job). Each campaign runs one schedule:
 
 - ``sequential``: the cells in the plan's fixed order round after round, compared unpaired (Welch's t), as
   platbench compared every campaign before rounds;
@@ -10,8 +12,9 @@ same two under a quota of 1 - effect (B, of A's seed: the A/B pair). Each campai
   on the log-ratios);
 - ``duet``: each compared cell beside its baseline's copy, at the same time, on the host's two cores, which swap
   every round, paired by duet pair. The pair rule pairs a cell with its baseline's, so the A/A pair is A beside A
-  under a quota of its whole core (``cpu_quota: 1.0``, which a job pinned to that core never reaches), not a second
-  seed; B (A under 1 - effect) is beside A. One seed, two pairs a round.
+  with a placebo injected (``spin: 0``, the spin's code path spinning nothing; with ``--inject cpu_quota``, a quota
+  of its whole core, which a job pinned to that core never reaches), not a second seed; B is beside A. One seed, two
+  pairs a round.
 
 For each campaign it reads, after every round, the A/B interval's half-width against the campaign's time so far,
 and at its end whether the A/B interval found the injected overhead (it excludes 1 and holds 1 - effect) and whether
@@ -25,7 +28,7 @@ Targets (issue 38): a minimum detectable effect of at most 3% at 10 minutes for 
 5 of 5 campaigns of at most 10 minutes; A/A significant in at most 1 of 10. Measure on a quiet machine.
 
     python benchmarks/power.py [--schedules sequential,rounds,duet] [--campaigns 5] [--rounds 8] [--effect 0.05]
-                               [--cell-seconds 10] [--results-dir /tmp/platbench-power]
+                               [--inject spin|cpu_quota] [--cell-seconds 10] [--results-dir /tmp/platbench-power]
 
 Cells of 10 s: in short tries here a duet pair's log-ratio spread fell from 6-7% with 3 s windows to 3.6% with
 10 s ones, more than the longer rounds cost.
@@ -41,13 +44,13 @@ from pathlib import Path
 from _runs import REPO_ROOT  # first: it puts the repository and its collection on the path
 
 from platbench import cli
-from platbench.calibration import SEED, SEEDS, detectable_effect
+from platbench.calibration import DEFAULT_KNOB, KNOBS, SEED, SEEDS, detectable_effect, injected_label, injected_setting
 from platbench.report_load import SAMPLE_TIME, load_samples, measured
 from platbench.report_stats import paired_ratio_interval, ratio_interval
 
 SCHEDULES = ("sequential", "rounds", "duet")
-# duet's A/A: a quota of the cell's whole core, which the pair rule pairs with A and a pinned job never reaches.
-PLACEBO = "cpu_quota=1"
+# duet's A/A: an injection that changes nothing, which the pair rule pairs with A (module docstring).
+PLACEBO = {"spin": "spin: 0", "cpu_quota": "cpu_quota: 1.0"}
 
 
 def parse_args(argv=None):
@@ -56,22 +59,24 @@ def parse_args(argv=None):
     parser.add_argument("--campaigns", type=int, default=5, help="campaigns per schedule")
     parser.add_argument("--rounds", type=int, default=8, help="rounds per campaign")
     parser.add_argument("--effect", type=float, default=0.05)
+    parser.add_argument("--inject", choices=KNOBS, default=DEFAULT_KNOB, help="how the A/B overhead is made")
     parser.add_argument("--cell-seconds", type=float, default=10.0, help="each cell's timed part (steps: auto)")
     parser.add_argument("--results-dir", default="/tmp/platbench-power")
     parser.add_argument("--inventory", default=str(Path(REPO_ROOT) / "inventories" / "local"))
     return parser.parse_args(argv)
 
 
-def quota_label(effect):
-    return f"cpu_quota={round(1.0 - effect, 6):g}"
+def placebo_label(knob):
+    return PLACEBO[knob].replace(": ", "=").replace("1.0", "1")
 
 
-def cells(directory, effect):
+def cells(directory, effect, knob):
     """{name: [(round, value, time), ...]} of the campaign's throughput samples: A, A' (the second seed) and B."""
     frame = measured(load_samples(directory))
     frame = frame[frame["metric"] == "throughput"]
     found = {}
-    for name, label, seed in (("A", "none", SEEDS[0]), ("A'", "none", SEEDS[1]), ("B", quota_label(effect), SEEDS[0])):
+    injected = injected_label(knob, effect)
+    for name, label, seed in (("A", "none", SEEDS[0]), ("A'", "none", SEEDS[1]), ("B", injected, SEEDS[0])):
         picked = frame[(frame["inject"].astype(str) == label) & (frame[SEED].astype(str) == str(seed))]
         found[name] = sorted(
             (int(row["repeat"]), float(row["value"]), float(row[SAMPLE_TIME])) for _, row in picked.iterrows()
@@ -79,13 +84,13 @@ def cells(directory, effect):
     return found
 
 
-def duet_pairs(directory, effect):
+def duet_pairs(directory, effect, knob):
     """{"ab": [(round, B, A beside it, time)], "aa": [(round, A under the placebo, A beside it, time)]} of a duet
     campaign, from its pairs (the duet_pair label both sides carry)."""
     frame = measured(load_samples(directory))
     frame = frame[frame["metric"] == "throughput"]
     found = {}
-    for name, label in (("ab", quota_label(effect)), ("aa", PLACEBO)):
+    for name, label in (("ab", injected_label(knob, effect)), ("aa", placebo_label(knob))):
         leads = frame[frame["inject"].astype(str) == label]
         pairs = []
         for _, lead in leads.iterrows():
@@ -98,9 +103,9 @@ def duet_pairs(directory, effect):
     return found
 
 
-def duet_figures(directory, effect):
+def duet_figures(directory, effect, knob):
     """campaign_figures for a duet campaign: the A/B half-width after each round, its A/B and A/A verdicts."""
-    found = duet_pairs(directory, effect)
+    found = duet_pairs(directory, effect, knob)
     ab, aa = found["ab"], found["aa"]
     start = min(stamp for *_, stamp in ab + aa)
     widths = []
@@ -137,9 +142,9 @@ def interval(schedule, mine, theirs):
     return None if bounds is None else (statistics.fmean(values) / statistics.fmean(baseline), *bounds)
 
 
-def campaign_figures(schedule, directory, effect):
+def campaign_figures(schedule, directory, effect, knob):
     """The campaign's half-width after each round (with its minutes so far), and its final A/B and A/A verdicts."""
-    found = cells(directory, effect)
+    found = cells(directory, effect, knob)
     a, a_prime, b = found["A"], found["A'"], found["B"]
     start = min(stamp for _, _, stamp in a + a_prime + b)
     widths = []
@@ -179,9 +184,9 @@ def unpaired_detectable_effect(spread, rounds):
 
 def run_campaign(args, schedule, index):
     campaign = f"power-{schedule}-{index}-{time.strftime('%H%M%S')}"
-    quota = round(1.0 - args.effect, 6)
-    # duet: A/B and the placebo A/A as pairs beside A, one seed (module docstring).
-    injected = f"[none, {{cpu_quota: {quota}}}, {{cpu_quota: 1.0}}]" if schedule == "duet" else None
+    injected = injected_setting(args.inject, args.effect)
+    if schedule == "duet":  # A/B and the placebo A/A as pairs beside A, one seed (module docstring)
+        injected = f"{injected[:-1]}, {{{PLACEBO[args.inject]}}}]"
     argv = [
         "run",
         "calibrate",
@@ -196,7 +201,7 @@ def run_campaign(args, schedule, index):
         "--set",
         f"schedule={schedule}",
         "--set",
-        f"inject={injected or f'[none, {{cpu_quota: {quota}}}]'}",
+        f"inject={injected}",
         "--set",
         f"params.auto_seconds={args.cell_seconds}",
     ]
@@ -216,9 +221,9 @@ def main(argv=None):
         for schedule in schedules:  # the schedules alternate, so the host's drift spreads over both
             directory = run_campaign(args, schedule, index)
             figures[schedule].append(
-                duet_figures(directory, args.effect)
+                duet_figures(directory, args.effect, args.inject)
                 if schedule == "duet"
-                else campaign_figures(schedule, directory, args.effect)
+                else campaign_figures(schedule, directory, args.effect, args.inject)
             )
             last = figures[schedule][-1]
             print(

@@ -1,9 +1,12 @@
 """Calibrate a lab host: how small a difference between two platforms can it tell, in how much time?
 
-``platbench calibrate [--host H] [--effect 0.05] [--time 10m] [--rounds 6] [--cell-seconds 5]`` runs
-experiments/calibrate.yml, a short CPU-bound reference job on one pinned core of bare metal, four cells a round in a
-shuffled order: two seeds as they are (A and A': the A/A pair) and the same two under a CPU quota of 1 - effect
-(B: with A, the A/B pair, a known overhead). It then prints
+``platbench calibrate [--host H] [--effect 0.05] [--inject spin|cpu_quota] [--time 10m] [--rounds 6]
+[--cell-seconds 5]`` runs experiments/calibrate.yml, a short CPU-bound reference job on one pinned core of bare metal,
+four cells a round in a shuffled order: two seeds as they are (A and A': the A/A pair) and the same two with a known
+overhead of ``effect`` injected (B: with A, the A/B pair). The overhead is a spin by default: the job busy-spins after
+each step for ``effect`` of its timed part, so its throughput is exactly 1 - effect of A's whatever the host does
+(plugins/plugin_utils/inject.py). ``--inject cpu_quota`` caps B at 1 - effect of its core instead: what a CFS quota
+costs this host's job, which on a VM may be well above its share. It then prints
 
 - the host's noise: the CV between A's cells across rounds (what a campaign without pairing sees) and the CV of
   the A/A ratios within rounds (what a rounds campaign sees);
@@ -27,7 +30,7 @@ from pathlib import Path
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import write_json
 
 from platbench import decide, run
-from platbench.calibration import RUN_KEY, analyse, describe
+from platbench.calibration import DEFAULT_KNOB, KNOBS, RUN_KEY, analyse, describe, injected_setting
 from platbench.campaign import EXIT_BAD_INPUT, EXIT_OK
 
 EXPERIMENT = "calibrate"
@@ -44,6 +47,12 @@ def add_arguments(parser):
         type=float,
         default=DEFAULT_EFFECT,
         help=f"the overhead injected into the A/B pair, and the one to detect (default {DEFAULT_EFFECT}: 5%%)",
+    )
+    parser.add_argument(
+        "--inject",
+        default=DEFAULT_KNOB,
+        help=f"how the A/B pair's overhead is made (default {DEFAULT_KNOB}: exact by construction; cpu_quota: a CFS "
+        "quota of 1 - effect, what a quota costs this host)",
     )
     parser.add_argument(
         "--time",
@@ -75,6 +84,8 @@ def _problems(args):
         found.append(str(exc).replace("--max-time", "--time"))
     if not args.cell_seconds > 0:
         found.append(f"--cell-seconds {args.cell_seconds}: give the timed part's seconds, above 0")
+    if args.inject not in KNOBS:
+        found.append(f"--inject {args.inject}: make the overhead with one of {', '.join(KNOBS)}")
     if args.rounds < 2:
         found.append(f"--rounds {args.rounds}: a paired interval needs at least 2 rounds")
     return found
@@ -84,7 +95,6 @@ def _run_args(args):
     """The `platbench run` of the calibration experiment."""
     parser = argparse.ArgumentParser()
     run.add_arguments(parser)
-    quota = round(1.0 - args.effect, 6)
     argv = [
         EXPERIMENT,
         "--campaign",
@@ -92,7 +102,7 @@ def _run_args(args):
         "--repeats",
         str(args.rounds),
         "--set",
-        f"inject=[none, {{cpu_quota: {quota}}}]",
+        f"inject={injected_setting(args.inject, args.effect)}",
         "--set",
         f"params.auto_seconds={args.cell_seconds:g}",
         "--inventory",
@@ -118,7 +128,7 @@ def main(args, out=None, err=None):
         return code
     directory = Path(args.results_dir).resolve() / args.campaign
     try:
-        result = analyse(directory, args.effect, args.seconds)
+        result = analyse(directory, args.effect, args.seconds, args.inject)
     except ValueError as exc:
         print(f"platbench calibrate: {exc}", file=err)
         return 1

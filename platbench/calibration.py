@@ -19,6 +19,23 @@ METRIC = "throughput"
 POWER = 0.80
 RUN_KEY = "calibration"  # the run.json key the result is kept under
 SEED, SEEDS = "seed", (1, 2)  # the A/A pair: the same cell with two seeds, nothing injected
+# How the A/B pair's known overhead is made (plugins/plugin_utils/inject.py). spin, the default, is exact by
+# construction; cpu_quota is what a CFS quota costs this host's job, which may be more than its share (inject.py).
+KNOBS = ("spin", "cpu_quota")
+DEFAULT_KNOB = "spin"
+
+
+def injected_label(knob, effect):
+    """The ``inject`` label of the A/B pair's B for an overhead ``effect`` made with ``knob``."""
+    if knob not in KNOBS:
+        raise ValueError(f"--inject {knob}: one of {', '.join(KNOBS)}")
+    return inject.label_of({"spin": effect} if knob == "spin" else {"cpu_quota": round(1.0 - effect, 6)})
+
+
+def injected_setting(knob, effect):
+    """The experiment's ``inject`` dimension of a calibration, as a ``--set`` value."""
+    value = effect if knob == "spin" else round(1.0 - effect, 6)
+    return f"[none, {{{knob}: {value:g}}}]"
 
 
 def _by_round(frame, label, seed):
@@ -63,10 +80,10 @@ def rounds_to_detect(spread, effect, most=100_000):
     return None
 
 
-def analyse(results_dir, effect, campaign_seconds):
+def analyse(results_dir, effect, campaign_seconds, knob=DEFAULT_KNOB):
     """The calibration's figures from the campaign in ``results_dir`` (its samples), as a JSON-ready mapping."""
     frame = measured(load_samples(results_dir))
-    quota = inject.label_of({"cpu_quota": round(1.0 - effect, 6)})
+    quota = injected_label(knob, effect)
     if SEED not in frame.columns or inject.LABEL not in frame.columns:
         raise ValueError(f"{results_dir}: not a calibration campaign (no {SEED} and {inject.LABEL} labels)")
     first, second = SEEDS
@@ -88,6 +105,7 @@ def analyse(results_dir, effect, campaign_seconds):
     return {
         "campaign": Path(results_dir).name,
         "effect": effect,
+        "inject": quota,
         "rounds": min(len(aa), len(ab)),
         "cell_seconds": round(cell_seconds, 3),
         "noise": {
@@ -119,7 +137,8 @@ def describe(result):
         f"between the cells of a round: {noise['paired_cv']:.1%} (paired by round)",
         f"  A/A (two seeds, nothing injected): {aa['estimate']:.3f} [{aa['interval'][0]:.3f}, {aa['interval'][1]:.3f}]"
         + (": a difference where there is none" if aa["difference_seen"] else ": no difference, as it should"),
-        f"  A/B (a {result['effect']:.0%} overhead injected, expected {ab['expected']:.3f}): {ab['estimate']:.3f} "
+        f"  A/B (a {result['effect']:.0%} overhead injected{_how(result)}, expected {ab['expected']:.3f}): "
+        f"{ab['estimate']:.3f} "
         f"[{ab['interval'][0]:.3f}, {ab['interval'][1]:.3f}]: {found}",
     ]
     mde, needed = result["detectable_effect"], result["seconds_to_detect_effect"]
@@ -131,3 +150,9 @@ def describe(result):
     if needed is not None:
         lines.append(f"  time to detect a {result['effect']:.0%} overhead: about {human(needed)}")
     return lines
+
+
+def _how(result):
+    """How the A/B pair's overhead was made, for its line; nothing for calibrations recorded before it was said."""
+    label = result.get("inject")
+    return f" as {label}" if label else ""

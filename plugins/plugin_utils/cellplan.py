@@ -25,6 +25,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import storage as st
 from ansible_collections.platbench.lab.plugins.plugin_utils import (
     cell_timeout,
     idle_cores,
+    inject,
     instances,
     peer,
     placements,
@@ -412,6 +413,17 @@ def cell_plan(cell, facts, options=None):
         peer=with_peer,
         params=cell["params"],
     )
+    # An injected spin (inject.py) is the workload's own doing: it reads the fraction from its environment.
+    try:
+        spin = inject.spin_env(labels.get(inject.LABEL))
+    except ValueError as exc:
+        raise CellPlanError(f"{ctx.where}: {exc}") from None
+    if spin:
+        ctx.extra_env.update(spin)
+        plan["runtime"]["inject_spin"] = {
+            "fraction": float(spin[inject.SPIN_ENV]),
+            "applied_by": f"the workload, after each step ({inject.SPIN_ENV}={spin[inject.SPIN_ENV]})",
+        }
     if labels.get(schedule.DUET_PAIR) is not None:
         # A duet pair's start line (workloads/common/duet.py): a directory of the pair's own in the cache, which
         # both sides see at the same path; tasks/duet.yml clears it before and after the pair.

@@ -50,7 +50,8 @@ OPTIONAL_FIELDS = {
     # seed of the shuffle (absent: one made from the campaign's name, so a resumed campaign keeps its order).
     "schedule": schedule.DEFAULT,
     "schedule_seed": None,
-    # A known overhead injected into the cells (plugins/plugin_utils/inject.py): {cpu_quota: Q}, or a dimension.
+    # A known overhead injected into the cells (plugins/plugin_utils/inject.py): {spin: S} or {cpu_quota: Q}, or a
+    # dimension of them.
     "inject": None,
 }
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
@@ -508,6 +509,9 @@ def validate_experiment(data, source="experiment", expected_name=None):
     if "platforms" in experiment and not inject_problems:
         kinds = {label: platforms.get(label).kind for label in experiment["platforms"] if label in platforms.LABELS}
         problems.extend(inject.platform_problems(experiment["inject"], kinds))
+    if "workload" in experiment and not inject_problems:
+        for workload in workloads_of(experiment):
+            problems.extend(inject.workload_problems(experiment["inject"], workload))
     experiment["emulated"] = _check_emulated(experiment["emulated"], experiment, problems, workloads)
     if workloads is not None:
         _check_needs(experiment, workloads, problems)

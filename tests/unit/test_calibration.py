@@ -24,19 +24,34 @@ def sample(label, seed, value, repeat, stamp):
     )
 
 
-@pytest.fixture
-def campaign(tmp_path):
-    directory = tmp_path / "calibrate-1"
+def write_campaign(directory, injected):
     directory.mkdir()
     samples, stamp = [], 0.0
     for repeat, (drift, aa, ab) in enumerate(zip(DRIFT, AA_NOISE, AB_NOISE, strict=True)):
-        cells = (("none", 1, 1.0), ("none", 2, aa), ("cpu_quota=0.95", 1, ab), ("cpu_quota=0.95", 2, ab * aa))
+        cells = (("none", 1, 1.0), ("none", 2, aa), (injected, 1, ab), (injected, 2, ab * aa))
         for label, seed, factor in cells:
             samples.append(sample(label, seed, 1500.0 * drift * factor, repeat, stamp))
             stamp += 10.0  # a cell every 10 s
     append_samples(directory / "samples.jsonl", samples)
-    (directory / "run.json").write_text(json.dumps({"campaign": "calibrate-1"}))
+    (directory / "run.json").write_text(json.dumps({"campaign": directory.name}))
     return directory
+
+
+@pytest.fixture
+def campaign(tmp_path):
+    return write_campaign(tmp_path / "calibrate-1", "spin=0.05")
+
+
+def test_a_quota_calibration_reads_its_capped_cells(tmp_path):
+    # --inject cpu_quota: B is capped at 1 - effect of its core, labelled so.
+    directory = write_campaign(tmp_path / "calibrate-2", "cpu_quota=0.95")
+    assert calibration.injected_label("cpu_quota", 0.05) == "cpu_quota=0.95"
+    assert calibration.injected_setting("cpu_quota", 0.05) == "[none, {cpu_quota: 0.95}]"
+    result = calibration.analyse(directory, 0.05, 600, "cpu_quota")
+    assert result["inject"] == "cpu_quota=0.95" and result["ab"]["found"]
+    assert "(a 5% overhead injected as cpu_quota=0.95, expected 0.950)" in calibration.describe(result)[3]
+    with pytest.raises(ValueError, match="fewer than 2 rounds"):  # its B cells are not spin cells
+        calibration.analyse(directory, 0.05, 600)
 
 
 def test_the_known_answers_are_found(campaign):
@@ -64,7 +79,7 @@ def test_the_detectable_effect_and_the_time_to_detect_follow_their_formulas(camp
 
 
 def test_an_overhead_that_is_not_there_is_not_found(campaign, tmp_path):
-    # The same campaign asked about a 20% overhead: its B cells are the 5% ones, so no cpu_quota=0.8 cells exist.
+    # The same campaign asked about a 20% overhead: its B cells are the 5% ones, so no spin=0.2 cells exist.
     with pytest.raises(ValueError, match="fewer than 2 rounds with all its cells measured"):
         calibration.analyse(campaign, 0.2, 600)
 
@@ -74,7 +89,9 @@ def test_the_lines_and_the_report_show_it(campaign, capsys):
     lines = calibration.describe(result)
     assert lines[0].startswith("calibration of this host (6 rounds of one pinned core, 10 s a cell)")
     assert "no difference, as it should" in lines[2]
+    assert lines[3].startswith("  A/B (a 5% overhead injected as spin=0.05, expected 0.950): ")
     assert lines[3].endswith(": found")
+    assert result["inject"] == "spin=0.05" and calibration.injected_setting("spin", 0.05) == "[none, {spin: 0.05}]"
     assert lines[4].startswith("  minimum detectable effect in 10 min of campaign")
     document = json.loads((campaign / "run.json").read_text())
     document[calibration.RUN_KEY] = result
@@ -89,6 +106,7 @@ def test_the_lines_and_the_report_show_it(campaign, capsys):
         (["--effect", "0"], "--effect 0.0: give the overhead as a fraction above 0 and below 1"),
         (["--time", "soon"], "--time soon: give a duration such as 90s, 30m or 1h30m"),
         (["--rounds", "1"], "--rounds 1: a paired interval needs at least 2 rounds"),
+        (["--inject", "memory"], "--inject memory: make the overhead with one of spin, cpu_quota"),
     ],
 )
 def test_bad_options_are_refused(capsys, argv, message):

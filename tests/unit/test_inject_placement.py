@@ -384,3 +384,31 @@ def test_teardown_removes_the_cgroups_stopped_cells_left_and_only_those(tmp_path
     (removed,) = [result["removed"] for result in first.results("Remove the CPU quota cgroups of injected cells")]
     assert removed == [str(path) for path in cells]
     assert not any(path.exists() for path in cells) and foreign.exists()
+
+
+# -- a spin: the workload's own, on every kind -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("platform", ["bm", "sg", "cn", "pd", "vm"])
+def test_a_spin_travels_in_the_workloads_environment_on_every_kind(platform):
+    options = {**OPTIONS, "guest_image": {"container_image_id": "sha256:" + "ab" * 32}}
+    plan = cell_plan(make_cell(platform, injected="spin=0.05"), HOST, options)
+    assert plan["env"]["PLATBENCH_INJECT_SPIN"] == "0.05"
+    assert plan["runtime"]["inject_spin"] == {
+        "fraction": 0.05,
+        "applied_by": "the workload, after each step (PLATBENCH_INJECT_SPIN=0.05)",
+    }
+    assert "inject" not in plan["runtime"]  # no quota: the cell's CPUs are whole
+    if plan.get("container"):
+        assert plan["container"]["cpus"] is None
+    plain = cell_plan(make_cell(platform, injected="none"), HOST, options)
+    assert "PLATBENCH_INJECT_SPIN" not in plain["env"] and "inject_spin" not in plain["runtime"]
+    assert_plan_matches_its_specs(plan)
+
+
+@pytest.mark.parametrize("injected", ["none", "spin=0.05", "spin=0"])
+def test_the_cells_of_a_spin_experiment_each_run_in_an_uncapped_cgroup_of_their_own(injected):
+    # The injected and the plain cell must differ by the spin only: both in a cgroup of their own, neither capped.
+    plan = cell_plan(make_cell("bm", injected=injected), HOST, OPTIONS)
+    assert plan["process"]["cgroup"]["quota_us"] == cpu_quota.UNLIMITED
+    assert "cgroup.procs" in plan["process"]["command"]

@@ -30,12 +30,15 @@ def records_of(stdout):
     return parse_result_lines(stdout)
 
 
-def run_module(workload, *args, one_cpu=False, timeout=300):
-    """(completed process, result records on stdout); one_cpu pins it like `taskset -c N` does."""
+def run_module(workload, *args, one_cpu=False, timeout=300, env=None):
+    """(completed process, result records on stdout); one_cpu pins it like `taskset -c N` does; ``env`` adds to the
+    workload's environment."""
     command = [sys.executable, "-m", f"workloads.{workload}", *map(str, args)]
     if one_cpu:
         command = ["taskset", "-c", str(FIRST_CPU), *command]
-    process = subprocess.run(command, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+    process = subprocess.run(
+        command, cwd=REPO_ROOT, env={**ENV, **(env or {})}, capture_output=True, text=True, timeout=timeout
+    )
     return process, records_of(process.stdout)
 
 

@@ -11,7 +11,7 @@ from ..common.harness import Outcome
 from ..common.record import metric
 from .ranks import aggregate, rank_figures
 from .settings import FRAMEWORK_BACKENDS
-from .training import check_planned_gpus, run_steps
+from .training import check_planned_gpus, run_steps, spin_from_env
 
 
 class TorchRanks:
@@ -99,7 +99,10 @@ def train_rank(args, run):
     backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
     ranks = ENGINES[args.framework](args, backend)
     trainer = ranks.trainer
-    steps = run_steps(trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part)
+    spin = spin_from_env()  # an injected known overhead: every rank spins after its steps
+    steps = run_steps(trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part, spin=spin)
+    if spin:
+        run.metadata["inject_spin"] = {"fraction": spin, "seconds": round(steps.spun, 6)}
     own = {
         "pid": os.getpid(),
         "host": socket.gethostname(),

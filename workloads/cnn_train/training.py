@@ -31,6 +31,7 @@ class StepRun(NamedTuple):
     first_batch: float  # seconds the very first batch took to arrive once asked for
     calibration: object = None  # --steps auto: the Calibration that chose the timed steps
     duet_start: object = None  # a duet pair's side: its wait at the start line (common/duet.py)
+    spun: float = 0.0  # seconds the timed steps spent in an injected spin (spin_from_env)
 
 
 class Calibration(NamedTuple):
@@ -40,6 +41,36 @@ class Calibration(NamedTuple):
     probe_steps: int
     probe_seconds: float
     target_seconds: float
+
+
+# An injected known overhead (the experiment's inject: {spin: S}, plugins/plugin_utils/inject.py): the plan puts S in
+# the workload's environment; the workload cannot import the collection (it runs in guests and images without it).
+SPIN_ENV = "PLATBENCH_INJECT_SPIN"
+
+
+def spin_from_env(environ=os.environ):
+    """The injected spin's fraction of each step (0 without one); a bad value is the plan's fault, said as such."""
+    text = environ.get(SPIN_ENV, "")
+    try:
+        spin = float(text) if text else 0.0
+    except ValueError:
+        spin = -1.0
+    if not 0.0 <= spin < 1.0:
+        raise WorkloadFailed(f"{SPIN_ENV}={text!r}: the injected spin must be a fraction from 0 up to, not incl. 1")
+    return spin
+
+
+def spin_for(seconds, fraction, clock=time.perf_counter, since=None):
+    """Busy-spins on this thread after a step of ``seconds`` (which ended at ``since``, default now) so that the spin
+    is ``fraction`` of the step and the spin together: throughput (1 - fraction) of the step alone, by construction.
+    Returns the seconds spun."""
+    if fraction <= 0.0:
+        return 0.0
+    started = clock() if since is None else since
+    until = started + seconds * fraction / (1.0 - fraction)
+    while clock() < until:
+        pass
+    return clock() - started
 
 
 def calibrated_steps(one_step, first_index, target_seconds, clock=time.perf_counter):
@@ -55,7 +86,7 @@ def calibrated_steps(one_step, first_index, target_seconds, clock=time.perf_coun
     return Calibration(chosen, count, elapsed, target_seconds)
 
 
-def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_seconds=None, pair=None):
+def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_seconds=None, pair=None, spin=0.0):
     """Runs warmup then timed steps.
 
     next_batch() hands over the next input batch; step(batch) trains on it and must return
@@ -67,9 +98,11 @@ def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_secon
     ``auto_seconds`` (``calibrated_steps``, a probe after the warmup; StepRun.calibration says so). ``pair``: a
     duet pair's (directory, side) (common/duet.py): after the warmup both sides meet at a start line, and with
     ``auto`` each times a window of ``auto_seconds`` instead of a probe's steps, so that the windows coincide.
+    ``spin``: an injected known overhead, the fraction of every step (warmup and probe too, so that the probe sizes
+    the timed part as it will run) spent busy-spinning after it (``spin_for``).
     """
     startup = process_elapsed()
-    losses, step_times, data_waits = [], [], []
+    losses, step_times, data_waits, spun = [], [], [], []
     first_batch = 0.0
     clock = time.perf_counter
 
@@ -82,6 +115,9 @@ def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_secon
         if not math.isfinite(loss):
             raise FloatingPointError(f"loss is {loss} at step {index}")
         losses.append(loss)
+        if spin:
+            spun.append(spin_for(finished - started, spin, clock, since=finished))
+            finished += spun[-1]  # the spin's end, as it read it
         return started, fetched, finished
 
     for index in range(warmup_steps):
@@ -105,13 +141,14 @@ def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_secon
 
     # A duet side with steps auto times a window of auto_seconds, as its partner does; its steps are counted after.
     windowed = pair is not None and steps == AUTO_STEPS
+    spun.clear()  # from here on, the timed steps' spin only
     with contextlib.nullcontext() if timed_part is None else timed_part(None if windowed else steps):
         if windowed:
             steps = duet.timed_window(timed_step, warmup_steps, auto_seconds)
         else:
             for index in range(warmup_steps, warmup_steps + steps):
                 timed_step(index)
-    return StepRun(startup, losses, step_times, data_waits, first_batch, calibration, duet_start)
+    return StepRun(startup, losses, step_times, data_waits, first_batch, calibration, duet_start, sum(spun))
 
 
 def step_metrics(run, batch_size, data_setup):
@@ -164,9 +201,16 @@ def train(args, run):
     else:
         trainer = backend.build_trainer(args)
     pair = duet.pair_from_env() if args.mode != "distributed" else None
+    spin = spin_from_env()
     steps = run_steps(
-        trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part, args.auto_seconds, pair
+        trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part, args.auto_seconds, pair, spin
     )
+    if spin:  # what the plan asked for and what the timed steps spent on it: the known overhead, checkable
+        run.metadata["inject_spin"] = {
+            "fraction": spin,
+            "seconds": round(steps.spun, 6),
+            "timed_seconds": round(sum(steps.step_times), 6),
+        }
     if steps.duet_start is not None:
         windowed = args.steps == AUTO_STEPS
         run.metadata["duet_start"] = {**steps.duet_start, "window_seconds": args.auto_seconds if windowed else None}

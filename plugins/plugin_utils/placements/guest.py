@@ -66,7 +66,7 @@ def plan(ctx, plan):
         guest_numa_nodeset=numa["nodeset"] if numa else None,
     )
     if ctx.cell["labels"].get("emulated"):
-        ctx.extra_env = dict(EMULATED_ENV)
+        ctx.extra_env.update(EMULATED_ENV)
         plan["runtime"]["emulated_env"] = dict(EMULATED_ENV)
     # The guest's vCPUs are pinned on the host; in the guest the workload takes them all.
     in_guest = ",".join(str(vcpu) for vcpu in range(ctx.threads)) if ctx.pinned else ""

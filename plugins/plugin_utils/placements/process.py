@@ -100,11 +100,12 @@ def _cell_cgroup(ctx, found, quota_us):
 
 
 def uncapped_cgroup(ctx, machine):
-    """The cgroup of its own, without a quota, of a cell an inject experiment runs without the cap (its ``inject``
-    label ``none``): the capped cells run in one, and a cgroup of its own changes how CFS shares a core, so the
-    cells compared with them run in one too. None where there is nothing to compare, or no cgroup to make (a
-    machine over SSH, no cpu controller): the cell then runs as any other."""
-    if ctx.cell["labels"].get(inject.LABEL) != inject.NONE or machine.over_ssh:
+    """The cgroup of its own, without a quota, of a cell an inject experiment runs without a cap (its ``inject``
+    label ``none``, or a spin, which the workload does itself): the capped cells run in one, and a cgroup of its own
+    changes how CFS shares a core, so every cell of an inject experiment runs in one, and the cells compared differ
+    only by what is injected. None where there is nothing to compare, or no cgroup to make (a machine over SSH, no
+    cpu controller): the cell then runs as any other."""
+    if inject.LABEL not in ctx.cell["labels"] or machine.over_ssh:
         return None, None
     found = ctx.facts.get("cpu_cgroup")
     if not found:
