@@ -420,7 +420,7 @@ def cell_plan(cell, facts, options=None):
         raise CellPlanError(f"{ctx.where}: {exc}") from None
     if spin:
         ctx.extra_env.update(spin)
-        plan["runtime"]["inject_spin"] = {
+        plan["runtime"]["inject_spin_requested"] = {
             "fraction": float(spin[inject.SPIN_ENV]),
             "applied_by": f"the workload, after each step ({inject.SPIN_ENV}={spin[inject.SPIN_ENV]})",
         }

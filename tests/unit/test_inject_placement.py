@@ -394,7 +394,7 @@ def test_a_spin_travels_in_the_workloads_environment_on_every_kind(platform):
     options = {**OPTIONS, "guest_image": {"container_image_id": "sha256:" + "ab" * 32}}
     plan = cell_plan(make_cell(platform, injected="spin=0.05"), HOST, options)
     assert plan["env"]["PLATBENCH_INJECT_SPIN"] == "0.05"
-    assert plan["runtime"]["inject_spin"] == {
+    assert plan["runtime"]["inject_spin_requested"] == {
         "fraction": 0.05,
         "applied_by": "the workload, after each step (PLATBENCH_INJECT_SPIN=0.05)",
     }
@@ -402,7 +402,7 @@ def test_a_spin_travels_in_the_workloads_environment_on_every_kind(platform):
     if plan.get("container"):
         assert plan["container"]["cpus"] is None
     plain = cell_plan(make_cell(platform, injected="none"), HOST, options)
-    assert "PLATBENCH_INJECT_SPIN" not in plain["env"] and "inject_spin" not in plain["runtime"]
+    assert "PLATBENCH_INJECT_SPIN" not in plain["env"] and "inject_spin_requested" not in plain["runtime"]
     assert_plan_matches_its_specs(plan)
 
 
