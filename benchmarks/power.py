@@ -42,15 +42,25 @@ import time
 from pathlib import Path
 
 from _runs import REPO_ROOT  # first: it puts the repository and its collection on the path
+from ansible_collections.platbench.lab.plugins.plugin_utils import inject
 
 from platbench import cli
-from platbench.calibration import DEFAULT_KNOB, KNOBS, SEED, SEEDS, detectable_effect, injected_label, injected_setting
+from platbench.calibration import (
+    DEFAULT_KNOB,
+    KNOBS,
+    SEED,
+    SEEDS,
+    detectable_effect,
+    inject_setting,
+    injected_entry,
+    injected_label,
+)
 from platbench.report_load import SAMPLE_TIME, load_samples, measured
 from platbench.report_stats import paired_ratio_interval, ratio_interval
 
 SCHEDULES = ("sequential", "rounds", "duet")
 # duet's A/A: an injection that changes nothing, which the pair rule pairs with A (module docstring).
-PLACEBO = {"spin": "spin: 0", "cpu_quota": "cpu_quota: 1.0"}
+PLACEBO = {"spin": {"spin": 0}, "cpu_quota": {"cpu_quota": 1.0}}
 
 
 def parse_args(argv=None):
@@ -64,10 +74,6 @@ def parse_args(argv=None):
     parser.add_argument("--results-dir", default="/tmp/platbench-power")
     parser.add_argument("--inventory", default=str(Path(REPO_ROOT) / "inventories" / "local"))
     return parser.parse_args(argv)
-
-
-def placebo_label(knob):
-    return PLACEBO[knob].replace(": ", "=").replace("1.0", "1")
 
 
 def cells(directory, effect, knob):
@@ -90,7 +96,7 @@ def duet_pairs(directory, effect, knob):
     frame = measured(load_samples(directory))
     frame = frame[frame["metric"] == "throughput"]
     found = {}
-    for name, label in (("ab", injected_label(knob, effect)), ("aa", placebo_label(knob))):
+    for name, label in (("ab", injected_label(knob, effect)), ("aa", inject.label_of(PLACEBO[knob]))):
         leads = frame[frame["inject"].astype(str) == label]
         pairs = []
         for _, lead in leads.iterrows():
@@ -184,9 +190,9 @@ def unpaired_detectable_effect(spread, rounds):
 
 def run_campaign(args, schedule, index):
     campaign = f"power-{schedule}-{index}-{time.strftime('%H%M%S')}"
-    injected = injected_setting(args.inject, args.effect)
+    injected = [injected_entry(args.inject, args.effect)]
     if schedule == "duet":  # A/B and the placebo A/A as pairs beside A, one seed (module docstring)
-        injected = f"{injected[:-1]}, {{{PLACEBO[args.inject]}}}]"
+        injected.append(PLACEBO[args.inject])
     argv = [
         "run",
         "calibrate",
@@ -201,7 +207,7 @@ def run_campaign(args, schedule, index):
         "--set",
         f"schedule={schedule}",
         "--set",
-        f"inject={injected}",
+        f"inject={inject_setting(*injected)}",
         "--set",
         f"params.auto_seconds={args.cell_seconds}",
     ]

@@ -25,17 +25,29 @@ KNOBS = ("spin", "cpu_quota")
 DEFAULT_KNOB = "spin"
 
 
-def injected_label(knob, effect):
-    """The ``inject`` label of the A/B pair's B for an overhead ``effect`` made with ``knob``."""
+def injected_entry(knob, effect):
+    """The ``inject`` entry of the A/B pair's B for an overhead ``effect`` made with ``knob``: ``{"spin": 0.05}`` or
+    ``{"cpu_quota": 0.95}``."""
     if knob not in KNOBS:
         raise ValueError(f"--inject {knob}: one of {', '.join(KNOBS)}")
-    return inject.label_of({"spin": effect} if knob == "spin" else {"cpu_quota": round(1.0 - effect, 6)})
+    return {"spin": effect} if knob == "spin" else {"cpu_quota": round(1.0 - effect, 6)}
+
+
+def injected_label(knob, effect):
+    """The ``inject`` label of the A/B pair's B (inject.label_of of its entry)."""
+    return inject.label_of(injected_entry(knob, effect))
+
+
+def inject_setting(*entries):
+    """The experiment's ``inject`` dimension, ``none`` and ``entries``, as a ``--set`` value:
+    ``[none, {spin: 0.05}]``."""
+    flows = [", ".join(f"{knob}: {value:g}" for knob, value in entry.items()) for entry in entries]
+    return "[" + ", ".join([inject.NONE, *(f"{{{flow}}}" for flow in flows)]) + "]"
 
 
 def injected_setting(knob, effect):
-    """The experiment's ``inject`` dimension of a calibration, as a ``--set`` value."""
-    value = effect if knob == "spin" else round(1.0 - effect, 6)
-    return f"[none, {{{knob}: {value:g}}}]"
+    """The ``inject`` dimension of a calibration: none and B's entry."""
+    return inject_setting(injected_entry(knob, effect))
 
 
 def _by_round(frame, label, seed):
