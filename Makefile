@@ -4,8 +4,9 @@ SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
 EXPERIMENT ?= smoke
-# A size the experiment names in its `sizes` field (e.g. SIZE=small for xu2017-micro); empty: the file's own.
-SIZE ?=
+# A size the experiment names in its `sizes` field (e.g. SIZE=small for xu2017-micro); empty: the file's own. The
+# smoke's default is its `answer`: cn against bm, pinned, in duet pairs until decided (SIZE= runs its whole matrix).
+SIZE ?= $(if $(filter smoke,$(EXPERIMENT)),answer)
 CAMPAIGN ?= $(EXPERIMENT)-$(shell date +%Y%m%d-%H%M%S)
 # The experiment's overhead budgets (README "Budgets"), when experiments/budgets/ has a file of its name: `platbench
 # run` refuses a bad file before any cell, the report after the campaign shows the verdicts; a failing budget never

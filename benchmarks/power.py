@@ -41,6 +41,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 from _runs import REPO_ROOT  # first: it puts the repository and its collection on the path
 from ansible_collections.platbench.lab.plugins.plugin_utils import inject
 
@@ -91,8 +92,8 @@ def cells(directory, effect, knob):
 
 
 def duet_pairs(directory, effect, knob):
-    """{"ab": [(round, B, A beside it, time)], "aa": [(round, A under the placebo, A beside it, time)]} of a duet
-    campaign, from its pairs (the duet_pair label both sides carry)."""
+    """{"ab": [(round, B, A beside it, B's CPU set, time)], "aa": [(round, A under the placebo, A beside it, its CPU
+    set, time)]} of a duet campaign, from its pairs (the duet_pair label both sides carry; the set: duet_side)."""
     frame = measured(load_samples(directory))
     frame = frame[frame["metric"] == "throughput"]
     found = {}
@@ -104,9 +105,16 @@ def duet_pairs(directory, effect, knob):
             if len(partner) == 1:
                 baseline = partner.iloc[0]
                 stamp = max(float(lead[SAMPLE_TIME]), float(baseline[SAMPLE_TIME]))
-                pairs.append((int(lead["repeat"]), float(lead["value"]), float(baseline["value"]), stamp))
+                side = None if pd.isna(lead.get("duet_side")) else int(lead["duet_side"])
+                pairs.append((int(lead["repeat"]), float(lead["value"]), float(baseline["value"]), side, stamp))
         found[name] = sorted(pairs)
     return found
+
+
+def sides_of(pairs):
+    """The CPU set of each pair's lead (duet_pairs' fourth field), which the report blocks on; None if one lacks it."""
+    sides = [side for _, _, _, side, _ in pairs]
+    return None if None in sides else sides
 
 
 def duet_figures(directory, effect, knob):
@@ -116,15 +124,15 @@ def duet_figures(directory, effect, knob):
     start = min(stamp for *_, stamp in ab + aa)
     widths = []
     for last in range(1, max((number for number, *_ in ab), default=0) + 1):
-        pairs = [(mine, theirs) for number, mine, theirs, _ in ab if number <= last]
-        got = paired_ratio_interval(pairs)
+        upto = [pair for pair in ab if pair[0] <= last]
+        got = paired_ratio_interval([(mine, theirs) for _, mine, theirs, _, _ in upto], sides=sides_of(upto))
         if got is None:
             continue
         minutes = (max(stamp for number, *_, stamp in ab + aa if number <= last) - start) / 60.0
         widths.append((minutes, (got[2] - got[1]) / 2.0))
-    ab_interval = paired_ratio_interval([(mine, theirs) for _, mine, theirs, _ in ab])
-    aa_interval = paired_ratio_interval([(mine, theirs) for _, mine, theirs, _ in aa])
-    logs = [math.log(mine / theirs) for _, mine, theirs, _ in aa]
+    ab_interval = paired_ratio_interval([(mine, theirs) for _, mine, theirs, _, _ in ab], sides=sides_of(ab))
+    aa_interval = paired_ratio_interval([(mine, theirs) for _, mine, theirs, _, _ in aa], sides=sides_of(aa))
+    logs = [math.log(mine / theirs) for _, mine, theirs, _, _ in aa]
     return {
         "widths": widths,
         "found": ab_interval is not None and ab_interval[2] < 1.0 and ab_interval[1] <= 1.0 - effect <= ab_interval[2],

@@ -52,7 +52,7 @@ def _direction_words(metric):
 def _rounds_needed(compared, row, baseline, metric, resolution):
     """How many more rounds (repeats) would resolve ``resolution``; None when it cannot be said."""
     if compared["method"] in PAIRED_METHODS:
-        needed = pairs_needed(compared["pairs"], resolution)
+        needed = pairs_needed(compared["pairs"], resolution, sides=compared.get("sides"))
         return None if needed is None else needed - len(compared["pairs"])
     low, high = compared["interval"]
     half = (high - low) / 2.0

@@ -68,6 +68,20 @@ def _log_spread(pairs):
     return statistics.stdev(logs) if len(logs) >= 2 else None
 
 
+def pooled_spread(*pair_lists):
+    """The pooled standard deviation of the log-ratios of every pair list, each around its own mean: the A/B pair's
+    spread is as much the host's noise as the A/A pair's (a known overhead shifts its ratios, it does not narrow
+    them), and a host whose noise changes within minutes shows it in one pair and not the other. None below two
+    pairs in every list."""
+    squares, freedom = 0.0, 0
+    for pairs in pair_lists:
+        spread = _log_spread(pairs)
+        if spread is not None:
+            squares += (len(pairs) - 1) * spread * spread
+            freedom += len(pairs) - 1
+    return math.sqrt(squares / freedom) if freedom else None
+
+
 def detectable_effect(spread, pairs):
     """The smallest ratio difference a paired campaign of ``pairs`` rounds detects at 95% confidence (two-sided)
     with 80% power, from the spread of the log-ratios: exp((t_.975 + t_.80) * s / sqrt(n)) - 1."""
@@ -108,7 +122,7 @@ def analyse(results_dir, effect, campaign_seconds, knob=DEFAULT_KNOB):
     cells = len(a) + len(a_prime) + len(b) + len(b_prime)
     cell_seconds = (stamps.max() - stamps.min()) / max(cells - 1, 1)
     comparison_round = 2 * cell_seconds  # a platform's cell and its baseline's
-    spread = _log_spread(aa)
+    spread = pooled_spread(aa, ab)
     pairs_in_time = max(2, math.floor(campaign_seconds / comparison_round)) if comparison_round > 0 else None
     needed = rounds_to_detect(spread, effect)
     aa_estimate, aa_low, aa_high = paired_ratio_interval(aa)
@@ -123,6 +137,8 @@ def analyse(results_dir, effect, campaign_seconds, knob=DEFAULT_KNOB):
         "noise": {
             "between_cells_cv": statistics.stdev(a_values) / statistics.fmean(a_values),
             "paired_cv": spread,
+            "paired_cv_aa": _log_spread(aa),
+            "paired_cv_ab": _log_spread(ab),
         },
         "aa": {"estimate": aa_estimate, "interval": [aa_low, aa_high], "difference_seen": not aa_low <= 1 <= aa_high},
         "ab": {
@@ -146,7 +162,7 @@ def describe(result):
         f"calibration of this host ({result['rounds']} rounds of one pinned core, {result['cell_seconds']:.0f} s "
         "a cell):",
         f"  noise between cells: CV {noise['between_cells_cv']:.1%} (unpaired, as a sequential campaign sees it); "
-        f"between the cells of a round: {noise['paired_cv']:.1%} (paired by round)",
+        f"between the cells of a round: {noise['paired_cv']:.1%} (paired by round{_pair_spreads(noise)})",
         f"  A/A (two seeds, nothing injected): {aa['estimate']:.3f} [{aa['interval'][0]:.3f}, {aa['interval'][1]:.3f}]"
         + (": a difference where there is none" if aa["difference_seen"] else ": no difference, as it should"),
         f"  A/B (a {result['effect']:.0%} overhead injected{_how(result)}, expected {ab['expected']:.3f}): "
@@ -162,6 +178,12 @@ def describe(result):
     if needed is not None:
         lines.append(f"  time to detect a {result['effect']:.0%} overhead: about {human(needed)}")
     return lines
+
+
+def _pair_spreads(noise):
+    """Each pair's own spread, which the paired CV pools; nothing for calibrations recorded before it was pooled."""
+    aa, ab = noise.get("paired_cv_aa"), noise.get("paired_cv_ab")
+    return f"; pooled from A/A {aa:.1%} and A/B {ab:.1%}" if aa is not None and ab is not None else ""
 
 
 def _how(result):

@@ -74,7 +74,7 @@ def _more_rounds(compared, row, baseline, metric, precision):
     if compared["interval"] is None:
         return None
     if compared["method"] in PAIRED_METHODS:
-        needed = pairs_needed(compared["pairs"], precision)
+        needed = pairs_needed(compared["pairs"], precision, sides=compared.get("sides"))
         return None if needed is None else max(0, needed - len(compared["pairs"]))
     have = min(len(row.get(f"{metric} values") or []), len(baseline.get(f"{metric} values") or []))
     half = _half_width(compared)

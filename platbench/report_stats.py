@@ -56,36 +56,62 @@ def ratio_interval(values, baseline_values):
     return 1.0 + interval[0] / center, 1.0 + interval[1] / center
 
 
-def paired_ratio_interval(pairs, confidence=CONFIDENCE):
-    """(estimate, low, high) of the ratio of a platform to its baseline measured in pairs (the same round of a
-    rounds campaign): Student's t on the logarithms of the pairs' ratios, back-transformed, so the estimate is their
-    geometric mean and the interval is the one-sample t interval of mean(log(value / baseline)). Pairing takes the
-    round's drift of the host out of the comparison. None with fewer than two pairs or a value <= 0; (r, r, r) when
-    the ratios do not spread at all."""
+def _log_ratio_fit(pairs, sides=None):
+    """``(center, spread, df, count)`` of the pairs' log-ratios, or None with fewer than two pairs or a value <= 0.
+
+    Without ``sides``: their mean and standard deviation (df n - 1). With ``sides`` (a duet campaign: the CPU set
+    each pair's platform side ran on, which the schedule swaps every pair) and at least two pairs on each side: the
+    blocked estimate, log(value / baseline) = center + core * (+1 | -1) fitted by least squares, so a core faster
+    than the other one (a busier vCPU, the interrupts) leaves the comparison instead of widening it; ``center`` is
+    the mean of the two sides' means, ``spread`` the residuals' standard deviation (df n - 2), and ``count`` the
+    number of pairs that, balanced, gives the same standard error (spread / sqrt(count))."""
     logs = [math.log(value / baseline) for value, baseline in pairs if value > 0 and baseline > 0]
     if len(logs) < 2 or len(logs) != len(pairs):
         return None
-    center, spread = statistics.fmean(logs), statistics.stdev(logs)
+    kinds = sorted(set(sides or []), key=str)
+    if sides is None or len(sides) != len(logs) or len(kinds) != 2 or min(map(list(sides).count, kinds)) < 2:
+        return statistics.fmean(logs), statistics.stdev(logs), len(logs) - 1, len(logs)
+    from scipy import stats
+
+    signs = [1.0 if side == kinds[0] else -1.0 for side in sides]
+    fit = stats.linregress(signs, logs)
+    residuals = [log - fit.intercept - fit.slope * sign for log, sign in zip(logs, signs, strict=True)]
+    spread = math.sqrt(sum(value * value for value in residuals) / (len(logs) - 2))
+    count = (spread / fit.intercept_stderr) ** 2 if fit.intercept_stderr else len(logs)
+    return fit.intercept, spread, len(logs) - 2, count
+
+
+def paired_ratio_interval(pairs, confidence=CONFIDENCE, sides=None):
+    """(estimate, low, high) of the ratio of a platform to its baseline measured in pairs (the same round of a
+    rounds campaign, the same duet pair of a duet one): Student's t on the logarithms of the pairs' ratios,
+    back-transformed, so the estimate is their geometric mean and the interval is the one-sample t interval of
+    mean(log(value / baseline)); with ``sides``, blocked on the duet's swapped CPU sets (``_log_ratio_fit``).
+    Pairing takes the host's drift out of the comparison. None with fewer than two pairs or a value <= 0; (r, r, r)
+    when the ratios do not spread at all."""
+    fit = _log_ratio_fit(pairs, sides)
+    if fit is None:
+        return None
+    center, spread, df, count = fit
     if not spread:
         return (math.exp(center),) * 3
     from scipy import stats
 
-    half = stats.t.ppf((1.0 + confidence) / 2.0, len(logs) - 1) * spread / math.sqrt(len(logs))
+    half = stats.t.ppf((1.0 + confidence) / 2.0, df) * spread / math.sqrt(count)
     return math.exp(center), math.exp(center - half), math.exp(center + half)
 
 
-def pairs_needed(pairs, half_width, confidence=CONFIDENCE):
+def pairs_needed(pairs, half_width, confidence=CONFIDENCE, sides=None):
     """How many pairs in all would bring the paired interval's relative half-width to ``half_width`` (0.03: ±3%),
-    from the spread of the log-ratios of ``pairs`` (n = (t * s / ln(1 + h))^2, with t at the pairs now); None below
-    two pairs."""
-    logs = [math.log(value / baseline) for value, baseline in pairs if value > 0 and baseline > 0]
-    if len(logs) < 2:
+    from the spread of the log-ratios of ``pairs`` (n = (t * s / ln(1 + h))^2, with t at the pairs now; with
+    ``sides``, the blocked spread, as ``paired_ratio_interval``); None below two pairs."""
+    fit = _log_ratio_fit(pairs, sides)
+    if fit is None:
         return None
     from scipy import stats
 
-    spread = statistics.stdev(logs)
-    t = stats.t.ppf((1.0 + confidence) / 2.0, len(logs) - 1)
-    return max(len(logs), math.ceil((t * spread / math.log1p(half_width)) ** 2))
+    _, spread, df, _ = fit
+    t = stats.t.ppf((1.0 + confidence) / 2.0, df)
+    return max(len(pairs), math.ceil((t * spread / math.log1p(half_width)) ** 2))
 
 
 def mean_interval(values, confidence=CONFIDENCE):

@@ -63,8 +63,10 @@ ROUND = "repeat"
 SCHEDULE = "schedule"
 # The pair a duet campaign's cell ran in (schedule.DUET_PAIR: the lead's id, on both sides).
 DUET_PAIR = "duet_pair"
+# The CPU set a duet cell ran on (schedule.DUET_SIDE, 0 or 1), swapped every pair: the block of the analysis.
+DUET_SIDE = "duet_side"
 PAIRED = "paired by round (t on log-ratios)"
-DUET_PAIRED = "paired by duet pair (t on log-ratios)"
+DUET_PAIRED = "paired by duet pair, blocked on the swapped CPU sets (t on log-ratios)"
 PAIRED_METHODS = (PAIRED, DUET_PAIRED)
 UNPAIRED = "unpaired (Welch's t over the repeats)"
 DUET_NOTE = (
@@ -114,6 +116,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
         ROUND,
         SCHEDULE,
         DUET_PAIR,
+        DUET_SIDE,
         *validity.COLUMNS,
     ]:
         if column not in frame.columns:
@@ -177,41 +180,50 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
 
 
 def _by_pair(succeeded, metric):
-    """``(how, {pair: value})`` of a row whose cells can be paired with its baseline's, one value per pair: ``how``
-    is PAIRED (the pair is the round, in a rounds campaign) or DUET_PAIRED (the duet pair, in a duet campaign); None
-    otherwise (a sequential or older campaign, a row with several values in a round), which compares unpaired."""
-    picked = succeeded.loc[succeeded["metric"] == metric, [ROUND, SCHEDULE, DUET_PAIR, "value"]]
+    """``(how, {pair: value}, {pair: side})`` of a row whose cells can be paired with its baseline's, one value per
+    pair: ``how`` is PAIRED (the pair is the round, in a rounds campaign) or DUET_PAIRED (the duet pair, in a duet
+    campaign, with the CPU set each cell ran on, ``duet_side``; {} in a rounds campaign); None otherwise (a
+    sequential or older campaign, a row with several values in a round), which compares unpaired."""
+    picked = succeeded.loc[succeeded["metric"] == metric, [ROUND, SCHEDULE, DUET_PAIR, DUET_SIDE, "value"]]
     if picked.empty:
         return None
+    sides = {}
     if (picked[SCHEDULE] == "duet").all() and picked[DUET_PAIR].notna().all():
         how, keys = DUET_PAIRED, picked[DUET_PAIR].astype(str)
+        if picked[DUET_SIDE].notna().all():
+            sides = dict(zip(keys, picked[DUET_SIDE].astype(int), strict=True))
     elif (picked[SCHEDULE] == "rounds").all() and picked[ROUND].notna().all():
         how, keys = PAIRED, picked[ROUND].astype(int)
     else:
         return None
     if keys.duplicated().any():
         return None
-    return how, {key: float(value) for key, value in zip(keys, picked["value"], strict=True)}
+    return how, {key: float(value) for key, value in zip(keys, picked["value"], strict=True)}, sides
 
 
 def comparison(row, baseline, metric):
     """How ``row`` compares with its ``baseline`` row on ``metric``, the one estimate the table, the answer, the
-    page and the budgets use: ``{"estimate", "interval", "method", "pairs"}``. Rows of a rounds campaign with two
-    or more rounds in common: paired by round; of a duet campaign with two or more duet pairs in common: paired by
-    pair (report_stats.paired_ratio_interval, Student's t on the log-ratios); otherwise the ratio of the means with
-    Welch's interval (report_stats.ratio_interval). ``interval`` is None where it cannot be computed."""
+    page and the budgets use: ``{"estimate", "interval", "method", "pairs", "sides"}``. Rows of a rounds campaign
+    with two or more rounds in common: paired by round; of a duet campaign with two or more duet pairs in common:
+    paired by pair, blocked on the CPU set the row's side ran on (``sides``, one per pair; None unblocked) where
+    each set holds two pairs or more (report_stats.paired_ratio_interval, Student's t on the log-ratios); otherwise
+    the ratio of the means with Welch's interval (report_stats.ratio_interval). ``interval`` is None where it cannot
+    be computed."""
     mine, theirs = row.get(f"{metric} by pair"), baseline.get(f"{metric} by pair")
     if mine and theirs and mine[0] == theirs[0]:
-        pairs = [(mine[1][key], theirs[1][key]) for key in sorted(mine[1]) if key in theirs[1]]
-        paired = paired_ratio_interval(pairs)
+        keys = [key for key in sorted(mine[1]) if key in theirs[1]]
+        pairs = [(mine[1][key], theirs[1][key]) for key in keys]
+        sides = [mine[2][key] for key in keys] if keys and all(key in mine[2] for key in keys) else None
+        paired = paired_ratio_interval(pairs, sides=sides)
         if paired is not None:
-            return {"estimate": paired[0], "interval": paired[1:], "method": mine[0], "pairs": pairs}
+            return {"estimate": paired[0], "interval": paired[1:], "method": mine[0], "pairs": pairs, "sides": sides}
     values, baseline_values = row.get(f"{metric} values") or [], baseline.get(f"{metric} values") or []
     return {
         "estimate": ratio(mean(values), mean(baseline_values)),
         "interval": ratio_interval(values, baseline_values),
         "method": UNPAIRED,
         "pairs": [],
+        "sides": None,
     }
 
 

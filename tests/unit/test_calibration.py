@@ -58,7 +58,13 @@ def test_the_known_answers_are_found(campaign):
     result = calibration.analyse(campaign, 0.05, 600)
     assert result["rounds"] == 6 and result["cell_seconds"] == pytest.approx(230.0 / 23)
     logs_aa = [math.log(value) for value in AA_NOISE]
-    assert result["noise"]["paired_cv"] == pytest.approx(stats.tstd(logs_aa))
+    logs_ab = [math.log(value) for value in AB_NOISE]
+    assert result["noise"]["paired_cv_aa"] == pytest.approx(stats.tstd(logs_aa))
+    assert result["noise"]["paired_cv_ab"] == pytest.approx(stats.tstd(logs_ab))
+    # the noise of both pairs, pooled: equal rounds, so the mean of their variances
+    pooled = math.sqrt((stats.tvar(logs_aa) + stats.tvar(logs_ab)) / 2)
+    assert result["noise"]["paired_cv"] == pytest.approx(pooled)
+    assert "pooled from A/A 0.4% and A/B 0.4%" in calibration.describe(result)[1]
     assert result["noise"]["between_cells_cv"] == pytest.approx(stats.tstd(DRIFT) / (sum(DRIFT) / 6))
     assert result["noise"]["paired_cv"] < result["noise"]["between_cells_cv"] / 5  # pairing takes the drift out
     assert not result["aa"]["difference_seen"]

@@ -6,10 +6,12 @@ pairs by duet pair and says what duet measures."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from pathlib import Path
 
+import numpy
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import duet as duet_run
 from ansible_collections.platbench.lab.plugins.plugin_utils import duet_pair, placements, schedule
@@ -20,8 +22,9 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import appen
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, duet_problems, run_units
 from plan_options import plan_options
 from round_samples import throughput_sample
+from scipy import stats
 
-from platbench import cli
+from platbench import cli, report_stats
 from platbench.report_load import load_samples
 from platbench.report_tables import DUET_NOTE, DUET_PAIRED, PAIRED, baseline_rows, comparison, summarize
 from workloads.cnn_train import training
@@ -100,6 +103,19 @@ def test_cells_that_cannot_pair_run_alone_under_rounds_and_the_plan_says_why():
     assert any(platform == "cn" and "not pinned" in reason for platform, reason in reasons)
     assert plan["schedule_seed"] == schedule.seed_for("smoke")
     assert not cells_of_schedule(plan, "sequential")
+
+
+def test_make_labs_answer_is_cn_beside_bm_in_duet_pairs_that_time_seconds_of_steps():
+    # `make lab` runs the smoke's size `answer` (Makefile SIZE) until decided: every cell in a pair, none alone.
+    plan, _ = plan_experiment(str(REPO / "experiments"), "smoke", {}, size="answer")
+    assert plan["as_run"]["size"] == "answer" and not plan["schedule_fallbacks"]
+    assert {cell["labels"]["scenario"] for cell in plan["cells"]} == {"bm/1/pin/cpu", "cn/1/pin/cpu"}
+    assert {cell["labels"]["schedule"] for cell in plan["cells"]} == {"duet"}
+    leads = [cell for cell in plan["cells"] if cell["labels"]["duet_role"] == "lead"]
+    assert [cell["labels"]["platform"] for cell in leads] == ["cn"] * plan["repeats"]
+    assert {cell["labels"]["steps"] for cell in plan["cells"]} == {"auto"}
+    makefile = (REPO / "Makefile").read_text()
+    assert "SIZE ?= $(if $(filter smoke,$(EXPERIMENT)),answer)" in makefile
 
 
 def cells_of_schedule(plan, name):
@@ -221,22 +237,32 @@ def test_each_sides_record_gets_its_kinds_result_and_the_pair():
 DRIFT = [1.00, 0.88, 1.07, 0.93, 1.10, 0.91]
 
 
+def pair_samples(platform, value, bm_value, repeat, stamp, side, bm_side):
+    """A duet pair's two samples: ``platform``'s lead cell on CPU set ``side`` and bm's partner on ``bm_side``."""
+    lead = f"{platform}/1/pin/cpu|r{repeat}"
+    pair = {"schedule": "duet", "duet_pair": lead}
+    mine = throughput_sample(platform, value, repeat, stamp, **pair, duet_side=side)
+    partner = throughput_sample("bm", bm_value, repeat, stamp, **pair, duet_side=bm_side, duet_partner=lead)
+    partner["labels"]["cell"] = f"bm/1/pin/cpu|r{repeat}|partner={platform}/1/pin/cpu"
+    return [mine, partner]
+
+
+def written(tmp_path, name, samples):
+    directory = tmp_path / name
+    directory.mkdir()
+    append_samples(directory / "samples.jsonl", samples)
+    return directory
+
+
 def duet_campaign(tmp_path):
     samples = []
     for repeat, drift in enumerate(DRIFT):
         for platform, share, bm_drift in (("cn", 0.97, drift), ("pd", 1.0, drift * 1.04)):
-            lead = f"{platform}/1/pin/cpu|r{repeat}"
-            pair = {"schedule": "duet", "duet_pair": lead, "duet_side": repeat % 2}
-            samples.append(throughput_sample(platform, 1000.0 * drift * share, repeat, 60.0 * repeat, **pair))
-            partner = throughput_sample(
-                "bm", 1000.0 * bm_drift, repeat, 60.0 * repeat, variant="", **pair, duet_partner=lead
+            side = repeat % 2
+            samples += pair_samples(
+                platform, 1000.0 * drift * share, 1000.0 * bm_drift, repeat, 60.0 * repeat, side, side
             )
-            partner["labels"]["cell"] = f"bm/1/pin/cpu|r{repeat}|partner={platform}/1/pin/cpu"
-            samples.append(partner)
-    directory = tmp_path / "duet"
-    directory.mkdir()
-    append_samples(directory / "samples.jsonl", samples)
-    return directory
+    return written(tmp_path, "duet", samples)
 
 
 def test_a_duet_campaign_is_compared_pair_by_pair_and_the_report_says_what_duet_measures(tmp_path, capsys):
@@ -284,6 +310,53 @@ def test_both_sides_meet_at_the_start_line_and_a_lonely_side_goes_on_after_the_l
         1,
     )
     assert workload_duet.pair_from_env({"PLATBENCH_DUET_DIR": "/c/duet/x"}) is None
+
+
+# The CPU set a side ran on speeds it up or slows it down (one vCPU busier than the other): side 1 is 8% faster than
+# side 0 for whichever cell runs there, the schedule swaps the sets every pair, and cn is 3% slower than bm.
+CORE = {0: 1.0, 1: 1.08}
+NOISE = [1.004, 0.993, 1.006, 0.998, 0.995, 1.003, 1.001, 0.996]
+
+
+def core_campaign(tmp_path):
+    samples = []
+    for repeat, noise in enumerate(NOISE):
+        side = repeat % 2
+        samples += pair_samples("cn", 970.0 * CORE[side] * noise, 1000.0 * CORE[1 - side], repeat, 0.0, side, 1 - side)
+    return written(tmp_path, "core", samples)
+
+
+def test_a_duet_comparison_is_blocked_on_the_cpu_set_so_a_faster_core_does_not_widen_it(tmp_path):
+    rows, keys, _ = summarize(load_samples(core_campaign(tmp_path)), ["throughput"])
+    cn, bm = rows[1], baseline_rows(rows, keys)[1]
+    compared = comparison(cn, bm, "throughput")
+    assert compared["method"] == DUET_PAIRED and compared["sides"] == [0, 1] * 4
+    low, high = compared["interval"]
+    assert low < 0.97 < high and high - low < 0.02  # the noise alone
+    unblocked = report_stats.paired_ratio_interval(compared["pairs"])
+    assert unblocked[2] - unblocked[1] > 5 * (high - low)  # the cores' 8%, alternating, would have widened it
+    assert report_stats.pairs_needed(compared["pairs"], 0.01, sides=compared["sides"]) < report_stats.pairs_needed(
+        compared["pairs"], 0.01
+    )
+
+
+def test_the_blocked_interval_is_least_squares_with_a_side_term():
+    pairs = [(95.0, 100.0), (104.0, 97.0), (93.5, 99.0), (101.0, 96.5), (94.0, 98.0), (99.5, 97.5)]
+    sides = [0, 1, 0, 1, 0, 0]  # unbalanced: the estimate weighs the two sets' means equally
+    logs = numpy.log([value / baseline for value, baseline in pairs])
+    design = numpy.column_stack([numpy.ones(len(logs)), [1.0 if side == 0 else -1.0 for side in sides]])
+    coefficients, residual, _, _ = numpy.linalg.lstsq(design, logs, rcond=None)
+    variance = residual[0] / (len(logs) - 2)
+    standard_error = math.sqrt(variance * numpy.linalg.inv(design.T @ design)[0, 0])
+    half = stats.t.ppf(0.975, len(logs) - 2) * standard_error
+    estimate, low, high = report_stats.paired_ratio_interval(pairs, sides=sides)
+    assert estimate == pytest.approx(math.exp(coefficients[0]))
+    assert (low, high) == pytest.approx((math.exp(coefficients[0] - half), math.exp(coefficients[0] + half)))
+    # one pair on a set, or a single set: nothing to block on, the plain paired interval
+    assert report_stats.paired_ratio_interval(pairs[:3], sides=sides[:3]) == report_stats.paired_ratio_interval(
+        pairs[:3]
+    )
+    assert report_stats.paired_ratio_interval(pairs, sides=[0] * 6) == report_stats.paired_ratio_interval(pairs)
 
 
 def test_a_duet_side_with_steps_auto_times_a_window_of_its_seconds_after_the_line(tmp_path):

@@ -201,7 +201,7 @@ def test_an_unknown_size_names_the_sizes_there_are():
     with pytest.raises(ExperimentError, match=r"unknown size 'huge'; this experiment has small, tiny"):
         load_experiment(EXPERIMENTS, "xu2017-micro", size="huge")
     with pytest.raises(ExperimentError, match=r"unknown size 'small'; this experiment has no sizes"):
-        load_experiment(EXPERIMENTS, "smoke", size="small")
+        load_experiment(EXPERIMENTS, "calibrate", size="small")
 
 
 def test_an_emulated_override_of_a_varying_parameter_runs_the_guest_cell_once():
