@@ -12,8 +12,9 @@ CAMPAIGN ?= $(EXPERIMENT)-$(shell date +%Y%m%d-%H%M%S)
 # run` refuses a bad file before any cell, the report after the campaign shows the verdicts; a failing budget never
 # fails make lab (no --check).
 BUDGETS ?= $(wildcard experiments/budgets/$(EXPERIMENT).yml)
-# Run until decided (README "Resolving power"): rounds are added until every ratio to bm is within ±PRECISION, every
-# budget is decided, or MAX_TIME is spent; PRECISION= (empty) runs the experiment's repeats only.
+# Run until decided (README "Resolving power"): rounds are added until every ratio to bm is within ±PRECISION or
+# MAX_TIME is spent (--until precision: a budget decided on a wide interval does not end it; the report still gives
+# the verdicts); PRECISION= (empty) runs the experiment's repeats only.
 PRECISION ?= 0.03
 MAX_TIME ?= 15m
 PYTEST_ARGS ?=
@@ -28,7 +29,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # when a cell failed: the table of the others is still shown, and make then fails with that status.
 lab: $(VENV)/.installed
 	ansible-playbook site.yml
-	campaign=$(CAMPAIGN); platbench run $(EXPERIMENT) --campaign $$campaign $(if $(SIZE),--size $(SIZE)) $(if $(BUDGETS),--budgets $(BUDGETS)) $(if $(PRECISION),--precision $(PRECISION) --max-time $(MAX_TIME)); status=$$?; \
+	campaign=$(CAMPAIGN); platbench run $(EXPERIMENT) --campaign $$campaign $(if $(SIZE),--size $(SIZE)) $(if $(BUDGETS),--budgets $(BUDGETS)) $(if $(PRECISION),--precision $(PRECISION) --max-time $(MAX_TIME) --until precision); status=$$?; \
 	  if [ $$status -le 1 ] && [ -s results/$$campaign/samples.jsonl ]; then platbench report results/$$campaign $(if $(BUDGETS),--budgets $(BUDGETS)) || exit; fi; \
 	  exit $$status
 

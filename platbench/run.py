@@ -71,6 +71,8 @@ ANSIBLE_LOG = "ansible.log"  # Ansible's own output of each run, next to the sam
 POLL_SECONDS = 0.25  # how often the display moves and a Ctrl-C is acted on
 MAX_EVENT_CHARS = 256 * 1024 * 1024  # the biggest task result handed over whole (see _ansible_environment)
 DEFAULT_MAX_TIME = "60m"  # run until decided, at most this long unless --max-time says otherwise
+# What ends a run until decided before its time (--until): the precision or every budget decided; the precision alone.
+UNTIL = ("either", "precision")
 _CAMPAIGN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 # What --set may set: the experiment's fields (matrix.py), mappings by their keys. An UPPER-CASE key stands
@@ -160,6 +162,13 @@ def add_arguments(parser):
         "--max-time",
         metavar="DURATION",
         help=f"with --precision: the campaign's time at most (90s, 30m, 1h30m; default {DEFAULT_MAX_TIME})",
+    )
+    parser.add_argument(
+        "--until",
+        choices=UNTIL,
+        help="with --precision: what ends the run before --max-time: the precision or every budget of --budgets "
+        "decided (either, the default), or the precision alone (precision: a budget decided on a wide interval does "
+        "not stop it; the verdicts are still reported)",
     )
     parser.set_defaults(handler=main)
 
@@ -320,6 +329,8 @@ def _check_until_decided(args):
     if precision is None:
         if max_time is not None:
             raise UsageError(f"--max-time {max_time}: it bounds a run until decided; give --precision too")
+        if getattr(args, "until", None) is not None:
+            raise UsageError(f"--until {args.until}: it says what ends a run until decided; give --precision too")
         return
     problem = decide.precision_problem(precision)
     if problem:
@@ -344,7 +355,7 @@ def _until_decided(args, code, plan, lock, kept, started, out, err):
         if current.precise:
             print(f"until decided: every ratio to bm is within ±{args.precision:.1%}: decided", file=out)
             return code
-        if current.budgets_decided:
+        if current.budgets_decided and getattr(args, "until", None) != "precision":
             print("until decided: every budget is decided (pass or fail)", file=out)
             return code
         left = args.max_seconds - (time.monotonic() - started)

@@ -40,6 +40,7 @@ def write_rounds(path, first, last):
         (["--precision", "0.02", "--max-time", "soon"], "--max-time soon: give a duration such as 90s, 30m or 1h30m"),
         (["--precision", "0.02", "--max-time", "0m"], "--max-time 0m: give a duration above 0"),
         (["--max-time", "10m"], "--max-time 10m: it bounds a run until decided; give --precision too"),
+        (["--until", "precision"], "--until precision: it says what ends a run until decided; give --precision too"),
         (["--precision", "0.02", "--set", "repeats=3"], "--precision adds rounds through --repeats"),
     ],
 )
@@ -65,13 +66,14 @@ def test_the_state_of_a_campaign_against_a_precision(tmp_path):
     assert "widest interval ±" in decide.describe(wide, 0.005)
 
 
-def args_for(tmp_path, precision, max_time=None, budgets_file=None):
+def args_for(tmp_path, precision, max_time=None, budgets_file=None, until=None):
     parser = argparse.ArgumentParser()
     run.add_arguments(parser)
     argv = ["smoke", "--campaign", "until", "--results-dir", str(tmp_path), "--precision", str(precision)]
     argv += ["--platforms", "bm,cn", "--repeats", "2", "--set", "scaleup=[1]", "--set", "cpu_config=[pin]"]
     argv += ["--max-time", max_time] if max_time else []
     argv += ["--budgets", str(budgets_file)] if budgets_file else []
+    argv += ["--until", until] if until else []
     return parser.parse_args(argv)
 
 
@@ -119,9 +121,23 @@ def test_decided_budgets_end_the_run(tmp_path, passes, capsys):
     assert "until decided: every budget is decided (pass or fail)" in out
 
 
+@pytest.mark.parametrize("until", ["either", "precision"])
+def test_until_precision_runs_on_past_a_decided_budget(tmp_path, passes, capsys, until):
+    # make lab's case: a loose budget (cn at least half of bm) is decided by the first pass, the ratio is not precise.
+    budgets_file = tmp_path / "budgets.yml"
+    budgets_file.write_text("budgets:\n  cn:\n    throughput: [1.0, -0.5, null]\n")
+    assert run.main(args_for(tmp_path, 0.01, budgets_file=budgets_file, until=until)) == EXIT_OK
+    out = capsys.readouterr().out
+    if until == "either":
+        assert passes == [2] and out.rstrip().endswith("until decided: every budget is decided (pass or fail)")
+    else:
+        assert "every budget is decided" not in out and len(passes) > 1
+        assert out.rstrip().endswith("until decided: every ratio to bm is within ±1.0%: decided")
+
+
 def test_make_lab_runs_the_smoke_until_decided_within_fifteen_minutes():
     makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     recipe = makefile.split("\nlab:", 1)[1].split("\n\n", 1)[0]
-    assert "$(if $(PRECISION),--precision $(PRECISION) --max-time $(MAX_TIME))" in recipe
+    assert "$(if $(PRECISION),--precision $(PRECISION) --max-time $(MAX_TIME) --until precision)" in recipe
     assert "PRECISION ?= 0.03" in makefile and "MAX_TIME ?= 15m" in makefile
     assert decide.parse_duration("15m") == 900 and decide.precision_problem(0.03) is None
