@@ -34,7 +34,7 @@ def test_the_calibration_sees_the_injected_overhead_and_says_what_the_host_can_t
     lines = done.stdout.splitlines()
     start = lines.index(next(line for line in lines if line.startswith("calibration of this host (3 rounds")))
     noise, aa, ab, mde, needed = lines[start + 1 : start + 6]
-    assert noise.startswith("  noise between cells: CV ") and "(paired by round)" in noise
+    assert noise.startswith("  noise between cells: CV ") and "(paired by round; pooled from A/A " in noise
     assert aa.startswith("  A/A (two seeds, nothing injected): ")
     assert ab.startswith("  A/B (a 50% overhead injected as spin=0.5, expected 0.500): ")
     estimate, bounds = ab.split(": ")[1].split(" [")
