@@ -4,6 +4,7 @@ means (and of a ratio to bm's mean) that marks a ratio as within noise; for ``pl
 two-sided p-values of Mann-Whitney's U and Welch's t tests, the rank interval of a ratio and geometric means.
 No pandas, no campaign: numbers in, numbers out."""
 
+import collections
 import math
 import statistics
 
@@ -68,12 +69,13 @@ def _log_ratio_fit(pairs, sides=None):
     logs = [math.log(value / baseline) for value, baseline in pairs if value > 0 and baseline > 0]
     if len(logs) < 2 or len(logs) != len(pairs):
         return None
-    kinds = sorted(set(sides or []), key=str)
-    if sides is None or len(sides) != len(logs) or len(kinds) != 2 or min(map(list(sides).count, kinds)) < 2:
+    counts = collections.Counter(sides or [])
+    if sides is None or len(sides) != len(logs) or len(counts) != 2 or min(counts.values()) < 2:
         return statistics.fmean(logs), statistics.stdev(logs), len(logs) - 1, len(logs)
     from scipy import stats
 
-    signs = [1.0 if side == kinds[0] else -1.0 for side in sides]
+    first = next(iter(counts))
+    signs = [1.0 if side == first else -1.0 for side in sides]
     fit = stats.linregress(signs, logs)
     residuals = [log - fit.intercept - fit.slope * sign for log, sign in zip(logs, signs, strict=True)]
     spread = math.sqrt(sum(value * value for value in residuals) / (len(logs) - 2))

@@ -213,7 +213,7 @@ def comparison(row, baseline, metric):
     if mine and theirs and mine[0] == theirs[0]:
         keys = [key for key in sorted(mine[1]) if key in theirs[1]]
         pairs = [(mine[1][key], theirs[1][key]) for key in keys]
-        sides = [mine[2][key] for key in keys] if keys and all(key in mine[2] for key in keys) else None
+        sides = [mine[2][key] for key in keys] if mine[2] else None  # _by_pair gives every pair's side, or none
         paired = paired_ratio_interval(pairs, sides=sides)
         if paired is not None:
             return {"estimate": paired[0], "interval": paired[1:], "method": mine[0], "pairs": pairs, "sides": sides}
