@@ -61,7 +61,7 @@ from platbench.report_stats import paired_ratio_interval, ratio_interval
 
 SCHEDULES = ("sequential", "rounds", "duet")
 # duet's A/A: an injection that changes nothing, which the pair rule pairs with A (module docstring).
-PLACEBO = {"spin": {"spin": 0}, "cpu_quota": {"cpu_quota": 1.0}}
+PLACEBO = {"discard": {"discard": 0}, "spin": {"spin": 0}, "cpu_quota": {"cpu_quota": 1.0}}
 
 
 def parse_args(argv=None):

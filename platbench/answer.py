@@ -8,7 +8,7 @@ Each compared row of the main table on its first metric, as its ratio to bm with
 - ``pd/bm throughput 1.01 [0.95, 1.07]: undecided: ±6%; about 9 more rounds (4 min) to resolve 3%``.
 
 "Slower" follows the metric's direction (workloads/common/metric_table.py): a ratio above 1 of a time is slower.
-The rounds still needed come from the spread of the pairs (report_stats.pairs_needed), or, unpaired, from the
+The rounds still needed come from the spread of the pairs (report_tables.rounds_needed), or, unpaired, from the
 interval's half-width shrinking as one over the square root of the repeats; the minutes from the campaign's own
 time per round.
 """
@@ -22,8 +22,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import inject, sizin
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
 from platbench.report_load import ACCELERATOR, BASELINE, SAMPLE_TIME, is_emulated
-from platbench.report_stats import pairs_needed
-from platbench.report_tables import PAIRED_METHODS, comparison, key_cells
+from platbench.report_tables import comparison, key_cells, rounds_needed
 
 # The difference the answer resolves by default: within it, two platforms are the same for the user's decision.
 RESOLUTION = 0.03
@@ -47,19 +46,6 @@ def _direction_words(metric):
     if better == metric_table.LOWER:
         return "faster", "slower"
     return "lower", "higher"
-
-
-def _rounds_needed(compared, row, baseline, metric, resolution):
-    """How many more rounds (repeats) would resolve ``resolution``; None when it cannot be said."""
-    if compared["method"] in PAIRED_METHODS:
-        needed = pairs_needed(compared["pairs"], resolution, sides=compared.get("sides"))
-        return None if needed is None else needed - len(compared["pairs"])
-    low, high = compared["interval"]
-    half = (high - low) / 2.0
-    have = min(len(row.get(f"{metric} values") or []), len(baseline.get(f"{metric} values") or []))
-    if have < 2 or half <= 0:
-        return None
-    return max(0, math.ceil(have * (half / resolution) ** 2) - have)
 
 
 def verdict(estimate, interval, metric, resolution=RESOLUTION, baseline=BASELINE):
@@ -98,7 +84,7 @@ def lines(rows, keys, baselines, metric, seconds_per_round=None, resolution=RESO
         text = f"{name(row)}/{name(baseline)} {metric}{context} {_ratio_text(estimate, interval)}: "
         words = verdict(estimate, interval, metric, resolution, name(baseline))
         if words.startswith("undecided: ±"):
-            more = _rounds_needed(compared, row, baseline, metric, resolution)
+            more = rounds_needed(compared, row, baseline, metric, resolution)
             if more is not None:
                 minutes = f" ({math.ceil(more * seconds_per_round / 60)} min)" if seconds_per_round else ""
                 words += f"; about {more} more round(s){minutes} to resolve {_percent(resolution)}"

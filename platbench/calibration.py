@@ -19,18 +19,19 @@ METRIC = "throughput"
 POWER = 0.80
 RUN_KEY = "calibration"  # the run.json key the result is kept under
 SEED, SEEDS = "seed", (1, 2)  # the A/A pair: the same cell with two seeds, nothing injected
-# How the A/B pair's known overhead is made (plugins/plugin_utils/inject.py). spin, the default, is exact by
-# construction; cpu_quota is what a CFS quota costs this host's job, which may be more than its share (inject.py).
-KNOBS = ("spin", "cpu_quota")
+# How the A/B pair's known overhead is made (plugins/plugin_utils/inject.py). discard is exact under every schedule;
+# spin is exact beside nothing, not beside a duet partner; cpu_quota is what a CFS quota costs this host's job, which
+# may be more than its share (inject.py).
+KNOBS = ("discard", "spin", "cpu_quota")
 DEFAULT_KNOB = "spin"
 
 
 def injected_entry(knob, effect):
-    """The ``inject`` entry of the A/B pair's B for an overhead ``effect`` made with ``knob``: ``{"spin": 0.05}`` or
-    ``{"cpu_quota": 0.95}``."""
+    """The ``inject`` entry of the A/B pair's B for an overhead ``effect`` made with ``knob``: ``{"discard": 0.05}``,
+    ``{"spin": 0.05}`` or ``{"cpu_quota": 0.95}``."""
     if knob not in KNOBS:
         raise ValueError(f"--inject {knob}: one of {', '.join(KNOBS)}")
-    return {"spin": effect} if knob == "spin" else {"cpu_quota": round(1.0 - effect, 6)}
+    return {"cpu_quota": round(1.0 - effect, 6)} if knob == "cpu_quota" else {knob: effect}
 
 
 def injected_label(knob, effect):

@@ -8,7 +8,7 @@ answer's comparisons (report_tables.comparison, the estimate the report prints f
 - or the time is spent (the caller's part).
 
 Pure reading: samples in, a ``State`` out. The rounds still needed come from the spread of the pairs
-(report_stats.pairs_needed) or, unpaired, from the half-width shrinking as one over the square root of the rounds.
+(report_tables.rounds_needed) or, unpaired, from the half-width shrinking as one over the square root of the rounds.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from typing import NamedTuple
 from platbench import answer, budgets
 from platbench.answer import seconds_per_round
 from platbench.report_load import choose_metrics, is_emulated, load_samples
-from platbench.report_stats import pairs_needed
-from platbench.report_tables import PAIRED_METHODS, baseline_rows, comparison, summarize
+from platbench.report_tables import baseline_rows, comparison, rounds_needed, summarize
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -70,17 +69,6 @@ def _half_width(compared):
     return (high - low) / 2.0
 
 
-def _more_rounds(compared, row, baseline, metric, precision):
-    if compared["interval"] is None:
-        return None
-    if compared["method"] in PAIRED_METHODS:
-        needed = pairs_needed(compared["pairs"], precision, sides=compared.get("sides"))
-        return None if needed is None else max(0, needed - len(compared["pairs"]))
-    have = min(len(row.get(f"{metric} values") or []), len(baseline.get(f"{metric} values") or []))
-    half = _half_width(compared)
-    return max(0, math.ceil(have * (half / precision) ** 2) - have) if have >= 2 else None
-
-
 def state(results_dir, precision, stated_budgets=None, budgets_source="budgets"):
     """The ``State`` of the campaign in ``results_dir`` against ``precision`` (and ``stated_budgets``)."""
     frame = load_samples(results_dir)
@@ -92,7 +80,7 @@ def state(results_dir, precision, stated_budgets=None, budgets_source="budgets")
             continue
         compared = comparison(row, baseline, metric)
         half = math.inf if compared["interval"] is None else _half_width(compared)
-        needed = _more_rounds(compared, row, baseline, metric, precision)
+        needed = rounds_needed(compared, row, baseline, metric, precision)
         more = None if more is None or needed is None else max(more, needed)
         if widest is None or half > widest:
             widest = half

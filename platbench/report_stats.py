@@ -57,6 +57,13 @@ def ratio_interval(values, baseline_values):
     return 1.0 + interval[0] / center, 1.0 + interval[1] / center
 
 
+def blocks_on_sides(sides):
+    """Whether a duet comparison with these CPU sets (one per pair; None: not known) is blocked on them: two sets,
+    each holding two pairs or more (``_log_ratio_fit``)."""
+    counts = collections.Counter(sides or [])
+    return len(counts) == 2 and min(counts.values()) >= 2
+
+
 def _log_ratio_fit(pairs, sides=None):
     """``(center, spread, df, count)`` of the pairs' log-ratios, or None with fewer than two pairs or a value <= 0.
 
@@ -69,12 +76,11 @@ def _log_ratio_fit(pairs, sides=None):
     logs = [math.log(value / baseline) for value, baseline in pairs if value > 0 and baseline > 0]
     if len(logs) < 2 or len(logs) != len(pairs):
         return None
-    counts = collections.Counter(sides or [])
-    if sides is None or len(sides) != len(logs) or len(counts) != 2 or min(counts.values()) < 2:
+    if sides is None or len(sides) != len(logs) or not blocks_on_sides(sides):
         return statistics.fmean(logs), statistics.stdev(logs), len(logs) - 1, len(logs)
     from scipy import stats
 
-    first = next(iter(counts))
+    first = sides[0]
     signs = [1.0 if side == first else -1.0 for side in sides]
     fit = stats.linregress(signs, logs)
     residuals = [log - fit.intercept - fit.slope * sign for log, sign in zip(logs, signs, strict=True)]

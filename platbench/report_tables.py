@@ -40,10 +40,12 @@ from platbench.report_load import (
     workload_keys,
 )
 from platbench.report_stats import (
+    blocks_on_sides,
     coefficient_of_variation,
     mean,
     mean_interval,
     paired_ratio_interval,
+    pairs_needed,
     ratio,
     ratio_interval,
     sample_std,
@@ -67,7 +69,9 @@ DUET_PAIR = "duet_pair"
 DUET_SIDE = "duet_side"
 PAIRED = "paired by round (t on log-ratios)"
 DUET_PAIRED = "paired by duet pair, blocked on the swapped CPU sets (t on log-ratios)"
-PAIRED_METHODS = (PAIRED, DUET_PAIRED)
+# A duet comparison whose CPU sets are not known, or hold fewer than two pairs each: not blocked (report_stats).
+DUET_PAIRED_UNBLOCKED = "paired by duet pair (t on log-ratios; fewer than two pairs on a CPU set to block on)"
+PAIRED_METHODS = (PAIRED, DUET_PAIRED, DUET_PAIRED_UNBLOCKED)
 UNPAIRED = "unpaired (Welch's t over the repeats)"
 DUET_NOTE = (
     "duet: both sides of a pair ran at the same time on disjoint cores of one NUMA node, sharing the host's caches "
@@ -216,7 +220,10 @@ def comparison(row, baseline, metric):
         sides = [mine[2][key] for key in keys] if mine[2] else None  # _by_pair gives every pair's side, or none
         paired = paired_ratio_interval(pairs, sides=sides)
         if paired is not None:
-            return {"estimate": paired[0], "interval": paired[1:], "method": mine[0], "pairs": pairs, "sides": sides}
+            how = mine[0]
+            if how == DUET_PAIRED and not blocks_on_sides(sides):
+                how = DUET_PAIRED_UNBLOCKED  # the interval is the plain paired one: the method line says so
+            return {"estimate": paired[0], "interval": paired[1:], "method": how, "pairs": pairs, "sides": sides}
     values, baseline_values = row.get(f"{metric} values") or [], baseline.get(f"{metric} values") or []
     return {
         "estimate": ratio(mean(values), mean(baseline_values)),
@@ -225,6 +232,22 @@ def comparison(row, baseline, metric):
         "pairs": [],
         "sides": None,
     }
+
+
+def rounds_needed(compared, row, baseline, metric, half_width):
+    """How many more rounds (repeats; duet pairs) would bring ``compared``'s interval (``comparison``'s) to
+    ±``half_width``: paired, from the pairs' spread (report_stats.pairs_needed, blocked as the interval is);
+    unpaired, from the half-width shrinking as one over the square root of the rounds. None when it cannot be said
+    (no interval, fewer than two rounds on a side)."""
+    if compared["interval"] is None:
+        return None
+    if compared["method"] in PAIRED_METHODS:
+        needed = pairs_needed(compared["pairs"], half_width, sides=compared.get("sides"))
+        return None if needed is None else max(0, needed - len(compared["pairs"]))
+    have = min(len(row.get(f"{metric} values") or []), len(baseline.get(f"{metric} values") or []))
+    low, high = compared["interval"]
+    half = (high - low) / 2.0
+    return max(0, math.ceil(have * (half / half_width) ** 2) - have) if have >= 2 else None
 
 
 def _validity(row, succeeded, metrics, thresholds):

@@ -413,17 +413,18 @@ def cell_plan(cell, facts, options=None):
         peer=with_peer,
         params=cell["params"],
     )
-    # An injected spin (inject.py) is the workload's own doing: it reads the fraction from its environment.
+    # An injected discard or spin (inject.py) is the workload's own doing: it reads the fraction from its environment.
     try:
-        spin = inject.spin_env(labels.get(inject.LABEL))
+        workload_env = inject.workload_env(labels.get(inject.LABEL))
     except ValueError as exc:
         raise CellPlanError(f"{ctx.where}: {exc}") from None
-    if spin:
-        ctx.extra_env.update(spin)
-        plan["runtime"]["inject_spin_requested"] = {
-            "fraction": float(spin[inject.SPIN_ENV]),
-            "applied_by": f"the workload, after each step ({inject.SPIN_ENV}={spin[inject.SPIN_ENV]})",
-        }
+    ctx.extra_env.update(workload_env)
+    for knob, variable in inject.WORKLOAD_ENV.items():
+        if variable in workload_env:
+            plan["runtime"][f"inject_{knob}_requested"] = {
+                "fraction": float(workload_env[variable]),
+                "applied_by": f"the workload, {inject.APPLIED_BY[knob]} ({variable}={workload_env[variable]})",
+            }
     if labels.get(schedule.DUET_PAIR) is not None:
         # A duet pair's start line (workloads/common/duet.py): a directory of the pair's own in the cache, which
         # both sides see at the same path; tasks/duet.yml clears it before and after the pair.

@@ -2,41 +2,55 @@
 # Apache License 2.0 (see galaxy.yml)
 """A known overhead injected into a platform's cells: the experiment's ``inject`` field.
 
-Two knobs, each an overhead whose size is known, so that a lab can check it finds an overhead of that size (a
+Three knobs, each an overhead whose size is known, so that a lab can check it finds an overhead of that size (a
 known-answer test of the instrument, issue 38):
 
-- ``inject: {spin: 0.05}``: the workload itself busy-spins on its own CPUs after each step, for 0.05 / 0.95 of the
-  step's time, inside the timed part: the cell's throughput is exactly 95% of what it would be, whatever the host
-  does meanwhile. The calibration's known answer (platbench calibrate). Every kind takes it (it travels in the
-  workload's environment, ``PLATBENCH_INJECT_SPIN``); only workloads whose timed part is a loop of steps apply it
-  (SPIN_WORKLOADS), the others are refused at plan time. ``spin: 0`` runs the same code path without spinning: a
-  placebo.
+- ``inject: {discard: 0.05}``: the workload trains every timed step as usual and leaves 5% of them, spread evenly, out
+  of its throughput: the cell's throughput is 95% of what the same steps give, to within one step, whatever the host
+  does meanwhile, and the host (a duet partner included) sees the same load as without it. The calibration's known
+  answer (platbench calibrate), exact under every schedule. ``discard: 0`` is its placebo.
+- ``inject: {spin: 0.05}``: the workload busy-spins on its own CPUs after each step, for 0.05 / 0.95 of the step's
+  time, inside the timed part. Exact by construction beside nothing, but not beside a duet partner: on the 2-vCPU VM
+  the lab is developed on, B's own steps ran about 5% slower than its partner's, so a 5% spin read 0.90-0.92 in duet
+  pairs (the partner gains while B spins). ``spin: 0`` runs the same code path without spinning: a placebo.
 - ``inject: {cpu_quota: 0.95}``: a CPU-bandwidth quota of 95% of the cell's CPUs (placements/process.py: a cgroup
   platbench creates and removes; containers: the engine's own CPU quota). What a quota costs depends on the kernel
-  and the workload's threads: on the 2-vCPU VM the lab is developed on, a 0.95 quota cost a pinned TensorFlow job
-  10-13%, not 5% (the CFS throttles in bursts), so it is a platform-cost knob to measure, not a known answer.
+  and the workload's threads: on the same VM a 0.95 quota cost a pinned TensorFlow job 10-13%, not 5% (the CFS
+  throttles in bursts), so it is a platform-cost knob to measure, not a known answer.
   Platforms whose cells cannot take a quota are refused at plan time.
+
+``discard`` and ``spin`` travel in the workload's environment (``PLATBENCH_INJECT_DISCARD``, ``PLATBENCH_INJECT_SPIN``),
+so every kind takes them; only workloads whose timed part is a loop of steps apply them (STEP_WORKLOADS), the others
+are refused at plan time.
 
 ``inject: [none, {spin: 0.05}]`` makes it a dimension: the injected cells of a scenario are compared with the same
 scenario's cells without injection (so bm can be compared with itself), the others with bm. Each cell carries the
-label ``inject``: ``none``, ``spin=0.05`` or ``cpu_quota=0.95``; ``parse`` turns it back into its settings.
+label ``inject``: ``none``, ``discard=0.05``, ``spin=0.05`` or ``cpu_quota=0.95``; ``parse`` turns it back into its
+settings.
 """
 
 from __future__ import annotations
 
 LABEL = "inject"
 NONE = "none"
-KNOBS = ("cpu_quota", "spin")
+KNOBS = ("cpu_quota", "discard", "spin")
 # The kinds whose cells take a quota: a process (a cgroup platbench makes around it) and a container (the engine's
 # CPU quota). A guest's vCPUs, a micro-VM, a pod and a cloud instance are refused: none of them is built yet.
 KINDS = ("process", "container")
-# The workloads that spin after each timed step (workloads/cnn_train/training.py): their timed part is a loop of
-# steps. The micro-benchmarks time one tool's run, loadgen times queries: there is no step to lengthen.
-SPIN_WORKLOADS = ("cnn_train",)
-SPIN_ENV = "PLATBENCH_INJECT_SPIN"  # the fraction, in the workload's environment
+# The workloads that discard or spin after timed steps (workloads/cnn_train/training.py): their timed part is a loop
+# of steps. The micro-benchmarks time one tool's run, loadgen times queries: there is no step to leave out or lengthen.
+STEP_WORKLOADS = ("cnn_train",)
+# The knobs the workload applies itself, and the variable that carries each one's fraction into its environment.
+WORKLOAD_ENV = {"discard": "PLATBENCH_INJECT_DISCARD", "spin": "PLATBENCH_INJECT_SPIN"}
+# How the workload applies each, as the cell's plan records it (runtime.inject_<knob>_requested).
+APPLIED_BY = {
+    "discard": "leaving that share of its timed steps, spread evenly, out of its throughput",
+    "spin": "after each step",
+}
 _SHAPE = (
-    "inject: must be {spin: S} (the workload spins after each step, for the fraction S of the timed part: a known "
-    "overhead S, 0 <= S < 1) or {cpu_quota: Q} (a CPU-bandwidth quota at the fraction Q of the cell's CPUs, "
+    "inject: must be {discard: D} (the workload leaves the fraction D of its timed steps out of its throughput: a "
+    "known overhead D, 0 <= D < 1), {spin: S} (it spins after each step, for the fraction S of the timed part) or "
+    "{cpu_quota: Q} (a CPU-bandwidth quota at the fraction Q of the cell's CPUs, "
     "0 < Q <= 1), or a list of none and such mappings (a dimension: each injected scenario is compared with the "
     "same one without injection)"
 )
@@ -53,11 +67,12 @@ def _entry_problems(entry, where):
             f"{where}.cpu_quota: {entry['cpu_quota']!r} must be a fraction of the cell's CPUs above 0 and at most 1 "
             "(0.95: the cell gets 95% of its CPUs' time)"
         )
-    if "spin" in entry and not _number_within(entry["spin"], 0, 1, high_included=False):
-        found.append(
-            f"{where}.spin: {entry['spin']!r} must be a fraction of the timed part from 0 up to, not including, 1 "
-            "(0.05: a 5% overhead, the throughput 0.95 of the same cell without it; 0: a placebo)"
-        )
+    for knob, share in (("discard", "of the timed steps"), ("spin", "of the timed part")):
+        if knob in entry and not _number_within(entry[knob], 0, 1, high_included=False):
+            found.append(
+                f"{where}.{knob}: {entry[knob]!r} must be a fraction {share} from 0 up to, not including, 1 "
+                "(0.05: a 5% overhead, the throughput 0.95 of the same cell without it; 0: a placebo)"
+            )
     return found
 
 
@@ -84,19 +99,23 @@ def problems(value):
 
 
 def workload_problems(value, workload):
-    """``inject: {spin: S}`` on a workload whose timed part is not a loop of steps (SPIN_WORKLOADS)."""
-    if workload in SPIN_WORKLOADS or not any("spin" in parse(label) for label in labels(value)):
+    """``inject: {discard: D}`` or ``{spin: S}`` on a workload whose timed part is not a loop of steps
+    (STEP_WORKLOADS)."""
+    if workload in STEP_WORKLOADS:
+        return []
+    used = sorted({knob for label in labels(value) for knob in parse(label) if knob in WORKLOAD_ENV})
+    if not used:
         return []
     return [
-        f"inject: spin lengthens each step of a training loop, and workload {workload} has none (the workloads "
-        f"that spin: {', '.join(SPIN_WORKLOADS)}): inject a cpu_quota, or spin in an experiment of "
-        f"{' or '.join(SPIN_WORKLOADS)}"
+        f"inject: {' and '.join(used)}: the workload applies it to the steps of a training loop, and workload "
+        f"{workload} has none (the workloads with one: {', '.join(STEP_WORKLOADS)}): inject a cpu_quota, or "
+        f"{' or '.join(used)} in an experiment of {' or '.join(STEP_WORKLOADS)}"
     ]
 
 
 def platform_problems(value, kinds):
     """``inject: {cpu_quota: Q}`` on platforms that cannot take a quota: ``kinds`` maps each platform label of the
-    experiment to its kind (module_utils/platforms.py). Every kind takes a spin (the workload spins)."""
+    experiment to its kind (module_utils/platforms.py). Every kind takes a discard or a spin (the workload's own)."""
     if not any("cpu_quota" in parse(label) for label in labels(value)):
         return []
     refused = [label for label, kind in kinds.items() if kind not in KINDS]
@@ -104,14 +123,14 @@ def platform_problems(value, kinds):
         return []
     return [
         f"inject: {', '.join(refused)} cannot take an injected CPU quota (only the cells of a process or a "
-        f"container do: a cgroup around the process, the engine's CPU quota): inject a spin, which every platform "
-        f"takes, drop {', '.join(refused)} from platforms, or inject into a separate experiment of the process and "
-        "container platforms"
+        f"container do: a cgroup around the process, the engine's CPU quota): inject a discard or a spin, which "
+        f"every platform takes, drop {', '.join(refused)} from platforms, or inject into a separate experiment of the "
+        "process and container platforms"
     ]
 
 
 def label_of(entry):
-    """The cell label of one injection: ``none``, ``spin=0.05`` or ``cpu_quota=0.95``."""
+    """The cell label of one injection: ``none``, ``discard=0.05``, ``spin=0.05`` or ``cpu_quota=0.95``."""
     if entry in (None, NONE):
         return NONE
     return ",".join(f"{knob}={entry[knob]:g}" for knob in KNOBS if knob in entry)
@@ -142,7 +161,7 @@ def is_injected(label):
     return label not in (None, "", NONE) and not (isinstance(label, float) and label != label)
 
 
-def spin_env(label):
-    """The workload's environment for a cell's ``inject`` label: {SPIN_ENV: "0.05"} with a spin, {} otherwise."""
-    spin = parse(label).get("spin")
-    return {} if spin is None else {SPIN_ENV: f"{spin:g}"}
+def workload_env(label):
+    """The workload's environment for a cell's ``inject`` label: ``{"PLATBENCH_INJECT_DISCARD": "0.05"}`` with a
+    discard (likewise a spin), {} with neither."""
+    return {WORKLOAD_ENV[knob]: f"{value:g}" for knob, value in parse(label).items() if knob in WORKLOAD_ENV}

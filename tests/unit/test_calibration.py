@@ -112,7 +112,7 @@ def test_the_lines_and_the_report_show_it(campaign, capsys):
         (["--effect", "0"], "--effect 0.0: give the overhead as a fraction above 0 and below 1"),
         (["--time", "soon"], "--time soon: give a duration such as 90s, 30m or 1h30m"),
         (["--rounds", "1"], "--rounds 1: a paired interval needs at least 2 rounds"),
-        (["--inject", "memory"], "--inject memory: make the overhead with one of spin, cpu_quota"),
+        (["--inject", "memory"], "--inject memory: make the overhead with one of discard, spin, cpu_quota"),
     ],
 )
 def test_bad_options_are_refused(capsys, argv, message):

@@ -26,7 +26,16 @@ from scipy import stats
 
 from platbench import cli, report_stats
 from platbench.report_load import load_samples
-from platbench.report_tables import DUET_NOTE, DUET_PAIRED, PAIRED, baseline_rows, comparison, summarize
+from platbench.report_tables import (
+    DUET_NOTE,
+    DUET_PAIRED,
+    DUET_PAIRED_UNBLOCKED,
+    PAIRED,
+    baseline_rows,
+    comparison,
+    rounds_needed,
+    summarize,
+)
 from workloads.cnn_train import training
 from workloads.common import duet as workload_duet
 
@@ -338,6 +347,21 @@ def test_a_duet_comparison_is_blocked_on_the_cpu_set_so_a_faster_core_does_not_w
     assert report_stats.pairs_needed(compared["pairs"], 0.01, sides=compared["sides"]) < report_stats.pairs_needed(
         compared["pairs"], 0.01
     )
+
+
+def test_a_duet_comparison_with_one_pair_on_a_cpu_set_says_it_is_not_blocked_and_how_many_rounds_it_needs(tmp_path):
+    samples = []
+    for repeat, noise in enumerate(NOISE[:3]):  # sides 0, 1, 0: one pair on side 1, too few to block on
+        side = repeat % 2
+        samples += pair_samples("cn", 970.0 * noise, 1000.0, repeat, 0.0, side, 1 - side)
+    rows, keys, _ = summarize(load_samples(written(tmp_path, "few", samples)), ["throughput"])
+    cn, bm = rows[1], baseline_rows(rows, keys)[1]
+    compared = comparison(cn, bm, "throughput")
+    assert compared["method"] == DUET_PAIRED_UNBLOCKED != DUET_PAIRED and compared["sides"] == [0, 1, 0]
+    assert compared["interval"] == pytest.approx(report_stats.paired_ratio_interval(compared["pairs"])[1:])
+    needed = report_stats.pairs_needed(compared["pairs"], 0.001)
+    assert rounds_needed(compared, cn, bm, "throughput", 0.001) == needed - 3 > 0
+    assert rounds_needed({**compared, "interval": None}, cn, bm, "throughput", 0.001) is None
 
 
 def test_the_blocked_interval_is_least_squares_with_a_side_term():

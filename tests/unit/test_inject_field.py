@@ -30,7 +30,9 @@ EXPERIMENT = {
         ({"cpu_quota": 1.2}, r"inject.cpu_quota: 1.2 must be a fraction"),
         ({"cpu_quota": "half"}, r"inject.cpu_quota: 'half' must be a fraction"),
         ({"cpu_quota": True}, r"inject.cpu_quota: True must be a fraction"),
-        ({"memory": 1}, r"inject: \{'memory': 1\}: inject: must be \{spin: S\} .* or \{cpu_quota: Q\}"),
+        ({"memory": 1}, r"inject: \{'memory': 1\}: inject: must be \{discard: D\} .* or \{cpu_quota: Q\}"),
+        ({"discard": 1}, r"inject.discard: 1 must be a fraction of the timed steps from 0 up to, not including, 1"),
+        ({"discard": -0.05}, r"inject.discard: -0.05 must be a fraction"),
         ({"spin": 1}, r"inject.spin: 1 must be a fraction of the timed part from 0 up to, not including, 1"),
         ({"spin": -0.1}, r"inject.spin: -0.1 must be a fraction"),
         ({"spin": "5%"}, r"inject.spin: '5%' must be a fraction"),
@@ -45,24 +47,34 @@ def test_bad_injections_are_refused_naming_the_field(value, message):
 
 
 def test_platforms_that_cannot_take_a_quota_are_refused_at_plan_time():
-    with pytest.raises(ExperimentError, match=r"inject: vm, mvm cannot take an injected CPU quota .* inject a spin"):
+    with pytest.raises(
+        ExperimentError, match=r"inject: vm, mvm cannot take an injected CPU quota .* inject a discard or a spin"
+    ):
         validate_experiment({**EXPERIMENT, "platforms": ["bm", "vm", "mvm"], "inject": {"cpu_quota": 0.9}})
     # No overhead injected (only none): every platform is fine; a spin is the workload's, so every platform takes it.
     validate_experiment({**EXPERIMENT, "platforms": ["bm", "vm"], "inject": ["none"]})
     validate_experiment({**EXPERIMENT, "platforms": ["bm", "vm", "mvm"], "inject": ["none", {"spin": 0.05}]})
+    validate_experiment({**EXPERIMENT, "platforms": ["bm", "vm", "mvm"], "inject": ["none", {"discard": 0.05}]})
 
 
-def test_a_spin_is_refused_for_a_workload_without_a_loop_of_steps():
+def test_a_spin_or_a_discard_is_refused_for_a_workload_without_a_loop_of_steps():
     micro = {**EXPERIMENT, "workload": "micro_cpu", "params": {"tool": "hpcc"}}
-    with pytest.raises(ExperimentError, match=r"inject: spin lengthens each step .* workload micro_cpu has none"):
+    with pytest.raises(ExperimentError, match=r"inject: spin: the workload applies it to the steps .* micro_cpu has"):
         validate_experiment({**micro, "inject": ["none", {"spin": 0.05}]})
+    with pytest.raises(ExperimentError, match=r"inject: discard and spin: .* or discard or spin in an experiment of"):
+        validate_experiment({**micro, "inject": ["none", {"discard": 0.05}, {"spin": 0.05}]})
+    validate_experiment({**micro, "inject": ["none", {"cpu_quota": 0.5}]})  # a quota is the platform's, not the loop's
 
 
-def test_a_spin_label_becomes_the_workloads_environment():
+def test_a_spin_or_discard_label_becomes_the_workloads_environment():
     assert inject.label_of({"spin": 0.05}) == "spin=0.05" and inject.label_of({"spin": 0}) == "spin=0"
-    assert inject.spin_env("spin=0.05") == {"PLATBENCH_INJECT_SPIN": "0.05"}
-    assert inject.spin_env("spin=0") == {"PLATBENCH_INJECT_SPIN": "0"}  # the placebo runs the same code path
-    assert inject.spin_env("cpu_quota=0.95") == {} and inject.spin_env("none") == {} and inject.spin_env(None) == {}
+    assert inject.label_of({"discard": 0.05}) == "discard=0.05"
+    assert inject.workload_env("spin=0.05") == {"PLATBENCH_INJECT_SPIN": "0.05"}
+    assert inject.workload_env("spin=0") == {"PLATBENCH_INJECT_SPIN": "0"}  # the placebo runs the same code path
+    assert inject.workload_env("discard=0.05") == {"PLATBENCH_INJECT_DISCARD": "0.05"}
+    assert inject.workload_env("discard=0") == {"PLATBENCH_INJECT_DISCARD": "0"}
+    assert inject.workload_env("cpu_quota=0.95") == {} and inject.workload_env("none") == {}
+    assert inject.workload_env(None) == {}
     assert inject.is_injected("spin=0")  # a placebo is compared with the cells without injection, as any injection
 
 

@@ -406,6 +406,19 @@ def test_a_spin_travels_in_the_workloads_environment_on_every_kind(platform):
     assert_plan_matches_its_specs(plan)
 
 
+def test_a_discard_travels_in_the_workloads_environment_as_a_spin_does():
+    options = {**OPTIONS, "guest_image": {"container_image_id": "sha256:" + "ab" * 32}}
+    plan = cell_plan(make_cell("cn", injected="discard=0.05"), HOST, options)
+    assert plan["env"]["PLATBENCH_INJECT_DISCARD"] == "0.05" and "PLATBENCH_INJECT_SPIN" not in plan["env"]
+    assert plan["runtime"]["inject_discard_requested"] == {
+        "fraction": 0.05,
+        "applied_by": "the workload, leaving that share of its timed steps, spread evenly, out of its throughput "
+        "(PLATBENCH_INJECT_DISCARD=0.05)",
+    }
+    assert "inject_spin_requested" not in plan["runtime"] and plan["container"]["cpus"] is None
+    assert_plan_matches_its_specs(plan)
+
+
 @pytest.mark.parametrize("injected", ["none", "spin=0.05", "spin=0"])
 def test_the_cells_of_a_spin_experiment_each_run_in_an_uncapped_cgroup_of_their_own(injected):
     # The injected and the plain cell must differ by the spin only: both in a cgroup of their own, neither capped.

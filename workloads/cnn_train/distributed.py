@@ -11,7 +11,7 @@ from ..common.harness import Outcome
 from ..common.record import metric
 from .ranks import aggregate, rank_figures
 from .settings import FRAMEWORK_BACKENDS
-from .training import check_planned_gpus, run_steps, spin_from_env
+from .training import check_planned_gpus, discard_from_env, record_injection, run_steps, spin_from_env
 
 
 class TorchRanks:
@@ -99,10 +99,12 @@ def train_rank(args, run):
     backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
     ranks = ENGINES[args.framework](args, backend)
     trainer = ranks.trainer
-    spin = spin_from_env()  # an injected known overhead: every rank spins after its steps
-    steps = run_steps(trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part, spin=spin)
-    if spin:
-        run.metadata["inject_spin"] = {"fraction": spin, "seconds": round(steps.spun, 6)}
+    # An injected known overhead: every rank spins after its steps, or leaves the same share of them uncounted.
+    spin, discard = spin_from_env(), discard_from_env()
+    steps = run_steps(
+        trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part, spin=spin, discard=discard
+    )
+    record_injection(run.metadata, steps, spin, discard)
     own = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
@@ -114,7 +116,7 @@ def train_rank(args, run):
     }
     per_rank = ranks.gather(rank_figures(rank, steps.step_times, steps.data_waits, own))
     ranks.close()
-    metrics, metadata = aggregate(per_rank, args.batch_size)
+    metrics, metadata = aggregate(per_rank, args.batch_size, steps.discarded)
     metrics += [
         metric("startup", max(figures["startup"] for figures in per_rank), "s"),
         metric("data_first_batch", max(figures["data_first_batch"] for figures in per_rank), "s"),

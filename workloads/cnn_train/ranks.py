@@ -89,18 +89,19 @@ def rank_figures(rank, step_times, data_waits, extra):
     return {"rank": rank, "step_times": list(step_times), "data_waits": list(data_waits), **extra}
 
 
-def aggregate(per_rank, batch_size):
+def aggregate(per_rank, batch_size, discarded=0):
     """The run's metrics and metadata from every rank's figures (rank_figures, in rank order).
 
     Throughput is global: every rank's images over the timed wall time, the time the slowest rank
     took for its timed steps (steps are synchronous: a step ends for all when the last one ends).
-    A step's time is the slowest rank's time for it.
+    A step's time is the slowest rank's time for it. ``discarded``: the timed steps each rank leaves out of the
+    throughput (an injected discard, training.discarded_steps): their images are not counted, their time is.
     """
     steps = len(per_rank[0]["step_times"])
     if any(len(figures["step_times"]) != steps for figures in per_rank):
         raise ValueError(f"ranks timed different numbers of steps: {[len(f['step_times']) for f in per_rank]}")
     wall = max(sum(figures["step_times"]) for figures in per_rank)
-    images = batch_size * steps * len(per_rank)
+    images = batch_size * (steps - discarded) * len(per_rank)
     global_steps = [max(times) for times in zip(*(figures["step_times"] for figures in per_rank), strict=True)]
     metrics = [
         metric("throughput", images / wall, "images/sec"),
@@ -112,7 +113,7 @@ def aggregate(per_rank, batch_size):
         rounded.append(
             {
                 **figures,
-                "throughput": batch_size * steps / sum(figures["step_times"]),
+                "throughput": batch_size * (steps - discarded) / sum(figures["step_times"]),
                 "step_times": [round(t, 6) for t in figures["step_times"]],
                 "data_waits": [round(t, 6) for t in figures["data_waits"]],
             }

@@ -32,6 +32,7 @@ class StepRun(NamedTuple):
     calibration: object = None  # --steps auto: the Calibration that chose the timed steps
     duet_start: object = None  # a duet pair's side: its wait at the start line (common/duet.py)
     spun: float = 0.0  # seconds the timed steps spent in an injected spin (spin_from_env)
+    discarded: int = 0  # timed steps left out of the throughput by an injected discard (fraction_from_env)
 
 
 class Calibration(NamedTuple):
@@ -43,21 +44,40 @@ class Calibration(NamedTuple):
     target_seconds: float
 
 
-# An injected known overhead (the experiment's inject: {spin: S}, plugins/plugin_utils/inject.py): the plan puts S in
-# the workload's environment; the workload cannot import the collection (it runs in guests and images without it).
+# An injected known overhead (the experiment's inject: {discard: D} or {spin: S}, plugins/plugin_utils/inject.py): the
+# plan puts the fraction in the workload's environment; the workload cannot import the collection (it runs in guests
+# and images without it).
+DISCARD_ENV = "PLATBENCH_INJECT_DISCARD"
 SPIN_ENV = "PLATBENCH_INJECT_SPIN"
 
 
-def spin_from_env(environ=os.environ):
-    """The injected spin's fraction of each step (0 without one); a bad value is the plan's fault, said as such."""
-    text = environ.get(SPIN_ENV, "")
+def fraction_from_env(variable, what, environ=os.environ):
+    """An injected overhead's fraction (0 without one); a bad value is the plan's fault, said as such."""
+    text = environ.get(variable, "")
     try:
-        spin = float(text) if text else 0.0
+        fraction = float(text) if text else 0.0
     except ValueError:
-        spin = -1.0
-    if not 0.0 <= spin < 1.0:
-        raise WorkloadFailed(f"{SPIN_ENV}={text!r}: the injected spin must be a fraction from 0 up to, not incl. 1")
-    return spin
+        fraction = -1.0
+    if not 0.0 <= fraction < 1.0:
+        raise WorkloadFailed(f"{variable}={text!r}: the injected {what} must be a fraction from 0 up to, not incl. 1")
+    return fraction
+
+
+def spin_from_env(environ=os.environ):
+    """The injected spin's fraction of each step (0 without one)."""
+    return fraction_from_env(SPIN_ENV, "spin", environ)
+
+
+def discard_from_env(environ=os.environ):
+    """The injected discard's fraction of the timed steps (0 without one)."""
+    return fraction_from_env(DISCARD_ENV, "discard", environ)
+
+
+def discarded_steps(steps, fraction):
+    """How many of ``steps`` timed steps a discard of ``fraction`` leaves out of the throughput: the nearest whole
+    number to steps x fraction, so that the kept steps' share is 1 - fraction to within half a step. Every step is
+    trained and timed alike (the host and a duet partner see the same load); only the count changes."""
+    return min(steps - 1, math.floor(steps * fraction + 0.5)) if steps > 0 else 0
 
 
 def spin_for(seconds, fraction, clock=time.perf_counter, since=None):
@@ -86,7 +106,9 @@ def calibrated_steps(one_step, first_index, target_seconds, clock=time.perf_coun
     return Calibration(chosen, count, elapsed, target_seconds)
 
 
-def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_seconds=None, pair=None, spin=0.0):
+def run_steps(
+    next_batch, step, warmup_steps, steps, timed_part=None, auto_seconds=None, pair=None, spin=0.0, discard=0.0
+):
     """Runs warmup then timed steps.
 
     next_batch() hands over the next input batch; step(batch) trains on it and must return
@@ -99,7 +121,8 @@ def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_secon
     duet pair's (directory, side) (common/duet.py): after the warmup both sides meet at a start line, and with
     ``auto`` each times a window of ``auto_seconds`` instead of a probe's steps, so that the windows coincide.
     ``spin``: an injected known overhead, the fraction of every step (warmup and probe too, so that the probe sizes
-    the timed part as it will run) spent busy-spinning after it (``spin_for``).
+    the timed part as it will run) spent busy-spinning after it (``spin_for``). ``discard``: an injected known
+    overhead, the fraction of the timed steps left out of the throughput (``discarded_steps``; StepRun.discarded).
     """
     startup = process_elapsed()
     losses, step_times, data_waits, spun = [], [], [], []
@@ -148,13 +171,15 @@ def run_steps(next_batch, step, warmup_steps, steps, timed_part=None, auto_secon
         else:
             for index in range(warmup_steps, warmup_steps + steps):
                 timed_step(index)
-    return StepRun(startup, losses, step_times, data_waits, first_batch, calibration, duet_start, sum(spun))
+    discarded = discarded_steps(len(step_times), discard)
+    return StepRun(startup, losses, step_times, data_waits, first_batch, calibration, duet_start, sum(spun), discarded)
 
 
 def step_metrics(run, batch_size, data_setup):
     """Every metric of one training process but `elapsed` (taken last, at exit)."""
     return [
-        metric("throughput", batch_size * len(run.step_times) / sum(run.step_times), "images/sec"),
+        # An injected discard leaves some timed steps' images out, never their time (discarded_steps).
+        metric("throughput", batch_size * (len(run.step_times) - run.discarded) / sum(run.step_times), "images/sec"),
         metric("startup", run.startup, "s"),
         *step_time_metrics(run.step_times),
         metric("data_load", sum(run.data_waits), "s"),
@@ -163,6 +188,22 @@ def step_metrics(run, batch_size, data_setup):
         metric("loss_first", run.losses[0], "loss"),
         metric("loss_last", run.losses[-1], "loss"),
     ]
+
+
+def record_injection(metadata, steps, spin, discard):
+    """What the plan asked for and what the timed steps spent on it: the known overhead, checkable."""
+    if spin:
+        metadata["inject_spin"] = {
+            "fraction": spin,
+            "seconds": round(steps.spun, 6),
+            "timed_seconds": round(sum(steps.step_times), 6),
+        }
+    if discard:
+        metadata["inject_discard"] = {
+            "fraction": discard,
+            "steps": steps.discarded,
+            "timed_steps": len(steps.step_times),
+        }
 
 
 def _hide_unused_gpus(args):
@@ -201,16 +242,19 @@ def train(args, run):
     else:
         trainer = backend.build_trainer(args)
     pair = duet.pair_from_env() if args.mode != "distributed" else None
-    spin = spin_from_env()
+    spin, discard = spin_from_env(), discard_from_env()
     steps = run_steps(
-        trainer.next_batch, trainer.step, args.warmup_steps, args.steps, run.timed_part, args.auto_seconds, pair, spin
+        trainer.next_batch,
+        trainer.step,
+        args.warmup_steps,
+        args.steps,
+        run.timed_part,
+        args.auto_seconds,
+        pair,
+        spin,
+        discard,
     )
-    if spin:  # what the plan asked for and what the timed steps spent on it: the known overhead, checkable
-        run.metadata["inject_spin"] = {
-            "fraction": spin,
-            "seconds": round(steps.spun, 6),
-            "timed_seconds": round(sum(steps.step_times), 6),
-        }
+    record_injection(run.metadata, steps, spin, discard)
     if steps.duet_start is not None:
         windowed = args.steps == AUTO_STEPS
         run.metadata["duet_start"] = {**steps.duet_start, "window_seconds": args.auto_seconds if windowed else None}
