@@ -2,9 +2,10 @@
 
 Runs campaigns of experiments/calibrate.yml through `platbench run` on the lab (bm, one pinned core, a tiny CNN
 whose timed part lasts --cell-seconds), four cells a round: two seeds as they are (A and A', the A/A pair) and the
-same two with the known overhead injected (B, of A's seed: the A/B pair): by default a spin of ``effect`` of the
-timed part (exact by construction), with ``--inject cpu_quota`` a quota of 1 - effect of the core (what a quota costs
-this host's job). Each campaign runs one schedule:
+same two with the known overhead injected (B, of A's seed: the A/B pair): by default a discard of ``effect`` of the
+timed steps (trained, timed, left out of the throughput: exact under every schedule), with ``--inject spin`` a spin
+after each step (exact beside nothing; beside a duet partner it read 0.90-0.92 for 5% here), with ``--inject
+cpu_quota`` a quota of 1 - effect of the core (what a quota costs this host's job). Each campaign runs one schedule:
 
 - ``sequential``: the cells in the plan's fixed order round after round, compared unpaired (Welch's t), as
   platbench compared every campaign before rounds;
@@ -12,9 +13,9 @@ this host's job). Each campaign runs one schedule:
   on the log-ratios);
 - ``duet``: each compared cell beside its baseline's copy, at the same time, on the host's two cores, which swap
   every round, paired by duet pair. The pair rule pairs a cell with its baseline's, so the A/A pair is A beside A
-  with a placebo injected (``spin: 0``, the spin's code path spinning nothing; with ``--inject cpu_quota``, a quota
-  of its whole core, which a job pinned to that core never reaches), not a second seed; B is beside A. One seed, two
-  pairs a round.
+  with a placebo injected (``discard: 0``, the same code path leaving nothing out; ``spin: 0`` likewise; with
+  ``--inject cpu_quota``, a quota of its whole core, which a job pinned to that core never reaches), not a second
+  seed; B is beside A. One seed, two pairs a round.
 
 For each campaign it reads, after every round, the A/B interval's half-width against the campaign's time so far,
 and at its end whether the A/B interval found the injected overhead (it excludes 1 and holds 1 - effect) and whether
@@ -27,8 +28,12 @@ the A/A interval saw a difference where there is none. It prints, side by side:
 Targets (issue 38): a minimum detectable effect of at most 3% at 10 minutes for the best schedule; a 5% cap found in
 5 of 5 campaigns of at most 10 minutes; A/A significant in at most 1 of 10. Measure on a quiet machine.
 
-    python benchmarks/power.py [--schedules sequential,rounds,duet] [--campaigns 5] [--rounds 8] [--effect 0.05]
-                               [--inject spin|cpu_quota] [--cell-seconds 10] [--results-dir /tmp/platbench-power]
+    python benchmarks/power.py [--schedules sequential,rounds,duet] [--campaigns 5 | sequential=2,rounds=2,duet=5]
+                               [--rounds 8] [--effect 0.05] [--inject discard|spin|cpu_quota] [--cell-seconds 10]
+                               [--results-dir /tmp/platbench-power]
+
+``--campaigns`` gives every schedule the same count, or each its own (the detection count wants 5 campaigns of the
+best schedule; the others' half-width per minute needs fewer).
 
 Cells of 10 s: in short tries here a duet pair's log-ratio spread fell from 6-7% with 3 s windows to 3.6% with
 10 s ones, more than the longer rounds cost.
@@ -67,7 +72,7 @@ PLACEBO = {"discard": {"discard": 0}, "spin": {"spin": 0}, "cpu_quota": {"cpu_qu
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedules", default=",".join(SCHEDULES))
-    parser.add_argument("--campaigns", type=int, default=5, help="campaigns per schedule")
+    parser.add_argument("--campaigns", default="5", help="campaigns per schedule: N, or schedule=N,... (each its own)")
     parser.add_argument("--rounds", type=int, default=8, help="rounds per campaign")
     parser.add_argument("--effect", type=float, default=0.05)
     parser.add_argument("--inject", choices=KNOBS, default=DEFAULT_KNOB, help="how the A/B overhead is made")
@@ -227,12 +232,27 @@ def run_campaign(args, schedule, index):
     return Path(args.results_dir) / campaign
 
 
+def campaign_counts(text, schedules):
+    """{schedule: campaigns} from ``--campaigns``: one count for all (``5``) or one each (``rounds=2,duet=5``; a
+    schedule left out runs none)."""
+    if "=" not in text:
+        return dict.fromkeys(schedules, int(text))
+    counts = {name.strip(): int(count) for name, _, count in (part.partition("=") for part in text.split(","))}
+    unknown = set(counts) - set(schedules)
+    if unknown:
+        raise SystemExit(
+            f"--campaigns {text}: {', '.join(sorted(unknown))} not among --schedules {','.join(schedules)}"
+        )
+    return {schedule: counts.get(schedule, 0) for schedule in schedules}
+
+
 def main(argv=None):
     args = parse_args(argv)
     schedules = [name.strip() for name in args.schedules.split(",") if name.strip()]
-    figures = {schedule: [] for schedule in schedules}
-    for index in range(args.campaigns):
-        for schedule in schedules:  # the schedules alternate, so the host's drift spreads over both
+    counts = campaign_counts(args.campaigns, schedules)
+    figures = {schedule: [] for schedule in schedules if counts[schedule]}
+    for index in range(max(counts.values(), default=0)):
+        for schedule in [name for name in figures if index < counts[name]]:  # alternating: drift spreads over all
             directory = run_campaign(args, schedule, index)
             figures[schedule].append(
                 duet_figures(directory, args.effect, args.inject)
@@ -246,7 +266,8 @@ def main(argv=None):
                 f"{'SIGNIFICANT' if last['aa_significant'] else 'not significant'}; {last['minutes']:.1f} min",
                 flush=True,
             )
-    print(f"\nresolving power, {args.campaigns} campaign(s) x {args.rounds} rounds per schedule, effect {args.effect}:")
+    planned = ", ".join(f"{schedule} {count}" for schedule, count in counts.items() if count)
+    print(f"\nresolving power, campaigns ({planned}) x {args.rounds} rounds, effect {args.effect} ({args.inject}):")
     print("schedule    minutes  half-width (mean)  MDE at 10 min  A/B found  A/A significant")
     for schedule, runs in figures.items():
         pace = statistics.fmean(run["minutes"] / max(len(run["widths"]), 1) for run in runs)  # minutes a round

@@ -1,11 +1,12 @@
 """Calibrate a lab host: how small a difference between two platforms can it tell, in how much time?
 
-``platbench calibrate [--host H] [--effect 0.05] [--inject spin|cpu_quota] [--time 10m] [--rounds 6]
+``platbench calibrate [--host H] [--effect 0.05] [--inject discard|spin|cpu_quota] [--time 10m] [--rounds 6]
 [--cell-seconds 5]`` runs experiments/calibrate.yml, a short CPU-bound reference job on one pinned core of bare metal,
 four cells a round in a shuffled order: two seeds as they are (A and A': the A/A pair) and the same two with a known
-overhead of ``effect`` injected (B: with A, the A/B pair). The overhead is a spin by default: the job busy-spins after
-each step for ``effect`` of its timed part, so its throughput is exactly 1 - effect of A's whatever the host does
-(plugins/plugin_utils/inject.py). ``--inject cpu_quota`` caps B at 1 - effect of its core instead: what a CFS quota
+overhead of ``effect`` injected (B: with A, the A/B pair). The overhead is a discard by default: the job trains every
+timed step and leaves ``effect`` of them out of its throughput, so its throughput is 1 - effect of the same steps'
+whatever the host does (plugins/plugin_utils/inject.py). ``--inject spin`` busy-spins after each step instead (exact
+beside nothing, not beside a duet partner); ``--inject cpu_quota`` caps B at 1 - effect of its core: what a CFS quota
 costs this host's job, which on a VM may be well above its share. It then prints
 
 - the host's noise: the CV between A's cells across rounds (what a campaign without pairing sees) and the CV of
@@ -51,8 +52,9 @@ def add_arguments(parser):
     parser.add_argument(
         "--inject",
         default=DEFAULT_KNOB,
-        help=f"how the A/B pair's overhead is made (default {DEFAULT_KNOB}: exact by construction; cpu_quota: a CFS "
-        "quota of 1 - effect, what a quota costs this host)",
+        help=f"how the A/B pair's overhead is made (default {DEFAULT_KNOB}: exact by construction under every "
+        "schedule; spin: a busy-spin after each step; cpu_quota: a CFS quota of 1 - effect, what a quota costs this "
+        "host)",
     )
     parser.add_argument(
         "--time",

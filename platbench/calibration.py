@@ -23,7 +23,7 @@ SEED, SEEDS = "seed", (1, 2)  # the A/A pair: the same cell with two seeds, noth
 # spin is exact beside nothing, not beside a duet partner; cpu_quota is what a CFS quota costs this host's job, which
 # may be more than its share (inject.py).
 KNOBS = ("discard", "spin", "cpu_quota")
-DEFAULT_KNOB = "spin"
+DEFAULT_KNOB = "discard"
 
 
 def injected_entry(knob, effect):

@@ -1,8 +1,9 @@
 """platbench calibrate against the lab, a short real run: three rounds of the reference job with a 50% overhead
-injected as a spin (the default: the job spins for half its timed part, so B's throughput is half A's by
-construction; an effect large enough to be seen every time in three rounds of a loaded 2-core host, whose cells
-drift by some 20%); its lines, run.json's record of them, the report showing them, and the rounds' shuffled, recorded
-order. Whether the A/A pair stays quiet is a rate, the benchmark's business (benchmarks/power.py), not a test's."""
+injected as a discard (the default: the job leaves half its timed steps out of its throughput, so B's throughput is
+half A's by construction; an effect large enough to be seen every time in three rounds of a loaded 2-core host, whose
+cells drift by some 20%); its lines, run.json's record of them, the report showing them, and the rounds' shuffled,
+recorded order. Whether the A/A pair stays quiet is a rate, the benchmark's business (benchmarks/power.py), not a
+test's."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def test_the_calibration_sees_the_injected_overhead_and_says_what_the_host_can_t
     noise, aa, ab, mde, needed = lines[start + 1 : start + 6]
     assert noise.startswith("  noise between cells: CV ") and "(paired by round; pooled from A/A " in noise
     assert aa.startswith("  A/A (two seeds, nothing injected): ")
-    assert ab.startswith("  A/B (a 50% overhead injected as spin=0.5, expected 0.500): ")
+    assert ab.startswith("  A/B (a 50% overhead injected as discard=0.5, expected 0.500): ")
     estimate, bounds = ab.split(": ")[1].split(" [")
     low, high = (float(value) for value in bounds.split("]")[0].split(", "))
     assert high < 1.0 and 0.35 < float(estimate) < 0.65, ab  # seen, and about its size
@@ -49,7 +50,7 @@ def test_run_json_keeps_it_and_the_report_shows_it(calibrated):
     done, directory = calibrated
     run = json.loads((directory / "run.json").read_text())
     assert run["calibration"]["rounds"] == 3 and run["calibration"]["effect"] == 0.5
-    assert run["calibration"]["inject"] == "spin=0.5"
+    assert run["calibration"]["inject"] == "discard=0.5"
     assert run["experiment"]["schedule"] == "rounds" and isinstance(run["experiment"]["schedule_seed"], int)
     report = subprocess.run(
         [sys.executable, "-m", "platbench", "report", str(directory)],
@@ -60,7 +61,7 @@ def test_run_json_keeps_it_and_the_report_shows_it(calibrated):
         check=True,
     )
     assert report.stdout.startswith("Answer: throughput, each platform against bm (95% interval, paired by round")
-    assert "bm[spin=0.5]/bm" in report.stdout
+    assert "bm[discard=0.5]/bm" in report.stdout
     assert "calibration of this host (3 rounds" in report.stdout
 
 
@@ -69,12 +70,12 @@ def test_the_rounds_ran_in_their_shuffled_recorded_order(calibrated):
     samples = [json.loads(line) for line in (directory / "samples.jsonl").read_text().splitlines()]
     order = [s["labels"]["cell"] for s in samples if s["metric"] == "throughput"]
     assert len(order) == 12 and {s["labels"]["schedule"] for s in samples} == {"rounds"}
-    # The spin cells spun half their timed part (the workload's own record of it); the others did not spin.
+    # The discard cells left half their timed steps out (the workload's own record of it); the others none.
     throughput = [s for s in samples if s["metric"] == "throughput"]
-    spun = [s["metadata"].get("inject_spin") for s in throughput]
-    assert sum(entry is not None for entry in spun) == 6
-    for sample, entry in zip(throughput, spun, strict=True):
-        assert (entry is not None) == (sample["labels"]["inject"] == "spin=0.5")
-        assert entry is None or 0.5 <= entry["seconds"] / entry["timed_seconds"] < 0.6
+    left_out = [s["metadata"].get("inject_discard") for s in throughput]
+    assert sum(entry is not None for entry in left_out) == 6
+    for sample, entry in zip(throughput, left_out, strict=True):
+        assert (entry is not None) == (sample["labels"]["inject"] == "discard=0.5")
+        assert entry is None or entry["steps"] == int(entry["timed_steps"] * 0.5 + 0.5)  # the nearest whole step
     rounds = [order[index : index + 4] for index in (0, 4, 8)]
     assert all({cell.rsplit("|", 1)[1] for cell in members} == {f"r{number}"} for number, members in enumerate(rounds))

@@ -39,7 +39,7 @@ def write_campaign(directory, injected):
 
 @pytest.fixture
 def campaign(tmp_path):
-    return write_campaign(tmp_path / "calibrate-1", "spin=0.05")
+    return write_campaign(tmp_path / "calibrate-1", "discard=0.05")
 
 
 def test_a_quota_calibration_reads_its_capped_cells(tmp_path):
@@ -50,7 +50,7 @@ def test_a_quota_calibration_reads_its_capped_cells(tmp_path):
     result = calibration.analyse(directory, 0.05, 600, "cpu_quota")
     assert result["inject"] == "cpu_quota=0.95" and result["ab"]["found"]
     assert "(a 5% overhead injected as cpu_quota=0.95, expected 0.950)" in calibration.describe(result)[3]
-    with pytest.raises(ValueError, match="fewer than 2 rounds"):  # its B cells are not spin cells
+    with pytest.raises(ValueError, match="fewer than 2 rounds"):  # its B cells are not discard cells
         calibration.analyse(directory, 0.05, 600)
 
 
@@ -85,7 +85,7 @@ def test_the_detectable_effect_and_the_time_to_detect_follow_their_formulas(camp
 
 
 def test_an_overhead_that_is_not_there_is_not_found(campaign, tmp_path):
-    # The same campaign asked about a 20% overhead: its B cells are the 5% ones, so no spin=0.2 cells exist.
+    # The same campaign asked about a 20% overhead: its B cells are the 5% ones, so no discard=0.2 cells exist.
     with pytest.raises(ValueError, match="fewer than 2 rounds with all its cells measured"):
         calibration.analyse(campaign, 0.2, 600)
 
@@ -95,9 +95,13 @@ def test_the_lines_and_the_report_show_it(campaign, capsys):
     lines = calibration.describe(result)
     assert lines[0].startswith("calibration of this host (6 rounds of one pinned core, 10 s a cell)")
     assert "no difference, as it should" in lines[2]
-    assert lines[3].startswith("  A/B (a 5% overhead injected as spin=0.05, expected 0.950): ")
+    assert lines[3].startswith("  A/B (a 5% overhead injected as discard=0.05, expected 0.950): ")
     assert lines[3].endswith(": found")
-    assert result["inject"] == "spin=0.05" and calibration.injected_setting("spin", 0.05) == "[none, {spin: 0.05}]"
+    assert (
+        result["inject"] == "discard=0.05"
+        and calibration.injected_setting("discard", 0.05) == "[none, {discard: 0.05}]"
+    )
+    assert calibration.injected_setting("spin", 0.05) == "[none, {spin: 0.05}]"
     assert lines[4].startswith("  minimum detectable effect in 10 min of campaign")
     document = json.loads((campaign / "run.json").read_text())
     document[calibration.RUN_KEY] = result
