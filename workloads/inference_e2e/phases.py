@@ -12,10 +12,12 @@ from ..common.stats import percentile
 from .settings import PHASES
 
 # The phases' total falls short of the span that holds them by the SUT's own bookkeeping between its timers
-# (slicing a batch, completing its samples): at most 1% of the span, or 1 ms a batch where a tiny run makes that
-# more. A phase lost falls short by its whole time; a phase counted twice goes over the span.
+# (slicing a batch, completing its samples): at most 1% of the span, or 5 ms a batch where a tiny run makes that
+# more. The bookkeeping itself takes well under a millisecond, but on a busy 2-core host the scheduler can take the
+# CPU between two timers for a few (CI saw 2.07 ms over 2 batches of a 0.16 s run). A phase lost falls short by its
+# whole time; a phase counted twice goes over the span.
 SPAN_SLACK = 0.01
-SPAN_SLACK_PER_BATCH_S = 0.001
+SPAN_SLACK_PER_BATCH_S = 0.005
 
 
 class PhaseTimes:
