@@ -182,20 +182,40 @@ def gpu_device(metadata):
 def varying_labels(frame):
     """Workload labels (parameters) that vary within a scenario: each value gets its own rows.
 
-    A label that only follows the scenario (threads = scale-up) adds nothing and is left out.
+    A label that only follows the scenario (threads = scale-up) adds nothing and is left out. A label some cells of
+    a scenario carry and others do not varies too (a campaign resumed with a parameter set that its first cells
+    left to the workload's default): pooling them would make one row of two set-ups.
     """
     fixed = set(SCENARIO_LABELS) | RUN_LABELS | {"metric", "value", "unit", ACCELERATOR, HOST, GPU_DEVICE, SKIP_REASON}
     fixed |= {LOADGEN_RESULT, LOADGEN_REASONS, SAMPLE_TIME, *validity.COLUMNS}
     scenarios = [column for column in SCENARIO_LABELS if column in frame.columns]
+    candidates = [column for column in frame.columns if column not in fixed]
     varying = []
-    for column in frame.columns:
-        if column in fixed:
-            continue
+    for column in candidates:
         values = frame[column].astype(str).where(frame[column].notna())
         within = values.groupby([frame[c].astype(str) for c in scenarios]).nunique() if scenarios else None
         if (within.max() if within is not None else values.nunique()) > 1:
             varying.append(column)
-    return varying
+    unset = _set_by_some_cells(frame, candidates)
+    return [column for column in candidates if column in varying or column in unset]
+
+
+def _set_by_some_cells(frame, candidates):
+    """The labels that some cells carry and others do not, where the cells are alike in every other label (their
+    scenario, workload and the rest): two set-ups that one row would pool."""
+    if "cell" not in frame.columns or not candidates:
+        return set()
+    columns = list(dict.fromkeys(column for column in [*SCENARIO_LABELS, WORKLOAD, *candidates] if column in frame))
+    # A cell's value of each label: its first sample's that has one (None: none of its samples has it).
+    cells = frame.groupby(frame["cell"].astype(str))[columns]
+    per_cell = cells.first().astype(str).where(cells.count() > 0)
+    found = set()
+    for column in candidates:
+        alike = [per_cell[c].fillna("") for c in columns if c != column]
+        carried = per_cell[column].notna()
+        if (carried.groupby(alike).nunique() > 1).any() if alike else carried.nunique() > 1:
+            found.add(column)
+    return found
 
 
 def workload_keys(frame):

@@ -370,7 +370,16 @@ def _until_decided(args, code, plan, lock, kept, started, out, err):
         repeats += add
         args.repeats = repeats
         try:
+            previous = plan
             plan, warnings, extravars = prepare(args)
+            changed = changed_cell(previous, plan)
+            if changed:
+                raise UsageError(
+                    f"until decided: experiments/{args.experiment}.yml changed while the campaign ran: {changed}; "
+                    f"another pass would mix cells of both in results/{args.campaign}. Restore the file and rerun "
+                    "the same command (the campaign resumes), or run the new version as a campaign of its own "
+                    "(--campaign NEW)"
+                )
         except UsageError as exc:
             print(exc, file=err)
             return EXIT_BAD_INPUT
@@ -379,6 +388,30 @@ def _until_decided(args, code, plan, lock, kept, started, out, err):
         print(f"until decided: adding {add} round(s), {repeats} in all", file=out)
         code = _run(args, plan, extravars, lock, kept, out, err)
     return code
+
+
+def changed_cell(before, after):
+    """How a cell that both plans hold (the same id) is planned differently in ``after``, in words; None when every
+    shared cell is planned alike (its labels and parameters), as a pass that only adds rounds plans them."""
+    planned = {cell["id"]: cell for cell in after["cells"]}
+    for cell in before["cells"]:
+        again = planned.get(cell["id"])
+        if again is None:
+            continue
+        for part in ("labels", "params"):
+            old, new = cell.get(part) or {}, again.get(part) or {}
+            keys = [key for key in dict.fromkeys([*old, *new]) if old.get(key, _ABSENT) != new.get(key, _ABSENT)]
+            if keys:
+                shown = "; ".join(f"{key}: {_shown(old, key)} -> {_shown(new, key)}" for key in keys)
+                return f"cell {cell['id']} was planned with other {part} ({shown})"
+    return None
+
+
+_ABSENT = object()
+
+
+def _shown(values, key):
+    return repr(values[key]) if key in values else "(not set)"
 
 
 # -- driving ansible-runner ---------------------------------------------------------------------------------

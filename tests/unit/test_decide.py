@@ -12,7 +12,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import appen
 from round_samples import throughput_sample
 
 from platbench import budgets, cli, decide, run
-from platbench.campaign import EXIT_OK
+from platbench.campaign import EXIT_BAD_INPUT, EXIT_OK
 
 
 def sample(platform, value, repeat):
@@ -141,3 +141,32 @@ def test_make_lab_runs_the_smoke_until_decided_within_fifteen_minutes():
     assert "$(if $(PRECISION),--precision $(PRECISION) --max-time $(MAX_TIME) --until precision)" in recipe
     assert "PRECISION ?= 0.03" in makefile and "MAX_TIME ?= 15m" in makefile
     assert decide.parse_duration("15m") == 900 and decide.precision_problem(0.03) is None
+
+
+def test_an_experiment_changed_between_passes_is_refused_before_its_cells_mix(tmp_path, monkeypatch, capsys):
+    asked = []
+
+    def one_pass(args, plan, extravars, lock, kept, out, err):
+        path = tmp_path / "until" / "samples.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        asked.append(plan["repeats"])
+        write_rounds(path, 0, plan["repeats"])
+        kept[0] = False
+        args.settings.append("params.steps=50")  # as if experiments/smoke.yml had been edited during the pass
+        return EXIT_OK
+
+    monkeypatch.setattr(run, "_run", one_pass)
+    assert run.main(args_for(tmp_path, 0.001)) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert asked == [2]
+    assert "until decided: experiments/smoke.yml changed while the campaign ran: cell " in err
+    assert "was planned with other labels (steps: 100 -> 50); another pass would mix cells of both" in err
+    assert "Restore the file and rerun the same command" in err
+
+
+def test_a_cell_planned_alike_but_for_more_rounds_is_unchanged():
+    first = {"cells": [{"id": "bm|r0", "labels": {"steps": "auto"}, "params": {"steps": "auto"}}]}
+    more = {"cells": [*first["cells"], {"id": "bm|r1", "labels": {"steps": "auto"}, "params": {"steps": "auto"}}]}
+    assert run.changed_cell(first, more) is None
+    edited = {"cells": [{"id": "bm|r0", "labels": {"steps": "auto"}, "params": {"steps": "auto", "auto_seconds": 20}}]}
+    assert run.changed_cell(first, edited) == "cell bm|r0 was planned with other params (auto_seconds: (not set) -> 20)"

@@ -159,6 +159,28 @@ def test_varying_params_split_rows_and_match_their_own_bm(tmp_path):
     ]
 
 
+def test_a_param_only_some_cells_carry_splits_their_rows_instead_of_pooling_two_set_ups(tmp_path):
+    # A campaign resumed with params.auto_seconds set where its first rounds left it to the workload's default: one
+    # row of both would mix two set-ups (a 10 s and a 20 s timed part) under one mean.
+    append_samples(
+        tmp_path / "samples.jsonl",
+        [
+            *cell("bm", 0, 100.0, 15.0),
+            *cell("cn", 0, 105.0, 15.0),
+            *cell("bm", 1, 120.0, 25.0, auto_seconds=20),
+            *cell("cn", 1, 132.0, 25.0, auto_seconds=20),
+        ],
+    )
+    rows, keys, _ = report.summarize(report.load_samples(tmp_path), ["throughput"])
+    assert keys[-1] == "auto_seconds"
+    assert [(row["platform"], row["auto_seconds"], row["n"], row["throughput ratio to bm"]) for row in rows] == [
+        ("bm", 20, 1, 1.0),
+        ("bm", None, 1, 1.0),
+        ("cn", 20, 1, pytest.approx(1.1)),
+        ("cn", None, 1, pytest.approx(1.05)),
+    ]
+
+
 def test_table_shows_units_mean_std_ratio_and_na(campaign):
     by_scenario, rows, keys, units = summary(campaign)
     header, lines = report.display_table(rows, keys, ["throughput", "elapsed"], units)
