@@ -70,7 +70,7 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("record_cell needs 'campaign' with 'name' and 'results_dir'")
 
         failure = args.get("failure")
-        output, runtime, observed_error = self._observed(args)
+        output, runtime, observed_error = self._observed(args, self._registered(args, task_vars))
         if failure and not output.strip():
             output = failure_output((failure or {}).get("result") if isinstance(failure, dict) else None)
         output = _tail(output)
@@ -116,8 +116,18 @@ class ActionModule(ActionBase):
             result["warnings"] = [f"cell {cell['id']} failed and is recorded as failed: {shown}"]
         return result
 
+    def _registered(self, args, task_vars):
+        """The registered results the cell's kinds left: ``results`` where the task gives them (a duet pair's side),
+        else each variable of the table the kinds declare (placements.RESULTS; tasks/cell.yml forgets them all before
+        every cell, so that a cell never reads the one before's)."""
+        if args.get("results") is not None or not args.get("plan"):
+            return args.get("results")
+        # Registered and set_fact values are data, never templates: they are taken as they are (templating them
+        # would only cost time, per cell).
+        return {name: task_vars.get(variable) or {} for name, variable in placements.RESULTS.items()}
+
     @staticmethod
-    def _observed(args):
+    def _observed(args, results):
         """The output, runtime and error of the cell: with ``plan``, what its kind maps from the engine's
         registered ``results`` (plugins/plugin_utils/placements/), on top of what the plan asked for;
         without, the ``output`` and ``runtime`` given."""
@@ -125,10 +135,10 @@ class ActionModule(ActionBase):
         runtime = dict(args.get("runtime") or {})
         if not plan:
             return args.get("output") or "", runtime, None
-        if not isinstance(plan, dict) or not isinstance(args.get("results") or {}, dict):
+        if not isinstance(plan, dict) or not isinstance(results or {}, dict):
             raise AnsibleActionFail("record_cell: 'plan' (a cell_plan) and 'results' must be mappings")
         try:
-            observed = placements.observed(plan, args.get("results") or {})
+            observed = placements.observed(plan, results or {})
         except (placements.PlacementError, ValueError) as exc:
             raise AnsibleActionFail(f"record_cell: {exc}") from None
         runtime = {**runtime, **(plan.get("runtime") or {}), **observed.runtime}

@@ -15,6 +15,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as _gpus
 from ansible_collections.platbench.lab.plugins.plugin_utils import identities as _identities
 from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job as _k8s_job
 from ansible_collections.platbench.lab.plugins.plugin_utils import kubernetes_config as _kubernetes
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements as _placements
 from ansible_collections.platbench.lab.plugins.plugin_utils import tool_checks as _tool_checks
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     CellPlanError,
@@ -138,8 +139,8 @@ def platform_roles(labels, kind=None, applied=(), source="platforms"):
         wanted = _registry.check_labels(labels, source)
     except _registry.UnknownPlatform as exc:
         raise AnsibleFilterError(f"{exc}. Fix the list and run again.") from None
-    if kind is not None and kind not in _registry.KINDS:
-        raise AnsibleFilterError(f"platform_roles: unknown kind {kind!r}; known: {', '.join(_registry.KINDS)}")
+    if kind is not None and kind not in _placements.KINDS:
+        raise AnsibleFilterError(f"platform_roles: unknown kind {kind!r}; declared: {', '.join(_placements.KINDS)}")
     roles = [
         role
         for entry in _registry.PLATFORMS

@@ -10,6 +10,8 @@ prefix, so ids are compared in Docker's form. Podman loads the workload image fr
 
 from __future__ import annotations
 
+import json
+
 NAMES = {"docker": "Docker", "podman": "Podman"}
 # What the engine says when asked for its version; a failure means it does not answer.
 VERSION_ARGV = {
@@ -17,6 +19,9 @@ VERSION_ARGV = {
     "podman": ["version", "--format", "{{.Client.Version}}"],
 }
 IMAGE_ID_ARGV = ["image", "inspect", "--format", "{{.Id}}"]
+# The OCI runtimes the engine has registered besides its default, with their arguments (gVisor's runsc, the NVIDIA
+# runtime): Docker's daemon.json "runtimes". Podman's are its containers.conf's; no platform asks Podman for one.
+RUNTIMES_ARGV = {"docker": ["info", "--format", "{{json .Runtimes}}"]}
 # The role that installs each engine, and the one that puts the workload image there.
 ROLES = {
     "docker": ("platbench.lab.docker", "platbench.lab.workload_image"),
@@ -33,14 +38,44 @@ def image_id(text):
 
 
 def probe(run, engine, image):
-    """``{"answers", "version", "image_id"}`` of ``engine`` on this host. ``run(argv)`` runs a command and returns
-    ``(rc, stdout)``, or None when the engine's command is not installed."""
+    """``{"answers", "version", "image_id", "runtimes"}`` of ``engine`` on this host (``runtimes``: name -> its
+    arguments, RUNTIMES_ARGV). ``run(argv)`` runs a command and returns ``(rc, stdout)``, or None when the engine's
+    command is not installed."""
     version = run([engine] + VERSION_ARGV[engine])
     if version is None or version[0] != 0:
-        return {"answers": False, "version": None, "image_id": None}
+        return {"answers": False, "version": None, "image_id": None, "runtimes": {}}
     found = run([engine] + IMAGE_ID_ARGV + [image])
+    listed = run([engine] + RUNTIMES_ARGV[engine]) if engine in RUNTIMES_ARGV else None
     return {
         "answers": True,
         "version": version[1].strip() or None,
         "image_id": image_id(found[1]) if found and found[0] == 0 else None,
+        "runtimes": runtimes(listed[1]) if listed and listed[0] == 0 else {},
     }
+
+
+def runtimes(text):
+    """The engine's registered runtimes as name -> list of arguments, from its JSON listing (``docker info``'s
+    ``Runtimes``: ``{"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace"]}}``)."""
+    try:
+        listed = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(listed, dict):
+        return {}
+    found = {}
+    for name, entry in listed.items():
+        entry = entry if isinstance(entry, dict) else {}
+        found[name] = [str(arg) for arg in entry.get("runtimeArgs") or entry.get("args") or []]
+    return found
+
+
+def runtime_option(args, option, default=None):
+    """The value of ``--option=VALUE`` (or ``--option VALUE``) among a runtime's arguments, or ``default``."""
+    args = list(args or [])
+    for index, arg in enumerate(args):
+        if arg.startswith(f"--{option}="):
+            return arg.split("=", 1)[1]
+        if arg == f"--{option}" and index + 1 < len(args):
+            return args[index + 1]
+    return default

@@ -16,6 +16,7 @@ from collections import namedtuple
 #   venv                  the bare-metal workload environment (<prefix>/venv/bin/python)
 #   engine                the platform's container engine (its `engine`) answering on the host
 #   image                 the current workload image in that engine (Podman: the same image id as Docker's)
+#   runtime               the platform's OCI runtime (its `runtime`) registered with its engine
 #   hypervisor            KVM or at least QEMU (TCG) on the host; without it the platform is skipped
 #   libvirt               libvirtd answering
 #   guest_image           the guest image description (platbench.lab.guest_image)
@@ -31,6 +32,7 @@ REQUIREMENTS = (
     "venv",
     "engine",
     "image",
+    "runtime",
     "hypervisor",
     "libvirt",
     "guest_image",
@@ -42,42 +44,16 @@ REQUIREMENTS = (
     "openstack_instance",
     "firecracker",
 )
-# Kinds of placement: how a cell's workload is put on its platform. Each kind is code written once:
-# plugins/plugin_utils/placements/<kind>.py plans its section of the cell plan and maps what its engine
-# reported into the sample's runtime; roles/platform_run/tasks/<kind>.yml executes it.
-#   process         a process on the runner host (or, inside a guest or an instance, on that machine)
-#   container       a container run by a container engine (ENGINES)
-#   guest           a throwaway libvirt guest of the runner host, the workload inside it as an ``inner`` kind
-#   k8s_job         a Kubernetes Job
-#   cloud_instance  an instance the campaign provisioned from a cloud, the workload on it as an ``inner`` kind
-#   micro_vm        a throwaway Firecracker micro-VM per cell, jailed, the workload inside it as an ``inner`` kind
-KINDS = ("process", "container", "guest", "k8s_job", "cloud_instance", "micro_vm")
-# What may run inside the kinds that hold another.
-INNER_KINDS = {"guest": ("process", "container"), "cloud_instance": ("process", "k8s_job"), "micro_vm": ("process",)}
-# Each kind's teardown: the task files of playbooks/tasks/teardown/ that remove what a cell of the kind leaves when a
-# run stops in its middle (playbooks/teardown.yml runs them; plugins/plugin_utils/teardown.py checks that it runs
-# every one, and tests/unit/test_teardown.py that no kind lacks one). What a kind holds goes with it.
-#   process         its workload processes; an idle_cores fence (`fence`)
-#   container       its containers and their networks; a fence
-#   guest           its libvirt guests; their data disks left half-made (`data_disks`)
-#   k8s_job         its Jobs and Services
-#   cloud_instance  what the campaign created on the cloud
-#   micro_vm        its Firecracker processes, jails, cgroups and taps; a fence; its data disks left half-made
-TEARDOWN = {
-    "process": ("process", "fence"),
-    "container": ("container", "fence"),
-    "guest": ("guest", "data_disks"),
-    "k8s_job": ("k8s_job",),
-    "cloud_instance": ("cloud_instance",),
-    "micro_vm": ("micro_vm", "fence", "data_disks"),
-}
-# What a cell of several instances adds, whatever its kind (placements/instances*.py): the pid files of ranks started
-# from another runner, the cell's network path.
-INSTANCES_TEARDOWN = ("instances",)
+# The kinds of placement (how a cell's workload is put on its platform) are declared, each once, by its module
+# plugins/plugin_utils/placements/<kind>.py (KIND = Kind(...): its plan, results, task files, teardown and
+# capabilities); that package refuses a platform here whose kind no module declares.
 # How a process kind starts the workload: the workload environment's python, or `apptainer exec` of the SIF.
 LAUNCHERS = ("venv", "apptainer")
 # The container engines of the container kind.
 ENGINES = ("docker", "podman")
+# The OCI runtimes a container platform may ask its engine for, besides the engine's default (runc):
+#   runsc   gVisor: a user-space kernel between the workload and the host (platbench.lab.docker registers it)
+RUNTIMES = ("runsc",)
 # What a `gpu` cell's workload sees of its GPUs:
 #   host        the host's GPUs, numbered as the host's driver numbers them, checked by their host bus ids
 #   own         only its own, numbered from 0, checked by their host bus ids
@@ -100,10 +76,11 @@ _FIELDS = (
     "label",  # the `platform` label of cells and samples
     "description",  # what it is, one line
     "roles",  # the roles that build it, in order
-    "kind",  # KINDS: how a cell is placed on it
-    "inner",  # guest, cloud_instance: the kind the workload runs as inside (INNER_KINDS); else None
+    "kind",  # how a cell is placed on it: a kind declared in plugins/plugin_utils/placements/
+    "inner",  # a kind that holds another (a guest, an instance): the kind the workload runs as inside; else None
     "launcher",  # a process (outer or inner): LAUNCHERS; else None
     "engine",  # a container (outer or inner): ENGINES; else None
+    "runtime",  # a container: RUNTIMES, the OCI runtime its engine runs it with; None for the engine's default
     "gpu_view",  # GPU_VIEWS: what a `gpu` cell's workload sees of its GPUs
     "pinning",  # PINNINGS: how `pin` gives the scenario its CPUs
     "peer",  # PEERS: where micro_net's peer runs, or None (the platform cannot host one)
@@ -177,7 +154,7 @@ NOT_BUILT = "not built by this release of platbench"
 
 
 def _entry(label, description, roles, kind, **fields):
-    defaults = {"inner": None, "launcher": None, "engine": None, "peer": None, "instance": None}
+    defaults = {"inner": None, "launcher": None, "engine": None, "runtime": None, "peer": None, "instance": None}
     defaults.update(baseline=False, unbuilt=None)
     return Platform(label=label, description=description, roles=tuple(roles), kind=kind, **{**defaults, **fields})
 
@@ -224,6 +201,20 @@ PLATFORMS = (
         cpu_pinning="cpuset-cpus",
         cpu_vanilla="--cpus quota",
         gpu_handover="CDI nvidia.com/gpu",
+    ),
+    _entry(
+        "gv",
+        "a Docker container sandboxed by gVisor (runsc): its system calls served by a user-space kernel",
+        ("platbench.lab.docker", "platbench.lab.workload_image"),
+        "container",
+        engine="docker",
+        runtime="runsc",
+        gpu_view="none",
+        pinning="cpuset",
+        requires=("engine", "image", "runtime"),
+        cpu_pinning="cpuset-cpus (the sandbox's cgroup)",
+        cpu_vanilla="--cpus quota",
+        gpu_handover="none (Debian 12's runsc has no nvproxy)",
     ),
     _entry(
         "vm",
@@ -415,26 +406,27 @@ def as_dict(platform):
 
 
 def entry_problems(platform):
-    """What is wrong with one registry entry (typed fields out of their sets, a kind without what it needs)."""
+    """What is wrong with one registry entry (typed fields out of their sets, a kind without what it needs); its kind
+    and inner kind are checked against their declarations by plugins/plugin_utils/placements (registry_problems)."""
     problems = []
     enums = {
-        "kind": KINDS,
         "gpu_view": GPU_VIEWS,
         "pinning": PINNINGS,
         "peer": PEERS + (None,),
         "launcher": LAUNCHERS + (None,),
         "engine": ENGINES + (None,),
+        "runtime": RUNTIMES + (None,),
         "instance": INSTANCES + (None,),
     }
     for field, allowed in enums.items():
         if getattr(platform, field) not in allowed:
             problems.append(f"{field} {getattr(platform, field)!r} is not one of {allowed}")
-    if platform.inner not in INNER_KINDS.get(platform.kind, (None,)):
-        problems.append(f"a {platform.kind} holds {INNER_KINDS.get(platform.kind, 'nothing')}, not {platform.inner!r}")
     if (platform.launcher is None) == (platform.workload_kind == "process"):
         problems.append("a launcher is set exactly when the workload runs as a process")
     if (platform.engine is None) == (platform.workload_kind == "container"):
         problems.append("an engine is set exactly when the workload runs in a container")
+    if platform.runtime is not None and (platform.engine != "docker" or "runtime" not in platform.requires):
+        problems.append("a runtime is set only for a Docker container, which then requires it")
     if (platform.instance is None) == platform.remote:
         problems.append("an instance is set exactly for the cloud_instance kind")
     unknown = set(platform.requires) - set(REQUIREMENTS)

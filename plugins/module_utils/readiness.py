@@ -113,6 +113,8 @@ def requirement_problem(requirement, host, label=None):
             return f"no workload environment at {host['prefix']}/venv: run site.yml (role platbench.lab.workload_env)"
     elif requirement in ("engine", "image"):
         return _engine_problem(requirement, platforms.get(label).engine, host)
+    elif requirement == "runtime":
+        return _runtime_problem(platforms.get(label), host)
     elif requirement == "hypervisor":
         if not facts.get("vm_accelerator"):
             return "neither KVM nor QEMU on this host: run site.yml (role platbench.lab.kvm_host)"
@@ -139,6 +141,18 @@ def requirement_problem(requirement, host, label=None):
     else:
         raise ValueError(f"unknown requirement {requirement!r}; known: {', '.join(platforms.REQUIREMENTS)}")
     return None
+
+
+def _runtime_problem(platform, host):
+    """The platform's OCI runtime is not registered with its engine."""
+    found = host["engines"].get(platform.engine) or {}
+    if platform.runtime in (found.get("runtimes") or {}):
+        return None
+    name, role = engines.NAMES[platform.engine], engines.ROLES[platform.engine][0]
+    return (
+        f"{name} has no {platform.runtime} runtime (its runtimes: {', '.join(found.get('runtimes') or {}) or 'none'}): "
+        f"run site.yml with {platform.label} in platbench_platforms (role {role} installs and registers it)"
+    )
 
 
 def _engine_problem(requirement, engine, host):

@@ -49,12 +49,13 @@ options:
     version_added: "0.9.0"
   results:
     description:
-      - What the kind's placement task file registered, by name - C(process), C(container), C(guest) (C(vm_guest)),
-        C(vcpus), C(k8s_job), C(k8s_pods), C(k8s_log), C(instance), C(instances), C(path), C(k8s_instances),
-        C(guests) (each guest's C(vm_guest) of a cell with a guest per instance, by name); empty for those it did not
-        run.
+      - What the kind's placement task file registered, by result name - C(process), C(container), C(guest)
+        (C(vm_guest)), C(vcpus), C(k8s_job), C(k8s_pods), C(k8s_log), C(instance), C(instances), C(path),
+        C(k8s_instances), C(guests) (each guest's C(vm_guest) of a cell with a guest per instance, by name); empty for
+        those it did not run.
+      - Omitted, each result is read from the variable its kind declares it in (C(results) of the kind's declaration,
+        C(plugins/plugin_utils/placements/<kind>.py)).
     type: dict
-    default: {}
     version_added: "0.9.0"
   output:
     description:

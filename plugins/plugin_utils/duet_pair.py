@@ -4,12 +4,13 @@
 for platbench.lab.duet_run (a process's shell line, or a created container), and what each side's record gets
 from the pair's run, in the shape of its kind's own task result (placements/process.py and container.py read them).
 
-Only the kinds schedule.DUET_KINDS pairs get here: a process on the runner host, a container of its engine.
+Only the kinds that declare ``duet`` (placements.DUET) get here: a process on the runner host, a container of its
+engine.
 """
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import schedule
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 
 
 class DuetPlanError(Exception):
@@ -29,7 +30,7 @@ def sides(plans):
         else:
             raise DuetPlanError(
                 f"cell {plan.get('cell')}: only a process's or a container's cells run as a duet pair "
-                f"({', '.join(schedule.DUET_KINDS)}), not this one's placement {plan.get('placement')!r}"
+                f"({', '.join(placements.DUET)}), not this one's placement {plan.get('placement')!r}"
             )
         entries.append({"cell": plan.get("cell"), "kind": kind, "run": run, "plan": plan})
     return entries

@@ -14,13 +14,13 @@ does ``pin`` on a host that keeps cores from pinned cells (``platbench_reserved_
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 
 NONE = "none"
-# The kinds whose placement runs on the runner host itself, so that the fence confines their neighbours. A
-# Firecracker micro-VM is one: its VMM and vCPU threads are processes of the runner in the jailer's cgroup.
-FENCED_KINDS = ("process", "container", "micro_vm")
-# The kinds that run the workload in a guest of the runner, whose emulator threads share its cores.
-EMULATOR_KINDS = ("guest",)
+# The kinds whose placement runs on the runner host itself, so that the fence confines their neighbours, declare
+# `fenced` (a Firecracker micro-VM is one: its VMM and vCPU threads are processes of the runner in the jailer's
+# cgroup); those that run the workload in a guest of the runner, whose emulator threads share its cores, `emulator`
+# (placements/<kind>.py).
 
 
 class IdleCoresError(ValueError):
@@ -49,8 +49,9 @@ def cell_problems(cell, facts, reserved_cpus, where):
     labels = cell["labels"]
     cores = _host_cores(facts)
     platform = platforms.get(labels["platform"], where)
-    if platform.remote or platform.kind not in FENCED_KINDS + EMULATOR_KINDS:
-        supported = [p.label for p in platforms.PLATFORMS if not p.remote and p.kind in FENCED_KINDS + EMULATOR_KINDS]
+    fenced_or_emulated = placements.FENCED + placements.EMULATOR
+    if platform.remote or platform.kind not in fenced_or_emulated:
+        supported = [p.label for p in platforms.PLATFORMS if not p.remote and p.kind in fenced_or_emulated]
         problems.append(
             f"{where}: idle_cores: none is not available on {platform.label} (its {platform.kind} kind does not run "
             f"on the runner's own cores); it applies to {', '.join(supported)}: drop {platform.label} or idle_cores"
@@ -92,6 +93,6 @@ def plan(platform, cell, facts, reserved_cpus, where):
     if problems:
         raise IdleCoresError(" ".join(problems))
     cores = _host_cores(facts)
-    if platform.kind in EMULATOR_KINDS:
+    if platform.kind in placements.EMULATOR:
         return None, cores, {"idle_cores": NONE}
     return {"cpus": ",".join(map(str, cores))}, None, {"idle_cores": NONE}

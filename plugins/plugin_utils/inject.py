@@ -31,12 +31,13 @@ settings.
 
 from __future__ import annotations
 
-LABEL = "inject"
+from ansible_collections.platbench.lab.plugins.plugin_utils import cell_labels
+
+LABEL = cell_labels.INJECT
 NONE = "none"
 KNOBS = ("cpu_quota", "discard", "spin")
-# The kinds whose cells take a quota: a process (a cgroup platbench makes around it) and a container (the engine's
-# CPU quota). A guest's vCPUs, a micro-VM, a pod and a cloud instance are refused: none of them is built yet.
-KINDS = ("process", "container")
+# The kinds whose cells take a quota declare `takes_quota` (placements/<kind>.py): a process (a cgroup platbench makes
+# around it) and a container (the engine's CPU quota). A guest's vCPUs, a micro-VM, a pod and a cloud instance do not.
 # The workloads that discard or spin after timed steps (workloads/cnn_train/training.py): their timed part is a loop
 # of steps. The micro-benchmarks time one tool's run, loadgen times queries: there is no step to leave out or lengthen.
 STEP_WORKLOADS = ("cnn_train",)
@@ -113,12 +114,13 @@ def workload_problems(value, workload):
     ]
 
 
-def platform_problems(value, kinds):
-    """``inject: {cpu_quota: Q}`` on platforms that cannot take a quota: ``kinds`` maps each platform label of the
-    experiment to its kind (module_utils/platforms.py). Every kind takes a discard or a spin (the workload's own)."""
+def platform_problems(value, takes_quota):
+    """``inject: {cpu_quota: Q}`` on platforms that cannot take a quota: ``takes_quota`` maps each platform label of
+    the experiment to whether its kind takes one (placements.TAKES_QUOTA). Every kind takes a discard or a spin (the
+    workload's own)."""
     if not any("cpu_quota" in parse(label) for label in labels(value)):
         return []
-    refused = [label for label, kind in kinds.items() if kind not in KINDS]
+    refused = [label for label, takes in takes_quota.items() if not takes]
     if not refused:
         return []
     return [

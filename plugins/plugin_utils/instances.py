@@ -38,6 +38,7 @@ import json
 import shlex
 
 from ansible_collections.platbench.lab.plugins.module_utils import network_path, platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import cell_labels
 
 MODES_WITH_INSTANCES = ("distributed", "shared")
 NETWORK_PATHS = (*network_path.PATHS, network_path.HOST_PATH)
@@ -51,11 +52,8 @@ DEFAULT_BACKGROUND = {"workload": "cnn_train", "params": {"model": "alexnet", "b
 DEFAULT_SETTLE_SECONDS = 10  # the background's model is built and training before the foreground starts
 BACKGROUND_STEPS = 1_000_000
 # The labels a record of an instance carries (workloads take them through --labels-json).
-ROLE_LABEL, INDEX_LABEL, SHARE_LABEL = "instance_role", "instance_index", "share"
+ROLE_LABEL, INDEX_LABEL, SHARE_LABEL = cell_labels.INSTANCE_ROLE, cell_labels.INSTANCE_INDEX, cell_labels.SHARE
 ALONE, SHARED = "alone", "shared"
-# The platforms whose instances the supervisor runs here: processes on the runner host and its containers (a guest
-# platform's run in a guest each, placements/instances_guest.py).
-SUPERVISED_KINDS = ("process", "container")
 
 
 class InstancesError(ValueError):

@@ -19,7 +19,14 @@ import re
 
 import yaml
 from ansible_collections.platbench.lab.plugins.module_utils import platforms, workload_needs
-from ansible_collections.platbench.lab.plugins.plugin_utils import inject, instances, schedule, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils import (
+    cell_labels,
+    inject,
+    instances,
+    placements,
+    schedule,
+    sizing,
+)
 
 CPU_CONFIGS = ("pin", "vnl")
 PROCESSORS = ("cpu", "gpu")
@@ -55,35 +62,8 @@ OPTIONAL_FIELDS = {
     "inject": None,
 }
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
-# Labels every cell carries; a workload parameter may not shadow them. `host` (the inventory
-# host that measured the cell) is added when the cell is planned for a host.
-CELL_LABELS = (
-    "experiment",
-    "platform",
-    "scaleup",
-    "cpu_config",
-    "processor",
-    "mode",
-    "repeat",
-    "scenario",
-    "workload",
-    "cell",
-    "campaign",
-    "emulated",
-    "host",
-    "network",
-    "background",
-    "storage",
-    "idle_cores",
-    schedule.LABEL,
-    inject.LABEL,
-    sizing.REQUESTED_LABEL,
-    sizing.CHR_LABEL,
-    sizing.NUMA_LABEL,
-    instances.ROLE_LABEL,
-    instances.INDEX_LABEL,
-    instances.SHARE_LABEL,
-)
+# Labels every cell carries (cell_labels.py); a workload parameter may not shadow them.
+CELL_LABELS = cell_labels.CELL_LABELS
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 _EXPERIMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _SCALARS = (str, int, float, bool)
@@ -507,8 +487,12 @@ def validate_experiment(data, source="experiment", expected_name=None):
     inject_problems = inject.problems(experiment["inject"])
     problems.extend(inject_problems)
     if "platforms" in experiment and not inject_problems:
-        kinds = {label: platforms.get(label).kind for label in experiment["platforms"] if label in platforms.LABELS}
-        problems.extend(inject.platform_problems(experiment["inject"], kinds))
+        takes_quota = {
+            label: platforms.get(label).kind in placements.TAKES_QUOTA
+            for label in experiment["platforms"]
+            if label in platforms.LABELS
+        }
+        problems.extend(inject.platform_problems(experiment["inject"], takes_quota))
     if "workload" in experiment and not inject_problems:
         for workload in workloads_of(experiment):
             problems.extend(inject.workload_problems(experiment["inject"], workload))

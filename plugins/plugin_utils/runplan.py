@@ -9,7 +9,14 @@ filters by ``roles/platform_run/tasks/precheck.yml``.
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout, idle_cores, instances, schedule, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils import (
+    cell_timeout,
+    idle_cores,
+    instances,
+    placements,
+    schedule,
+    sizing,
+)
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, duet_cpus
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
@@ -116,7 +123,7 @@ def plan_problems(
     # idle_cores: none: every core to the instance, none kept back (plugins/plugin_utils/idle_cores.py).
     problems.extend(idle_cores.plan_problems(name, local, facts, reserved_cpus, host))
     # A Kubernetes platform's pods only talk over the cluster's CNI (placements/instances_k8s.py).
-    problems.extend(instances_k8s.network_problems(name, cells))
+    problems.extend(instances_k8s.network_problems(name, cells, placements.instance_platforms("pods")))
     # Ranks spread over several runner hosts (placements/instances_hosts.py).
     problems.extend(instances_hosts.plan_problems(name, cells, runners, host))
     problems.extend(_node_problems(name, cells, status, skipped))

@@ -30,12 +30,12 @@ import random
 import zlib
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import inject, peer
+from ansible_collections.platbench.lab.plugins.plugin_utils import cell_labels, inject, peer, placements
 
 SCHEDULES = ("rounds", "sequential", "duet")
 DEFAULT = "rounds"
 # The label every cell carries: the report pairs the cells of a rounds campaign by round.
-LABEL = "schedule"
+LABEL = cell_labels.SCHEDULE
 SEED_FIELD = "schedule_seed"
 _SEED_LIMIT = 2**31
 # The labels of a duet pair's cells (run labels: never a row of the report of their own).
@@ -44,8 +44,8 @@ DUET_SIDE = "duet_side"
 DUET_PARTNER = "duet_partner"
 DUET_ROLE = "duet_role"  # lead (the cell compared) or partner (its baseline's copy)
 DUET_LABELS = (DUET_PAIR, DUET_SIDE, DUET_PARTNER, DUET_ROLE)
-# The kinds whose cells can run beside another on CPUs of their own: a process and a container on the runner host.
-DUET_KINDS = ("process", "container")
+# The kinds whose cells can run beside another on CPUs of their own (a process and a container on the runner host)
+# declare `duet` (placements/<kind>.py: placements.DUET).
 
 
 def problems(schedule, seed):
@@ -113,7 +113,7 @@ def alone_reason(cell):
     labels = cell["labels"]
     platform = labels["platform"]
     kind = platforms.get(platform).kind if platform in platforms.LABELS else None
-    if kind not in DUET_KINDS:
+    if kind not in placements.DUET:
         return f"{platform} is a {kind or 'unknown'} platform; only a process's or a container's cells run in pairs"
     if labels.get("cpu_config") != "pin":
         return "its cores are not pinned (cpu_config vnl): a pair needs disjoint CPU sets"

@@ -24,13 +24,13 @@ from __future__ import annotations
 import re
 
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances
+from ansible_collections.platbench.lab.plugins.plugin_utils import cell_labels, instances
 
 ALL, HALF = "all", "half"
 _ALL_BUT = re.compile(r"^all-but-([1-9][0-9]*)$")
-REQUESTED_LABEL = "scaleup_requested"
-CHR_LABEL = "chr"
-NUMA_LABEL = "numa_nodes"
+REQUESTED_LABEL = cell_labels.SCALEUP_REQUESTED
+CHR_LABEL = cell_labels.CHR
+NUMA_LABEL = cell_labels.NUMA_NODES
 CHR_DIGITS = 3
 NUMA_INTENTS = ("spill",)
 FORMS = "a positive integer, all, half or all-but-N (N >= 1)"

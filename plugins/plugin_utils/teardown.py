@@ -1,8 +1,8 @@
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
-"""Teardown per kind: every kind of the registry declares the task files of ``playbooks/tasks/teardown/`` that remove
-what a stopped cell of it leaves (``platforms.TEARDOWN``; a cell of several instances adds
-``platforms.INSTANCES_TEARDOWN``), and ``playbooks/teardown.yml`` imports each of them. ``problems`` says where the
+"""Teardown per kind: every declared kind names the task files of ``playbooks/tasks/teardown/`` that remove what a
+stopped cell of it leaves (its declaration's ``teardown``, placements/<kind>.py; a cell of several instances adds
+``placements.INSTANCES_TEARDOWN``), and ``playbooks/teardown.yml`` imports each of them. ``problems`` says where the
 two part: a kind without a teardown, a file declared but missing or never run, a task file no kind declares, a kind
 whose behaviour leaves a fence or a data disk without that part. tests/unit/test_teardown.py holds it to none.
 """
@@ -13,7 +13,7 @@ import os
 
 import yaml
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import idle_cores
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 
 PLAYBOOK = os.path.join("playbooks", "teardown.yml")
 TASKS_DIR = os.path.join("playbooks", "tasks", "teardown")
@@ -25,7 +25,7 @@ DATA_DISKS = "data_disks"
 
 def imported(playbook):
     """What each play of the teardown playbook at ``playbook`` runs: a list of (play name, hosts, [task file name])
-    in order, each file named as ``platforms.TEARDOWN`` names it (its name in TASKS_DIR, without .yml)."""
+    in order, each file named as a kind's ``teardown`` names it (its name in TASKS_DIR, without .yml)."""
     with open(playbook, encoding="utf-8") as stream:
         plays = yaml.safe_load(stream) or []
     found = []
@@ -46,10 +46,10 @@ def imported(playbook):
 
 def problems(repo, teardown=None, kinds=None, instances=None):
     """Where ``repo``'s teardown playbook and its kinds' declared teardowns part, each naming what to change.
-    ``teardown`` (kind to its files), ``kinds`` and ``instances``: the registry's, unless given (the tests)."""
-    teardown = platforms.TEARDOWN if teardown is None else teardown
-    kinds = platforms.KINDS if kinds is None else kinds
-    instances = platforms.INSTANCES_TEARDOWN if instances is None else instances
+    ``teardown`` (kind to its files), ``kinds`` and ``instances``: the declared ones, unless given (the tests)."""
+    teardown = placements.TEARDOWN if teardown is None else teardown
+    kinds = tuple(placements.KINDS) if kinds is None else kinds
+    instances = placements.INSTANCES_TEARDOWN if instances is None else instances
     plays = imported(os.path.join(repo, PLAYBOOK))
     run = {name for _, _, files in plays for name in files}
     found = []
@@ -57,10 +57,10 @@ def problems(repo, teardown=None, kinds=None, instances=None):
         if not teardown.get(kind):
             found.append(
                 f"kind {kind} declares no teardown: name the task files of {TASKS_DIR}/ that remove what a stopped "
-                f"cell of it leaves in platforms.TEARDOWN, and import them in {PLAYBOOK}"
+                f"cell of it leaves in its declaration's teardown, and import them in {PLAYBOOK}"
             )
     if not instances:
-        found.append("a cell of several instances declares no teardown (platforms.INSTANCES_TEARDOWN)")
+        found.append("a cell of several instances declares no teardown (placements.INSTANCES_TEARDOWN)")
     declared = {name for kind in kinds for name in teardown.get(kind) or ()} | set(instances)
     for name in sorted(declared):
         if not os.path.isfile(os.path.join(repo, TASKS_DIR, f"{name}.yml")):
@@ -72,20 +72,23 @@ def problems(repo, teardown=None, kinds=None, instances=None):
     )
     for name in on_disk:
         if name not in declared:
-            found.append(f"{TASKS_DIR}/{name}.yml is no kind's teardown: declare it in platforms.TEARDOWN or remove it")
+            found.append(
+                f"{TASKS_DIR}/{name}.yml is no kind's teardown: declare it in a kind's teardown "
+                "(placements/<kind>.py) or remove it"
+            )
     # What the kinds' behaviour implies they leave: a fence where the idle_cores fence confines their neighbours,
     # data disks where the workload reads the host's data from a disk.
     for kind in kinds:
         files = tuple(teardown.get(kind) or ())
-        if kind in idle_cores.FENCED_KINDS and files and FENCE not in files:
+        if kind in placements.FENCED and files and FENCE not in files:
             found.append(
-                f"kind {kind} runs behind an idle_cores fence (idle_cores.FENCED_KINDS) but its teardown "
-                f"has no {FENCE}: add it to platforms.TEARDOWN[{kind!r}]"
+                f"kind {kind} runs behind an idle_cores fence (it declares fenced) but its teardown "
+                f"has no {FENCE}: add it to the teardown of placements/{kind}.py"
             )
         disk = any(platform.data_view == "disk" for platform in platforms.PLATFORMS if platform.kind == kind)
         if disk and files and DATA_DISKS not in files:
             found.append(
                 f"kind {kind} reads the host's data from a data disk but its teardown has no {DATA_DISKS}: "
-                f"add it to platforms.TEARDOWN[{kind!r}]"
+                f"add it to the teardown of placements/{kind}.py"
             )
     return found

@@ -44,8 +44,9 @@ def test_a_badly_typed_entry_is_named():
     problems = platforms.entry_problems(platforms.BY_LABEL["vmcn"]._replace(engine=None, gpu_view="renumbered"))
     assert "platform vmcn: gpu_view 'renumbered' is not one of" in problems[0]
     assert "platform vmcn: an engine is set exactly when the workload runs in a container" in problems
-    problems = platforms.entry_problems(platforms.BY_LABEL["vm"]._replace(inner="k8s_job", launcher=None))
-    assert problems == ["platform vm: a guest holds ('process', 'container'), not 'k8s_job'"]
+    # The kind and its inner kind are the declarations' to check (placements.registry_problems).
+    entry = platforms.BY_LABEL["vm"]._replace(inner="k8s_job", launcher=None)
+    assert placements.registry_problems([entry]) == ["platform vm: a guest holds process or container, not 'k8s_job'"]
 
 
 @pytest.mark.parametrize("platform", BUILT, ids=lambda p: p.label)
@@ -57,16 +58,16 @@ def test_every_built_platform_has_its_roles_and_its_kind(platform):
 
 
 def test_every_kind_has_its_module_task_file_and_argument_spec():
-    assert set(placements.KINDS) == set(platforms.KINDS)
-    for kind in platforms.KINDS:
-        assert (ROLE / "tasks" / f"{kind}.yml").is_file(), kind
+    assert set(placements.KINDS) >= {platform.kind for platform in platforms.PLATFORMS}
+    for kind in placements.KINDS:
+        assert (ROLE / "tasks" / placements.KINDS[kind].task_file).is_file(), kind
         plan = SPECS[kind]["options"]["platform_run_cell_plan"]
         assert plan["type"] == "dict" and plan["required"] is True
         assert set(plan["options"]) >= {"cell", "kind", "placement", "argv", "env", "cpuset", "gpus", "runtime"}
     # Entry points: the role's own (main, capabilities), one per kind, and the instances placements that run a cell's
     # several instances of a kind (plugins/plugin_utils/placements/instances.py; pods: instances_k8s.py; a guest each:
     # instances_guest.py), no more.
-    assert set(SPECS) == {"main", "capabilities", "instances", "k8s_instances", "guest_instances", *platforms.KINDS}
+    assert set(SPECS) == {"main", "capabilities", "instances", "k8s_instances", "guest_instances", *placements.KINDS}
     assert (ROLE / "tasks" / "instances.yml").is_file() and (ROLE / "tasks" / "k8s_instances.yml").is_file()
     assert (ROLE / "tasks" / "guest_instances.yml").is_file()
 
@@ -243,7 +244,7 @@ def test_unknown_labels_are_named_with_the_known_ones():
     with pytest.raises(
         platforms.UnknownPlatform,
         match=r"platbench_platforms: unknown platform\(s\) 'docker'; "
-        r"known: bm, cn, pd, vm, vmcn, vmsg, mvm, sg",
+        r"known: bm, cn, pd, gv, vm, vmcn, vmsg, mvm, sg",
     ):
         platforms.check_labels(["bm", "docker"], "platbench_platforms")
     with pytest.raises(platforms.UnknownPlatform, match="must be a list"):

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, firecracker, platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import cellplan, idle_cores, teardown
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, firecracker
+from ansible_collections.platbench.lab.plugins.plugin_utils import cellplan, placements, teardown
 
 from tests import skips
 
@@ -32,7 +32,7 @@ MICRO_VM_TASK = "Stop the micro-VMs that cells left, and remove their jails, cgr
 
 
 def test_every_kind_of_the_registry_declares_a_teardown_that_teardown_yml_runs():
-    assert set(platforms.TEARDOWN) == set(platforms.KINDS)
+    assert set(placements.TEARDOWN) == set(placements.KINDS)
     assert teardown.problems(str(REPO)) == []
     plays = {}
     for _, hosts, files in teardown.imported(str(REPO / teardown.PLAYBOOK)):
@@ -40,8 +40,8 @@ def test_every_kind_of_the_registry_declares_a_teardown_that_teardown_yml_runs()
     # The micro-VM part runs where micro-VMs run, with the fence and data disks such a cell may leave.
     assert plays["platbench_mvm_hosts"] == ["micro_vm", "fence", "data_disks"]
     assert plays["platbench_runners"] == ["process", "fence", "instances", "k8s_job"]
-    # The kinds the fence confines, and those that read a data disk, are the registry's, not a second list.
-    assert {kind for kind, files in platforms.TEARDOWN.items() if "fence" in files} == set(idle_cores.FENCED_KINDS)
+    # The kinds the fence confines, and those that read a data disk, are the declarations', not a second list.
+    assert {kind for kind, files in placements.TEARDOWN.items() if "fence" in files} == set(placements.FENCED)
     # The cells' micro-VM ids are their guest names: what cleanup_all takes for a cell's is what cells are named.
     assert firecracker.CELL_VM_ID.match(cellplan.NAME_PREFIX + "0123456789ab")
 
@@ -57,11 +57,12 @@ def tree(tmp_path):
 
 
 def test_the_check_names_a_kind_without_a_teardown_and_a_teardown_never_run(tree):
-    without = {kind: files for kind, files in platforms.TEARDOWN.items() if kind != "micro_vm"}
+    without = {kind: files for kind, files in placements.TEARDOWN.items() if kind != "micro_vm"}
     assert teardown.problems(str(tree), teardown=without) == [
         f"kind micro_vm declares no teardown: name the task files of {teardown.TASKS_DIR}/ that remove what a "
-        f"stopped cell of it leaves in platforms.TEARDOWN, and import them in {teardown.PLAYBOOK}",
-        f"{teardown.TASKS_DIR}/micro_vm.yml is no kind's teardown: declare it in platforms.TEARDOWN or remove it",
+        f"stopped cell of it leaves in its declaration's teardown, and import them in {teardown.PLAYBOOK}",
+        f"{teardown.TASKS_DIR}/micro_vm.yml is no kind's teardown: declare it in a kind's teardown "
+        "(placements/<kind>.py) or remove it",
     ]
     # teardown.yml without its micro-VM play: the kind's own file is never run.
     playbook = tree / teardown.PLAYBOOK
@@ -71,7 +72,7 @@ def test_the_check_names_a_kind_without_a_teardown_and_a_teardown_never_run(tree
         f"teardown micro_vm ({teardown.TASKS_DIR}/micro_vm.yml) is declared but {teardown.PLAYBOOK} never imports it"
     ]
     # A declared file that does not exist; a fenced kind without the fence; a disk-reading kind without data disks.
-    broken = {**platforms.TEARDOWN, "process": ("process",), "guest": ("guest", "snapshots")}
+    broken = {**placements.TEARDOWN, "process": ("process",), "guest": ("guest", "snapshots")}
     found = teardown.problems(str(REPO), teardown=broken)
     assert f"teardown snapshots is declared but {teardown.TASKS_DIR}/snapshots.yml does not exist: write it" in found
     assert any(line.startswith("kind process runs behind an idle_cores fence") for line in found), found

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import k8s_job, process
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind
 
 INNER = {"process": process, "k8s_job": k8s_job}
 
@@ -54,3 +55,15 @@ def observed(plan, results):
             openstack_flavor=instance.get("platbench_openstack_flavor"), openstack_address=instance.get("ansible_host")
         )
     return inner
+
+
+KIND = Kind(
+    name="cloud_instance",
+    summary="an instance the campaign provisioned from a cloud, the workload on it as its inner kind",
+    plan=plan,
+    observed=observed,
+    task_file="cloud_instance.yml",
+    results={"instance": "platform_run_instance"},
+    teardown=("cloud_instance",),
+    inner=tuple(INNER),
+)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
@@ -19,6 +20,77 @@ GUEST_PREFIX = "/opt/platbench"
 
 class PlacementError(ValueError):
     """A cell cannot be placed as asked; the message says why and what to change."""
+
+
+class KindError(ValueError):
+    """A kind's declaration, or a platform's use of a kind, is wrong; the message names the kind and the part."""
+
+
+# How a kind's cells of several instances are placed (placements/__init__.py picks the placement):
+#   supervised  processes and containers of the runner host, run by platbench.lab.run_instances
+#   guests      a guest each, on a bridge of the runner host (placements/instances_guest.py)
+#   pods        pods of the runner's cluster (placements/instances_k8s.py)
+#   None        not placed: a cell of several instances of the kind is refused
+INSTANCE_PLACEMENTS = ("supervised", "guests", "pods", None)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of placement, declared once in its module (``KIND = Kind(...)`` in placements/<kind>.py): every table
+    of the kinds (placements/__init__.py) is built from these declarations, and nothing else names a kind's facts.
+
+    Required: ``name``, ``summary``, ``plan``, ``observed``, ``task_file``, ``results`` and ``teardown``. The rest are
+    capabilities, off unless declared."""
+
+    name: str
+    summary: str  # what a cell of the kind is, one line (the docs, `platbench.lab.platforms`)
+    plan: Callable  # plan(ctx, plan): adds the kind's sections to a cell plan
+    observed: Callable  # observed(plan, results): what its engine reported, as an Observed
+    task_file: str  # its placement entry point: roles/platform_run/tasks/<task_file>, or an absolute path
+    results: Mapping  # the registered results its task files leave for record_cell: result name -> variable name
+    teardown: tuple  # the task files of playbooks/tasks/teardown/ that remove what a stopped cell of it leaves
+    inner: tuple = ()  # the kinds it may hold (a guest's, an instance's workload): their plan runs inside it
+    fenced: bool = False  # runs on the runner's own cores: idle_cores none fences the host's other work onto them
+    emulator: bool = False  # a guest of the runner, whose emulator threads share its cores (idle_cores none)
+    takes_quota: bool = False  # an injected CPU quota (inject: cpu_quota) is applied to its cells
+    duet: bool = False  # its cells run as a side of a duet pair (schedule: duet; platbench.lab.duet_run)
+    instances: str | None = None  # INSTANCE_PLACEMENTS: how a cell of several instances of it is placed
+
+    REQUIRED = ("name", "summary", "plan", "observed", "task_file", "results", "teardown")
+
+    def __post_init__(self):
+        name = self.name if isinstance(self.name, str) and self.name else "(unnamed)"
+        for part in self.REQUIRED:
+            value = getattr(self, part)
+            if value is None or value == "" or (part in ("results", "teardown") and not value):
+                raise KindError(f"kind {name}: its declaration lacks {part!r}: {_PART_HELP[part]}")
+        for part in ("plan", "observed"):
+            if not callable(getattr(self, part)):
+                raise KindError(f"kind {name}: {part!r} must be a function, got {getattr(self, part)!r}")
+        if not isinstance(self.results, Mapping) or not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in self.results.items()
+        ):
+            raise KindError(f"kind {name}: 'results' must map result names to registered variable names")
+        if isinstance(self.teardown, str) or isinstance(self.inner, str):
+            raise KindError(f"kind {name}: 'teardown' and 'inner' are tuples of names, not a string")
+        if self.instances not in INSTANCE_PLACEMENTS:
+            raise KindError(f"kind {name}: 'instances' {self.instances!r} is not one of {INSTANCE_PLACEMENTS}")
+
+    @property
+    def supervised(self):
+        """Several instances of it are run side by side by the runner's supervisor (platbench.lab.run_instances)."""
+        return self.instances == "supervised"
+
+
+_PART_HELP = {
+    "name": "the kind's name, as the registry's platforms name it (kind=...)",
+    "summary": "one line saying what a cell of the kind is",
+    "plan": "the function that adds the kind's sections to a cell plan",
+    "observed": "the function that maps what its engine reported into the cell's output and runtime",
+    "task_file": "the task file of roles/platform_run/tasks/ that executes its plan",
+    "results": "the registered results its task files leave for record_cell, by result name",
+    "teardown": "the task files of playbooks/tasks/teardown/ that remove what a stopped cell of it leaves",
+}
 
 
 @dataclass
@@ -46,6 +118,7 @@ class Placing:
     peer: bool = False  # micro_net: the workload measures the network against a peer
     params: dict = field(default_factory=dict)
     extra_env: dict = field(default_factory=dict)  # what the kind adds to every environment (an emulated guest's)
+    declaration: Kind | None = None  # the platform's kind, as declared (placements.plan_sections sets it)
 
     @property
     def injected_quota(self):

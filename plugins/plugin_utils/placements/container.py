@@ -1,7 +1,8 @@
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
 """The container kind: the workload image run to completion by a container engine (the registry's
-``engine``: Docker or Podman), on the runner host or in a guest.
+``engine``: Docker or Podman), on the runner host or in a guest, with the engine's default OCI runtime or the one the
+registry's ``runtime`` names (gVisor's ``runsc``, which the engine must have registered: platbench.lab.docker).
 
 ``pin`` = ``--cpuset-cpus``, ``vnl`` = a ``--cpus`` quota; no network (``none``: the instances of a cell with
 several, micro_net's peer among them, join the cell's network path, placements/instances.py); never privileged.
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.platbench.lab.plugins.module_utils import engines
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind, Observed, PlacementError
 
 # The CDI device kind nvidia-ctk generates for each GPU (platbench.lab.podman writes the spec).
 CDI_GPU = "nvidia.com/gpu"
@@ -34,6 +35,7 @@ class EngineHost:
     device_ids: list = field(default_factory=list)  # the engine's GPU indexes
     engine_version: str | None = None
     in_guest: bool = False
+    runtimes: dict = field(default_factory=dict)  # the OCI runtimes the engine registered: name -> their arguments
 
 
 def runner_engine(ctx):
@@ -48,6 +50,7 @@ def runner_engine(ctx):
         # nvidia-smi's index on the host: PCI order among the GPUs the driver sees.
         device_ids=gpu_pools.cuda_indexes(ctx.gpus, ctx.facts.get("gpus")),
         engine_version=engine.get("version"),
+        runtimes=engine.get("runtimes") or {},
     )
 
 
@@ -73,6 +76,7 @@ def plan(ctx, plan, where=None):
         cpus = ctx.injected_cpus(fraction)
         with_cpuset = f" with --cpuset-cpus {where.cpuset}" if where.cpuset else ""
         applied = {"cpu_quota": fraction, "quota_cpus": cpus, "applied_by": f"{engine} --cpus {cpus:g}{with_cpuset}"}
+    runtime = _runtime(ctx, where)
     plan["env"] = ctx.env()
     plan["container"] = {
         "engine": engine,
@@ -87,6 +91,7 @@ def plan(ctx, plan, where=None):
         "cpus": cpus,
         "volumes": [f"{m['source']}:{m['target']}:{m['mode']}" for m in where.mounts],
         "network_mode": "none",
+        "runtime": runtime,
         **_gpus(engine, where.device_ids),
         "labels": {
             "org.platbench.cell": ctx.cell["id"],
@@ -101,8 +106,31 @@ def plan(ctx, plan, where=None):
     plan["container"]["removal"] = "campaign" if engine == "docker" and not where.in_guest else "cell"
     if applied:
         plan["runtime"]["inject"] = applied
+    if runtime:
+        args = where.runtimes[runtime]
+        plan["runtime"].update(oci_runtime=runtime, oci_runtime_args=list(args))
+        if runtime == "runsc":
+            # How gVisor intercepts the sandbox's system calls (ptrace, systrap, kvm): what its overhead depends on.
+            plan["runtime"]["gvisor_platform"] = engines.runtime_option(args, "platform", "default")
     if where.in_guest:
         plan["runtime"]["in_guest_cpuset"] = where.cpuset or None
+
+
+def _runtime(ctx, where):
+    """The OCI runtime the platform asks its engine for (None: the engine's default), once the engine has it."""
+    runtime = ctx.platform.runtime
+    if runtime is None:
+        return None
+    if where.in_guest:
+        raise PlacementError(f"{ctx.where}: runtime {runtime}: a guest's engine runs its containers with its default")
+    if runtime not in where.runtimes:
+        registered = ", ".join(where.runtimes) or "none"
+        raise PlacementError(
+            f"{ctx.where}: {ctx.platform.label} runs in the {runtime} runtime, which the {ctx.platform.engine} engine "
+            f"of {where.host} has not registered (its runtimes: {registered}): run site.yml with "
+            f"{ctx.platform.label} in platbench_platforms (role platbench.lab.docker registers it)"
+        )
+    return runtime
 
 
 def observed(plan, results):
@@ -115,6 +143,7 @@ def observed(plan, results):
         "engine_cpuset_cpus": host_config.get("CpusetCpus"),
         "engine_nano_cpus": host_config.get("NanoCpus"),
         "engine_network_mode": host_config.get("NetworkMode"),
+        "engine_runtime": host_config.get("Runtime"),
         "container_id": applied.get("Id"),
         "image_id": engines.image_id(applied.get("Image")) or planned.get("image_id"),
         f"{planned.get('engine', 'docker')}_version": planned.get("engine_version"),
@@ -126,3 +155,18 @@ def observed(plan, results):
         output = applied.get("Output") or ""
         runtime["rc"] = result.get("status")
     return Observed(output=output, runtime=runtime if result else {})
+
+
+KIND = Kind(
+    name="container",
+    summary="a container of the workload image run to completion by a container engine (Docker, Podman)",
+    plan=plan,
+    observed=observed,
+    task_file="container.yml",
+    results={"container": "platform_run_container"},
+    teardown=("container", "fence"),
+    fenced=True,
+    takes_quota=True,
+    duet=True,
+    instances="supervised",
+)

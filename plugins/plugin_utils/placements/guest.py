@@ -16,6 +16,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import container, process
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     GUEST_PREFIX,
+    Kind,
     Observed,
     PlacementError,
 )
@@ -130,3 +131,17 @@ def observed(plan, results):
     if vcpus:
         inner.runtime.update(vcpu_thread_kind=vcpus.get("vcpu_thread_kind"), vcpu_affinity=vcpus.get("vcpu_affinity"))
     return Observed(output=inner.output, runtime=inner.runtime, error=inner.error)
+
+
+KIND = Kind(
+    name="guest",
+    summary="a throwaway libvirt guest per cell, the workload inside it as its inner kind",
+    plan=plan,
+    observed=observed,
+    task_file="guest.yml",
+    results={"guest": "vm_guest", "vcpus": "platform_run_vcpus"},
+    teardown=("guest", "data_disks"),
+    inner=tuple(INNER),
+    emulator=True,
+    instances="guests",
+)

@@ -39,6 +39,8 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import RESUL
 
 RESULT = "instances"  # the registered result record_cell reads (placements.RESULTS)
 PATH_RESULT = "path"  # network_path_measure's result: the path's throughput, RTT and MTU
+# The registered results tasks/instances.yml leaves for record_cell (result name -> variable).
+RESULTS = {RESULT: "platform_run_instances", PATH_RESULT: "platform_run_path"}
 STOP_GRACE_SECONDS = 5
 # The ranks' rendezvous: the chief's TCP store (torch) or each worker's gRPC server (TensorFlow) listens on a port
 # of this range, derived from the cell's key (each worker its own on a shared loopback).
@@ -224,6 +226,8 @@ def _container_instance(ctx, plan, member, argv, extra, background=False, env=No
     container = plan["container"]
     engine = container["engine"]
     run = [engine, "run", "--rm", "--name", member["name"], "--network", container["network_mode"]]
+    if container.get("runtime"):
+        run += ["--runtime", container["runtime"]]
     if member["cpuset"]:
         run += ["--cpuset-cpus", member["cpuset"]]
     elif container.get("cpus"):
@@ -336,9 +340,10 @@ def record_placement(plan, kind, spec, members, rounds, network=None):
 
 
 def check_kind(ctx):
-    """Several instances of a platform are the runner host's processes and containers (the supervised kinds)."""
+    """Several instances of a platform are the runner host's processes and containers (the supervised kinds: their
+    declaration's ``instances``)."""
     kind = ctx.platform.kind
-    if kind not in instances.SUPERVISED_KINDS or ctx.platform.remote:
+    if ctx.declaration is None or not ctx.declaration.supervised or ctx.platform.remote:
         raise PlacementError(
             f"{ctx.where}: a cell with several instances (mode {ctx.cell['labels'].get('mode')}) runs in this release "
             f"on the runner host's processes and containers (bm, cn, pd), a guest each (vm, vmcn) and pods (k8s), not "

@@ -38,6 +38,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common im
 
 PLACEMENT = "guest_instances"  # roles/platform_run/tasks/guest_instances.yml
 RESULT = "guests"  # the registered result record_cell reads (placements.RESULTS): each guest's vm_guest, by name
+RESULTS = {RESULT: "platform_run_guests"}
 SSH_CONFIG = "ssh_config-{name}"  # beside the guest image's key on the controller (platbench.lab.vm writes it)
 MEASURE_SECONDS = 1.0  # network_path_measure's default test length
 WORKLOAD_PATTERN = f"^{GUEST_PREFIX}/venv/bin/python -m workloads[.]"

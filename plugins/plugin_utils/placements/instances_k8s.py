@@ -33,15 +33,14 @@ from __future__ import annotations
 import copy
 import json
 
-from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job as jobs
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import RESULT_PREFIX
 
 RESULT = "k8s_instances"  # the registered result record_cell reads (placements.RESULTS)
+RESULTS = {RESULT: "platform_run_k8s_instances"}
 PLACEMENT = "k8s_instances"  # roles/platform_run/tasks/k8s_instances.yml
-KIND = "k8s_job"
 # What the cluster's CNI gives pods to talk over: flannel's VXLAN backend (module_utils/network_path.py builds
 # the same path between processes and containers). A cell cannot choose another.
 NETWORK_PATHS = ("overlay",)
@@ -54,20 +53,16 @@ INSTANCE_LABEL = "org.platbench.instance"
 HOSTNAME_TOPOLOGY = jobs.HOSTNAME_LABEL
 
 
-def places(platform):
-    """Whether the cell's instances of ``platform`` are this placement's: pods of the runner's cluster."""
-    return platform.kind == KIND
-
-
-def network_problems(name, cells):
-    """The prechecks' messages for the cells of Kubernetes platforms that ask for a network path their pods do not
-    have (one per platform and path), so that the experiment is refused before any cell runs."""
+def network_problems(name, cells, pod_platforms):
+    """The prechecks' messages for the cells of Kubernetes platforms (``pod_platforms``: the labels whose kind places
+    several instances as pods, placements.instance_platforms) that ask for a network path their pods do not have
+    (one per platform and path), so that the experiment is refused before any cell runs."""
     asked = {}
     for cell in cells:
         spec = cell.get("instances") or {}
         label = cell["labels"]["platform"]
         path = spec.get("network")
-        if path and path not in NETWORK_PATHS and label in platforms.BY_LABEL and places(platforms.get(label)):
+        if path and path not in NETWORK_PATHS and label in pod_platforms:
             asked.setdefault((label, path), cell["id"])
     return [
         f"Experiment '{name}' asks for network path '{path}' between the pods of {label} (cell {cell_id}), but "

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job as jobs
-from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind, Observed, PlacementError
 
 
 @dataclass
@@ -112,3 +112,15 @@ def observed(plan, results):
             f"Its log: {output}"
         )
     return Observed(output=output or "", runtime=runtime, error=error)
+
+
+KIND = Kind(
+    name="k8s_job",
+    summary="a Kubernetes Job of the workload image, deleted with its pod",
+    plan=plan,
+    observed=observed,
+    task_file="k8s_job.yml",
+    results={"k8s_job": "platform_run_k8s_job", "k8s_pods": "platform_run_k8s_pods", "k8s_log": "platform_run_k8s_log"},
+    teardown=("k8s_job",),
+    instances="pods",
+)

@@ -15,6 +15,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import data_disk, fi
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import process
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     GUEST_PREFIX,
+    Kind,
     Observed,
     PlacementError,
 )
@@ -105,3 +106,16 @@ def observed(plan, results):
             vcpu_affinity=vm.get("vcpu_affinity"),
         )
     return Observed(output=inner.output, runtime=inner.runtime, error=inner.error)
+
+
+KIND = Kind(
+    name="micro_vm",
+    summary="a throwaway Firecracker micro-VM per cell, jailed, the workload inside it as a process",
+    plan=plan,
+    observed=observed,
+    task_file="micro_vm.yml",
+    results={"micro_vm": "platform_run_micro_vm"},
+    teardown=("micro_vm", "fence", "data_disks"),
+    inner=("process",),
+    fenced=True,
+)

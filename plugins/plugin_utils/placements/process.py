@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ansible_collections.platbench.lab.plugins.module_utils import apptainer, cpu_quota
 from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, cell_timeout, inject
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
+    Kind,
     Observed,
     PlacementError,
     process_output,
@@ -199,3 +200,18 @@ def observed(plan, results):
     result = results.get("process") or {}
     runtime = {"rc": result["rc"]} if "rc" in result else {}
     return Observed(output=process_output(result), runtime=runtime)
+
+
+KIND = Kind(
+    name="process",
+    summary="a process on a machine: the runner host (taskset, a quota cgroup), a guest or an instance",
+    plan=plan,
+    observed=observed,
+    task_file="process.yml",
+    results={"process": "platform_run_process"},
+    teardown=("process", "fence"),
+    fenced=True,
+    takes_quota=True,
+    duet=True,
+    instances="supervised",
+)

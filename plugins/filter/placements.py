@@ -1,0 +1,33 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""Filters over the declared placement kinds (plugins/plugin_utils/placements/), read by roles/platform_run.
+
+Each filter is documented in the YAML file of its own name next to this one.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements as _placements
+
+
+def placement_results(kinds="all"):
+    """The variables the task files of ``kinds`` (every declared kind for 'all') and of the instance placements
+    register for record_cell, each once, in the table's order."""
+    if kinds == "all":
+        return list(dict.fromkeys(_placements.RESULTS.values()))
+    if isinstance(kinds, str) or not isinstance(kinds, (list, tuple)):
+        raise AnsibleFilterError(f"placement_results: expected 'all' or a list of kinds, got {kinds!r}")
+    unknown = [kind for kind in kinds if kind not in _placements.KINDS]
+    if unknown:
+        raise AnsibleFilterError(
+            f"placement_results: unknown kind(s) {', '.join(unknown)}; declared: {', '.join(_placements.KINDS)}"
+        )
+    return list(dict.fromkeys(var for kind in kinds for var in _placements.KINDS[kind].results.values()))
+
+
+class FilterModule:
+    """platbench.lab placement filters."""
+
+    def filters(self):
+        return {"placement_results": placement_results}
