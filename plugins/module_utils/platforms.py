@@ -25,6 +25,7 @@ from collections import namedtuple
 #   apptainer             Apptainer installed on the host, at least apptainer.MINIMUM_VERSION
 #   sif                   the SIF of the current workload image (platbench.lab.apptainer)
 #   guest_sif             the guest image carries Apptainer and the SIF of the current workload image
+#   lxc                   lxc-execute and the LXC container root of the current workload image (platbench.lab.lxc)
 #   firecracker           a usable /dev/kvm and the Firecracker and jailer binaries (platbench.lab.firecracker)
 #   openstack_instance    the campaign's instances of the platform are in the inventory
 #                         (platbench.lab.openstack_instances provisioned them)
@@ -43,6 +44,7 @@ REQUIREMENTS = (
     "kubernetes",
     "openstack_instance",
     "firecracker",
+    "lxc",
 )
 # The kinds of placement (how a cell's workload is put on its platform) are declared, each once, by its module
 # plugins/plugin_utils/placements/<kind>.py (KIND = Kind(...): its plan, results, task files, teardown and
@@ -62,7 +64,7 @@ RUNTIMES = ("runsc",)
 #   none        the platform hands over no GPU (Firecracker has no PCI passthrough): `gpu` cells cannot be placed
 GPU_VIEWS = ("host", "own", "passthrough", "scheduled", "none")
 # How `pin` gives the scenario its CPUs (vcpu_affinity: each vCPU thread's sched_setaffinity, in a jailer cpuset).
-PINNINGS = ("taskset", "cpuset", "vcpupin", "cpu_manager", "flavor", "vcpu_affinity")
+PINNINGS = ("taskset", "cpuset", "vcpupin", "cpu_manager", "flavor", "vcpu_affinity", "lxc_cgroup")
 # Where micro_net's network peer runs, on platforms that can host one: a second process on the loopback,
 # or a second container on a bridge network of the cell's own (plugins/plugin_utils/peer.py).
 PEERS = ("loopback", "bridge")
@@ -215,6 +217,18 @@ PLATFORMS = (
         cpu_pinning="cpuset-cpus (the sandbox's cgroup)",
         cpu_vanilla="--cpus quota",
         gpu_handover="none (Debian 12's runsc has no nvproxy)",
+    ),
+    _entry(
+        "lx",
+        "an LXC system container per cell (lxc-execute) of the workload image's root; the cell's cgroup keys pin it",
+        ("platbench.lab.docker", "platbench.lab.workload_image", "platbench.lab.lxc"),
+        "lxc",
+        gpu_view="none",
+        pinning="lxc_cgroup",
+        requires=("lxc",),
+        cpu_pinning="lxc.cgroup cpuset.cpus",
+        cpu_vanilla="lxc.cgroup CPU quota",
+        gpu_handover="none (no device passed in: gpu cells refused)",
     ),
     _entry(
         "vm",

@@ -9,7 +9,7 @@ module gathers the inputs and calls ``platform_status``.
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, firecracker, platforms
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, firecracker, lxc, platforms
 
 APPTAINER_FIX = apptainer.INSTALL_FIX
 
@@ -138,6 +138,8 @@ def requirement_problem(requirement, host, label=None):
         return _apptainer_problem(requirement, host)
     elif requirement == "firecracker":
         return firecracker.host_problem(host["firecracker"])
+    elif requirement == "lxc":
+        return lxc.host_problem(host["lxc"], host["image_id"])
     else:
         raise ValueError(f"unknown requirement {requirement!r}; known: {', '.join(platforms.REQUIREMENTS)}")
     return None
@@ -231,6 +233,7 @@ def platform_status(
     openstack_instances=None,
     engines_found=None,
     firecracker_found=None,
+    lxc_found=None,
 ):
     """For every registry platform: ``ready``, ``reason`` ('' when ready), ``skip`` (the host cannot
     run it at all, so an experiment skips it instead of failing), and for the guest platforms
@@ -251,6 +254,8 @@ def platform_status(
 
     ``firecracker_found``: what ``firecracker.probe`` found (the binaries, whether /dev/kvm opens). Without a
     usable KVM or the binaries the micro-VM platforms are skipped (``skip``), with the reason and the role to run.
+
+    ``lxc_found``: what ``lxc.probe`` found (lxc-execute, the container root's image id).
 
     ``openstack_instances``: per OpenStack platform, the inventory hosts of the campaign's instances (up or
     failed: a failed one's cells are recorded as failed). Without any, the platform is skipped (``skip``):
@@ -273,6 +278,7 @@ def platform_status(
         "openstack_instances": openstack_instances or {},
         "engines": engines_found or {},
         "firecracker": firecracker_found or {},
+        "lxc": lxc_found or {},
     }
     accelerator = host["facts"].get("vm_accelerator") or None
     status = {}

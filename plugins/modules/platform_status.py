@@ -177,7 +177,7 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, firecracker, platforms
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, firecracker, lxc, platforms
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status, summary
 
 
@@ -292,6 +292,7 @@ def main():
         firecracker_found=firecracker.probe(
             params["firecracker_binary"], params["firecracker_jailer"], params["kvm_device"]
         ),
+        lxc_found=lxc.probe(module.get_bin_path(lxc.EXECUTE)),
     )
     module.exit_json(
         changed=False,

@@ -39,7 +39,7 @@ def test_every_kind_of_the_registry_declares_a_teardown_that_teardown_yml_runs()
         plays.setdefault(hosts, []).extend(files)
     # The micro-VM part runs where micro-VMs run, with the fence and data disks such a cell may leave.
     assert plays["platbench_mvm_hosts"] == ["micro_vm", "fence", "data_disks"]
-    assert plays["platbench_runners"] == ["process", "fence", "instances", "k8s_job"]
+    assert plays["platbench_runners"] == ["process", "fence", "instances", "lxc", "k8s_job"]
     # The kinds the fence confines, and those that read a data disk, are the declarations', not a second list.
     assert {kind for kind, files in placements.TEARDOWN.items() if "fence" in files} == set(placements.FENCED)
     # The cells' micro-VM ids are their guest names: what cleanup_all takes for a cell's is what cells are named.
