@@ -111,49 +111,12 @@ def dataset_dir(datasets_dir, dataset):
     return f"{str(datasets_dir).rstrip('/')}/{dataset['generator']}-{_digest(args, DATASET_HASH_CHARS)}"
 
 
-def _cpu_numbers(values, what):
-    try:
-        return {int(value) for value in values}
-    except (TypeError, ValueError):
-        raise CellPlanError(f"{what} must list CPU numbers, got {values!r}") from None
-
-
 def choose_cpus(allowed, count, reserved=(), numa_nodes=None):
-    """``count`` CPUs of ``allowed`` minus ``reserved``, and the NUMA node they lie in (or None).
-
-    Where the host has several NUMA nodes and the count fits in one, the CPUs come from one
-    node: the one holding the highest-numbered free CPU. Where it fits in none, they fill a node,
-    then spill over to the next (the biggest first, so that they span as few nodes as they can;
-    sizing.nodes_spanned says which). Within a node (or across the host, when it names no nodes)
-    the highest-numbered CPUs go first, so CPU 0, which takes most interrupts and housekeeping,
-    goes last. Returned in ascending order.
-    """
-    reserved = _cpu_numbers(reserved, "reserved CPUs")
-    available = _cpu_numbers(allowed, "the host's allowed CPUs") - reserved
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise CellPlanError(f"the scale-up must be a positive integer, got {count!r}")
-    if count > len(available):
-        raise CellPlanError(
-            f"scale-up {count} needs {count} CPUs but only {len(available)} are free "
-            f"({sorted(available)}; {len(reserved)} reserved by platbench_reserved_cpus)"
-        )
-    nodes = {
-        str(name): _cpu_numbers(cpus, f"NUMA node {name}") & available for name, cpus in (numa_nodes or {}).items()
-    }
-    fitting = [(max(cpus), name) for name, cpus in nodes.items() if len(cpus) >= count]
-    if len(nodes) > 1 and fitting:
-        chosen = sorted(sorted(nodes[max(fitting)[1]], reverse=True)[:count])
-    elif len(nodes) > 1:
-        # Node by node, the biggest (then the highest-reaching) first; CPUs no node names last.
-        order = sorted((cpus for cpus in nodes.values() if cpus), key=lambda cpus: (len(cpus), max(cpus)), reverse=True)
-        named = set().union(*nodes.values())
-        order.append(available - named)
-        filled = [cpu for cpus in order for cpu in sorted(cpus, reverse=True)]
-        chosen = sorted(filled[:count])
-    else:
-        chosen = sorted(sorted(available, reverse=True)[:count])
-    node = next((name for name, cpus in sorted(nodes.items()) if set(chosen) <= cpus), None)
-    return chosen, node
+    """sizing.choose_cpus, a CellPlanError where the CPUs cannot be chosen."""
+    try:
+        return sizing.choose_cpus(allowed, count, reserved, numa_nodes)
+    except sizing.SizingError as exc:
+        raise CellPlanError(str(exc)) from None
 
 
 def duet_cpus(allowed, count, reserved=(), numa_nodes=None):
@@ -229,9 +192,12 @@ def _resources(platform, cell, facts, opts, where):
     wants_gpu = labels["processor"] == "gpu"
     needed = instances.cpus_needed(cell)  # the scale-up, times the instances that each get their own cores
     if pinned and needed != threads and not platform.remote:
-        free = _cpu_numbers(facts.get("cpus_allowed", []), "the host's allowed CPUs") - _cpu_numbers(
-            opts["reserved_cpus"] or [], "reserved CPUs"
-        )
+        try:
+            free = sizing.cpu_numbers(facts.get("cpus_allowed", []), "the host's allowed CPUs") - sizing.cpu_numbers(
+                opts["reserved_cpus"] or [], "reserved CPUs"
+            )
+        except sizing.SizingError as exc:
+            raise CellPlanError(str(exc)) from None
         if needed > len(free):
             raise CellPlanError(
                 f"{where}: {cell['instances']['count']} pinned instances x scale-up {threads} need {needed} CPUs, "

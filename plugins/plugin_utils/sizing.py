@@ -11,7 +11,7 @@ nodes its pinned CPUs span (Samani 2022's sizing knobs).
   resumes on the same host and reads the same on every host.
 - ``chr``: instance cores / host usable cores, rounded to ``CHR_DIGITS`` decimals. The cells of platforms that
   run on instances a cloud provisions (``remote``) get none: their cores are not the runner's.
-- ``numa_nodes``: how many of the host's NUMA nodes a pinned cell's CPUs lie in (cellplan.choose_cpus fills a
+- ``numa_nodes``: how many of the host's NUMA nodes a pinned cell's CPUs lie in (choose_cpus fills a
   node, then spills to the next); null for cells the host scheduler places (``vnl``).
 - An experiment with ``numa: spill`` means its biggest pinned scale-up to cross a node. Where none does (a
   one-node host, or every scale-up fits in a node) the runner warns and runs the cells as they fit.
@@ -38,6 +38,50 @@ FORMS = "a positive integer, all, half or all-but-N (N >= 1)"
 
 class SizingError(ValueError):
     """A relative scale-up cannot be resolved on a host; the message says why and what to change."""
+
+
+def cpu_numbers(values, what):
+    """The CPU numbers of ``values`` as a set; SizingError naming ``what`` where one is no number."""
+    try:
+        return {int(value) for value in values}
+    except (TypeError, ValueError):
+        raise SizingError(f"{what} must list CPU numbers, got {values!r}") from None
+
+
+def choose_cpus(allowed, count, reserved=(), numa_nodes=None):
+    """``count`` CPUs of ``allowed`` minus ``reserved``, and the NUMA node they lie in (or None).
+
+    Where the host has several NUMA nodes and the count fits in one, the CPUs come from one
+    node: the one holding the highest-numbered free CPU. Where it fits in none, they fill a node,
+    then spill over to the next (the biggest first, so that they span as few nodes as they can;
+    sizing.nodes_spanned says which). Within a node (or across the host, when it names no nodes)
+    the highest-numbered CPUs go first, so CPU 0, which takes most interrupts and housekeeping,
+    goes last. Returned in ascending order.
+    """
+    reserved = cpu_numbers(reserved, "reserved CPUs")
+    available = cpu_numbers(allowed, "the host's allowed CPUs") - reserved
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise SizingError(f"the scale-up must be a positive integer, got {count!r}")
+    if count > len(available):
+        raise SizingError(
+            f"scale-up {count} needs {count} CPUs but only {len(available)} are free "
+            f"({sorted(available)}; {len(reserved)} reserved by platbench_reserved_cpus)"
+        )
+    nodes = {str(name): cpu_numbers(cpus, f"NUMA node {name}") & available for name, cpus in (numa_nodes or {}).items()}
+    fitting = [(max(cpus), name) for name, cpus in nodes.items() if len(cpus) >= count]
+    if len(nodes) > 1 and fitting:
+        chosen = sorted(sorted(nodes[max(fitting)[1]], reverse=True)[:count])
+    elif len(nodes) > 1:
+        # Node by node, the biggest (then the highest-reaching) first; CPUs no node names last.
+        order = sorted((cpus for cpus in nodes.values() if cpus), key=lambda cpus: (len(cpus), max(cpus)), reverse=True)
+        named = set().union(*nodes.values())
+        order.append(available - named)
+        filled = [cpu for cpus in order for cpu in sorted(cpus, reverse=True)]
+        chosen = sorted(filled[:count])
+    else:
+        chosen = sorted(sorted(available, reverse=True)[:count])
+    node = next((name for name, cpus in sorted(nodes.items()) if set(chosen) <= cpus), None)
+    return chosen, node
 
 
 def is_number(value):
@@ -154,7 +198,8 @@ def cell_sizing(cell, facts, reserved=(), host="the host", cpus=None):
     """The sizing labels of ``cell`` on a host with ``facts``: ``scaleup`` resolved, ``scaleup_requested`` (for a
     relative form only), ``chr`` and ``numa_nodes``; and the note saying how a relative form was resolved.
 
-    ``cpus``: the pinned CPUs the cell gets, where known (cellplan); else chosen here as cellplan chooses them."""
+    ``cpus``: the pinned CPUs the cell gets, where known (cellplan); else chosen here as cellplan chooses them
+    (choose_cpus)."""
     labels = cell["labels"]
     requested = labels.get(REQUESTED_LABEL, labels["scaleup"])
     usable = usable_cpus(facts, reserved)
@@ -170,14 +215,9 @@ def cell_sizing(cell, facts, reserved=(), host="the host", cpus=None):
     if pinned and platform is not None and platform.pinning == "cpu_manager":
         pinned = False  # kubelet's CPU manager picks the cores: which nodes is not the plan's
     if pinned and cpus is None:
-        # cellplan imports this module: imported here, once both are loaded
-        from ansible_collections.platbench.lab.plugins.plugin_utils import cellplan
-
         try:
-            cpus, _node = cellplan.choose_cpus(
-                usable, cores * share, numa_nodes=(facts or {}).get("numa_nodes") or None
-            )
-        except cellplan.CellPlanError:
+            cpus, _node = choose_cpus(usable, cores * share, numa_nodes=(facts or {}).get("numa_nodes") or None)
+        except SizingError:
             cpus = None  # too big for the host: the prechecks say so
     sizing[NUMA_LABEL] = len(nodes_spanned(cpus, (facts or {}).get("numa_nodes"))) if pinned and cpus else None
     return sizing, note

@@ -354,3 +354,49 @@ def test_study_experiments_run_on_both_platforms(lab, tmp_path, experiment, over
     assert by_metric(samples, "failed") == []
     seen = {(s["labels"]["platform"], s["metadata"]["virt"] == "docker") for s in by_metric(samples, metric)}
     assert seen == {("bm", False), ("cn", True)}
+
+
+def test_the_sandboxes_gv_and_lx_run_cells_and_record_their_runtime_cpuset_and_quota(lab, tmp_path):
+    """gVisor (gv: Docker with runsc) and LXC (lx: lxc-execute), pinned and vanilla, one cell each, for real."""
+    results = tmp_path / "results"
+    runner = run_lab_playbook(
+        "playbooks/experiment.yml",
+        tmp_path,
+        {
+            "experiment": "smoke",
+            "campaign": "it-sandboxes",
+            "platbench_results_dir": str(results),
+            "experiment_overrides": {**SMOKE_OVERRIDES, "platforms": ["gv", "lx"], "scaleup": [1]},
+        },
+    )
+    assert runner.rc == 0, "%s\n%s" % (runner.failed_messages(), runner.output[-6000:])
+    samples = read_samples(results / "it-sandboxes")
+    assert by_metric(samples, "failed") == []
+    throughput = by_metric(samples, "throughput")
+    assert {(s["labels"]["platform"], s["labels"]["cpu_config"]) for s in throughput} == {
+        (platform, config) for platform in ("gv", "lx") for config in ("pin", "vnl")
+    }
+    for sample in throughput:
+        labels, meta = sample["labels"], sample["metadata"]
+        assert sample["value"] > 0
+        pinned = labels["cpu_config"] == "pin"
+        if labels["platform"] == "gv":
+            # Docker ran it in runsc, which recorded how gVisor intercepts system calls; gVisor numbers its own CPUs,
+            # so the cpuset is the engine's (Docker's HostConfig), not what the workload saw.
+            assert meta["oci_runtime"] == meta["engine_runtime"] == "runsc" and meta["gvisor_platform"] == "ptrace"
+            assert meta["engine_network_mode"] == "none"
+            if pinned:
+                assert parse_cpuset(meta["engine_cpuset_cpus"]) == parse_cpuset(meta["cpuset_requested"])
+            else:
+                assert int(meta["engine_nano_cpus"]) == 10**9
+        else:
+            # lxc-execute started it with the cell's cgroup keys: the cpuset the workload saw is the one asked for.
+            assert meta["launcher"] == "lxc-execute" and meta["lxc_name"]
+            keys = "\n".join(meta["lxc_cgroup"])
+            assert "memory.limit_in_bytes=" in keys or "memory.max=" in keys
+            if pinned:
+                assert parse_cpuset(meta["cpuset"]) == parse_cpuset(meta["cpuset_requested"])
+                assert "cpuset.cpus=" in keys
+            else:
+                assert meta["cpu_quota_requested"] == 1.0
+                assert "cpu.cfs_quota_us=100000" in keys or "cpu.max=100000 100000" in keys

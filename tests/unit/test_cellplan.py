@@ -50,7 +50,12 @@ OPTIONS = plan_options(
         "firecracker": {"kernel": "/var/lib/platbench/guest/r.vmlinux", "rootfs": "/var/lib/platbench/guest/r.raw"},
     },
     engines={
-        "docker": {"answers": True, "version": "24.0.5", "image_id": "sha256:" + "cd" * 32},
+        "docker": {
+            "answers": True,
+            "version": "24.0.5",
+            "image_id": "sha256:" + "cd" * 32,
+            "runtimes": {"runc": [], "runsc": ["--platform=ptrace", "--network=none"]},
+        },
         "podman": {"answers": True, "version": "4.3.1", "image_id": "sha256:" + "cd" * 32},
     },
     k8s_node="runner-a",
@@ -64,6 +69,8 @@ KINDS = {
     "bm": "process",
     "cn": "container",
     "pd": "container",
+    "gv": "container",
+    "lx": "lxc",
     "vm": "guest",
     "vmcn": "guest",
     "vmsg": "guest",
@@ -121,6 +128,8 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         "bm": {"process"},
         "cn": {"container"},
         "pd": {"container"},
+        "gv": {"container"},
+        "lx": set(),  # its `lxc`: tests/unit/test_kinds.py
         "vm": {"guest", "process"},
         "vmcn": {"guest", "container"},
         "k8s": set(),  # its `job` and `kubernetes`: tests/unit/test_k8s_job.py
@@ -155,7 +164,7 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         assert plan["container"]["volumes"] == ["/var/cache/platbench:/var/cache/platbench:rw"]
     if "container" in plan:
         # Docker's exited containers on the runner host are pruned with the campaign; the others go with their cell.
-        expected_removal = "campaign" if platform == "cn" else "cell"
+        expected_removal = "campaign" if platform in ("cn", "gv") else "cell"
         assert plan["container"]["removal"] == expected_removal
     if "process" in plan:
         # A process runs on the runner, or in the guest (reached over ssh by its name).
@@ -275,7 +284,7 @@ def test_the_plan_is_exactly_what_its_entry_point_declares(platform, cpu_config,
     """The contract: every plan passes the argument specs of its placement entry point, key for key."""
     cell = make_cell(platform, cpu_config=cpu_config, processor=processor)
     options = {**OPTIONS, "dataset": {"generator": "mnist"}, "gpu_assignment": GPU_ASSIGNMENT}
-    if processor == "gpu" and platforms.get(platform).gpu_view == "none":  # mvm: no GPU to hand over
+    if processor == "gpu" and platforms.get(platform).gpu_view == "none":  # mvm, gv, lx: no GPU to hand over
         with pytest.raises(CellPlanError, match="passes no GPU through"):
             cell_plan(cell, GPU_HOST, options)
         return

@@ -183,6 +183,12 @@ def plan_sections(ctx, plan):
                 f"{spec.get('count', 'several')}: inject into a single-instance experiment"
             )
     ctx.declaration.plan(ctx, plan)
+    # A kind that hands no GPU over may say why itself (micro_vm); the others are refused here.
+    if ctx.gpu_count and ctx.platform.gpu_view == "none":
+        raise PlacementError(
+            f"{ctx.where}: {ctx.platform.label} passes no GPU through to its workload ({ctx.platform.gpu_handover}): "
+            f"run its gpu cells on a platform that hands GPUs over"
+        )
     if spec:
         if ctx.declaration.instances == "pods":
             placing = instances_k8s

@@ -29,7 +29,7 @@ a gpu cell spread over hosts is refused before any cell.
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import network_path, platforms, remote_instance
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances
+from ansible_collections.platbench.lab.plugins.plugin_utils import instances, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances as placing
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import PlacementError
 
@@ -145,21 +145,18 @@ def _members_hosts(ctx, hosts):
 
 def _cpus(ctx, runner, count, sharing, home):
     """Each of ``count`` instances' CPUs on ``runner``: the home's from the cell's own choice, another host's
-    chosen from its facts as that host chooses for its cells (cellplan.choose_cpus)."""
+    chosen from its facts as that host chooses for its cells (sizing.choose_cpus)."""
     if not ctx.pinned:
         return [[]] * count
     if home:
         return instances.split_cpus(ctx.cpus, count, ctx.threads, sharing)
-    # cellplan imports the placements: imported here, once both are loaded
-    from ansible_collections.platbench.lab.plugins.plugin_utils import cellplan
-
     facts = runner["facts"]
     wanted = ctx.threads if sharing == "shared" else ctx.threads * count
     try:
-        cpus, _node = cellplan.choose_cpus(
+        cpus, _node = sizing.choose_cpus(
             facts.get("cpus_allowed", []), wanted, runner.get("reserved_cpus") or [], facts.get("numa_nodes")
         )
-    except cellplan.CellPlanError as exc:
+    except sizing.SizingError as exc:
         raise PlacementError(
             f"{ctx.where}: on runner host {runner['name']}, {count} pinned instance(s) x scale-up {ctx.threads}: {exc}"
         ) from None

@@ -17,7 +17,6 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     Kind,
     Observed,
-    PlacementError,
     process_output,
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.process import shell_command
@@ -25,10 +24,6 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements.process i
 
 def plan(ctx, plan):
     """plan["lxc"]: the container's name, its cgroup keys and mounts, and the shell line that runs it."""
-    if ctx.gpu_count:
-        raise PlacementError(
-            f"{ctx.where}: {ctx.platform.label} passes no GPU into its containers: run gpu cells elsewhere"
-        )
     version = (ctx.facts.get("cpu_cgroup") or {}).get("version") or "v2"
     memory_mb = int(ctx.opts["vm_memory_mb"])
     settings = lxc.cgroup_settings(ctx.cpuset, ctx.quota, memory_mb, cgroup_version=version)

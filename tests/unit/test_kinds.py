@@ -1,0 +1,325 @@
+"""A kind is one declared unit (placements/<kind>.py: KIND = Kind(...)): every table of the kinds is built from the
+declarations, a bad declaration or a platform naming an undeclared kind is refused when the registry loads, no kind
+fact is written anywhere else, the planning core has no import cycle, and a kind declared only here, in test code,
+plans and runs a real cell with no shared file changed."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_collections.platbench.lab.plugins.filter.placements import placement_results
+from ansible_collections.platbench.lab.plugins.module_utils import engines, lxc, platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind, KindError, Observed
+from ansible_collections.platbench.lab.workloads.common.record import parse_result_lines
+from plan_options import plan_options
+
+REPO = Path(__file__).resolve().parents[2]
+PLACEMENTS = REPO / "plugins" / "plugin_utils" / "placements"
+ONE_NODE = {"cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}, "gpu_count": 0, "gpus": [], "cpu_cgroup": {}}
+RUNSC = ["--platform=ptrace", "--network=none"]
+OPTIONS = plan_options(
+    host="runner",
+    engines={"docker": {"answers": True, "version": "26.1.5", "image_id": "sha256:" + "a" * 64, "runtimes": {}}},
+)
+
+
+def make_cell(platform, cpu_config="pin", scaleup=1, **params):
+    scenario = f"{platform}/{scaleup}/{cpu_config}/cpu"
+    params = {"framework": "tensorflow", "model": "tiny", "steps": 3, "warmup_steps": 1, **params}
+    labels = {"platform": platform, "scaleup": scaleup, "cpu_config": cpu_config, "processor": "cpu"}
+    return {
+        "id": f"{scenario}|r0",
+        "scenario": scenario,
+        "params": params,
+        "labels": {**params, **labels, "workload": "cnn_train", "repeat": 0, "host": "runner"},
+    }
+
+
+# -- the declarations and the tables built from them -----------------------------------------------------------------
+
+
+def test_every_kind_module_declares_its_kind_and_the_tables_are_built_from_them():
+    modules = {path.stem for path in PLACEMENTS.glob("*.py")} - {"__init__", "common"}
+    assert set(placements.KINDS) == {"process", "container", "guest", "k8s_job", "cloud_instance", "micro_vm", "lxc"}
+    for name, kind in placements.KINDS.items():
+        assert kind.name == name and name in modules, name
+        assert (REPO / "roles" / "platform_run" / "tasks" / kind.task_file).is_file(), kind.task_file
+    # The tables are the declarations' facts, gathered: no kind is in one without declaring it.
+    assert tuple(n for n, k in placements.KINDS.items() if k.fenced) == placements.FENCED
+    assert set(placements.FENCED) == {"container", "lxc", "micro_vm", "process"}
+    assert placements.EMULATOR == ("guest",) and placements.DUET == ("container", "process")
+    assert placements.TAKES_QUOTA == ("container", "process")
+    assert placements.INNER_KINDS == {
+        "cloud_instance": ("process", "k8s_job"),
+        "guest": ("process", "container"),
+        "micro_vm": ("process",),
+    }
+    # One results table: each result name one variable, the kinds' and the instance placements'.
+    assert placements.RESULTS["lxc"] == "platform_run_lxc" and placements.RESULTS["guest"] == "vm_guest"
+    assert placements.RESULTS["k8s_instances"] == "platform_run_k8s_instances"
+    assert placement_results("all") == list(dict.fromkeys(placements.RESULTS.values()))
+    assert placement_results(["guest"]) == ["vm_guest", "platform_run_vcpus"]
+    with pytest.raises(Exception, match="unknown kind.*nope; declared: cloud_instance, container"):
+        placement_results(["nope"])
+
+
+def test_cell_yml_forgets_and_record_cell_reads_only_the_declared_table():
+    cell_yml = (REPO / "roles" / "platform_run" / "tasks" / "cell.yml").read_text()
+    assert "platbench.lab.placement_results" in cell_yml
+    for variable in placements.RESULTS.values():
+        assert variable not in cell_yml, f"{variable} is named in cell.yml: the table names it"
+
+
+def test_a_declaration_missing_a_part_is_refused_naming_the_kind_and_the_part():
+    parts = {
+        "name": "toy",
+        "summary": "a toy",
+        "plan": lambda ctx, plan: None,
+        "observed": lambda plan, results: Observed(),
+        "task_file": "toy.yml",
+        "results": {"toy": "platform_run_toy"},
+        "teardown": ("toy",),
+    }
+    for part in Kind.REQUIRED[1:]:
+        with pytest.raises(KindError, match=rf"kind toy: its declaration lacks '{part}'"):
+            Kind(**{**parts, part: None})
+    with pytest.raises(KindError, match="kind toy: 'plan' must be a function"):
+        Kind(**{**parts, "plan": "toy.plan"})
+    with pytest.raises(KindError, match="kind toy: 'instances' 'ranks' is not one of"):
+        Kind(**parts, instances="ranks")
+    with pytest.raises(KindError, match="a kind is declared as a Kind"):
+        placements.register({"name": "toy"})
+
+
+def test_a_platform_naming_an_undeclared_kind_or_an_inner_kind_its_kind_does_not_hold_is_refused():
+    stray = platforms.BY_LABEL["cn"]._replace(label="xx", kind="unikernel")
+    assert placements.registry_problems([stray]) == [
+        "platform xx: kind 'unikernel' is declared by no module of plugins/plugin_utils/placements/ (declared: "
+        f"{', '.join(placements.KINDS)}): declare it there as KIND = Kind(...)"
+    ]
+    with pytest.raises(KindError, match="platform xx: kind 'unikernel' is declared by no module"):
+        placements.check_registry([stray])
+    wrong_inner = platforms.BY_LABEL["mvm"]._replace(inner="container")
+    assert placements.registry_problems([wrong_inner]) == ["platform mvm: a micro_vm holds process, not 'container'"]
+    assert placements.registry_problems() == []
+
+
+# -- the guard: a kind's facts are written in its declaration only ---------------------------------------------------
+
+# Where kind names may be listed: the declarations themselves, and the registry's entries (each names its kind).
+DECLARING = {PLACEMENTS / f"{name}.py" for name in placements.KINDS} | {PLACEMENTS / "common.py"}
+
+
+def _kind_lists(path):
+    """Literal tuples, lists, sets and dict keys of ``path`` holding two or more kind names: a kind's fact written
+    as a list of kinds outside their declarations."""
+    kinds = set(placements.KINDS)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = node.elts
+        elif isinstance(node, ast.Dict):
+            items = [key for key in node.keys if key is not None]
+        else:
+            continue
+        names = [item.value for item in items if isinstance(item, ast.Constant) and item.value in kinds]
+        if len(names) >= 2:
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}: {names}")
+    return found
+
+
+def test_no_kind_fact_is_written_outside_its_declaration():
+    sources = [path for folder in ("plugins", "platbench") for path in sorted((REPO / folder).rglob("*.py"))]
+    found = [line for path in sources if path not in DECLARING for line in _kind_lists(path)]
+    assert found == [], "declare these in placements/<kind>.py (Kind(...)) and read placements' tables instead"
+
+
+def test_the_guard_finds_a_kind_list_written_elsewhere(tmp_path):
+    stray = tmp_path / "idle_cores.py"
+    stray.write_text('FENCED_KINDS = ("process", "container")\nSINGLE = ("process",)\n')
+    assert [line.split(": ", 1)[1] for line in _kind_lists_at(stray, tmp_path)] == ["['process', 'container']"]
+
+
+def _kind_lists_at(path, root):
+    global REPO
+    saved, REPO = REPO, root
+    try:
+        return _kind_lists(path)
+    finally:
+        REPO = saved
+
+
+# -- the planning core has no import cycle ---------------------------------------------------------------------------
+
+PREFIX = "ansible_collections.platbench.lab."
+
+
+def import_graph(root):
+    """Module -> the project's modules it imports, anywhere in it (an import inside a function hides no cycle)."""
+    files = [path for folder in ("plugins", "platbench") for path in (root / folder).rglob("*.py")]
+    names = {}
+    for path in files:
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in names.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                base = node.module.removeprefix(PREFIX)
+                subs = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in names]
+                wanted = subs if len(subs) == len(node.names) else [*subs, base]
+            elif isinstance(node, ast.Import):
+                wanted = [alias.name.removeprefix(PREFIX) for alias in node.names]
+            else:
+                continue
+            for target in wanted:
+                parts = target.split(".")
+                while parts and ".".join(parts) not in names:
+                    parts.pop()
+                if parts and ".".join(parts) != name:
+                    targets.add(".".join(parts))
+        graph[name] = targets
+    return graph
+
+
+def cycles(graph):
+    """The strongly connected components of more than one module (Tarjan's), each sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_plugins_and_platbench_import_no_cycle():
+    graph = import_graph(REPO)
+    assert len(graph) > 100 and "plugins.plugin_utils.cellplan" in graph
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_finds_one():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# -- gv and lx plan what their declarations say ----------------------------------------------------------------------
+
+
+def test_gv_runs_its_container_in_runsc_and_records_the_gvisor_platform():
+    options = {**OPTIONS, "engines": {"docker": {**OPTIONS["engines"]["docker"], "runtimes": {"runsc": RUNSC}}}}
+    plan = cell_plan(make_cell("gv"), ONE_NODE, options)
+    assert plan["kind"] == "container" and plan["container"]["runtime"] == "runsc"
+    assert plan["container"]["cpuset_cpus"] == "1" and plan["container"]["network_mode"] == "none"
+    assert plan["runtime"]["oci_runtime"] == "runsc" and plan["runtime"]["gvisor_platform"] == "ptrace"
+    assert engines.runtime_option(RUNSC, "platform") == "ptrace"
+    # An engine without the runtime: refused, naming the role that registers it.
+    with pytest.raises(Exception, match=r"the runsc runtime, which the docker engine of runner has not registered"):
+        cell_plan(make_cell("gv"), ONE_NODE, OPTIONS)
+
+
+def test_lx_runs_lxc_execute_with_its_cgroup_keys():
+    plan = cell_plan(make_cell("lx"), ONE_NODE, OPTIONS)
+    assert plan["kind"] == plan["placement"] == "lxc"
+    settings = plan["lxc"]["settings"]
+    assert "lxc.cgroup2.cpuset.cpus=1" in settings
+    assert f"lxc.cgroup2.memory.max={int(OPTIONS['vm_memory_mb']) * 1024 * 1024}" in settings
+    assert plan["lxc"]["argv"][:6] == ["lxc-execute", "--name", plan["name"], "--lxcpath", lxc.DIR, "--rcfile"]
+    assert plan["lxc"]["command"].startswith("cd / && exec timeout --verbose")
+    vanilla = cell_plan(make_cell("lx", cpu_config="vnl"), {**ONE_NODE, "cpu_cgroup": {"version": "v1"}}, OPTIONS)
+    assert {"lxc.cgroup.cpu.cfs_quota_us=100000", "lxc.cgroup.cpu.cfs_period_us=100000"} <= set(
+        vanilla["lxc"]["settings"]
+    )
+    assert vanilla["runtime"]["cpu_quota_requested"] == 1.0
+    assert lxc.host_problem({"installed": False}, None).endswith("(role platbench.lab.lxc)")
+
+
+# -- a kind declared only in test code plans and runs a real cell -----------------------------------------------------
+
+
+def _toy_plan(ctx, plan):
+    """The workload as a plain child process of the test, pinned by the kernel's own affinity call."""
+    plan["env"] = ctx.env({"PYTHONPATH": str(REPO / "collections" / "ansible_collections" / "platbench" / "lab")})
+    plan["toy"] = {"argv": [sys.executable, *ctx.argv], "cpus": ctx.cpus, "env": plan["env"]}
+    plan["runtime"].update(launcher="toy")
+
+
+def _toy_observed(plan, results):
+    result = results.get("toy") or {}
+    return Observed(output=result.get("stdout", ""), runtime={"rc": result.get("rc")})
+
+
+@pytest.fixture
+def toy_platform(monkeypatch):
+    """Kind `toy` and platform `ty`, declared here only: registered into the tables and the registry for the test."""
+    kind = Kind(
+        name="toy",
+        summary="the workload as a child process of the test",
+        plan=_toy_plan,
+        observed=_toy_observed,
+        task_file=str(Path(__file__)),
+        results={"toy": "toy_result"},
+        teardown=("process",),
+        fenced=True,
+    )
+    placements.register(kind)
+    entry = platforms.BY_LABEL["bm"]._replace(label="ty", kind="toy", baseline=False, requires=())
+    monkeypatch.setattr(platforms, "PLATFORMS", (*platforms.PLATFORMS, entry))
+    monkeypatch.setattr(platforms, "BY_LABEL", {**platforms.BY_LABEL, "ty": entry})
+    monkeypatch.setattr(platforms, "LABELS", (*platforms.LABELS, "ty"))
+    yield entry
+    placements.unregister("toy")
+
+
+def test_a_kind_declared_in_test_code_plans_and_runs_a_real_cell(toy_platform):
+    assert "toy" in placements.FENCED and placements.RESULTS["toy"] == "toy_result"
+    assert placements.registry_problems([toy_platform]) == []
+    plan = cell_plan(make_cell("ty"), ONE_NODE, OPTIONS)
+    assert plan["placement"] == plan["kind"] == "toy" and plan["cpus"] == [1]
+    toy = plan["toy"]
+    run = subprocess.run(
+        toy["argv"],
+        env={**os.environ, **toy["env"]},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: os.sched_setaffinity(0, toy["cpus"]),
+        check=False,
+    )
+    observed = placements.observed(plan, {"toy": {"rc": run.returncode, "stdout": run.stdout}})
+    assert observed.runtime == {"rc": 0}, run.stderr[-2000:]
+    (record,) = parse_result_lines(observed.output)
+    assert record["status"] == "ok" and record["workload"] == "cnn_train"
+    assert {entry["metric"] for entry in record["metrics"]} >= {"throughput"}
+    assert record["metadata"]["cpuset"] == "1"  # the workload ran on the CPU its plan chose
+    placements.unregister("toy")
+    assert "toy" not in placements.KINDS and "toy" not in placements.RESULTS
