@@ -77,7 +77,9 @@ def host_problem(found, image_id):
         return f"LXC is not installed on this host (no {EXECUTE}): {FIX}"
     if not found.get("rootfs_image_id"):
         return f"no LXC container root at {ROOTFS}: {FIX}"
-    if image_id and found["rootfs_image_id"] != image_id:
+    if not image_id:
+        return f"the workload image is not built in Docker, so the LXC container root cannot be checked: {FIX}"
+    if found["rootfs_image_id"] != image_id:
         return (
             f"the LXC container root holds workload image {found['rootfs_image_id'][:19]}, not the current "
             f"{image_id[:19]}: run site.yml (role {ROLE}) to refresh it"

@@ -20,7 +20,13 @@ TEMPLATE = REPO / "roles/docker/templates/daemon.json.j2"
 
 def render_daemon_json(tmp_path, **extra):
     dest = tmp_path / "daemon.json"
-    variables = {"docker_daemon_options": {"log-driver": "json-file"}, "docker_nvidia_default_runtime": False}
+    variables = {
+        "docker_daemon_options": {"log-driver": "json-file"},
+        "docker_nvidia_default_runtime": False,
+        "docker_with_gvisor": False,
+        "docker_gvisor_platform": "ptrace",
+        "docker_gvisor_args": ["--network=none"],
+    }
     variables.update(extra)
     subprocess.run(
         [
@@ -70,6 +76,16 @@ def test_daemon_json_registers_the_nvidia_runtime_only_on_gpu_hosts(tmp_path, wi
         render_daemon_json(tmp_path, docker_with_nvidia=with_gpu, docker_nvidia_default_runtime=default_runtime)
         == expected
     )
+
+
+def test_daemon_json_registers_gvisor_runsc_with_its_platform_and_arguments(tmp_path):
+    rendered = render_daemon_json(
+        tmp_path, docker_with_nvidia=True, docker_with_gvisor=True, docker_gvisor_platform="kvm"
+    )
+    assert rendered["runtimes"] == {
+        "nvidia": {"path": "nvidia-container-runtime", "args": []},
+        "runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=kvm", "--network=none"]},
+    }
 
 
 GPUS = [
