@@ -146,7 +146,7 @@ def add_arguments(parser):
         "--budgets",
         metavar="FILE",
         help="a budgets file (YAML, e.g. experiments/budgets/smoke.yml): mark every budgeted row pass, fail or "
-        'inconclusive and print a verdict summary (README "Budgets")',
+        'inconclusive and print a verdict summary (docs/src/reading-a-report.md "Budgets")',
     )
     defaults = validity.DEFAULTS
     for option, metavar, default, what in (
@@ -159,7 +159,7 @@ def add_arguments(parser):
             type=float,
             metavar=metavar,
             default=default,
-            help=f'mark a row {what} (default {default:g}; README "Run validity")',
+            help=f'mark a row {what} (default {default:g}; docs/src/reading-a-report.md "Run validity")',
         )
     parser.add_argument("--check", action="store_true", help="with --budgets: exit 1 when a budget fails")
     parser.add_argument("--strict", action="store_true", help="--check, and exit 1 on inconclusive verdicts too")

@@ -143,8 +143,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--budgets",
         metavar="FILE",
-        help='a budgets file (README "Budgets") to check against the plan before any cell: bad budgets are '
-        "refused; `platbench report --budgets FILE` gives their verdicts",
+        help='a budgets file (docs/src/reading-a-report.md "Budgets") to check against the plan before any cell: bad '
+        "budgets are refused; `platbench report --budgets FILE` gives their verdicts",
     )
     parser.add_argument(
         "--hosts",

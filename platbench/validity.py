@@ -1,5 +1,6 @@
 """Run validity, as MLPerf's loadgen marks its runs: a summary row is marked, with the fix, when its figures cannot
-be trusted as they stand. The thresholds live here and only here (``Thresholds``; README "Run validity"):
+be trusted as they stand. The thresholds live here and only here (``Thresholds``; docs/src/reading-a-report.md, "Run
+validity"):
 
 - a metric's CV over the repeats is above ``max_cv``: "raise repeats to N", N the repeats that bring the 95%
   confidence interval of the mean within ``ci_half_width`` of it (see repeats_needed);
@@ -29,7 +30,7 @@ VALIDITY = "validity"  # the summary rows' column: the reasons joined by "; ", "
 
 @dataclass(frozen=True)
 class Thresholds:
-    """When a summary row is marked invalid (README "Run validity" explains the defaults)."""
+    """When a summary row is marked invalid (docs/src/reading-a-report.md "Run validity" explains the defaults)."""
 
     # Benchmarks on a quiet, pinned host repeat within a few percent; 5% is where a ratio to bm of a few
     # percent (the overheads the studies report) stops being readable.

@@ -3,7 +3,7 @@
 """Workload result records and the samples stored from them.
 
 A workload prints one line ``PLATBENCH_RESULT {json}``; each metric of that record
-becomes one sample (design.md) appended to ``results/<campaign>/samples.jsonl``.
+becomes one sample (docs/src/design.md) appended to ``results/<campaign>/samples.jsonl``.
 Pure Python so that the callback, the report and the tests share one implementation.
 """
 

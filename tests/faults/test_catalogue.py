@@ -1,5 +1,5 @@
-"""The fault catalogue (README "Faults"): each entry injects one fault into a real short campaign on bm and cn
-(fault_lab.campaign_argv: the smoke experiment, one pinned cell per platform) and asserts that the failed cell is
+"""The fault catalogue (docs/src/running.md, "Faults"): each entry injects one fault into a real short campaign on bm
+and cn (fault_lab.campaign_argv: the smoke experiment, one pinned cell per platform) and asserts that the failed cell is
 recorded with a reason that names the fault, that the campaign goes on or stops with a clear message, that a rerun
 resumes it with no sample lost and none recorded twice, and that nothing is left on the host: no process,
 container, namespace, link, cgroup, fence or mount. Lab tests: they run with the lab (marker `lab`, the `lab`

@@ -92,8 +92,9 @@ def test_cloud_instance_groups_come_from_the_registry():
 
 
 def readme_platform_rows():
-    text = (REPO / "README.md").read_text()
-    section = text.split("## Platforms", 1)[1].split("\n## ", 1)[0]
+    """The rows of the platforms table of the documentation site (docs/src/platforms.md), by label."""
+    text = (REPO / "docs" / "src" / "platforms.md").read_text()
+    section = text.split("# Platforms", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     return {re.match(r"\| `([^`]+)`", row).group(1): row for row in rows}
 

@@ -1,0 +1,50 @@
+# Copyright: platbench developers
+# Apache License 2.0 (see galaxy.yml)
+"""Write the documentation site's page of the kinds, from their declarations (placements/<kind>.py) and the
+platform registry: `python docs/kinds_page.py OUT.md` (`make docs` runs it into the build directory)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parent.parent / "collections"))
+
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+
+CAPABILITIES = ("fenced", "emulator", "takes_quota", "duet")
+
+
+def _cell(values):
+    return ", ".join(f"`{value}`" for value in values) if values else "-"
+
+
+def page():
+    """The page's Markdown."""
+    lines = [
+        "# The kinds",
+        "",
+        "Each kind of placement, as its module declares it (`KIND = Kind(...)` in",
+        "`plugins/plugin_utils/placements/<kind>.py`); this page is generated from those declarations and the",
+        "platform registry when the site is built. [Adding a platform or a kind](adding-a-platform.md) says what each",
+        "part means.",
+        "",
+        "| kind | what a cell of it is | platforms | task file | results | teardown | holds | capabilities | "
+        "several instances |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, kind in placements.KINDS.items():
+        labels = [p.label for p in platforms.PLATFORMS if p.kind == name]
+        capabilities = [capability for capability in CAPABILITIES if getattr(kind, capability)]
+        results = [f"{result}: {variable}" for result, variable in kind.results.items()]
+        lines.append(
+            f"| `{name}` | {kind.summary} | {_cell(labels)} | `{kind.task_file}` | {_cell(results)} | "
+            f"{_cell(kind.teardown)} | {_cell(kind.inner)} | {_cell(capabilities)} | {kind.instances or '-'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1], "w", encoding="utf-8") as stream:
+        stream.write(page())
