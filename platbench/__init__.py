@@ -8,7 +8,7 @@ platbench.lab collection's plugin_utils, shared with the Ansible plugins; this r
 import sys
 from pathlib import Path
 
-__version__ = "0.9.0"
+__version__ = "0.10.0"
 
 _COLLECTIONS = str(Path(__file__).resolve().parent.parent / "collections")
 if _COLLECTIONS not in sys.path:

@@ -36,3 +36,16 @@ def test_the_readme_is_a_front_page_pointing_into_the_site():
     for page in ("running", "reading-a-report", "calibrating", "adding-a-platform", "openstack", "architecture"):
         assert f"docs/src/{page}.md" in readme, page
         assert (REPO / "docs" / "src" / f"{page}.md").is_file(), page
+
+
+def test_the_changelog_fragments_and_metadata_lint():
+    for argv in (["lint"], ["lint-changelog-yaml", "changelogs/changelog.yaml"]):
+        linted = subprocess.run(
+            [str(Path(sys.executable).parent / "antsibull-changelog"), *argv],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert linted.returncode == 0 and not linted.stdout.strip(), linted.stdout + linted.stderr
