@@ -16,7 +16,7 @@ import statistics
 import sys
 
 from _runs import REPO_ROOT, run_workload  # first: it puts the repository and its collection on the path
-from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv
+from ansible_collections.platbench.lab.plugins.filter.experiments import workload_argv
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import load_experiment
 
 

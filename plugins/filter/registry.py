@@ -9,6 +9,47 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.module_utils import platforms as _registry
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements as _placements
+
+
+def platforms(labels=None, source="platforms"):
+    """The registry entries of ``labels`` (every platform for None or 'all'), in registry order."""
+    if labels is None or labels == "all":
+        return [_registry.as_dict(platform) for platform in _registry.PLATFORMS]
+    try:
+        wanted = _registry.check_labels(labels, source)
+    except _registry.UnknownPlatform as exc:
+        raise AnsibleFilterError(f"{exc}. Fix the list and run again.") from None
+    return [_registry.as_dict(_registry.BY_LABEL[label]) for label in wanted]
+
+
+def platform_roles(labels, kind=None, applied=(), source="platforms"):
+    """The roles that build the platforms ``labels`` (of ``kind`` only, when given), in registry order, each
+    once, less those ``applied`` already."""
+    try:
+        wanted = _registry.check_labels(labels, source)
+    except _registry.UnknownPlatform as exc:
+        raise AnsibleFilterError(f"{exc}. Fix the list and run again.") from None
+    if kind is not None and kind not in _placements.KINDS:
+        raise AnsibleFilterError(f"platform_roles: unknown kind {kind!r}; declared: {', '.join(_placements.KINDS)}")
+    roles = [
+        role
+        for entry in _registry.PLATFORMS
+        if entry.label in wanted and kind in (None, entry.kind) and entry.placement
+        for role in entry.roles
+    ]
+    return [role for role in dict.fromkeys(roles) if role not in set(applied or ())]
+
+
+def instance_groups(entries, groups):
+    """Per platform of the cloud_instance kind (``entries``: ``platforms`` filter results), the inventory hosts
+    of its instances, up (its ``group``) or failed (its ``failed_group``)."""
+    groups = groups or {}
+    return {
+        entry["label"]: list(groups.get(entry["group"]) or []) + list(groups.get(entry["failed_group"]) or [])
+        for entry in entries
+        if entry.get("group")
+    }
 
 
 def platform_runtimes(labels, engine="docker", source="platforms"):
@@ -25,4 +66,9 @@ class FilterModule:
     """platbench.lab registry filters."""
 
     def filters(self):
-        return {"platform_runtimes": platform_runtimes}
+        return {
+            "platforms": platforms,
+            "platform_roles": platform_roles,
+            "instance_groups": instance_groups,
+            "platform_runtimes": platform_runtimes,
+        }

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from ansible_collections.platbench.lab.plugins.filter.platbench import cell_plan as cell_plan_filter
+from ansible_collections.platbench.lab.plugins.filter.cells import cell_plan as cell_plan_filter
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     CellPlanError,

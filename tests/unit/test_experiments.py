@@ -10,7 +10,7 @@ import yaml
 from ansible.errors import AnsibleLookupError
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
-from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv
+from ansible_collections.platbench.lab.plugins.filter.experiments import workload_argv
 from ansible_collections.platbench.lab.plugins.module_utils import workload_needs
 from ansible_collections.platbench.lab.plugins.plugin_utils import sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (

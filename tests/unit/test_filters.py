@@ -10,7 +10,8 @@ from ansible.errors import AnsibleFilterError, AnsibleLookupError
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
 from ansible.template import Templar, trust_as_template
-from ansible_collections.platbench.lab.plugins.filter.platbench import cpuset_for, expand_matrix, workload_argv
+from ansible_collections.platbench.lab.plugins.filter.cells import cpuset_for
+from ansible_collections.platbench.lab.plugins.filter.experiments import expand_matrix, workload_argv
 from plan_options import plan_options
 
 REPO = Path(__file__).resolve().parents[2]

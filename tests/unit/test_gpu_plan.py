@@ -9,7 +9,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
-from ansible_collections.platbench.lab.plugins.filter import platbench as filters
+from ansible_collections.platbench.lab.plugins.filter import cells as cell_filters
+from ansible_collections.platbench.lab.plugins.filter import gpus as filters
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
 from ansible_collections.platbench.lab.plugins.modules.host_facts import slot_functions
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
@@ -255,7 +256,7 @@ def gpu_plan(platforms, processor=("gpu",)):
 
 
 def precheck(plan, facts=FACTS, assignment=ASSIGNMENT, guest_image=OPTIONS["guest_image"]):
-    return filters.plan_problems(plan, STATUS, facts, "gpu1", gpu_assignment=assignment, guest_image=guest_image)
+    return cell_filters.plan_problems(plan, STATUS, facts, "gpu1", gpu_assignment=assignment, guest_image=guest_image)
 
 
 def test_a_gpu_plan_the_host_can_serve_says_which_gpus_each_side_uses():
@@ -303,7 +304,7 @@ def test_guest_gpu_scenarios_on_an_image_without_the_nvidia_driver_are_refused(g
 
 def test_guest_gpu_scenarios_on_emulated_guests_are_refused():
     status = {**STATUS, "vm": {**STATUS["vm"], "accelerator": "tcg", "emulated": True}}
-    [found] = filters.plan_problems(
+    [found] = cell_filters.plan_problems(
         gpu_plan(["vm"]), status, FACTS, "gpu1", gpu_assignment=ASSIGNMENT, guest_image=OPTIONS["guest_image"]
     )["problems"]
     assert (

@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from ansible_collections.platbench.lab.plugins.filter.platbench import runner_ssh_checks as ssh_checks_filter
+from ansible_collections.platbench.lab.plugins.filter.runners import runner_ssh_checks as ssh_checks_filter
 from ansible_collections.platbench.lab.plugins.module_utils import remote_instance
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan

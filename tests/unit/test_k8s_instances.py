@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import kubernetes_validate
 import pytest
-from ansible_collections.platbench.lab.plugins.filter.platbench import k8s_pods_started
+from ansible_collections.platbench.lab.plugins.filter.kubernetes import k8s_pods_started
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
 from ansible_collections.platbench.lab.plugins.plugin_utils.k8s_job import label_value, qos_class

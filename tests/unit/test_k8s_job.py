@@ -9,7 +9,7 @@ import re
 import kubernetes_validate
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.filter.platbench import k8s_job_outcome as outcome_filter
+from ansible_collections.platbench.lab.plugins.filter.kubernetes import k8s_job_outcome as outcome_filter
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
 from ansible_collections.platbench.lab.plugins.plugin_utils.k8s_job import (
     K8sJobError,

@@ -3,7 +3,7 @@ results of network_path and cpu_fence in check mode and pgrep's lines, as the pr
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.filter import platbench as filters
+from ansible_collections.platbench.lab.plugins.filter import cells as filters
 from ansible_collections.platbench.lab.plugins.plugin_utils.leftovers import leftover_problems
 
 PATHS = {

@@ -246,7 +246,7 @@ def test_checked_params_raises_one_error_naming_the_file(fake):
 
 
 def test_the_shared_argv_rule_builds_what_placement_builds():
-    from ansible_collections.platbench.lab.plugins.filter.platbench import workload_argv as filter_argv
+    from ansible_collections.platbench.lab.plugins.filter.experiments import workload_argv as filter_argv
     from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
         WorkloadArgsError,
         key_of,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.platbench.lab.plugins.filter.platbench import cells_to_run as cells_to_run_filter
-from ansible_collections.platbench.lab.plugins.filter.platbench import done_cells as done_cells_filter
+from ansible_collections.platbench.lab.plugins.filter.cells import cells_to_run as cells_to_run_filter
+from ansible_collections.platbench.lab.plugins.filter.experiments import done_cells as done_cells_filter
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples, done_cells

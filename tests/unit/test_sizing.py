@@ -6,7 +6,7 @@ from __future__ import annotations
 import guest_domain
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.filter.platbench import cells_to_run as cells_to_run_filter
+from ansible_collections.platbench.lab.plugins.filter.cells import cells_to_run as cells_to_run_filter
 from ansible_collections.platbench.lab.plugins.plugin_utils import sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan, choose_cpus
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
