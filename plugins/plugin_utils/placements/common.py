@@ -183,6 +183,12 @@ class Observed:
     error: str | None = None
 
 
+def command_observed(result):
+    """What a command's registered result says (the process and lxc kinds'): its output and exit code."""
+    result = result or {}
+    return Observed(output=process_output(result), runtime={"rc": result["rc"]} if "rc" in result else {})
+
+
 def process_output(result):
     """A command's stdout and stderr, as the record parser reads them."""
     result = result or {}

@@ -16,8 +16,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import lxc
 from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     Kind,
-    Observed,
-    process_output,
+    command_observed,
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.process import shell_command
 
@@ -54,9 +53,7 @@ def plan(ctx, plan):
 
 def observed(plan, results):
     """lxc-execute's output and exit code (the workload's, or timeout's 124 when the deadline stopped it)."""
-    result = results.get("lxc") or {}
-    runtime = {"rc": result["rc"]} if "rc" in result else {}
-    return Observed(output=process_output(result), runtime=runtime)
+    return command_observed(results.get("lxc"))
 
 
 KIND = Kind(

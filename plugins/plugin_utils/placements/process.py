@@ -23,9 +23,8 @@ from ansible_collections.platbench.lab.plugins.module_utils import apptainer, cp
 from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, cell_timeout, inject
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     Kind,
-    Observed,
     PlacementError,
-    process_output,
+    command_observed,
 )
 
 
@@ -197,9 +196,7 @@ def shell_command(process, deadline=None):
 
 def observed(plan, results):
     """The command's output and exit code."""
-    result = results.get("process") or {}
-    runtime = {"rc": result["rc"]} if "rc" in result else {}
-    return Observed(output=process_output(result), runtime=runtime)
+    return command_observed(results.get("process"))
 
 
 KIND = Kind(
