@@ -20,11 +20,12 @@ pytestmark = [pytest.mark.lab, pytest.mark.quiet]
 CAMPAIGN = "it-inject"
 CAP = 0.7
 INJECTED = f"cpu_quota={CAP:g}"
-# Four rounds of three duet pairs (bm capped + bm, cn + bm, cn capped + cn): 24 cells, 12 runs. 150 steps of the
-# tiny CNN are a timed part of three to four seconds here (about 1500 images/s), long enough for a CFS quota (100 ms
-# periods) to take its share. Four rounds, not three: on a busy 2-core host a round's ratio spreads (log-ratios by
-# 0.2 here while other work ran); with two degrees of freedom the paired interval then reached 0.97, with three it
-# stays near 0.9.
+# Four rounds of three duet pairs (bm capped + bm, cn + bm, cn capped + cn): 24 cells, 12 runs. Each cell times
+# 3 s of the tiny CNN's steps (steps: auto), long enough for a CFS quota (100 ms periods) to take its share on any
+# host: a fixed 150 steps were 3-4 s on a host of 1,500 images/s but 0.4 s on one of 12,000, where one noisy pair
+# widened the interval past 1 (0.714 [0.497, 1.024]). Four rounds, not three: on a busy 2-core host a round's ratio
+# spreads (log-ratios by 0.2 here while other work ran); with two degrees of freedom the paired interval then reached
+# 0.97, with three it stays near 0.9.
 OVERRIDES = {
     "platforms": ["bm", "cn"],
     "scaleup": [1],
@@ -32,7 +33,7 @@ OVERRIDES = {
     "repeats": 4,
     "inject": ["none", {"cpu_quota": CAP}],
     "schedule": "duet",
-    "params": {"warmup_steps": 5, "steps": 150, "batch_size": 32},
+    "params": {"warmup_steps": 5, "steps": "auto", "auto_seconds": 3, "batch_size": 32},
 }
 
 
