@@ -15,6 +15,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     OUTCOME_METRICS,
     SKIPPED_METRIC,
+    Sample,
     read_samples,
 )
 
@@ -84,9 +85,7 @@ def load_samples(results_dir):
             f"no samples: {path} does not exist ({holds}); expected {expected} (has the campaign recorded any cell?)"
         )
     bad_lines = []
-    samples = read_samples(
-        path, on_bad_line=lambda number, line: bad_lines.append((number, line)), is_sample=_is_sample
-    )
+    samples = read_samples(path, on_bad_line=lambda number, line: bad_lines.append((number, line)))
     for number, line in bad_lines[:BAD_LINES_SHOWN]:
         print(f"note: {path} line {number}: {_why_not_a_sample(line)}; skipped", file=sys.stderr)
     if len(bad_lines) > BAD_LINES_SHOWN:
@@ -96,36 +95,24 @@ def load_samples(results_dir):
         )
     if not samples:
         raise ReportError(f"no samples in {path}: none of its lines is a sample (a JSON object with a metric)")
-    frame = pd.DataFrame(
-        [
-            {
-                "metric": sample.get("metric"),
-                "value": sample.get("value"),
-                "unit": sample.get("unit"),
-                ACCELERATOR: (sample.get("metadata") or {}).get(ACCELERATOR),
-                GPU_DEVICE: gpu_device(sample.get("metadata") or {}),
-                SAMPLE_TIME: sample.get("timestamp"),
-                SKIP_REASON: (sample.get("metadata") or {}).get("reason")
-                if sample.get("metric") == SKIPPED_METRIC
-                else None,
-                **loadgen_verdict(sample.get("metadata") or {}),
-                **validity.sample_fields(sample.get("metadata") or {}),
-                **sample.get("labels", {}),
-            }
-            for sample in samples
-        ]
-    )
+    frame = pd.DataFrame([_row(sample) for sample in samples])
     return _integer_labels(frame, samples)
 
 
-def _is_sample(sample):
-    """A sample as the results callback writes it: a metric's name, its value and labels that are a mapping."""
-    return (
-        isinstance(sample.get("metric"), str)
-        and "value" in sample
-        and isinstance(sample.get("labels", {}), dict)
-        and isinstance(sample.get("metadata") or {}, dict)
-    )
+def _row(sample):
+    """A sample's row of the report's frame: what it measured, what the report needs of its metadata, its labels."""
+    return {
+        "metric": sample.metric,
+        "value": sample.value,
+        "unit": sample.unit,
+        ACCELERATOR: sample.metadata.get(ACCELERATOR),
+        GPU_DEVICE: gpu_device(sample.metadata),
+        SAMPLE_TIME: sample.timestamp,
+        SKIP_REASON: sample.metadata.get("reason") if sample.metric == SKIPPED_METRIC else None,
+        **loadgen_verdict(sample.metadata),
+        **validity.sample_fields(sample.metadata),
+        **sample.labels,
+    }
 
 
 def _why_not_a_sample(line):
@@ -134,12 +121,7 @@ def _why_not_a_sample(line):
         decoded = json.loads(line)
     except ValueError as exc:
         return f"not JSON ({exc.msg}: column {exc.colno}), probably a write cut short"
-    if not isinstance(decoded, dict):
-        return f"a JSON {type(decoded).__name__}, not an object"
-    missing = [field for field in ("metric", "value") if field not in decoded]
-    if missing:
-        return f"an object without {' and '.join(missing)}"
-    return "an object whose metric is not a name, or whose labels or metadata are not a mapping"
+    return Sample.problem(decoded)
 
 
 def _integer_labels(frame, samples):

@@ -3,6 +3,7 @@
 and the ``playbook`` fixture, through which the tests run playbooks (playbook_run.py)."""
 
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -49,3 +50,15 @@ def playbook(tmp_path):
         return run_playbook(path_or_plays, tmp_path, variables, *options, **keywords)
 
     return run
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    """A workload's main in this process: pytest's signal handlers come back afterwards, and no GPU probe."""
+    from workloads.common import gpus
+
+    saved_handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    monkeypatch.setattr(gpus, "probe_devices", list)
+    yield
+    for number, handler in saved_handlers.items():
+        signal.signal(number, handler)

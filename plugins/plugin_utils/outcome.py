@@ -12,6 +12,7 @@ from __future__ import annotations
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     RESULT_PREFIX,
     RecordError,
+    Sample,
     cell_files,
     failed_sample,
     parse_result_lines,
@@ -98,9 +99,7 @@ def degradation_samples(samples):
     labels = {key: value for key, value in shared["labels"].items() if key != SHARE}
     metadata = {**shared["metadata"], "elapsed_alone": alone["value"], "elapsed_shared": shared["value"]}
     value = (shared["value"] - alone["value"]) / alone["value"] * 100
-    return [
-        {**shared, "metric": DEGRADATION_METRIC, "value": value, "unit": "%", "labels": labels, "metadata": metadata}
-    ]
+    return [Sample.read(shared).but(metric=DEGRADATION_METRIC, value=value, unit="%", labels=labels, metadata=metadata)]
 
 
 def kept_files(cell_id, output, samples):

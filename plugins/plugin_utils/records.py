@@ -61,6 +61,68 @@ def metric_labels(labels, entry):
     return {**labels, **own}
 
 
+class Sample(dict):
+    """One measured value and all that tells it apart, PerfKitBenchmarker's sample: ``metric``, ``value``,
+    ``unit``, ``timestamp`` (seconds since the epoch), ``labels`` (the scenario, the workload's parameters: what a
+    report groups by) and ``metadata`` (the environment, what the workload saw: what a report explains with).
+
+    A dict, so that it is one JSON line of samples.jsonl as it is and every reader of a line gets the same
+    thing back: built by ``Sample.of`` on the way in (the callback), checked by ``Sample.read`` on the way out
+    (report, compare, history)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, metric, value, unit, labels, metadata, timestamp=None):
+        """A new sample; ``timestamp`` None is now. Refuses a metric that is no name or labels that are no mapping."""
+        sample = cls(
+            metric=metric,
+            value=value,
+            unit=unit,
+            timestamp=time.time() if timestamp is None else timestamp,
+            labels=dict(labels),
+            metadata=dict(metadata),
+        )
+        problem = cls.problem(sample)
+        if problem is not None:
+            raise ValueError(f"not a sample: {problem}")
+        return sample
+
+    @staticmethod
+    def problem(data):
+        """Why ``data`` (a decoded line) is not a sample, in words; None when it is one."""
+        if not isinstance(data, dict):
+            return f"a JSON {type(data).__name__}, not an object"
+        missing = [field for field in ("metric", "value") if field not in data]
+        if missing:
+            return f"an object without {' and '.join(missing)}"
+        if not isinstance(data["metric"], str):
+            return "an object whose metric is not a name"
+        if not isinstance(data.get("labels", {}), dict) or not isinstance(data.get("metadata") or {}, dict):
+            return "an object whose labels or metadata are not a mapping"
+        return None
+
+    @classmethod
+    def read(cls, data):
+        """A sample read back from samples.jsonl: the decoded line, checked (ValueError with ``problem``), with
+        labels and metadata present (older lines may lack them) so that readers need no defaults."""
+        problem = cls.problem(data)
+        if problem is not None:
+            raise ValueError(problem)
+        return cls(data, unit=data.get("unit"), labels=data.get("labels") or {}, metadata=data.get("metadata") or {})
+
+    def but(self, **fields):
+        """A copy with ``fields`` replaced (a derived sample: a shared cell's degradation from its elapsed)."""
+        return Sample.read({**self, **fields})
+
+    metric = property(lambda self: self["metric"])
+    value = property(lambda self: self["value"])
+    unit = property(lambda self: self.get("unit"))
+    timestamp = property(lambda self: self.get("timestamp"))
+    labels = property(lambda self: self["labels"])
+    metadata = property(lambda self: self["metadata"])
+
+
 def samples_from_record(record, cell_labels, env_metadata, runtime_metadata):
     """One sample per metric of ``record``.
 
@@ -71,14 +133,14 @@ def samples_from_record(record, cell_labels, env_metadata, runtime_metadata):
     labels = record_labels(record, cell_labels)
     metadata = _merged(env_metadata, runtime_metadata, record["metadata"])
     return [
-        {
-            "metric": metric["metric"],
-            "value": metric["value"],
-            "unit": metric["unit"],
-            "timestamp": record["timestamp"],
-            "labels": metric_labels(labels, metric),
-            "metadata": dict(metadata),
-        }
+        Sample.of(
+            metric["metric"],
+            metric["value"],
+            metric["unit"],
+            metric_labels(labels, metric),
+            metadata,
+            record["timestamp"],
+        )
         for metric in record["metrics"]
     ]
 
@@ -86,14 +148,7 @@ def samples_from_record(record, cell_labels, env_metadata, runtime_metadata):
 def skipped_sample(record, cell_labels, env_metadata, runtime_metadata):
     """The single sample of a ``skipped`` record: metric ``skipped``, value 1, the reason in metadata.reason."""
     metadata = _merged(env_metadata, runtime_metadata, record["metadata"], {"reason": record["error"]})
-    return {
-        "metric": SKIPPED_METRIC,
-        "value": 1,
-        "unit": "",
-        "timestamp": record["timestamp"],
-        "labels": record_labels(record, cell_labels),
-        "metadata": metadata,
-    }
+    return Sample.of(SKIPPED_METRIC, 1, "", record_labels(record, cell_labels), metadata, record["timestamp"])
 
 
 def tail_of(output):
@@ -105,14 +160,7 @@ def tail_of(output):
 def failed_sample(cell_labels, error, output_tail, env_metadata, runtime_metadata):
     """The single sample that records a failed cell, with its error and output tail."""
     metadata = _merged(env_metadata, runtime_metadata, {"error": str(error), "output_tail": tail_of(output_tail)})
-    return {
-        "metric": FAILED_METRIC,
-        "value": 1,
-        "unit": "cell",
-        "timestamp": time.time(),
-        "labels": dict(cell_labels),
-        "metadata": metadata,
-    }
+    return Sample.of(FAILED_METRIC, 1, "cell", cell_labels, metadata)
 
 
 def _json_safe(value):
@@ -222,13 +270,14 @@ def room_problem(results_dir, samples, files=None, reserve=RECORD_RESERVE_BYTES)
     )
 
 
-def read_samples(path, on_bad_line=None, is_sample=None, on_cut_write=None):
-    """All samples in ``path``. A line that does not decode (a write a crash cut short) is skipped, and so are the
-    lines before it that its write had completed (see WRITE_END): that cell's samples are incomplete, so none of
-    them counts and the cell runs again on resume.
+def read_samples(path, on_bad_line=None, on_cut_write=None):
+    """All samples in ``path``, each a ``Sample`` (checked by ``Sample.read``). A line that does not decode (a
+    write a crash cut short) is skipped, and so are the lines before it that its write had completed (see
+    WRITE_END): that cell's samples are incomplete, so none of them counts and the cell runs again on resume.
 
-    ``on_bad_line(line_number, line)`` is called for each line that does not decode, or that ``is_sample(object)``,
-    when given, turns down; ``on_cut_write(line_numbers, cell)`` for the complete lines of each cut write.
+    ``on_bad_line(line_number, line)`` is called for each line that does not decode or is not a sample (an edit
+    gone wrong: ``Sample.problem`` says why); ``on_cut_write(line_numbers, cell)`` for the complete lines of each
+    cut write.
     """
     entries = []  # (line number, line without its newline, the sample or None)
     with open(path, encoding="utf-8", errors="replace") as stream:
@@ -252,8 +301,8 @@ def read_samples(path, on_bad_line=None, is_sample=None, on_cut_write=None):
     for number, line, sample in entries:
         if number in cut:
             continue
-        if sample is not None and (is_sample is None or is_sample(sample)):
-            samples.append(sample)
+        if sample is not None and Sample.problem(sample) is None:
+            samples.append(Sample.read(sample))
         elif on_bad_line is not None:
             on_bad_line(number, line)
     return samples

@@ -89,9 +89,9 @@ def test_bad_parameters_are_refused_with_the_setting_named(capsys, argv, message
 
 
 def test_the_defaults_are_the_studys_counts_and_a_batch_no_larger_than_the_requests():
-    args, app = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere"])
+    args = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere"])
     assert (args.requests, args.batch_size, args.model_size, args.timing) == (1000, 32, "resnet50", "e2e")
-    args, _ = cli.parse_args(["--check-args", "--app", "rs", "--data-dir", "/nowhere", "--requests", "5"])
+    args = cli.parse_args(["--check-args", "--app", "rs", "--data-dir", "/nowhere", "--requests", "5"])
     assert (args.requests, args.batch_size, args.model_size) == (5, 5, "small")
 
 
@@ -104,13 +104,13 @@ def test_mlperf_minimums_are_each_apps_benchmarks_and_the_flag_defaults_to_them(
         "nlp": ("bert", 600_000, 10_833),
     }
     assert ic.APP.on("torch").mlperf_minimums() == ic.APP.mlperf_minimums()
-    args, _ = cli.parse_args(["--check-args", "--app", "sr", "--data-dir", "/nowhere", "--mlperf-minimums"])
+    args = cli.parse_args(["--check-args", "--app", "sr", "--data-dir", "/nowhere", "--mlperf-minimums"])
     assert (args.requests, args.min_duration_ms, args.batch_size) == (2_513, 600_000, 32)
     argv = ["--check-args", "--app", "ic", "--data-dir", "/nowhere", "--mlperf-minimums", "--requests", "30000"]
-    args, _ = cli.parse_args([*argv, "--min-duration-ms", "900000"])
+    args = cli.parse_args([*argv, "--min-duration-ms", "900000"])
     assert (args.requests, args.min_duration_ms) == (30_000, 900_000)
     # Without the flag: the study's request count, no minimum duration (a scaled-down run), any count allowed.
-    args, _ = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere", "--requests", "8"])
+    args = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere", "--requests", "8"])
     assert (args.requests, args.min_duration_ms, args.mlperf_minimums) == (8, 0, False)
 
 
@@ -399,10 +399,12 @@ def test_ic_serves_jpegs_end_to_end_with_phases_that_add_up(images):
 
 
 def test_ic_runs_on_torch_when_asked_with_the_same_requests_and_pre_processing():
-    args, app = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere", "--framework", "torch"])
+    args = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere", "--framework", "torch"])
+    app = args.served_app
     assert (args.framework, app.framework, app.name) == ("torch", "torch", "ic")
     assert app.preprocess.__func__ is ic.APP.preprocess.__func__ and app.load.__func__ is ic.APP.load.__func__
-    args, app = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere"])
+    args = cli.parse_args(["--check-args", "--app", "ic", "--data-dir", "/nowhere"])
+    app = args.served_app
     assert (args.framework, app) == ("tensorflow", ic.APP)
 
 

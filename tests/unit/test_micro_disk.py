@@ -14,7 +14,6 @@ VM guest on virtio-blk with virtiofs, 9p, nfs and an extra SCSI disk (guest), bt
 
 import os
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +22,7 @@ import pytest
 from workload_run import metric_values, only_record, records_of, run_module
 
 from tests import skips
-from workloads.common import gpus, tools
+from workloads.common import tools
 from workloads.common.harness import WorkloadFailed
 from workloads.micro_disk import cli, measure, mounts
 from workloads.micro_disk.parse import parse_dd, parse_fio_json, parse_ioping_batch
@@ -361,16 +360,6 @@ def test_the_run_needs_room_for_its_largest_file_one_at_a_time():
     assert cli.needed_bytes(args) == 100 * MIB
     assert cli.needed_bytes(cli.parse_args(["--dd-sizes-mb", "1"])) == 64 * MIB  # ioping -R's working set
     assert cli.needed_bytes(cli.parse_args(["--dd-sizes-mb", "1", "--fio", "--fio-size-mb", "300"])) == 300 * MIB
-
-
-@pytest.fixture
-def in_process(monkeypatch):
-    """cli.main in this process: pytest's signal handlers come back afterwards, and no GPU probe."""
-    saved_handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
-    monkeypatch.setattr(gpus, "probe_devices", list)
-    yield
-    for number, handler in saved_handlers.items():
-        signal.signal(number, handler)
 
 
 def failed_run(capsys, *argv):

@@ -7,6 +7,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     RESULT_PREFIX,
     SKIPPED_METRIC,
     RecordError,
+    Sample,
     append_samples,
     done_cells,
     failed_sample,
@@ -316,3 +317,37 @@ def test_ok_and_skipped_records_of_one_cell_keep_both():
     status, error, samples = cell_outcome(CELL_LABELS, output, None, ENV, RUNTIME)
     assert (status, error) == (OK, None)
     assert [sample["metric"] for sample in samples] == ["throughput", "elapsed", SKIPPED_METRIC]
+
+
+def test_a_sample_is_built_by_one_constructor_and_read_back_the_same(tmp_path):
+    sample = Sample.of("throughput", 12.5, "images/sec", {"platform": "bm"}, {"kernel": "6.1"}, timestamp=100.0)
+    assert (sample.metric, sample.value, sample.unit, sample.timestamp) == ("throughput", 12.5, "images/sec", 100.0)
+    assert (sample.labels, sample.metadata) == ({"platform": "bm"}, {"kernel": "6.1"})
+    path = tmp_path / "samples.jsonl"
+    append_samples(path, [sample])
+    (read,) = read_samples(path)
+    assert isinstance(read, Sample) and read == sample and read.labels == {"platform": "bm"}
+    # A line of an older campaign without labels or metadata reads with both empty: readers need no defaults.
+    assert Sample.read({"metric": "elapsed", "value": 3}).labels == {}
+    derived = sample.but(metric="degradation", value=5.0, unit="%")
+    assert (derived.metric, derived.labels, sample.metric) == ("degradation", {"platform": "bm"}, "throughput")
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ([1, 2], "a JSON list, not an object"),
+        ({"value": 1}, "an object without metric"),
+        ({"metric": 3, "value": 1}, "an object whose metric is not a name"),
+        ({"metric": "x", "value": 1, "labels": [1]}, "an object whose labels or metadata are not a mapping"),
+    ],
+)
+def test_what_is_not_a_sample_is_refused_with_why(data, problem, tmp_path):
+    assert Sample.problem(data) == problem
+    with pytest.raises(ValueError, match=problem):
+        Sample.read(data)
+    path = tmp_path / "samples.jsonl"
+    path.write_text(json.dumps(data) + "\n" + json.dumps({"metric": "elapsed", "value": 1}) + "\n")
+    bad = []
+    assert [sample.metric for sample in read_samples(path, on_bad_line=lambda n, line: bad.append(n))] == ["elapsed"]
+    assert bad == [1]

@@ -5,19 +5,10 @@ import importlib.util
 import os
 import time
 
-from ..common.args import (
-    add_check_args,
-    add_run_arguments,
-    check_extra_labels,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    resolve_threads,
-)
-from ..common.environment import probe_environment
-from ..common.harness import run_workload
+from ..common.args import check_extra_labels, non_negative_int, positive_float, positive_int
+from ..common.workload import Workload
 from .devices import visible_gpus
-from .labels import WORKLOAD, own_labels, record_labels
+from .labels import WORKLOAD, own_labels
 from .ranks import MIN_RANKS, PLACE_READERS, RankEnvError
 from .settings import (
     AUTO_STEPS,
@@ -49,14 +40,7 @@ def steps_or_auto(text):
         raise argparse.ArgumentTypeError(f"expected a positive integer or {AUTO_STEPS}, got {text!r}") from None
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m workloads.cnn_train",
-        description=(
-            "Train an image classifier (synthetic batch in memory, or an ImageNet-layout directory) "
-            "and print one PLATBENCH_RESULT line."
-        ),
-    )
+def _arguments(parser):
     add = parser.add_argument
     add("--framework", choices=FRAMEWORK_BACKENDS, default="tensorflow")
     add("--model", choices=MODELS, default="resnet50")
@@ -84,14 +68,6 @@ def build_parser():
     )
     add("--optimizer", choices=OPTIMIZERS, default="sgd", help=f"sgd: lr {SGD_LEARNING_RATE}, momentum {SGD_MOMENTUM}")
     add("--dtype", choices=DTYPES, default="float32")
-    add_run_arguments(add)
-    add_check_args(
-        add,
-        "--threads and local ranks against the CPUs, torchrun's or TF_CONFIG's rank environment, --num-gpus "
-        "against the GPUs, Pillow for --framework torch --data real, and --data-dir's contents when the "
-        "directory does not exist where the check runs",
-    )
-
     data = parser.add_argument_group("real data (--data real)")
     data.add_argument(
         "--data-dir", help="ImageNet layout: DIR/train/<class>/*.JPEG, or TFRecord shards DIR/train-*-of-*"
@@ -143,7 +119,6 @@ def build_parser():
         default=DEFAULT_LAUNCH_TIMEOUT,
         help="--launch-local: seconds for all ranks together; then they are stopped",
     )
-    return parser
 
 
 def _check_data(parser, args):
@@ -253,10 +228,8 @@ def _check_rank_env(parser, args):
     args.workers = args.place.world_size
 
 
-def parse_args(argv=None):
-    """Parsed and validated arguments, per-model defaults filled in; exits 2 on bad input."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _validate(parser, args, allowed_cpus):
+    """Per-model defaults filled in; the checks argparse cannot make."""
     defaults = MODELS[args.model]
     if args.batch_size is None:
         args.batch_size = defaults.batch_size
@@ -274,22 +247,18 @@ def parse_args(argv=None):
             "--steps auto probes this process's own speed, and the ranks of --mode distributed must agree on their "
             "steps: give them a number of steps"
         )
-    args.threads_given = args.threads is not None
-    allowed_cpus = resolve_threads(parser, args)
     _check_parallelism(parser, args, allowed_cpus)
     _check_data(parser, args)
     if args.num_classes is None:
         args.num_classes = DEFAULT_NUM_CLASSES
+    # `mode` is a label of single-process records only when --labels-json names it: checked against the real one.
     check_extra_labels(parser, args.labels_json, own_labels(args, always_mode=True))
-    return args
 
 
-def base_metadata(args):
+def _metadata(args):
     metadata = {
-        **probe_environment(),
         "num_classes": args.num_classes,
         "optimizer": {"name": args.optimizer, "learning_rate": SGD_LEARNING_RATE, "momentum": SGD_MOMENTUM},
-        "seed": args.seed,
     }
     if args.data == "real" and args.data_dir is not None:
         metadata["data_dir"] = os.path.abspath(args.data_dir)
@@ -300,16 +269,29 @@ def base_metadata(args):
     return metadata
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    if args.check_args:
-        return 0
-    labels = record_labels(args)
-    metadata = base_metadata(args)
+def _body(args, run):
+    """The process this one is: the launcher of --launch-local ranks, one distributed rank, or the one trainer."""
     if args.launch_local is not None:
         from .local_launch import launch_local as body
     elif args.mode == "distributed":
         from .distributed import train_rank as body
     else:
         from .training import train as body
-    return run_workload(WORKLOAD, labels, metadata, lambda run: body(args, run))
+    return body(args, run)
+
+
+SPEC = Workload(
+    name=WORKLOAD,
+    description="Train an image classifier (synthetic batch in memory, or an ImageNet-layout directory) and print "
+    "one PLATBENCH_RESULT line.",
+    arguments=_arguments,
+    validate=_validate,
+    own_labels=own_labels,
+    metadata=_metadata,
+    body=_body,
+    not_checked="--threads and local ranks against the CPUs, torchrun's or TF_CONFIG's rank environment, --num-gpus "
+    "against the GPUs, Pillow for --framework torch --data real, and --data-dir's contents when the directory does "
+    "not exist where the check runs",
+    sets_thread_env=False,  # each framework backend sets its threads (and a launcher's ranks their own)
+)
+main, parse_args, build_parser = SPEC.main, SPEC.parse_args, SPEC.build_parser

@@ -23,7 +23,3 @@ def own_labels(args, always_mode=False):
     if args.mode != "single" and args.workers:
         labels["num_workers"] = args.workers  # replicas (ps) or ranks (distributed)
     return labels
-
-
-def record_labels(args):
-    return {**args.labels_json, **own_labels(args)}

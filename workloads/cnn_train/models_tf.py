@@ -41,30 +41,22 @@ class FusedBatchNormalization(layers.BatchNormalization):
         # Statistics, scale and offset stay float32 under mixed precision, as the kernels want.
         scale = tf.convert_to_tensor(self.gamma) if self.scale else tf.ones([channels], tf.float32)
         offset = tf.convert_to_tensor(self.beta) if self.center else tf.zeros([channels], tf.float32)
-        if training and self.trainable:
-            # exponential_avg_factor makes the kernel return the updated moving statistics.
-            outputs, moving_mean, moving_variance = tf.compat.v1.nn.fused_batch_norm(
-                inputs,
-                scale,
-                offset,
-                mean=self.moving_mean,
-                variance=self.moving_variance,
-                epsilon=self.epsilon,
-                is_training=True,
-                exponential_avg_factor=1.0 - self.momentum,
-            )
-            self.moving_mean.assign(moving_mean)
-            self.moving_variance.assign(moving_variance)
-            return outputs
-        outputs, _, _ = tf.compat.v1.nn.fused_batch_norm(
+        training = bool(training and self.trainable)
+        # In training, exponential_avg_factor makes the kernel return the updated moving statistics.
+        moving_average = {"exponential_avg_factor": 1.0 - self.momentum} if training else {}
+        outputs, moving_mean, moving_variance = tf.compat.v1.nn.fused_batch_norm(
             inputs,
             scale,
             offset,
             mean=self.moving_mean,
             variance=self.moving_variance,
             epsilon=self.epsilon,
-            is_training=False,
+            is_training=training,
+            **moving_average,
         )
+        if training:
+            self.moving_mean.assign(moving_mean)
+            self.moving_variance.assign(moving_variance)
         return outputs
 
 

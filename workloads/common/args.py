@@ -13,14 +13,31 @@ import os
 from .environment import format_cpuset
 
 
-def positive_int(text):
+def _number(text, convert, accept, expected):
+    """``convert(text)`` when ``accept`` takes it, else the argparse error "expected <expected>, got <text>"."""
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        value = None
+    if value is None or not accept(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+def positive_int(text):
+    return _number(text, int, lambda value: value > 0, "a positive integer")
+
+
+def non_negative_int(text):
+    return _number(text, int, lambda value: value >= 0, "a non-negative integer")
+
+
+def positive_float(text):
+    return _number(text, float, lambda value: math.isfinite(value) and value > 0, "a positive number")
+
+
+def non_negative_float(text):
+    return _number(text, float, lambda value: math.isfinite(value) and value >= 0, "a number >= 0")
 
 
 def positive_int_list(text, what="positive integers", example="1,16,256"):
@@ -34,36 +51,6 @@ def positive_int_list(text, what="positive integers", example="1,16,256"):
     if len(set(values)) != len(values):
         raise argparse.ArgumentTypeError(f"expected each value once, got {text!r}")
     return values
-
-
-def non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
-def positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def non_negative_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
 
 
 def reject_non_finite(constant):

@@ -4,7 +4,9 @@ Stdlib only, so that a workload can check a data directory before it imports num
 """
 
 import argparse
+import json
 import os
+import sys
 
 from ..common.args import add_check_args, positive_int
 
@@ -34,6 +36,28 @@ def generator_parser(module, description, count_flag, count_default, count_help)
     parser.add_argument("--seed", type=int, default=0)
     add_check_args(parser.add_argument)
     return parser
+
+
+def run_generator(args, write, check=None):
+    """A generator's exit code. With --check-args: ``check()`` (when given) and 0, nothing written. Otherwise
+    ``write()``, and what it returns on stdout: a list of paths one a line, a dict (a summary) as JSON, a path as
+    it is. A DatasetError (a size the format cannot hold, a bad --out) is the message on stderr and 2."""
+    try:
+        if args.check_args:
+            if check is not None:
+                check()
+            return 0
+        written = write()
+    except DatasetError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if isinstance(written, dict):
+        print(json.dumps(written))
+    elif isinstance(written, (list, tuple)):
+        print(*written, sep="\n")
+    else:
+        print(written)
+    return 0
 
 
 def pseudo_words(count, rng, reserved=()):

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from .base import DatasetError, first_existing, generator_parser, layout_error
+from .base import DatasetError, first_existing, generator_parser, layout_error, run_generator
 
 FOLDER = "cifar-10-batches-bin"
 TRAIN_FILES = tuple(f"data_batch_{index}.bin" for index in range(1, 6))
@@ -106,11 +106,7 @@ def generate(out_dir, count, seed=0):
 def main(argv=None):
     parser = generator_parser("cifar10", __doc__.split("\n")[0], "--images", 1000, "training images to write")
     args = parser.parse_args(argv)
-    if args.check_args:
-        return 0
-    for path in generate(args.out, args.images, args.seed):
-        print(path)
-    return 0
+    return run_generator(args, lambda: generate(args.out, args.images, args.seed))
 
 
 if __name__ == "__main__":

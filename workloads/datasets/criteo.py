@@ -20,12 +20,11 @@ Counts are heavy-tailed, each categorical column draws Zipf-distributed values f
 quarter of the rows are clicks, more likely for some values than for others. Nothing is ever downloaded.
 """
 
-import json
 import os
 import re
 import sys
 
-from .base import DatasetError, generator_parser, layout_error
+from .base import DatasetError, generator_parser, layout_error, run_generator
 
 INTEGER_FEATURES = 13
 CATEGORICAL_FEATURES = 26
@@ -174,15 +173,7 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.check_args:
-        return 0
-    try:
-        summary = generate(args.out, args.rows, args.seed)
-    except DatasetError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(summary))
-    return 0
+    return run_generator(args, lambda: generate(args.out, args.rows, args.seed))
 
 
 if __name__ == "__main__":

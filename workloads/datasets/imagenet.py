@@ -24,14 +24,13 @@ TFRecord format needs TensorFlow.
 """
 
 import colorsys
-import json
 import math
 import os
 import re
 import sys
 from typing import NamedTuple
 
-from .base import DatasetError, generator_parser, layout_error
+from .base import DatasetError, generator_parser, layout_error, run_generator
 
 GENERATOR = "python -m workloads.datasets.imagenet --images 1000 --classes 10 --image-size 64"
 JPEG_SUFFIXES = (".jpeg", ".jpg")
@@ -367,18 +366,13 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    try:
-        if args.check_args:
-            check_sizes(args.images, args.classes)
-            return 0
-        summary = generate(
+    return run_generator(
+        args,
+        lambda: generate(
             args.out, args.images, args.classes, args.image_size, args.format, args.val_images, args.shards, args.seed
-        )
-    except DatasetError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(summary))
-    return 0
+        ),
+        check=lambda: check_sizes(args.images, args.classes),
+    )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from .base import DatasetError, first_existing, generator_parser, layout_error, pseudo_words
+from .base import DatasetError, first_existing, generator_parser, layout_error, pseudo_words, run_generator
 
 FOLDER = "aclImdb"
 CLASSES = (("neg", 0), ("pos", 1))  # folder, label
@@ -155,10 +155,7 @@ def main(argv=None):
         "imdb", __doc__.split("\n")[0], "--reviews", 1000, "reviews to write, half of them negative"
     )
     args = parser.parse_args(argv)
-    if args.check_args:
-        return 0
-    print(generate(args.out, args.reviews, args.seed))
-    return 0
+    return run_generator(args, lambda: generate(args.out, args.reviews, args.seed))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import sys
 import wave
 from typing import NamedTuple
 
-from .base import DatasetError, generator_parser, layout_error, pseudo_words
+from .base import DatasetError, generator_parser, layout_error, pseudo_words, run_generator
 
 SAMPLE_RATE = 16000
 CHANNELS = 1
@@ -304,10 +304,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not 0 < args.seconds <= MAX_SECONDS:
         parser.error(f"--seconds must be above 0 and at most {MAX_SECONDS:g}, got {args.seconds}")
-    if args.check_args:
-        return 0
-    print(generate(args.out, args.utterances, args.seed, args.seconds))
-    return 0
+    return run_generator(args, lambda: generate(args.out, args.utterances, args.seed, args.seconds))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from .base import DatasetError, first_existing, generator_parser, layout_error
+from .base import DatasetError, first_existing, generator_parser, layout_error, run_generator
 
 IMAGES_FILE = "train-images-idx3-ubyte"
 LABELS_FILE = "train-labels-idx1-ubyte"
@@ -146,11 +146,7 @@ def main(argv=None):
     parser = generator_parser("mnist", __doc__.split("\n")[0], "--images", 1024, "training images to write")
     parser.add_argument("--gzip", action="store_true", help="write .gz files, as MNIST is published")
     args = parser.parse_args(argv)
-    if args.check_args:
-        return 0
-    for path in generate(args.out, args.images, args.seed, args.gzip):
-        print(path)
-    return 0
+    return run_generator(args, lambda: generate(args.out, args.images, args.seed, args.gzip))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from .base import DatasetError, first_existing, generator_parser, layout_error, pseudo_words
+from .base import DatasetError, first_existing, generator_parser, layout_error, pseudo_words, run_generator
 
 TRAIN_FILE = "ptb.train.txt"
 SPLIT_FILES = (TRAIN_FILE, "ptb.valid.txt", "ptb.test.txt")
@@ -108,11 +108,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.vocab < 4:
         parser.error(f"--vocab must be at least 4, got {args.vocab}")
-    if args.check_args:
-        return 0
-    for path in generate(args.out, args.words, args.vocab, args.seed):
-        print(path)
-    return 0
+    return run_generator(args, lambda: generate(args.out, args.words, args.vocab, args.seed))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import os
 import sys
 from typing import NamedTuple
 
-from .base import DatasetError, generator_parser, layout_error, pseudo_words
+from .base import DatasetError, generator_parser, layout_error, pseudo_words, run_generator
 
 DATASET_FILE = "dev-v1.1.json"
 VOCABULARY_FILE = "vocab.txt"
@@ -219,10 +219,7 @@ def main(argv=None):
         "questions to write (the NLP app's default request count)",
     )
     args = parser.parse_args(argv)
-    if args.check_args:
-        return 0
-    print(*generate(args.out, args.questions, args.seed), sep="\n")
-    return 0
+    return run_generator(args, lambda: generate(args.out, args.questions, args.seed))
 
 
 if __name__ == "__main__":

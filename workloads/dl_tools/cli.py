@@ -5,30 +5,24 @@ includes the warm-up (page cache, tf.function tracing, allocator and oneDNN prim
 Each timed batch covers the host-side gather and conversion of the batch and the training step.
 """
 
-import argparse
 import importlib
 import math
 import os
 import time
 from typing import NamedTuple
 
-from ..common.args import add_check_args, add_run_arguments, check_extra_labels, positive_int, resolve_threads
+from ..common.args import positive_int
 from ..common.clock import process_elapsed
-from ..common.environment import probe_environment, set_thread_env
-from ..common.harness import FlopCount, Outcome, run_workload
+from ..common.harness import FlopCount, Outcome
 from ..common.record import metric
 from ..common.stats import step_time_metrics
+from ..common.workload import Workload
 from .settings import FRAMEWORK_BACKENDS, NETS
 
 WORKLOAD = "dl_tools"
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m workloads.dl_tools",
-        description="Train one of Xu et al.'s four networks on its real-format dataset for a few epochs and "
-        "print one PLATBENCH_RESULT line with seconds per batch, first epoch and later epochs apart.",
-    )
+def _arguments(parser):
     add = parser.add_argument
     add("--net", choices=NETS, required=True)
     add("--framework", choices=FRAMEWORK_BACKENDS, default="tensorflow")
@@ -37,33 +31,35 @@ def build_parser():
     add("--epochs", type=positive_int, default=2, help="epochs over the training set (the first is reported apart)")
     add("--max-batches-per-epoch", type=positive_int, help="cap on the batches of each epoch, for scaled-down runs")
     add("--data-dir", required=True, help="folder holding the net's dataset (MNIST idx, CIFAR-10 binary, PTB text)")
-    add_run_arguments(add)
-    add_check_args(add, "--threads against the CPUs, and --data-dir, which is read where the job runs")
-    return parser
 
 
-def parse_args(argv=None, parser=None):
-    """Parsed and validated arguments, defaults filled in; exits 2 on bad input. The data is checked later."""
-    parser = parser or build_parser()
-    args = parser.parse_args(argv)
+def _default_batch_size(_parser, args, _allowed_cpus):
     if args.batch_size is None:
         args.batch_size = NETS[args.net].default_batch_size
-    resolve_threads(parser, args)
-    own_labels = _own_labels(args)
-    check_extra_labels(parser, args.labels_json, own_labels)
-    return args
 
 
 def _own_labels(args):
     return {
-        "workload": WORKLOAD,
         "framework": args.framework,
         "net": args.net,
         "batch_size": args.batch_size,
         "data": NETS[args.net].dataset,
-        "threads": args.threads,
         "epochs": args.epochs,
         "max_batches_per_epoch": args.max_batches_per_epoch,
+    }
+
+
+def _metadata(args):
+    spec = NETS[args.net]
+    return {
+        "data_dir": os.path.abspath(args.data_dir),
+        "study_batch_sizes": list(spec.study_batch_sizes),
+        "optimizer": {
+            "name": "sgd",
+            "learning_rate": spec.learning_rate,
+            "momentum": spec.momentum,
+            "global_clipnorm": spec.clip_norm,
+        },
     }
 
 
@@ -112,42 +108,13 @@ def _metrics(run, batch_size, unit, data_load):
     ]
 
 
-def main(argv=None):
-    parser = build_parser()
-    args = parse_args(argv, parser)
-    if args.check_args:
-        return 0
-    spec = NETS[args.net]
-    labels = {**args.labels_json, **_own_labels(args)}
-    metadata = {
-        **probe_environment(),
-        "data_dir": os.path.abspath(args.data_dir),
-        "study_batch_sizes": list(spec.study_batch_sizes),
-        "optimizer": {
-            "name": "sgd",
-            "learning_rate": spec.learning_rate,
-            "momentum": spec.momentum,
-            "global_clipnorm": spec.clip_norm,
-        },
-        "seed": args.seed,
-    }
-    set_thread_env(args.threads)
-    return run_workload(WORKLOAD, labels, metadata, lambda run: _train(parser, args, spec, run))
-
-
-def _train(parser, args, spec, run):
+def _train(args, run):
     """The harness body: load the net's data, train, return the metrics and how to count FLOPs."""
-    from ..datasets.base import DatasetError  # stdlib only
-
+    spec = NETS[args.net]
     # numpy (and so the data) only after the thread variables: its BLAS reads them when it loads.
     from .data import epoch_orders, load
 
-    started = time.perf_counter()
-    try:
-        data = load(args.net, args.data_dir, args.batch_size)
-    except DatasetError as error:
-        parser.error(f"--data-dir: {error}")
-    data_load = time.perf_counter() - started
+    data, data_load = SPEC.load_data(load, args.net, args.data_dir, args.batch_size)
     batches_per_epoch = min(data.samples // args.batch_size, args.max_batches_per_epoch or math.inf)
     run.metadata.update(dataset=data.info, batches_per_epoch=batches_per_epoch)
     backend = importlib.import_module(f".{FRAMEWORK_BACKENDS[args.framework]}", __package__)
@@ -163,3 +130,17 @@ def _train(parser, args, spec, run):
     # FLOPs are counted on one real sample.
     flops = FlopCount(lambda: costs(data.batch([0])[0]), args.peak_gflops, args.framework, "float32", args.threads)
     return Outcome(_metrics(epochs, args.batch_size, spec.sample_unit, data_load), flops)
+
+
+SPEC = Workload(
+    name=WORKLOAD,
+    description="Train one of Xu et al.'s four networks on its real-format dataset for a few epochs and "
+    "print one PLATBENCH_RESULT line with seconds per batch, first epoch and later epochs apart.",
+    arguments=_arguments,
+    validate=_default_batch_size,
+    own_labels=_own_labels,
+    metadata=_metadata,
+    body=_train,
+    not_checked="--threads against the CPUs, and --data-dir, which is read where the job runs",
+)
+main, parse_args, build_parser = SPEC.main, SPEC.parse_args, SPEC.build_parser

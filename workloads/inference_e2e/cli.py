@@ -5,23 +5,15 @@ inference, post-processing), under MLPerf loadgen's Offline scenario; an inferen
 tensors pre-processed before timing, as its DLBS runs did.
 """
 
-import argparse
 import os
 import shutil
 import tempfile
 import time
 
-from ..common.args import (
-    add_check_args,
-    add_run_arguments,
-    check_extra_labels,
-    non_negative_int,
-    positive_int,
-    resolve_threads,
-)
-from ..common.environment import probe_environment, set_thread_env
-from ..common.harness import FlopCount, Outcome, WorkloadFailed, run_workload
+from ..common.args import non_negative_int, positive_int
+from ..common.harness import FlopCount, Outcome, WorkloadFailed
 from ..common.record import metric
+from ..common.workload import Workload
 from ..datasets.base import DatasetError
 from .apps.base import APPS, FRAMEWORKS, get_app
 from .loadgen_logs import parse_detail, parse_summary, verdict
@@ -37,12 +29,7 @@ from .settings import (
 )
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m workloads.inference_e2e",
-        description="Serve one app's requests under MLPerf loadgen (Offline scenario), each request's "
-        "pre-processing, inference and post-processing timed, and print one PLATBENCH_RESULT line.",
-    )
+def _arguments(parser):
     add = parser.add_argument
     add(
         "--app",
@@ -90,21 +77,12 @@ def build_parser():
         help="folder loadgen writes its logs into, kept (default: a temporary one, removed after the run; the "
         "record keeps both logs either way)",
     )
-    add_run_arguments(add)
-    add_check_args(
-        add,
-        "--threads against the CPUs, --device cuda against the GPUs, and a --data-dir that does not exist "
-        "here: it is read where the job runs",
-    )
-    return parser
 
 
-def parse_args(argv=None, parser=None):
-    """(arguments, app): parsed and validated, defaults filled in; exits 2 on bad input.
+def _check_app(parser, args, _allowed_cpus):
+    """The app's own checks and defaults; the app is kept as ``args.served_app``.
 
     With --check-args the data directory is checked when it exists here (a run's loader checks it as it reads)."""
-    parser = parser or build_parser()
-    args = parser.parse_args(argv)
     try:
         app = get_app(args.app)
     except ImportError as error:
@@ -135,10 +113,7 @@ def parse_args(argv=None, parser=None):
             app.validate(args.data_dir, args.requests)
         except DatasetError as error:
             parser.error(f"--data-dir: {error}")
-    resolve_threads(parser, args)
-    own_labels = {key: value for key, value in _own_labels(args, app).items() if value is not None}
-    check_extra_labels(parser, args.labels_json, own_labels)
-    return args, app
+    args.served_app = app
 
 
 def _resolve_minimums(parser, args, app):
@@ -167,35 +142,23 @@ def _resolve_minimums(parser, args, app):
         )
 
 
-def _own_labels(args, app, device=None):
+def _own_labels(args):
     """The run's labels; device (when auto) is known only once the framework is up."""
     return {
-        "workload": WORKLOAD,
-        "framework": app.framework,
+        "framework": args.framework,
         "app": args.app,
         "model_size": args.model_size,
         "batch_size": args.batch_size,
         "requests": args.requests,
         "timing": args.timing,
-        "data": app.dataset,
-        "threads": args.threads,
-        "device": device or (None if args.device == "auto" else args.device),
+        "data": args.served_app.dataset,
+        "device": None if args.device == "auto" else args.device,
     }
 
 
-def main(argv=None):
-    parser = build_parser()
-    args, app = parse_args(argv, parser)
-    if args.check_args:
-        return 0
-    labels = {**args.labels_json, **_own_labels(args, app)}
-    metadata = {**probe_environment(), "data_dir": os.path.abspath(args.data_dir), "seed": args.seed}
-    set_thread_env(args.threads)
-    return run_workload(WORKLOAD, labels, metadata, lambda run: _serve(parser, args, app, run))
-
-
-def _serve(parser, args, app, run):
+def _serve(args, run):
     """The harness body: the framework, the requests, the model, then loadgen's timed Offline run."""
+    app = args.served_app
     # The framework only after the thread variables: its math libraries read them when they load.
     from . import frameworks
 
@@ -203,16 +166,11 @@ def _serve(parser, args, app, run):
     try:
         device = frameworks.resolve_device(app.framework, args.device)
     except frameworks.DeviceUnavailable as error:
-        parser.error(f"--device {args.device}: {error}; use --device cpu or auto")
+        SPEC.usage_error(f"--device {args.device}: {error}; use --device cpu or auto")
     run.labels.update(device=device)
     from .offline import preprocess, run_offline
 
-    started = time.perf_counter()
-    try:
-        requests = app.load(args.data_dir, args.requests)
-    except DatasetError as error:
-        parser.error(f"--data-dir: {error}")
-    data_load = time.perf_counter() - started
+    requests, data_load = SPEC.load_data(app.load, args.data_dir, args.requests)
     model = app.build_model(args.model_size, args.seed, device)
     prepared = None
     if args.timing == "inference_only":
@@ -309,3 +267,18 @@ def _metrics(offline, summary, detail, data_load):
         metric("loadgen_queries", detail["samples"], "samples"),
         metric("data_load", data_load, "s"),
     ]
+
+
+SPEC = Workload(
+    name=WORKLOAD,
+    description="Serve one app's requests under MLPerf loadgen (Offline scenario), each request's "
+    "pre-processing, inference and post-processing timed, and print one PLATBENCH_RESULT line.",
+    arguments=_arguments,
+    validate=_check_app,
+    own_labels=_own_labels,
+    metadata=lambda args: {"data_dir": os.path.abspath(args.data_dir)},
+    body=_serve,
+    not_checked="--threads against the CPUs, --device cuda against the GPUs, and a --data-dir that does not exist "
+    "here: it is read where the job runs",
+)
+main, parse_args, build_parser = SPEC.main, SPEC.parse_args, SPEC.build_parser

@@ -17,21 +17,13 @@ distribution packages it) and reports its GFLOP/s rating; where it is not instal
 skipped with the reason.
 """
 
-import argparse
 import time
 
 from ..common import hpcc, tools
-from ..common.args import (
-    add_check_args,
-    add_run_arguments,
-    check_extra_labels,
-    positive_int,
-    positive_int_list,
-    resolve_threads,
-)
-from ..common.environment import probe_environment, set_thread_env
-from ..common.harness import Outcome, Terminated, WorkloadFailed, WorkloadSkipped, attempt, error_line, run_workload
+from ..common.args import positive_int, positive_int_list
+from ..common.harness import Outcome, Terminated, WorkloadFailed, WorkloadSkipped, attempt, error_line
 from ..common.record import metric
+from ..common.workload import Workload
 from . import hpcg
 
 WORKLOAD = "micro_cpu"
@@ -47,12 +39,7 @@ def hpl_sizes(text):
     return positive_int_list(text, "positive integers (or auto)", "2000,5000")
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m workloads.micro_cpu",
-        description="CPU micro-benchmarks of Xu et al. (2017): HPL, DGEMM and STREAM from one HPC Challenge run "
-        "(Debian's hpcc), against the fp64 GEMM peak of this process, or HPCG; prints one PLATBENCH_RESULT line.",
-    )
+def _arguments(parser):
     add = parser.add_argument
     add("--suite", choices=SUITES, default="hpcc", help="hpcc: HPL, DGEMM, STREAM (default); hpcg: HPCG's rating")
     add(
@@ -62,7 +49,7 @@ def build_parser():
         metavar="auto|N1,N2,...",
         help="HPL problem sizes of the hpcc run; auto (default): the study's sizes "
         f"{', '.join(map(str, STUDY_HPL_SIZES))} whose N x N matrix of doubles fits in "
-        f"{hpcc.MEMORY_FRACTION:.0%} of the instance's memory (its cgroup limit, else MemTotal). The largest N "
+        f"{hpcc.MEMORY_FRACTION:.0%}% of the instance's memory (its cgroup limit, else MemTotal). The largest N "
         "also sizes hpcc's DGEMM, STREAM, RandomAccess and FFT, and so the run's length",
     )
     add("--hpl-nb", type=positive_int, default=hpcc.DEFAULT_NB, help=f"HPL block size NB (default {hpcc.DEFAULT_NB})")
@@ -78,22 +65,6 @@ def build_parser():
         default=hpcg.DEFAULT_SECONDS,
         help=f"HPCG's timed run in seconds (default {hpcg.DEFAULT_SECONDS}; an official rating needs 1800)",
     )
-    add_run_arguments(add)
-    add_check_args(add, "--threads against the CPUs, and --hpl-n against the memory of the instance that runs the job")
-    return parser
-
-
-def parse_args(argv=None, parser=None):
-    """Parsed and validated arguments; exits 2 on bad input. The sizes are checked against the memory at run start."""
-    parser = parser or build_parser()
-    args = parser.parse_args(argv)
-    resolve_threads(parser, args)
-    check_extra_labels(parser, args.labels_json, _own_labels(args))
-    return args
-
-
-def _own_labels(args):
-    return {"workload": WORKLOAD, "suite": args.suite, "threads": args.threads}
 
 
 def resolve_hpl_sizes(requested, environment):
@@ -120,18 +91,6 @@ def resolve_hpl_sizes(requested, environment):
         )
     share = f"{hpcc.MEMORY_FRACTION:.0%} of {hpcc.describe_memory(environment)}"
     return sizes, f"auto: the study's sizes whose matrix fits in {share}"
-
-
-def main(argv=None):
-    parser = build_parser()
-    args = parse_args(argv, parser)
-    if args.check_args:
-        return 0
-    labels = {**args.labels_json, **_own_labels(args)}
-    metadata = {**probe_environment(), "seed": args.seed}
-    set_thread_env(args.threads)
-    body = _hpcc_body if args.suite == "hpcc" else _hpcg_body
-    return run_workload(WORKLOAD, labels, metadata, lambda run: body(args, run))
 
 
 def _hpcc_body(args, run):
@@ -213,3 +172,19 @@ def _hpcg_body(args, run):
     result = hpcg.run(path, args.hpcg_size, args.hpcg_seconds, args.threads)
     run.metadata.update(hpcg=result.summary_metadata())
     return Outcome([metric("hpcg_gflops", result.gflops, "GFLOP/s")])
+
+
+def _body(args, run):
+    return (_hpcc_body if args.suite == "hpcc" else _hpcg_body)(args, run)
+
+
+SPEC = Workload(
+    name=WORKLOAD,
+    description="CPU micro-benchmarks of Xu et al. (2017): HPL, DGEMM and STREAM from one HPC Challenge run "
+    "(Debian's hpcc), against the fp64 GEMM peak of this process, or HPCG; prints one PLATBENCH_RESULT line.",
+    arguments=_arguments,
+    own_labels=lambda args: {"suite": args.suite},
+    body=_body,
+    not_checked="--threads against the CPUs, and --hpl-n against the memory of the instance that runs the job",
+)
+main, parse_args, build_parser = SPEC.main, SPEC.parse_args, SPEC.build_parser

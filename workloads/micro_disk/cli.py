@@ -12,17 +12,10 @@ import argparse
 import os
 
 from ..common import tools
-from ..common.args import (
-    add_check_args,
-    add_run_arguments,
-    check_extra_labels,
-    positive_int,
-    positive_int_list,
-    resolve_threads,
-)
-from ..common.environment import probe_environment
-from ..common.harness import Outcome, WorkloadFailed, run_workload
+from ..common.args import positive_int, positive_int_list
+from ..common.harness import Outcome, WorkloadFailed
 from ..common.record import metric
+from ..common.workload import Workload
 from . import measure
 from .mounts import describe_this_disk
 
@@ -52,12 +45,7 @@ def block_size(text):
     return int(number) * _BLOCK_SUFFIXES[suffix]
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m workloads.micro_disk",
-        description="Disk micro-benchmarks of Xu 2017 (dd with fdatasync, ioping, optionally fio) in a directory "
-        "of the platform's own disk; prints one PLATBENCH_RESULT line. Every file written is removed.",
-    )
+def _arguments(parser):
     add = parser.add_argument
     add("--dir", default=DEFAULT_DIR, help=f"where the test files go, created if missing (default {DEFAULT_DIR})")
     add(
@@ -82,28 +70,15 @@ def build_parser():
     add("--fio", action="store_true", help="also run fio's direct-I/O profiles: seqread, seqwrite, randread, randwrite")
     add("--fio-runtime", type=positive_int, default=5, help="seconds of each fio profile (default 5)")
     add("--fio-size-mb", type=positive_int, default=256, help="size of fio's file in MiB (default 256)")
-    add_run_arguments(add)
-    add_check_args(add, "--dir (writable, free space) and the tools, which depend on where the job runs")
-    return parser
 
 
-def parse_args(argv=None, parser=None):
-    """Parsed and validated arguments; exits 2 on bad input. The directory and tools are checked by the run."""
-    parser = parser or build_parser()
-    args = parser.parse_args(argv)
+def _check_block_size(parser, args, _allowed_cpus):
     uneven = [size for size in args.dd_sizes_mb if size * measure.MIB % args.dd_block_size]
     if uneven:
         parser.error(
             f"--dd-sizes-mb {', '.join(map(str, uneven))} MiB is not a whole number of --dd-block-size "
             f"({args.dd_block_size} bytes) blocks"
         )
-    resolve_threads(parser, args)
-    check_extra_labels(parser, args.labels_json, _own_labels(args))
-    return args
-
-
-def _own_labels(args):
-    return {"workload": WORKLOAD, "threads": args.threads}
 
 
 def needed_bytes(args):
@@ -245,16 +220,20 @@ def _fio_metrics(args, scratch, filesystem, metadata):
     return metrics
 
 
-def main(argv=None):
-    parser = build_parser()
-    args = parse_args(argv, parser)
-    if args.check_args:
-        return 0
-    labels = {**args.labels_json, **_own_labels(args)}
-    metadata = {
-        **probe_environment(),
+SPEC = Workload(
+    name=WORKLOAD,
+    description="Disk micro-benchmarks of Xu 2017 (dd with fdatasync, ioping, optionally fio) in a directory "
+    "of the platform's own disk; prints one PLATBENCH_RESULT line. Every file written is removed.",
+    arguments=_arguments,
+    validate=_check_block_size,
+    own_labels=lambda args: {},
+    metadata=lambda args: {
         "tool_versions": tools.versions(["dd", "ioping"] + (["fio"] if args.fio else [])),
         "dd_block_size_bytes": args.dd_block_size,
         "not_measured": {},  # what could not be measured here, and why (not a failure of the run)
-    }
-    return run_workload(WORKLOAD, labels, metadata, lambda run: _measure(args, run))
+    },
+    body=_measure,
+    not_checked="--dir (writable, free space) and the tools, which depend on where the job runs",
+    sets_thread_env=False,  # dd, ioping and fio: no compute threads
+)
+main, parse_args, build_parser = SPEC.main, SPEC.parse_args, SPEC.build_parser

@@ -93,25 +93,15 @@ def transfers(timing, transfer_mb):
     medians = {name: reference.median(values) for name, values in times.items()}
     metrics = [
         metric(
-            "gpu_h2d_bandwidth", reference.bandwidth_gbs(nbytes, medians["h2d_pinned"]), "GB/s", {"transfer": "pinned"}
-        ),
-        metric(
-            "gpu_h2d_bandwidth",
-            reference.bandwidth_gbs(nbytes, medians["h2d_pageable"]),
+            f"gpu_{direction}_bandwidth",
+            reference.bandwidth_gbs(nbytes, medians[f"{direction}_{transfer}"]),
             "GB/s",
-            {"transfer": "pageable"},
-        ),
-        metric(
-            "gpu_d2h_bandwidth", reference.bandwidth_gbs(nbytes, medians["d2h_pinned"]), "GB/s", {"transfer": "pinned"}
-        ),
-        metric(
-            "gpu_d2h_bandwidth",
-            reference.bandwidth_gbs(nbytes, medians["d2h_pageable"]),
-            "GB/s",
-            {"transfer": "pageable"},
-        ),
-        metric("gpu_d2d_bandwidth", reference.bandwidth_gbs(2 * nbytes, medians["d2d"]), "GB/s"),
+            {"transfer": transfer},
+        )
+        for direction in ("h2d", "d2h")
+        for transfer in ("pinned", "pageable")
     ]
+    metrics.append(metric("gpu_d2d_bandwidth", reference.bandwidth_gbs(2 * nbytes, medians["d2d"]), "GB/s"))
     return metrics, {"transfer_bytes": nbytes, "timings_ms": {name: _rounded(v) for name, v in times.items()}}
 
 

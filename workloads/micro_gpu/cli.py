@@ -16,15 +16,9 @@ import shutil
 import sysconfig
 
 from ..common import gpus, tools
-from ..common.args import (
-    add_check_args,
-    check_extra_labels,
-    json_object,
-    positive_int,
-    resolve_threads,
-)
-from ..common.environment import probe_environment, set_thread_env
-from ..common.harness import Outcome, WorkloadFailed, WorkloadSkipped, run_workload
+from ..common.args import json_object, positive_int
+from ..common.harness import Outcome, WorkloadFailed, WorkloadSkipped
+from ..common.workload import Workload
 from .settings import (
     BENCHMARKS,
     DEFAULT_CONV_KERNEL,
@@ -79,13 +73,7 @@ def _choice_list(choices, what):
     return parse
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m workloads.micro_gpu",
-        description="Measure one CUDA device: copy bandwidth (host<->device pinned and pageable, device<->device), "
-        "SGEMM, a 2D convolution, byte histograms and matrix transposes (Triton), each checked against a CPU "
-        "reference, and print one PLATBENCH_RESULT line. Without a CUDA device: a skipped record.",
-    )
+def _arguments(parser):
     add = parser.add_argument
     add("--device", type=_cuda_device, default=DEFAULT_DEVICE, help=f"the CUDA device (default {DEFAULT_DEVICE})")
     add(
@@ -152,6 +140,11 @@ def build_parser():
         help="untimed runs of each benchmark before those, at least 1: the first run compiles the Triton kernels and "
         f"lets cuDNN choose its algorithm (default {DEFAULT_WARMUP})",
     )
+
+
+def _run_arguments(add):
+    """micro_gpu's own --threads, --seed and --labels-json: its threads run the CPU references, and it takes no
+    --peak-gflops (its figures are the GPU's own rates)."""
     add(
         "--threads",
         type=positive_int,
@@ -159,49 +152,13 @@ def build_parser():
     )
     add("--seed", type=int, default=0, help="seed of the random inputs")
     add("--labels-json", type=json_object, default={}, help="extra labels for the record, as a JSON object")
-    add_check_args(
-        add, "--threads against the CPUs, and --device and the sizes against the GPU, which is where the job runs"
-    )
-    return parser
 
 
-def parse_args(argv=None, parser=None):
-    """Parsed and validated arguments; exits 2 on bad input. The GPU is checked when the run starts."""
-    parser = parser or build_parser()
-    args = parser.parse_args(argv)
+def _check_convolution(parser, args, _allowed_cpus):
     if args.conv_kernel % 2 == 0:
         parser.error(f"--conv-kernel must be odd (the output keeps the image's size), got {args.conv_kernel}")
     if args.conv_kernel > args.conv_size:
         parser.error(f"--conv-kernel {args.conv_kernel} is larger than the image (--conv-size {args.conv_size})")
-    resolve_threads(parser, args)
-    check_extra_labels(parser, args.labels_json, _own_labels(args))
-    return args
-
-
-def _own_labels(args):
-    return {
-        "workload": WORKLOAD,
-        "device": args.device,
-        "threads": args.threads,
-        "benchmarks": ",".join(args.benchmarks),
-        "transfer_mb": args.transfer_mb,
-        "memory_fraction": args.memory_fraction,
-        "conv_size": args.conv_size,
-        "conv_kernel": args.conv_kernel,
-        "histogram_mb": args.histogram_mb,
-        "transpose_size": args.transpose_size,
-    }
-
-
-def main(argv=None):
-    parser = build_parser()
-    args = parse_args(argv, parser)
-    if args.check_args:
-        return 0
-    labels = {**args.labels_json, **_own_labels(args)}
-    metadata = {**probe_environment(), "seed": args.seed, "repeats": args.repeats, "warmup": args.warmup}
-    set_thread_env(args.threads)
-    return run_workload(WORKLOAD, labels, metadata, lambda run: _measure(args, run))
 
 
 def no_cuda_reason(torch):
@@ -356,3 +313,28 @@ def _measure(args, run):
         run.metadata["timings_ms"].update(step_metadata.pop("timings_ms"))
         run.metadata.update(step_metadata)
     return Outcome(metrics)
+
+
+SPEC = Workload(
+    name=WORKLOAD,
+    description="Measure one CUDA device: copy bandwidth (host<->device pinned and pageable, device<->device), "
+    "SGEMM, a 2D convolution, byte histograms and matrix transposes (Triton), each checked against a CPU "
+    "reference, and print one PLATBENCH_RESULT line. Without a CUDA device: a skipped record.",
+    arguments=_arguments,
+    run_arguments=_run_arguments,
+    validate=_check_convolution,
+    own_labels=lambda args: {
+        "device": args.device,
+        "benchmarks": ",".join(args.benchmarks),
+        "transfer_mb": args.transfer_mb,
+        "memory_fraction": args.memory_fraction,
+        "conv_size": args.conv_size,
+        "conv_kernel": args.conv_kernel,
+        "histogram_mb": args.histogram_mb,
+        "transpose_size": args.transpose_size,
+    },
+    metadata=lambda args: {"repeats": args.repeats, "warmup": args.warmup},
+    body=_measure,
+    not_checked="--threads against the CPUs, and --device and the sizes against the GPU, which is where the job runs",
+)
+main, parse_args, build_parser = SPEC.main, SPEC.parse_args, SPEC.build_parser

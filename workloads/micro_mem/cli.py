@@ -8,22 +8,14 @@
   ``working_set_mb``, MiB): one chain, so one thread, whatever --threads says (common/chase.py).
 """
 
-import argparse
 import os
 import time
 
 from ..common import hpcc, tools
-from ..common.args import (
-    add_check_args,
-    add_run_arguments,
-    check_extra_labels,
-    non_negative_int,
-    positive_int_list,
-    resolve_threads,
-)
-from ..common.environment import probe_environment, set_thread_env
-from ..common.harness import Outcome, WorkloadFailed, run_workload
+from ..common.args import non_negative_int, positive_int_list
+from ..common.harness import Outcome, WorkloadFailed
 from ..common.record import metric
+from ..common.workload import Workload
 
 WORKLOAD = "micro_mem"
 DEFAULT_STREAM_N = 8000
@@ -35,18 +27,13 @@ def working_sets(text):
     return positive_int_list(text, "positive sizes in MiB", "1,16,256")
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m workloads.micro_mem",
-        description="Memory micro-benchmarks of Xu et al. (2017): STREAM bandwidth from an HPC Challenge run "
-        "(Debian's hpcc) and the latency of a dependent-load pointer chase; prints one PLATBENCH_RESULT line.",
-    )
+def _arguments(parser):
     add = parser.add_argument
     add(
         "--stream-n",
         type=non_negative_int,
         help=f"the HPL size of the hpcc run, which sizes its STREAM arrays (N^2/3 doubles each); default "
-        f"{DEFAULT_STREAM_N}, or the largest whose matrix fits in {hpcc.MEMORY_FRACTION:.0%} of the instance's "
+        f"{DEFAULT_STREAM_N}, or the largest whose matrix fits in {hpcc.MEMORY_FRACTION:.0%}% of the instance's "
         "memory; 0: no hpcc run, latency only",
     )
     add(
@@ -56,25 +43,6 @@ def build_parser():
         metavar="MB1,MB2,...",
         help=f"working sets of the pointer chase in MiB (default {','.join(map(str, DEFAULT_CHASE_MB))})",
     )
-    add_run_arguments(add)
-    add_check_args(
-        add,
-        "--threads against the CPUs, and --stream-n and --chase-mb against the memory of the instance running the job",
-    )
-    return parser
-
-
-def parse_args(argv=None, parser=None):
-    """Parsed and validated arguments; exits 2 on bad input. Sizes are checked against the memory at run start."""
-    parser = parser or build_parser()
-    args = parser.parse_args(argv)
-    resolve_threads(parser, args)
-    check_extra_labels(parser, args.labels_json, _own_labels(args))
-    return args
-
-
-def _own_labels(args):
-    return {"workload": WORKLOAD, "threads": args.threads}
 
 
 def resolve_stream_n(requested, environment):
@@ -102,19 +70,8 @@ def check_working_sets(sizes_mb, environment):
             )
 
 
-def main(argv=None):
-    parser = build_parser()
-    args = parse_args(argv, parser)
-    if args.check_args:
-        return 0
-    labels = {**args.labels_json, **_own_labels(args)}
-    metadata = {**probe_environment(), "seed": args.seed}
-    set_thread_env(args.threads)
-    os.environ["NUMBA_NUM_THREADS"] = "1"  # the chase is one dependent chain: one thread
-    return run_workload(WORKLOAD, labels, metadata, lambda run: _measure(args, run))
-
-
 def _measure(args, run):
+    os.environ["NUMBA_NUM_THREADS"] = "1"  # the chase is one dependent chain: one thread (numba reads it on import)
     stream_n = resolve_stream_n(args.stream_n, run.metadata)
     check_working_sets(args.chase_mb, run.metadata)
     metrics = []
@@ -155,3 +112,16 @@ def _chase(args, metadata):
     return [
         metric("mem_latency", result.ns_per_load, "ns", {"working_set_mb": result.working_set_mb}) for result in results
     ]
+
+
+SPEC = Workload(
+    name=WORKLOAD,
+    description="Memory micro-benchmarks of Xu et al. (2017): STREAM bandwidth from an HPC Challenge run "
+    "(Debian's hpcc) and the latency of a dependent-load pointer chase; prints one PLATBENCH_RESULT line.",
+    arguments=_arguments,
+    own_labels=lambda args: {},
+    body=_measure,
+    not_checked="--threads against the CPUs, and --stream-n and --chase-mb against the memory of the instance running "
+    "the job",
+)
+main, parse_args, build_parser = SPEC.main, SPEC.parse_args, SPEC.build_parser

@@ -20,10 +20,10 @@ import tempfile
 from pathlib import Path
 
 from ..common import tools
-from ..common.args import add_check_args, add_run_arguments, check_extra_labels, positive_int, resolve_threads
-from ..common.environment import probe_environment
-from ..common.harness import Outcome, WorkloadFailed, run_workload
+from ..common.args import positive_int
+from ..common.harness import Outcome, WorkloadFailed
 from ..common.record import metric
+from ..common.workload import Workload
 from . import iperf, pingpong
 from .addresses import AddressRefused, allowed_address, path_of
 from .peer import DEFAULT_PINGPONG_PORT, DEFAULT_PORT, READY_PREFIX, port_number
@@ -63,12 +63,7 @@ def stream_counts(text):
     return counts
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m workloads.micro_net",
-        description="Measure TCP throughput (iperf3, per number of parallel streams) and the small-message round "
-        "trip to a peer (python -m workloads.micro_net.peer) and print one PLATBENCH_RESULT line.",
-    )
+def _arguments(parser):
     add = parser.add_argument
     add(
         "--peer",
@@ -114,15 +109,9 @@ def build_parser():
         choices=PATHS,
         help="what lies between the two ends, for the record (default: loopback for 127.0.0.0/8, bridge otherwise)",
     )
-    add_run_arguments(add)
-    add_check_args(add, "--threads against the CPUs, and whether the peer answers")
-    return parser
 
 
-def parse_args(argv=None, parser=None):
-    """Parsed and validated arguments; exits 2 on bad input."""
-    parser = parser or build_parser()
-    args = parser.parse_args(argv)
+def _check_peer(parser, args, _allowed_cpus):
     if args.peer is None:
         # The platform adds --peer when it places the cell; the plan-time check of the params runs without it.
         if not args.check_args:
@@ -139,19 +128,6 @@ def parse_args(argv=None, parser=None):
             args.path = path_of(args.peer)
     if args.port == args.pingpong_port:
         parser.error(f"--port and --pingpong-port must differ, both are {args.port}")
-    resolve_threads(parser, args)
-    check_extra_labels(parser, args.labels_json, _own_labels(args))
-    return args
-
-
-def _own_labels(args):
-    return {
-        "workload": WORKLOAD,
-        "threads": args.threads,
-        "duration": args.duration,
-        "message_bytes": args.message_bytes,
-        "pingpong_count": args.pingpong_count,
-    }
 
 
 def planned_seconds(args):
@@ -248,14 +224,8 @@ def _iperf3_test(args, streams):
         ) from None
 
 
-def main(argv=None):
-    parser = build_parser()
-    args = parse_args(argv, parser)
-    if args.check_args:
-        return 0
-    labels = {**args.labels_json, **_own_labels(args)}
-    metadata = {
-        **probe_environment(),
+def _metadata(args):
+    return {
         "peer": {
             "address": str(args.peer),
             "port": args.port,
@@ -266,4 +236,22 @@ def main(argv=None):
         "streams": list(args.streams),
         "pingpong_seconds": args.pingpong_seconds,
     }
-    return run_workload(WORKLOAD, labels, metadata, lambda run: _measure(args, run))
+
+
+SPEC = Workload(
+    name=WORKLOAD,
+    description="Measure TCP throughput (iperf3, per number of parallel streams) and the small-message round "
+    "trip to a peer (python -m workloads.micro_net.peer) and print one PLATBENCH_RESULT line.",
+    arguments=_arguments,
+    validate=_check_peer,
+    own_labels=lambda args: {
+        "duration": args.duration,
+        "message_bytes": args.message_bytes,
+        "pingpong_count": args.pingpong_count,
+    },
+    metadata=_metadata,
+    body=_measure,
+    not_checked="--threads against the CPUs, and whether the peer answers",
+    sets_thread_env=False,  # iperf3 and a socket loop: no compute threads
+)
+main, parse_args, build_parser = SPEC.main, SPEC.parse_args, SPEC.build_parser

@@ -10,19 +10,12 @@ import importlib
 import os
 import time
 
-from ..common.args import (
-    add_check_args,
-    add_run_arguments,
-    check_extra_labels,
-    non_negative_int,
-    positive_int,
-    resolve_threads,
-)
-from ..common.environment import probe_environment, set_thread_env
+from ..common.args import non_negative_int, positive_int
 from ..common.flops import TRAINING_PASSES, torch_forward_flops
-from ..common.harness import FlopCount, Outcome, Terminated, attempt, error_line, run_workload
+from ..common.harness import FlopCount, Outcome, Terminated, attempt, error_line
 from ..common.record import metric
 from ..common.stats import step_time_metrics
+from ..common.workload import Workload
 from .settings import (
     DEFAULT_BATCH_SIZE,
     DEVICES,
@@ -50,12 +43,7 @@ def _batch_size_list(text):
     return sizes
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m workloads.small_models",
-        description="Train one of Chopra et al.'s small PyTorch jobs (by default one epoch) and print one "
-        "PLATBENCH_RESULT line with real, user and system time.",
-    )
+def _arguments(parser):
     add = parser.add_argument
     add("--net", choices=NETS, required=True)
     add("--data-dir", required=True, help="folder holding MNIST idx files (mnist_cnn) or aclImdb (imdb_rnn)")
@@ -82,18 +70,9 @@ def build_parser():
         default=PROFILE_BATCHES,
         help=f"extra batches profiled after the timed epochs, CUDA only; 0: none (default {PROFILE_BATCHES})",
     )
-    add_run_arguments(add)
-    add_check_args(
-        add,
-        "--threads against the CPUs, --device cuda against the GPUs, and --data-dir, which is read where the job runs",
-    )
-    return parser
 
 
-def parse_args(argv=None, parser=None):
-    """Parsed and validated arguments, defaults filled in; exits 2 on bad input. The data is checked later."""
-    parser = parser or build_parser()
-    args = parser.parse_args(argv)
+def _check_batch_sizes(parser, args, _allowed_cpus):
     if args.batch_size is not None and args.batch_size_search:
         parser.error("--batch-size and --batch-size-search exclude each other: give one")
     if args.samples is None:
@@ -103,16 +82,11 @@ def parse_args(argv=None, parser=None):
     for size in args.batch_size_search or [args.batch_size]:
         if size > args.samples:
             parser.error(f"batch size {size} is larger than the {args.samples} training samples (--samples)")
-    resolve_threads(parser, args)
-    own_labels = {key: value for key, value in _own_labels(args).items() if value is not None}
-    check_extra_labels(parser, args.labels_json, own_labels)
-    return args
 
 
-def _own_labels(args, device=None):
+def _own_labels(args):
     """The run's labels; batch_size (when searched) and device (when auto) are known only once resolved."""
     return {
-        "workload": WORKLOAD,
         "framework": "torch",
         "net": args.net,
         "batch_size": args.batch_size,
@@ -120,8 +94,7 @@ def _own_labels(args, device=None):
         "data": NETS[args.net].dataset,
         "samples": args.samples,
         "epochs": args.epochs,
-        "threads": args.threads,
-        "device": device or (None if args.device == "auto" else args.device),
+        "device": None if args.device == "auto" else args.device,
     }
 
 
@@ -140,21 +113,8 @@ def _metrics(run, samples, unit, data_load, search_time):
     ]
 
 
-def main(argv=None):
-    parser = build_parser()
-    args = parse_args(argv, parser)
-    if args.check_args:
-        return 0
-    labels = {**args.labels_json, **_own_labels(args)}
-    metadata = {**probe_environment(), "data_dir": os.path.abspath(args.data_dir), "seed": args.seed}
-    set_thread_env(args.threads)
-    return run_workload(WORKLOAD, labels, metadata, lambda run: _train(parser, args, run))
-
-
-def _train(parser, args, run):
+def _train(args, run):
     """The harness body: resolve the device, load the data, search the batch size, train one job."""
-    from ..datasets.base import DatasetError  # stdlib only
-
     spec = NETS[args.net]
     # torch and numpy only after the thread variables: their math libraries read them when they load.
     train = importlib.import_module(".train", __package__)
@@ -164,14 +124,9 @@ def _train(parser, args, run):
     try:
         device = train.resolve_device(args.device)
     except train.DeviceUnavailable as error:
-        parser.error(f"--device {args.device}: {error}; use --device cpu or auto")
+        SPEC.usage_error(f"--device {args.device}: {error}; use --device cpu or auto")
     run.labels.update(device=device.type)
-    started = time.perf_counter()
-    try:
-        data = load(spec.dataset, args.data_dir, args.samples)
-    except DatasetError as error:
-        parser.error(f"--data-dir: {error}")
-    data_load = time.perf_counter() - started
+    data, data_load = SPEC.load_data(load, spec.dataset, args.data_dir, args.samples)
     run.metadata["dataset"] = data.info
 
     def make_job(batch_size):
@@ -257,3 +212,18 @@ def _profile(train, job, device, args, forward_flops, environment):
     if ncu_report is not None:
         metadata["ncu"] = profiling.ncu_summary(ncu_report, NCU_LAUNCH_COUNT, PROFILE_TOP_KERNELS)
     return {"profile": summary, **metadata}, metrics
+
+
+SPEC = Workload(
+    name=WORKLOAD,
+    description="Train one of Chopra et al.'s small PyTorch jobs (by default one epoch) and print one "
+    "PLATBENCH_RESULT line with real, user and system time.",
+    arguments=_arguments,
+    validate=_check_batch_sizes,
+    own_labels=_own_labels,
+    metadata=lambda args: {"data_dir": os.path.abspath(args.data_dir)},
+    body=_train,
+    not_checked="--threads against the CPUs, --device cuda against the GPUs, and --data-dir, which is read where "
+    "the job runs",
+)
+main, parse_args, build_parser = SPEC.main, SPEC.parse_args, SPEC.build_parser
