@@ -34,19 +34,18 @@ import yaml
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import CPU_CONFIGS, PROCESSORS, expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import CPU_CONFIGS, PROCESSORS
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
 from platbench.report_load import BASELINE, measured
 from platbench.report_tables import (
     NOT_AVAILABLE,
-    baseline_rows,
     comparison,
     key_cells,
     number_cell,
     render_markdown,
     render_text,
-    summarize,
     with_keys_as_given,
 )
 
@@ -310,9 +309,11 @@ def _verdict(row, baseline, budget, metric):
     )
 
 
-def evaluate(frame, budgets, source="budgets", include_emulated=False):
-    """The Judgement of a campaign's samples ``frame`` against ``budgets``: one verdict per row and budgeted
-    metric, in the report's row order. BudgetError when a scenario budget names a scenario the campaign lacks."""
+def evaluate(report, budgets, source="budgets"):
+    """The Judgement of a campaign's samples (``report``, a ReportContext) against ``budgets``: one verdict per row
+    and budgeted metric, in the report's row order. BudgetError when a scenario budget names a scenario the campaign
+    lacks."""
+    frame = report.frame
     present = set(measured(frame)["metric"])
     if "scenario" in frame.columns:
         check_scenarios(budgets, set(frame["scenario"].dropna().astype(str)), source, "this campaign")
@@ -322,9 +323,9 @@ def evaluate(frame, budgets, source="budgets", include_emulated=False):
     ]
     if not metrics:
         return Judgement(source, [], [], unused)
-    rows, keys, _ = summarize(frame, metrics, include_emulated=include_emulated)
+    rows, keys, _ = report.summarize(metrics)
     verdicts = []
-    for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
+    for row, baseline in zip(rows, report.baselines(rows, keys), strict=True):
         for metric in metrics:
             budget = _budget_of(budgets, row, metric)
             if budget is not None:

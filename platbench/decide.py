@@ -19,8 +19,9 @@ from typing import NamedTuple
 
 from platbench import answer, budgets
 from platbench.answer import seconds_per_round
-from platbench.report_load import choose_metrics, is_emulated, load_samples
-from platbench.report_tables import baseline_rows, comparison, rounds_needed, summarize
+from platbench.report_context import ReportContext
+from platbench.report_load import choose_metrics, load_samples
+from platbench.report_tables import comparison, rounds_needed
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -72,11 +73,12 @@ def _half_width(compared):
 def state(results_dir, precision, stated_budgets=None, budgets_source="budgets"):
     """The ``State`` of the campaign in ``results_dir`` against ``precision`` (and ``stated_budgets``)."""
     frame = load_samples(results_dir)
+    report = ReportContext(frame)  # the budgets below judge the same summary
     metric = choose_metrics(frame)[0]
-    rows, keys, _ = summarize(frame, [metric])
+    rows, keys, _ = report.summarize([metric])
     widest, where, more = None, "", 0
-    for row, baseline in zip(rows, baseline_rows(rows, keys), strict=True):
-        if not baseline or baseline is row or is_emulated(row) or not row.get(f"{metric} values"):
+    for row, baseline in zip(rows, report.baselines(rows, keys), strict=True):
+        if not baseline or baseline is row or not report.compared(row) or not row.get(f"{metric} values"):
             continue
         compared = comparison(row, baseline, metric)
         half = math.inf if compared["interval"] is None else _half_width(compared)
@@ -89,7 +91,7 @@ def state(results_dir, precision, stated_budgets=None, budgets_source="budgets")
     rounds = int(frame["repeat"].dropna().nunique()) if "repeat" in frame.columns else 0
     decided = None
     if stated_budgets is not None:
-        judgement = budgets.evaluate(frame, stated_budgets, budgets_source)
+        judgement = budgets.evaluate(report, stated_budgets, budgets_source)
         decided = bool(judgement.verdicts) and all(v.verdict != budgets.INCONCLUSIVE for v in judgement.verdicts)
     precise = widest is not None and widest <= precision
     return State(widest, where, rounds, more, precise, decided, seconds_per_round(frame))

@@ -59,20 +59,20 @@ def inference_samples(frame):
     return frame
 
 
-def phase_rows(frame, include_emulated=False):
+def phase_rows(report):
     """(rows, keys, units, metrics) of the phase breakdown, None without inference_e2e phase times.
 
     Rows as ``report_tables.summarize`` makes them, keyed by the scenario, app, timing and request count (and
     whatever else varies), with ``<phase>_time ratio interval`` added: (low, high) of its ratio to bm."""
-    samples = inference_samples(frame)
+    samples = inference_samples(report.frame)
     if samples is None:
         return None
     shares = report_shares.cell_shares(samples, SHARES, TIMES[E2E])
     split = pd.concat([samples, shares], ignore_index=True)
     present = set(split["metric"])
     metrics = [metric for metric in (*TIMES.values(), *SHARES.values()) if metric in present]
-    rows, keys, units = report_tables.summarize(split, metrics, include_emulated, always=ALWAYS)
-    for row, baseline in zip(rows, report_tables.baseline_rows(rows, keys, include_emulated), strict=True):
+    rows, keys, units = report.summarize(metrics, always=ALWAYS, frame=split)
+    for row, baseline in zip(rows, report.baselines(rows, keys), strict=True):
         for metric in TIMES.values():
             compared = baseline and baseline is not row and metric in metrics
             row[f"{metric} ratio interval"] = (
@@ -81,13 +81,13 @@ def phase_rows(frame, include_emulated=False):
     return rows, keys, units, metrics
 
 
-def speedup_rows(rows, keys, include_emulated=False):
+def speedup_rows(report, rows, keys):
     """(rows, keys) of the GPU-vs-CPU speedup: one row per CPU row that has a GPU row of the same keys.
 
     Times, not throughputs: they are the study's measure and the phase table's own figures, and at the same
     request count (a key) CPU time / GPU time is the GPU's gain in requests per second of that very phase.
     ``throughput`` would fold loadgen's own time into it, and an inference_only run has no end-to-end figure.
-    An emulated (tcg) pair gets no speedup unless ``include_emulated``."""
+    An emulated (tcg) pair gets no speedup unless the report compares emulated rows."""
     if PROCESSOR not in keys:
         return [], []
     others = [key for key in keys if key != PROCESSOR]
@@ -99,7 +99,7 @@ def speedup_rows(rows, keys, include_emulated=False):
             continue
         measure = TIMES["inference"] if cpu.get(TIMING) == INFERENCE_ONLY else TIMES[E2E]
         cpu_values, gpu_values = cpu.get(f"{measure} values", []), gpu.get(f"{measure} values", [])
-        shown = include_emulated or not report_load.is_emulated(cpu)
+        shown = report.compared(cpu)
         interval = report_stats.ratio_interval(cpu_values, gpu_values) if shown else None
         speedups.append(
             {
@@ -219,14 +219,14 @@ def shown_keys(rows, keys, app=False):
     return [key for key in keys if key in kept or (key != APP and len({str(row[key]) for row in rows}) > 1)]
 
 
-def write_inference_tables(results_dir, frame, include_emulated=False):
+def write_inference_tables(results_dir, report):
     """Write phases.csv (and gpu_speedup.csv when a pair of processors exists); return (written file names,
     text, markdown): the printed section and report.md's, empty without inference_e2e phase times.
 
     One phase table per app (the app is its title, not a column), then the speedup table, then the notes:
     the tables' definitions, the noise mark, the emulated rows' rule, loadgen's INVALID cells and the scaled-down
     ones."""
-    phases = phase_rows(frame, include_emulated)
+    phases = phase_rows(report)
     if phases is None:
         return [], "", ""
     rows, keys, units, metrics = phases
@@ -236,7 +236,7 @@ def write_inference_tables(results_dir, frame, include_emulated=False):
         selected = [row for row in rows if row.get(APP) == app]
         title = PHASES_TITLE.format(app="" if app is None else f", app {app}")
         sections.append((title, *phases_display(selected, shown_keys(selected, keys), metrics)))
-    speedups, speedup_keys = speedup_rows(rows, keys, include_emulated)
+    speedups, speedup_keys = speedup_rows(report, rows, keys)
     if speedups:
         speedup_csv_frame(speedups, speedup_keys).to_csv(results_dir / "gpu_speedup.csv", index=False)
         written.append("gpu_speedup.csv")
@@ -246,9 +246,9 @@ def write_inference_tables(results_dir, frame, include_emulated=False):
         PHASES_NOTE,
         SPEEDUP_NOTE if speedups else None,
         report_tables.NOISE_NOTE if any(ratios) else None,
-        report_tables.emulated_note(rows, include_emulated),
-        report_tables.invalid_note(inference_samples(frame)),
-        report_tables.scaled_down_note(inference_samples(frame)),
+        report.emulated_note(rows),
+        report_tables.invalid_note(inference_samples(report.frame)),
+        report_tables.scaled_down_note(inference_samples(report.frame)),
     ]
     notes = "".join(f"\n\n{note}" for note in notes if note)
     text = "".join(f"\n\n{title}\n" + report_tables.render_text(header, lines) for title, header, lines in sections)

@@ -54,32 +54,30 @@ def _without(frame, labels):
     return frame.drop(columns=[label for label in labels if label in frame.columns])
 
 
-def degradation_rows(frame, include_emulated=False):
+def degradation_rows(report):
     """(rows, keys) of the shared cells, None without any."""
-    shared = _of_mode(frame, "shared")
+    shared = _of_mode(report.frame, "shared")
     if shared is None or not (shared["metric"] == DEGRADATION).any():
         return None
     elapsed = shared[(shared["metric"] == "elapsed") & shared.get(SHARE, pd.Series(index=shared.index)).notna()]
     split = elapsed.assign(metric=elapsed[SHARE].map({"alone": ALONE, "shared": SHARED}))
     rest = shared[shared["metric"].isin([DEGRADATION, *OUTCOME_METRICS])]
     combined = _without(pd.concat([split, rest], ignore_index=True), INSTANCE_LABELS)
-    rows, keys, _ = report_tables.summarize(combined, [ALONE, SHARED, DEGRADATION], include_emulated)
+    rows, keys, _ = report.summarize([ALONE, SHARED, DEGRADATION], frame=combined)
     return rows, keys
 
 
-def distributed_rows(frame, include_emulated=False):
+def distributed_rows(report):
     """(rows, keys) of the distributed cells, each with its overlay / bridge ratio where both paths ran; None
     without any."""
-    distributed = _of_mode(frame, "distributed")
+    distributed = _of_mode(report.frame, "distributed")
     if distributed is None or not (distributed["metric"] == THROUGHPUT).any():
         return None
     present = [metric for metric in (THROUGHPUT, *PATH_METRICS) if (distributed["metric"] == metric).any()]
     with warnings.catch_warnings():
         # The path's MTU is the same in every repeat by construction: its noise test has nothing to test.
         warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
-        rows, keys, _ = report_tables.summarize(
-            _without(distributed, INSTANCE_LABELS), present, include_emulated, always=(NETWORK,)
-        )
+        rows, keys, _ = report.summarize(present, always=(NETWORK,), frame=_without(distributed, INSTANCE_LABELS))
     others = [key for key in keys if key != NETWORK]
     bridge = {tuple(str(row[key]) for key in others): row for row in rows if row.get(NETWORK) == "bridge"}
     for row in rows:
@@ -155,11 +153,11 @@ def _csv(rows, keys, metrics, extra=(), ratios=True):
     return pd.DataFrame(rows).reindex(columns=[*columns, *extra])
 
 
-def write_instance_tables(results_dir, frame, include_emulated=False):
+def write_instance_tables(results_dir, report):
     """Write degradation.csv and distributed.csv where the campaign has such cells; return (written file names,
     text, markdown) of the printed section and report.md's; empty without them."""
     written, sections = [], []
-    shared = degradation_rows(frame, include_emulated)
+    shared = degradation_rows(report)
     if shared:
         rows, keys = shared
         _csv(rows, keys, [ALONE, SHARED, DEGRADATION], ratios=False).to_csv(
@@ -167,7 +165,7 @@ def write_instance_tables(results_dir, frame, include_emulated=False):
         )
         written.append("degradation.csv")
         sections.append((DEGRADATION_TITLE, *degradation_display(rows, keys), DEGRADATION_NOTE))
-    distributed = distributed_rows(frame, include_emulated)
+    distributed = distributed_rows(report)
     if distributed:
         rows, keys = distributed
         metrics = [THROUGHPUT, *PATH_METRICS]

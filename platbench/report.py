@@ -44,6 +44,7 @@ from platbench import (
     validity,
 )
 from platbench.answer import seconds_per_round
+from platbench.report_context import ReportContext
 from platbench.report_diff import DIFF_NOTE, diff_percent, diff_tables, write_diff_tables
 from platbench.report_figures import chart_rows, roofline_points, write_chart, write_roofline
 from platbench.report_load import (
@@ -66,11 +67,9 @@ from platbench.report_tables import (
     NOISE_NOTE,
     SCALED_DOWN_TITLE,
     SKIPPED_TITLE,
-    baseline_rows,
     csv_frame,
     display_table,
     duet_note,
-    emulated_note,
     invalid_note,
     noise_note,
     render_markdown,
@@ -200,26 +199,26 @@ def run(args):
         stated = budgets.load(args.budgets) if args.budgets else None
         frame = load_samples(results_dir)
         metrics = choose_metrics(frame, args.metric)
-        judgement = None if stated is None else budgets.evaluate(frame, stated, args.budgets, args.include_emulated)
+        metadata = report_meta.load(results_dir)  # read once: the charts' titles name the run, the page shows it
+        thresholds = validity.Thresholds(
+            max_cv=args.cv_threshold / 100,
+            ci_half_width=validity.DEFAULTS.ci_half_width,
+            min_timed_seconds=args.min_timed_seconds,
+            max_steal_percent=args.max_steal_percent,
+        )
+        # Every table, figure and section below reads this one context: the frame, the emulated rows' rule, the
+        # thresholds, and each summary made once.
+        report = ReportContext(frame, args.include_emulated, thresholds, report_meta.context_line(metadata))
+        judgement = None if stated is None else budgets.evaluate(report, stated, args.budgets)
     except (ReportError, budgets.BudgetError) as exc:
         print(f"platbench report: {exc}", file=sys.stderr)
         return 2
-    thresholds = validity.Thresholds(
-        max_cv=args.cv_threshold / 100,
-        ci_half_width=validity.DEFAULTS.ci_half_width,
-        min_timed_seconds=args.min_timed_seconds,
-        max_steal_percent=args.max_steal_percent,
-    )
-    rows, keys, units = summarize(
-        frame, metrics, include_emulated=args.include_emulated, always=sizing_keys(frame), thresholds=thresholds
-    )
+    rows, keys, units = report.summarize(metrics, always=sizing_keys(frame))
     header, lines = display_table(rows, keys, metrics, units)
     table = csv_frame(rows, keys, metrics, units)
     # The answer first (platbench/answer.py): each platform against bm on the main metric, then the tables.
     answer_lines = (
-        answer.lines(rows, keys, baseline_rows(rows, keys, args.include_emulated), metrics[0], seconds_per_round(frame))
-        if metrics
-        else []
+        answer.lines(rows, keys, report.baselines(rows, keys), metrics[0], seconds_per_round(frame)) if metrics else []
     )
     answer_text = "".join(line + "\n" for line in answer_lines) + ("\n" if answer_lines else "")
     answer_markdown = "".join(f"- {line}\n" if index else f"**{line}**\n\n" for index, line in enumerate(answer_lines))
@@ -231,7 +230,7 @@ def run(args):
             noise_note(rows, metrics),
             duet_note(frame),
             validity.note(rows, thresholds),
-            emulated_note(rows, args.include_emulated),
+            report.emulated_note(rows),
             skipped_note(frame),
             invalid_note(frame),
             scaled_down_note(frame),
@@ -242,51 +241,35 @@ def run(args):
 
     table.to_csv(results_dir / "report.csv", index=False)
     written = ["report.csv", "report.md"]
-    metadata = report_meta.load(results_dir)  # read once: the charts' titles name the run, the page shows it
-    context = report_meta.context_line(metadata)
     note = (
-        write_chart(
-            results_dir / "report.png",
-            rows,
-            keys,
-            metrics[0],
-            units[metrics[0]],
-            include_emulated=args.include_emulated,
-            context=context,
-        )
+        write_chart(report, results_dir / "report.png", rows, keys, metrics[0], units[metrics[0]])
         if metrics
         else "report.png skipped: no successful cell to plot"
     )
     if note is None:
         written.append("report.png")
     notes_after = [note] if note else []
-    chr_written, chr_note = write_chr_chart(
-        results_dir / CHR_CHART, rows, keys, metrics, args.include_emulated, context=context
-    )
+    chr_written, chr_note = write_chr_chart(report, results_dir / CHR_CHART, rows, keys, metrics)
     written, notes_after = written + chr_written, notes_after + ([chr_note] if chr_note else [])
 
-    split, split_text, split_markdown = h2d_split(frame, args.include_emulated), "", ""
+    split, split_text, split_markdown = h2d_split(report), "", ""
     if split:
         split_header, split_lines = h2d_display(*split)
         split_text = f"\n\n{H2D_TITLE}\n" + render_text(split_header, split_lines)
         split_markdown = f"\n\n{H2D_TITLE}\n\n" + render_markdown(split_header, split_lines)
         h2d_csv_frame(*split).to_csv(results_dir / "h2d_split.csv", index=False)
         written.append("h2d_split.csv")
-    inference_written, inference_text, inference_markdown = inference_report.write_inference_tables(
-        results_dir, frame, args.include_emulated
-    )
+    inference_written, inference_text, inference_markdown = inference_report.write_inference_tables(results_dir, report)
     written += inference_written
     split_text, split_markdown = split_text + inference_text, split_markdown + inference_markdown
-    instances_written, instances_text, instances_markdown = instances_report.write_instance_tables(
-        results_dir, frame, args.include_emulated
-    )
+    instances_written, instances_text, instances_markdown = instances_report.write_instance_tables(results_dir, report)
     written += instances_written
     split_text, split_markdown = split_text + instances_text, split_markdown + instances_markdown
     (results_dir / "report.md").write_text(markdown + split_markdown + "\n", encoding="utf-8")
 
     points, roofs = roofline_points(frame)
     if points:
-        roofline_note = write_roofline(results_dir / "roofline.png", points, roofs, context)
+        roofline_note = write_roofline(results_dir / "roofline.png", points, roofs, report.title)
         if roofline_note is None:
             written.append("roofline.png")
         else:
@@ -296,7 +279,7 @@ def run(args):
     # every metric with a direction is in the diff_*.md files.
     every_table = not args.metric and "throughput" not in metrics and is_micro_campaign(metrics)
     diff_written, diff_text, diff_markdown, missing_note = write_diff_tables(
-        results_dir, frame, args.include_emulated, shown=None if every_table else metrics
+        results_dir, report, shown=None if every_table else metrics
     )
     written += diff_written
     if missing_note:
@@ -308,18 +291,8 @@ def run(args):
         with (results_dir / "report.md").open("a", encoding="utf-8") as stream:
             stream.write(budget_markdown.removeprefix("\n") + "\n")
 
-    # The page's main table from the rows the text table has: the same summary, not computed again.
-    page = report_html.write(
-        results_dir,
-        frame,
-        metrics,
-        args.include_emulated,
-        judgement,
-        args.strict,
-        thresholds,
-        (rows, keys, units),
-        metadata,
-    )
+    # The page's main table from the rows the text table has: the context's summary, not computed again.
+    page = report_html.write(results_dir, report, metrics, judgement, args.strict, metadata)
     written.append(report_html.PAGE)
 
     if args.format == "csv":

@@ -14,17 +14,13 @@ from platbench.report_load import (
     INVALID,
     LOADGEN_STATES,
     SCALED_DOWN,
-    is_emulated,
     measured,
 )
 from platbench.report_stats import ratio, ratio_interval
 from platbench.report_tables import (
-    EMULATED_INCLUDED_NOTE,
-    EMULATED_NOTE,
     NOISE_MARK,
     NOISE_NOTE,
     NOT_AVAILABLE,
-    baseline_rows,
     invalid_note,
     key_cells,
     loadgen_columns,
@@ -33,7 +29,6 @@ from platbench.report_tables import (
     render_markdown,
     render_text,
     scaled_down_note,
-    summarize,
     with_keys_as_given,
 )
 
@@ -77,14 +72,14 @@ def _best(row, metric, better):
     return row.get(f"{metric} max" if better == metric_table.HIGHER else f"{metric} min")
 
 
-def diff_tables(frame, include_emulated=False):
+def diff_tables(report):
     """({component: (rows, keys)}, missing): the Diff% rows of every platform but bm, one table per component.
 
     A row per test (metric and the labels that vary) and platform: bm's mean and best, the platform's
     count, best, mean and std, Diff% of the best and of the mean and whether the means lie within noise.
     Only metrics the metric table gives a direction; ``missing``: the metrics it has no entry for.
-    Emulated (tcg) rows only with ``include_emulated``."""
-    present = list(dict.fromkeys(measured(frame)["metric"].dropna()))
+    Emulated (tcg) rows only when the report compares them."""
+    present = list(dict.fromkeys(measured(report.frame)["metric"].dropna()))
     missing = [metric for metric in present if metric_table.lookup(metric) is None]
     directed = [metric for metric in present if metric not in missing and metric_table.lookup(metric).better]
     if not directed:
@@ -93,16 +88,14 @@ def diff_tables(frame, include_emulated=False):
     summaries = {}
     for metric in directed:
         summaries.setdefault(metric_table.lookup(metric).component, []).append(metric)
-    summaries = {component: summarize(frame, metrics, include_emulated) for component, metrics in summaries.items()}
+    summaries = {component: report.summarize(metrics) for component, metrics in summaries.items()}
     tables, keys_of = {}, {}
     for metric in directed:
         info = metric_table.lookup(metric)
         rows, keys, units = summaries[info.component]
         keys_of[info.component] = keys
-        for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
-            if row["platform"] == BASELINE or row[f"{metric} mean"] is None:
-                continue
-            if is_emulated(row) and not include_emulated:
+        for row, baseline in zip(rows, report.baselines(rows, keys), strict=True):
+            if row["platform"] == BASELINE or row[f"{metric} mean"] is None or not report.compared(row):
                 continue
             host_mean, host_best = baseline.get(f"{metric} mean"), _best(baseline, metric, info.better)
             best = _best(row, metric, info.better)
@@ -176,18 +169,19 @@ def missing_entry_note(missing):
     return MISSING_ENTRY_NOTE.format(diff=DIFF, names=", ".join(missing)) if missing else None
 
 
-def write_diff_tables(results_dir, frame, include_emulated=False, shown=None):
+def write_diff_tables(results_dir, report, shown=None):
     """Write diff_<component>.csv and .md; return (written file names, text, markdown, missing-entry note).
 
     The files hold every metric with a direction; the text and markdown returned (printed after the main
     table) only the ``shown`` metrics (all when None), so the printed report stays as short as its main table.
     The notes follow the tables: Diff%'s definition, the noise mark, the metrics the table lacks (.md only)
     and, last, the emulated rows' rule when the campaign has any."""
-    tables, missing = diff_tables(frame, include_emulated)
+    tables, missing = diff_tables(report)
+    frame = report.frame
     written, text, markdown = [], "", ""
     missing_note = missing_entry_note(missing)
     emulated = ACCELERATOR in frame.columns and bool((frame[ACCELERATOR] == EMULATED).any())
-    emulated = (EMULATED_INCLUDED_NOTE if include_emulated else EMULATED_NOTE) if emulated else None
+    emulated = report.emulated_rule if emulated else None
     invalid, scaled_down = invalid_note(frame), scaled_down_note(frame)
     printed = []
     for component, (rows, keys) in tables.items():

@@ -23,12 +23,11 @@ from platbench.report_load import (
     GPU_DEVICE,
     SCENARIO_LABELS,
     host_keys,
-    is_emulated,
     platform_rank,
     varying_labels,
 )
 from platbench.report_stats import mean_interval
-from platbench.report_tables import loadgen_mark, with_intervals
+from platbench.report_tables import loadgen_mark
 
 # A GPU sample's roofline metrics (workloads/common/roofline.py).
 ROOFLINE_INTENSITY = "roofline_arithmetic_intensity"
@@ -38,10 +37,10 @@ ROOFLINE_PEAK_BANDWIDTH = "roofline_peak_bandwidth"
 ROOFLINE_METRICS = (ROOFLINE_INTENSITY, ROOFLINE_ACHIEVED, ROOFLINE_PEAK_FLOPS, ROOFLINE_PEAK_BANDWIDTH)
 
 
-def chart_rows(rows, metric, include_emulated=False):
-    """The rows write_chart draws: those with a ratio to bm, emulated ones only when asked."""
+def chart_rows(report, rows, metric):
+    """The rows write_chart draws: those with a ratio to bm, emulated ones only when the report compares them."""
     ratio_column = f"{metric} ratio to {BASELINE}"
-    return [row for row in rows if row[ratio_column] is not None and (include_emulated or not is_emulated(row))]
+    return [row for row in rows if row[ratio_column] is not None and report.compared(row)]
 
 
 FIGURE_DPI = 120
@@ -152,13 +151,13 @@ def _baseline_own_interval(row, metric):
 
 
 @drawn
-def bars_figure(rows, keys, metric, unit, include_emulated=False, context=None):
+def bars_figure(report, rows, keys, metric, unit):
     """Lin 2018's chart: ``metric`` normalised to bm per scenario, one bar per platform, the absolute mean above
     each bar and the 95% interval of the ratio as its error bar (bm's: its own mean's). None without a ratio."""
-    plotted = chart_rows(rows, metric, include_emulated)
+    plotted = chart_rows(report, rows, metric)
     if not plotted:
         return None
-    with_intervals(rows, keys, [metric], include_emulated)
+    report.with_intervals(rows, keys, [metric])
     ratio_column = f"{metric} ratio to {BASELINE}"
     bars = [
         {
@@ -181,21 +180,23 @@ def bars_figure(rows, keys, metric, unit, include_emulated=False, context=None):
     axes.set_xlabel(" / ".join(group_keys(keys)) or "scenario")
     axes.set_ylabel(f"{metric} / {BASELINE}'s {metric} (ratio)")
     figure.suptitle(
-        title(f"{metric} normalised to {BASELINE}; mean {metric} ({unit}) above each bar; {INTERVAL_NOTE}", context),
+        title(
+            f"{metric} normalised to {BASELINE}; mean {metric} ({unit}) above each bar; {INTERVAL_NOTE}", report.title
+        ),
         fontsize=9,
     )
     axes.legend(title="platform", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return figure
 
 
-def write_chart(path, rows, keys, metric, unit, include_emulated=False, context=None):
-    """report.png: ``bars_figure`` of ``metric``, ``context`` (experiment and hosts) in its title.
+def write_chart(report, path, rows, keys, metric, unit):
+    """report.png: ``bars_figure`` of ``metric``, the report's title (experiment and hosts) in its title.
 
     Returns a note when no chart could be drawn."""
     missing = matplotlib_missing("report.png")
     if missing:
         return missing
-    figure = bars_figure(rows, keys, metric, unit, include_emulated, context)
+    figure = bars_figure(report, rows, keys, metric, unit)
     if figure is None:
         return f"report.png skipped: no {BASELINE} baseline to normalize {metric} to"
     figure.savefig(path, dpi=FIGURE_DPI)
@@ -203,18 +204,18 @@ def write_chart(path, rows, keys, metric, unit, include_emulated=False, context=
 
 
 @drawn
-def scaleup_figure(rows, keys, metric, unit, include_emulated=False, context=None):
+def scaleup_figure(report, rows, keys, metric, unit):
     """``metric``'s mean against the scale-up, one line per platform (and the other keys), 95% intervals as error
-    bars; None unless the rows hold at least two scale-ups. Emulated rows only with ``include_emulated``."""
+    bars; None unless the rows hold at least two scale-ups. Emulated rows only when the report compares them."""
     if "scaleup" not in keys:
         return None
-    with_intervals(rows, keys, [metric], include_emulated)
+    report.with_intervals(rows, keys, [metric])
     shown = [
         row
         for row in rows
         if row.get(f"{metric} mean") is not None
         and isinstance(row.get("scaleup"), (int, float))
-        and (include_emulated or not is_emulated(row))
+        and report.compared(row)
     ]
     if len({row["scaleup"] for row in shown}) < 2:
         return None
@@ -238,7 +239,7 @@ def scaleup_figure(rows, keys, metric, unit, include_emulated=False, context=Non
     axes.set_xlabel("scaleup (cores, or instances for scale-out)")
     axes.set_ylabel(f"{metric} ({unit}), mean")
     axes.set_ylim(bottom=0)
-    figure.suptitle(title(f"{metric} by scale-up; {INTERVAL_NOTE} of the mean", context), fontsize=9)
+    figure.suptitle(title(f"{metric} by scale-up; {INTERVAL_NOTE} of the mean", report.title), fontsize=9)
     axes.legend(title=" / ".join(line_keys), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return figure
 

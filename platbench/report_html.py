@@ -28,12 +28,9 @@ from platbench.report_load import (
 )
 from platbench.report_shares import H2D_TITLE, h2d_display, h2d_split
 from platbench.report_tables import (
-    EMULATED_INCLUDED_NOTE,
-    EMULATED_NOTE,
     NOISE_MARK,
     NOT_AVAILABLE,
     count_columns,
-    emulated_note,
     invalid_note,
     key_cells,
     loadgen_mark,
@@ -43,8 +40,6 @@ from platbench.report_tables import (
     number_cell,
     scaled_down_note,
     skipped_note,
-    summarize,
-    with_intervals,
 )
 
 PAGE = "report.html"
@@ -143,38 +138,32 @@ def _figures(*named):
     return [figure for figure in (_figure(name, built) for name, built in named) if figure]
 
 
-def main_sections(frame, metrics, include_emulated, context, thresholds=validity.DEFAULTS, summary=None):
-    """``summary``: summarize's (rows, keys, units) of ``frame`` when the caller has them (the report's text
-    table), computed here otherwise."""
-    rows, keys, units = summary or summarize(
-        frame,
-        metrics,
-        include_emulated=include_emulated,
-        always=report_sizing.sizing_keys(frame),
-        thresholds=thresholds,
-    )
-    with_intervals(rows, keys, metrics, include_emulated)
+def main_sections(report, metrics):
+    """The main table and its figures: the report's summary of ``metrics``, the very rows of its text table."""
+    frame = report.frame
+    rows, keys, units = report.summarize(metrics, always=report_sizing.sizing_keys(frame))
+    report.with_intervals(rows, keys, metrics)
     header, lines = main_table(rows, keys, metrics, units)
     figures = []
     for metric in metrics:
         figures += _figures(
             (
                 f"{metric} normalised to {BASELINE}",
-                report_figures.bars_figure(rows, keys, metric, units[metric], include_emulated, context),
+                report_figures.bars_figure(report, rows, keys, metric, units[metric]),
             ),
             (
                 f"{metric} by scale-up",
-                report_figures.scaleup_figure(rows, keys, metric, units[metric], include_emulated, context),
+                report_figures.scaleup_figure(report, rows, keys, metric, units[metric]),
             ),
             (
                 f"{metric} normalised to {BASELINE} against CHR",
-                report_sizing.chr_figure(rows, keys, metric, include_emulated, context),
+                report_sizing.chr_figure(report, rows, keys, metric),
             ),
         )
     notes = [
         noise_note(rows, metrics),
-        validity.note(rows, thresholds),
-        emulated_note(rows, include_emulated),
+        validity.note(rows, report.thresholds),
+        report.emulated_note(rows),
         skipped_note(frame),
         invalid_note(frame),
         scaled_down_note(frame),
@@ -183,13 +172,13 @@ def main_sections(frame, metrics, include_emulated, context, thresholds=validity
     return [_section("Every metric against " + BASELINE, header, lines, notes, figures, states)]
 
 
-def diff_sections(frame, include_emulated, context):
-    tables, missing = report_diff.diff_tables(frame, include_emulated)
+def diff_sections(report):
+    tables, missing = report_diff.diff_tables(report)
     sections = []
     for component, (rows, keys) in tables.items():
         header, lines = report_diff.diff_display(rows, keys)
         title = report_diff.DIFF_TITLE.format(DIFF=report_diff.DIFF, BASELINE=BASELINE, component=component).rstrip(":")
-        figure = report_figures.diff_figure(component, rows, keys, report_diff.DIFF, context)
+        figure = report_figures.diff_figure(component, rows, keys, report_diff.DIFF, report.title)
         states = [row_state(row) for row in rows]
         sections.append(_section(title, header, lines, [report_diff.DIFF_NOTE], _figures((title, figure)), states))
     if sections and missing:
@@ -197,8 +186,8 @@ def diff_sections(frame, include_emulated, context):
     return sections
 
 
-def inference_sections(frame, include_emulated, context):
-    phases = inference_report.phase_rows(frame, include_emulated)
+def inference_sections(report):
+    phases = inference_report.phase_rows(report)
     if phases is None:
         return []
     rows, keys, units, metrics = phases
@@ -208,12 +197,12 @@ def inference_sections(frame, include_emulated, context):
         shown = inference_report.shown_keys(selected, keys)
         header, lines = inference_report.phases_display(selected, shown, metrics)
         title = inference_report.PHASES_TITLE.format(app="" if app is None else f", app {app}").rstrip(":")
-        figure = report_figures.phases_figure(selected, shown, metrics, context)
+        figure = report_figures.phases_figure(selected, shown, metrics, report.title)
         states = [row_state(row) for row in selected]
         sections.append(
             _section(title, header, lines, [inference_report.PHASES_NOTE], _figures((title, figure)), states)
         )
-    speedups, speedup_keys = inference_report.speedup_rows(rows, keys, include_emulated)
+    speedups, speedup_keys = inference_report.speedup_rows(report, rows, keys)
     if speedups:
         header, lines = inference_report.speedup_display(speedups, speedup_keys)
         title = inference_report.SPEEDUP_TITLE.rstrip(":")
@@ -221,14 +210,14 @@ def inference_sections(frame, include_emulated, context):
     return sections
 
 
-def instance_sections(frame, include_emulated):
+def instance_sections(report):
     kinds = (
         (instances_report.degradation_rows, instances_report.degradation_display, "DEGRADATION"),
         (instances_report.distributed_rows, instances_report.distributed_display, "DISTRIBUTED"),
     )
     sections = []
     for rows_of, display, name in kinds:
-        built = rows_of(frame, include_emulated)
+        built = rows_of(report)
         if built:
             rows, keys = built
             title = getattr(instances_report, f"{name}_TITLE").rstrip(":")
@@ -238,15 +227,15 @@ def instance_sections(frame, include_emulated):
     return sections
 
 
-def gpu_sections(frame, include_emulated, context):
+def gpu_sections(report):
     sections = []
-    split = h2d_split(frame, include_emulated)
+    split = h2d_split(report)
     if split:
         header, lines = h2d_display(*split)
         sections.append(_section(H2D_TITLE.rstrip(":"), header, lines))
-    points, roofs = report_figures.roofline_points(frame)
+    points, roofs = report_figures.roofline_points(report.frame)
     if points:
-        figures = _figures(("Roofline", report_figures.roofline_figure(points, roofs, context)))
+        figures = _figures(("Roofline", report_figures.roofline_figure(points, roofs, report.title)))
         header = ["scenario", "device", "arithmetic intensity (FLOP/B)", "achieved (FLOP/s)", "95% CI"]
         lines = [
             [
@@ -319,7 +308,7 @@ def _marked_cells(frame, cell_hosts, column, value, state, reason_of):
     return lines
 
 
-def outcome_rows(frame, metadata, include_emulated):
+def outcome_rows(report, metadata):
     """(cells, state, detail) per cell that gave no figure that counts: failed (its error; detail: the whole error
     and output tail), skipped (its reason), INVALID (loadgen's reasons), emulated (tcg: why its ratios are left out,
     or shown)."""
@@ -328,15 +317,16 @@ def outcome_rows(frame, metadata, include_emulated):
         for outcome in metadata.outcomes
     ]
     lines += _marked_cells(
-        frame,
+        report.frame,
         metadata.cell_hosts,
         LOADGEN_RESULT,
         INVALID,
         INVALID,
         lambda sample: str(sample.get(LOADGEN_REASONS) or "no reason given"),
     )
-    emulated = EMULATED_INCLUDED_NOTE if include_emulated else EMULATED_NOTE
-    lines += _marked_cells(frame, metadata.cell_hosts, ACCELERATOR, EMULATED, "emulated", lambda sample: emulated)
+    lines += _marked_cells(
+        report.frame, metadata.cell_hosts, ACCELERATOR, EMULATED, "emulated", lambda sample: report.emulated_rule
+    )
     return lines
 
 
@@ -354,56 +344,34 @@ def page_template(name):
     return environment.get_template(name)
 
 
-def render(
-    results_dir,
-    frame,
-    metrics,
-    include_emulated=False,
-    judgement=None,
-    strict=False,
-    thresholds=validity.DEFAULTS,
-    summary=None,
-    metadata=None,
-):
-    """The page's HTML text; ``thresholds``: the run validity's (platbench/validity.py), as the text table's;
-    ``summary``: the main table's summarize result, and ``metadata``: report_meta.load's, when the caller has them
-    already."""
+def render(results_dir, report, metrics, judgement=None, strict=False, metadata=None):
+    """The page's HTML text of ``report`` (a ReportContext: the same summaries as the text table's);
+    ``metadata``: report_meta.load's, when the caller has it already."""
     metadata = metadata or report_meta.load(results_dir)
-    context = report_meta.context_line(metadata)
     sections = []
     if metrics:
-        sections += main_sections(frame, metrics, include_emulated, context, thresholds, summary)
-    sections += diff_sections(frame, include_emulated, context)
-    sections += inference_sections(frame, include_emulated, context)
-    sections += instance_sections(frame, include_emulated)
-    sections += gpu_sections(frame, include_emulated, context)
+        sections += main_sections(report, metrics)
+    sections += diff_sections(report)
+    sections += inference_sections(report)
+    sections += instance_sections(report)
+    sections += gpu_sections(report)
     budget = budget_section(judgement, strict)
     missing = report_figures.matplotlib_missing("the page's figures")
     return page_template(TEMPLATE).render(
         title=f"platbench report: {metadata.campaign}",
-        context=context,
+        context=report_meta.context_line(metadata),
         figures_note=missing,
         sections=sections,
         budget=budget,
         outcome_header=["outcome", "scenario", "cell", "host", "reason"],
-        outcomes=outcome_rows(frame, metadata, include_emulated),
+        outcomes=outcome_rows(report, metadata),
         metadata=metadata_view(metadata),
     )
 
 
-def write(
-    results_dir,
-    frame,
-    metrics,
-    include_emulated=False,
-    judgement=None,
-    strict=False,
-    thresholds=validity.DEFAULTS,
-    summary=None,
-    metadata=None,
-):
-    """Write RESULTS_DIR/report.html; returns its path. ``summary`` and ``metadata``: as ``render``'s."""
+def write(results_dir, report, metrics, judgement=None, strict=False, metadata=None):
+    """Write RESULTS_DIR/report.html; returns its path. The arguments: as ``render``'s."""
     path = Path(results_dir) / PAGE
-    page = render(results_dir, frame, metrics, include_emulated, judgement, strict, thresholds, summary, metadata)
+    page = render(results_dir, report, metrics, judgement, strict, metadata)
     path.write_text(page, encoding="utf-8")
     return path

@@ -5,7 +5,7 @@ elapsed: h2d_split.csv, printed and in report.md."""
 import pandas as pd
 
 from platbench.report_load import HOST
-from platbench.report_tables import key_cells, mean_std_cell, mean_std_columns, summarize
+from platbench.report_tables import key_cells, mean_std_cell, mean_std_columns
 
 H2D_TIME = "h2d_time"
 H2D_SHARE = "h2d share of elapsed"
@@ -14,9 +14,10 @@ H2D_TITLE = (
 )
 
 
-def h2d_split(frame, include_emulated=False):
+def h2d_split(report):
     """(rows, keys, units) of the cells that recorded h2d_time: its mean, elapsed's and the share of
     elapsed spent copying host-to-device (h2d_time / elapsed of each cell, averaged); None without h2d_time."""
+    frame = report.frame
     if H2D_TIME not in set(frame["metric"]) or "cell" not in frame.columns:
         return None
     timed = frame[frame["metric"].isin((H2D_TIME, "elapsed"))]
@@ -24,7 +25,7 @@ def h2d_split(frame, include_emulated=False):
     if shares.empty:
         return None
     split = pd.concat([timed[timed["cell"].isin(set(shares["cell"]))], shares], ignore_index=True)
-    return summarize(split, [H2D_TIME, "elapsed", H2D_SHARE], include_emulated)
+    return report.summarize([H2D_TIME, "elapsed", H2D_SHARE], frame=split)
 
 
 def cell_shares(frame, parts, whole):

@@ -11,8 +11,7 @@ import numpy
 import pandas as pd
 
 from platbench import report_figures
-from platbench.report_load import ACCELERATOR, BASELINE, is_emulated
-from platbench.report_tables import with_intervals
+from platbench.report_load import ACCELERATOR, BASELINE
 
 CHR = "chr"
 NUMA_NODES = "numa_nodes"
@@ -52,7 +51,7 @@ def _splitting_keys(rows, keys):
     ]
 
 
-def chr_series(rows, metric, include_emulated=False, keys=None):
+def chr_series(report, rows, metric, keys=None):
     """``{series: [(chr, ratio to bm, its 95% interval or None), ...]}`` sorted by CHR, one series per platform (and
     accelerator) and CPU configuration (and host, where the rows have one), and per value of every other of ``keys``
     that varies (``idle_cores=none``); bm left out (its ratio is 1 by definition); empty unless the rows hold
@@ -64,7 +63,7 @@ def chr_series(rows, metric, include_emulated=False, keys=None):
         if row.get(ratio_column) is not None
         and not pd.isna(row.get(CHR))
         and row["platform"] != BASELINE
-        and (include_emulated or not is_emulated(row))
+        and report.compared(row)
     ]
     if len({float(row[CHR]) for row in plotted}) < 2:
         return {}
@@ -84,11 +83,11 @@ def chr_series(rows, metric, include_emulated=False, keys=None):
 
 
 @report_figures.drawn
-def chr_figure(rows, keys, metric, include_emulated=False, context=None):
+def chr_figure(report, rows, keys, metric):
     """Samani 2022's view: ``metric``'s ratio to bm against CHR, a line per platform and CPU configuration, the
     ratio's 95% interval as error bars; None unless the rows hold several CHRs."""
-    with_intervals(rows, keys, [metric], include_emulated)
-    series = chr_series(rows, metric, include_emulated, keys)
+    report.with_intervals(rows, keys, [metric])
+    series = chr_series(report, rows, metric, keys)
     if not series:
         return None
     figure = report_figures.new_figure(7.5, max(4.5, 2.0 + 0.22 * len(series)))
@@ -102,18 +101,18 @@ def chr_figure(rows, keys, metric, include_emulated=False, context=None):
     axes.set_xlabel("chr (instance cores / host usable cores)")
     axes.set_ylabel(f"{metric} / {BASELINE}")
     title = f"{metric} normalised to {BASELINE} against the container-to-host ratio; {report_figures.INTERVAL_NOTE}"
-    figure.suptitle(report_figures.title(title, context), fontsize=9)
+    figure.suptitle(report_figures.title(title, report.title), fontsize=9)
     axes.legend(title="platform, cpu_config, ...", loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return figure
 
 
-def write_chr_chart(path, rows, keys, metrics, include_emulated=False, context=None):
+def write_chr_chart(report, path, rows, keys, metrics):
     """chr.png: ``chr_figure`` of the first metric. Returns ``(written, note)``: ``[chr.png]`` when drawn, and a
     note when it could not be."""
-    if not metrics or not chr_series(rows, metrics[0], include_emulated, keys):
+    if not metrics or not chr_series(report, rows, metrics[0], keys):
         return [], None
     missing = report_figures.matplotlib_missing(CHR_CHART)
     if missing:
         return [], missing
-    chr_figure(rows, keys, metrics[0], include_emulated, context).savefig(path, dpi=report_figures.FIGURE_DPI)
+    chr_figure(report, rows, keys, metrics[0]).savefig(path, dpi=report_figures.FIGURE_DPI)
     return [CHR_CHART], None

@@ -35,7 +35,7 @@ import yaml
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import (
     EMULATED_FIELDS,
     OPTIONAL_FIELDS,
     REQUIRED_FIELDS,
@@ -75,7 +75,7 @@ DEFAULT_MAX_TIME = "60m"  # run until decided, at most this long unless --max-ti
 UNTIL = ("either", "precision")
 _CAMPAIGN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
-# What --set may set: the experiment's fields (matrix.py), mappings by their keys. An UPPER-CASE key stands
+# What --set may set: the experiment's fields (experiment_spec.py), mappings by their keys. An UPPER-CASE key stands
 # for any name (a workload parameter, a workload); None: a value (a scalar or a list).
 _PARAMS = {"NAME": None}
 _WORKLOAD_PARAMS = {"WORKLOAD": {"NAME": None}}

@@ -13,15 +13,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     dataset_dir as _dataset_dir,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
-    ExperimentError,
-    expand,
-    scenario_name,
-    validate_experiment,
-)
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
-    emulated_subset as _emulated_subset,
-)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset as _emulated_subset
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, scenario_name
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import done_cells as _done_cells
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
     WorkloadArgsError,

@@ -98,7 +98,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan impo
     COLLECTION_EXPERIMENTS,
     plan_experiment,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError
 
 display = Display()
 

@@ -102,47 +102,75 @@ OPENSTACK_FIX = (
 )
 
 
+def _openstack_instance_problem(host, label):
+    if not (host.get("openstack_instances") or {}).get(label):
+        return f"the inventory holds no {label} instance of this campaign: {OPENSTACK_FIX}"
+    return None
+
+
+def _venv_problem(host, _label):
+    if not host["venv_present"]:
+        return f"no workload environment at {host['prefix']}/venv: run site.yml (role platbench.lab.workload_env)"
+    return None
+
+
+def _hypervisor_problem(host, _label):
+    if not host["facts"].get("vm_accelerator"):
+        return "neither KVM nor QEMU on this host: run site.yml (role platbench.lab.kvm_host)"
+    return None
+
+
+def _libvirt_problem(host, _label):
+    if not host["facts"].get("libvirt_daemon"):
+        return "libvirtd does not answer: run site.yml (role platbench.lab.kvm_host) or start libvirtd"
+    return None
+
+
+def _guest_image_problem(host, _label):
+    if not host["guest_image"]:
+        return f"no guest image at {host['guest_image_path']}: run site.yml (role platbench.lab.guest_image)"
+    return None
+
+
+def _guest_container_image_problem(host, _label):
+    guest = host["guest_image"]
+    if "container_image_id" not in (guest or {}):
+        return "the guest image carries no container image: run site.yml with the Docker engine up"
+    if guest["container_image_id"] != host["image_id"]:
+        return (
+            f"the guest carries workload image {_short(guest['container_image_id'])}, not the current "
+            f"{_short(host['image_id'])}: run site.yml to refresh it"
+        )
+    return None
+
+
+# One check per requirement a registry platform may name (platforms.REQUIREMENTS): check(host, platform label) ->
+# why the host does not meet it, or None. A new requirement is one entry here and one in the registry's list.
+CHECKS = {
+    "openstack_instance": _openstack_instance_problem,
+    "venv": _venv_problem,
+    "engine": lambda host, label: _engine_problem("engine", platforms.get(label).engine, host),
+    "image": lambda host, label: _engine_problem("image", platforms.get(label).engine, host),
+    "runtime": lambda host, label: _runtime_problem(platforms.get(label), host),
+    "hypervisor": _hypervisor_problem,
+    "libvirt": _libvirt_problem,
+    "guest_image": _guest_image_problem,
+    "guest_container_image": _guest_container_image_problem,
+    "kubernetes": lambda host, _label: _kubernetes_problem(host),
+    "apptainer": lambda host, _label: _apptainer_problem("apptainer", host),
+    "sif": lambda host, _label: _apptainer_problem("sif", host),
+    "guest_sif": lambda host, _label: _apptainer_problem("guest_sif", host),
+    "firecracker": lambda host, _label: firecracker.host_problem(host["firecracker"]),
+    "lxc": lambda host, _label: lxc.host_problem(host["lxc"], host["image_id"]),
+}
+
+
 def requirement_problem(requirement, host, label=None):
     """Why ``host`` (see ``platform_status``) does not meet ``requirement`` for platform ``label``, or None."""
-    facts, guest = host["facts"], host["guest_image"]
-    if requirement == "openstack_instance":
-        if not (host.get("openstack_instances") or {}).get(label):
-            return f"the inventory holds no {label} instance of this campaign: {OPENSTACK_FIX}"
-    elif requirement == "venv":
-        if not host["venv_present"]:
-            return f"no workload environment at {host['prefix']}/venv: run site.yml (role platbench.lab.workload_env)"
-    elif requirement in ("engine", "image"):
-        return _engine_problem(requirement, platforms.get(label).engine, host)
-    elif requirement == "runtime":
-        return _runtime_problem(platforms.get(label), host)
-    elif requirement == "hypervisor":
-        if not facts.get("vm_accelerator"):
-            return "neither KVM nor QEMU on this host: run site.yml (role platbench.lab.kvm_host)"
-    elif requirement == "libvirt":
-        if not facts.get("libvirt_daemon"):
-            return "libvirtd does not answer: run site.yml (role platbench.lab.kvm_host) or start libvirtd"
-    elif requirement == "guest_image":
-        if not guest:
-            return f"no guest image at {host['guest_image_path']}: run site.yml (role platbench.lab.guest_image)"
-    elif requirement == "guest_container_image":
-        if "container_image_id" not in (guest or {}):
-            return "the guest image carries no container image: run site.yml with the Docker engine up"
-        if guest["container_image_id"] != host["image_id"]:
-            return (
-                f"the guest carries workload image {_short(guest['container_image_id'])}, not the current "
-                f"{_short(host['image_id'])}: run site.yml to refresh it"
-            )
-    elif requirement == "kubernetes":
-        return _kubernetes_problem(host)
-    elif requirement in ("apptainer", "sif", "guest_sif"):
-        return _apptainer_problem(requirement, host)
-    elif requirement == "firecracker":
-        return firecracker.host_problem(host["firecracker"])
-    elif requirement == "lxc":
-        return lxc.host_problem(host["lxc"], host["image_id"])
-    else:
+    check = CHECKS.get(requirement)
+    if check is None:
         raise ValueError(f"unknown requirement {requirement!r}; known: {', '.join(platforms.REQUIREMENTS)}")
-    return None
+    return check(host, label)
 
 
 def _runtime_problem(platform, host):

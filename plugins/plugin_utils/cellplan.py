@@ -272,7 +272,8 @@ def cell_plan(cell, facts, options=None):
     facts = facts or {}
     platform = _platform(cell)
     where = f"cell {cell['id']} on {opts['host']}"
-    # A relative scale-up (all, half, all-but-N) becomes this host's number; cells_to_run has mostly done it.
+    # Each cell is sized once, by cells_to_run on the host that runs it (a relative scale-up resolved, chr,
+    # numa_nodes), and planned as it comes; a cell given by hand (a test, a single cell) is sized here.
     try:
         cell = sizing.sized(cell, facts, opts["reserved_cpus"] or [], opts["host"])
     except sizing.SizingError as exc:

@@ -13,13 +13,8 @@ import os
 
 from ansible_collections.platbench.lab.plugins.module_utils.workload_needs import tools_for
 from ansible_collections.platbench.lab.plugins.plugin_utils import schedule
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
-    dropped_cells,
-    expand,
-    load_experiment,
-    schedule_fallbacks,
-    workloads_of,
-)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import load_experiment, workloads_of
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import dropped_cells, expand, schedule_fallbacks
 from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import checked_params
 
 # plugins/plugin_utils/experiment_plan.py -> the collection root, which holds the workloads package
@@ -29,10 +24,10 @@ COLLECTION_EXPERIMENTS = os.path.join(COLLECTION_ROOT, "experiments")
 
 def plan_experiment(experiments_dir, name, overrides=None, size=None, root=COLLECTION_ROOT, campaign=None):
     """``(plan, warnings)``: experiment ``name`` of ``experiments_dir`` with its ``size`` and ``overrides``
-    merged in, validated (matrix.load_experiment) and its workload parameters checked by the workloads' own
+    merged in, validated (experiment_spec.load_experiment) and its workload parameters checked by the workloads' own
     parsers under ``root`` (params_check.checked_params); the plan is the experiment with ``cells`` (run order),
     ``dropped``, ``tools`` and ``as_run`` (the size and overrides given, which run.json keeps beside the merged
-    experiment). Raises matrix.ExperimentError naming the file, every problem listed once."""
+    experiment). Raises experiment_spec.ExperimentError naming the file, every problem listed once."""
     source = os.path.join(experiments_dir, f"{name}.yml")
     if size:
         source += f" (size {size})"

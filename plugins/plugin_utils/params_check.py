@@ -16,12 +16,8 @@ import re
 import subprocess
 import sys
 
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
-    ExperimentError,
-    emulated_subset,
-    expand,
-    workloads_of,
-)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, workloads_of
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset, expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.sizing import is_number
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
     WorkloadArgsError,

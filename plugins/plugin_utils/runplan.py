@@ -96,9 +96,9 @@ def plan_problems(
     reserved = {int(cpu) for cpu in reserved_cpus or ()}
     offered = len(set(allowed) - reserved)
     # Relative scale-ups (all, half, all-but-N) become this host's numbers; one that cannot stops the plan.
-    sizing_problems, sizing_notes = sizing.plan_sizing(name, cells, facts, reserved, host, plan.get("numa"))
+    # The checks below see numbers; the cells that have none, no more.
+    sizing_problems, sizing_notes, cells = sizing.plan_sizing(name, cells, facts, reserved, host, plan.get("numa"))
     problems.extend(sizing_problems)
-    cells = _sized(cells, facts, reserved, host)  # the checks below see numbers; the cells that have none, no more
     # The cells of OpenStack platforms run on the campaign's instances: their flavors give CPUs and GPUs.
     local = [cell for cell in cells if cell["labels"]["platform"] not in platforms.REMOTE]
     most = max((int(cell["labels"]["scaleup"]) for cell in local), default=0)
@@ -151,17 +151,6 @@ def duet_problems(name, cells, facts, reserved_cpus, host):
                 f"it does not fit twice: {exc}. Use schedule: rounds, or a lower scale-up, in experiments/{name}.yml."
             )
     return list(problems.values())
-
-
-def _sized(cells, facts, reserved, host):
-    """The cells whose scale-up resolves on ``host``, sized (sizing.sized); plan_sizing names the others."""
-    kept = []
-    for cell in cells:
-        try:
-            kept.append(sizing.sized(cell, facts, reserved, host))
-        except sizing.SizingError:
-            continue
-    return kept
 
 
 def _node_problems(name, cells, status, skipped):

@@ -223,25 +223,32 @@ def cell_sizing(cell, facts, reserved=(), host="the host", cpus=None):
     return sizing, note
 
 
+def is_sized(cell):
+    """Whether ``cell`` carries its sizing labels for a host (``sized``)."""
+    return CHR_LABEL in cell["labels"]
+
+
 def sized(cell, facts, reserved=(), host="the host"):
     """``cell`` with its sizing labels (``cell_sizing``); a cell already sized is returned as it is."""
-    if CHR_LABEL in cell["labels"]:
+    if is_sized(cell):
         return cell
     sizing, _note = cell_sizing(cell, facts, reserved, host)
     return {**cell, "labels": {**cell["labels"], **sizing}}
 
 
 def plan_sizing(name, cells, facts, reserved, host, numa_intent=None):
-    """``(problems, notes)`` of the plan's sizing on ``host``: relative scale-ups that cannot be resolved
-    (problems), how the others resolve, and a ``numa: spill`` experiment whose pinned cells span no more than one
-    node here (notes: warnings, the cells still run)."""
-    problems, notes, widest = [], {}, 0
+    """``(problems, notes, sized cells)`` of the plan's sizing on ``host``: relative scale-ups that cannot be
+    resolved (problems), how the others resolve, and a ``numa: spill`` experiment whose pinned cells span no more
+    than one node here (notes: warnings, the cells still run); the cells that resolve, each sized once here
+    (``sized``) for the plan's other checks."""
+    problems, notes, widest, kept = [], {}, 0, []
     for cell in cells:
         try:
-            sizing, note = cell_sizing(cell, facts, reserved, host)
+            sizing, note = (cell["labels"], None) if is_sized(cell) else cell_sizing(cell, facts, reserved, host)
         except SizingError as exc:
             problems.append(f"Experiment '{name}': {exc}.")
             continue
+        kept.append(cell if is_sized(cell) else {**cell, "labels": {**cell["labels"], **sizing}})
         if note:
             notes.setdefault(f"Experiment '{name}' on {host}: scale-up {note}.", None)
         widest = max(widest, sizing[NUMA_LABEL] or 0)
@@ -260,4 +267,4 @@ def plan_sizing(name, cells, facts, reserved, host, numa_intent=None):
                 f"a scale-up above {biggest} (e.g. all) spans two"
             )
         notes.setdefault(f"Experiment '{name}' asks for numa: spill, but {why}.", None)
-    return problems, list(notes)
+    return problems, list(notes), kept

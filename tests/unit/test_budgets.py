@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import load_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 
 from platbench import budgets, cli, report, run
+from platbench.report_context import ReportContext
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_BUDGETS = REPO / "experiments" / "budgets" / "smoke.yml"
@@ -76,7 +77,7 @@ def budgets_file(tmp_path, data, name="budgets.yml"):
 
 
 def verdicts_of(campaign, data):
-    judgement = budgets.evaluate(report.load_samples(campaign), budgets.parse(data))
+    judgement = budgets.evaluate(ReportContext(report.load_samples(campaign)), budgets.parse(data))
     return {
         (verdict.row["platform"], verdict.row["scaleup"], verdict.budget.metric): verdict
         for verdict in judgement.verdicts

@@ -9,7 +9,8 @@ import textwrap
 import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import cell_outcome
 from plan_options import assert_plan_matches_its_specs, plan_options
 

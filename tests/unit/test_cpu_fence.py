@@ -11,12 +11,12 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence
 from ansible_collections.platbench.lab.plugins.modules import cpu_fence as module
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import (
     ExperimentError,
-    expand,
     load_experiment,
     validate_experiment,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
 from plan_options import assert_plan_matches_its_specs, plan_options
 

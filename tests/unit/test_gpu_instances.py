@@ -12,7 +12,8 @@ import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import platforms as registry
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
 from plan_options import assert_plan_matches_its_specs, plan_options
 

@@ -18,7 +18,8 @@ import yaml
 from ansible_collections.platbench.lab.plugins.module_utils import guest_path, network_path, network_state, path_measure
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from plan_options import assert_plan_matches_its_specs, plan_options
 from playbook_run import REPO
 

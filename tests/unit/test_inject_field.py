@@ -4,7 +4,8 @@ the same rows without injection."""
 
 import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils import inject
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 from round_samples import throughput_sample
 

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import (
     DATA_DIR_PLACEHOLDER,
     available_generators,

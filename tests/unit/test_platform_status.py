@@ -7,7 +7,12 @@ import json
 import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status, summary
+from ansible_collections.platbench.lab.plugins.module_utils.readiness import (
+    CHECKS,
+    platform_status,
+    requirement_problem,
+    summary,
+)
 from ansible_collections.platbench.lab.plugins.modules import platform_status as module
 from unbuilt import REASON, make_unbuilt
 
@@ -206,3 +211,10 @@ def test_an_unreadable_guest_image_is_a_warning_and_no_guest(tmp_path, capsys):
     broken.write_text("{not json")
     result = run_module(capsys, {"facts": KVM_HOST, "guest_image": str(broken)})
     assert not result["platforms"]["vm"]["ready"] and "cannot be read" in result["warnings"][0]
+
+
+def test_each_requirement_of_the_registry_has_one_check_in_the_table_and_an_unknown_one_is_refused():
+    assert set(CHECKS) == set(platforms.REQUIREMENTS)
+    assert {requirement for platform in platforms.PLATFORMS for requirement in platform.requires} <= set(CHECKS)
+    with pytest.raises(ValueError, match="unknown requirement 'quantum'; known: venv, engine"):
+        requirement_problem("quantum", {})

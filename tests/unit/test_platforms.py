@@ -10,7 +10,7 @@ import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import matrix, placements
+from ansible_collections.platbench.lab.plugins.plugin_utils import experiment_spec, placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan
 from plan_options import plan_options
 from unbuilt import REASON, make_unbuilt
@@ -209,7 +209,7 @@ def test_the_validation_catches_a_plan_its_kind_does_not_declare():
 
 
 def test_matrix_and_report_read_the_registry():
-    assert matrix.validate_experiment(
+    assert experiment_spec.validate_experiment(
         {
             "name": "x",
             "workload": "w",

@@ -9,6 +9,7 @@ import yaml
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 
 from platbench import cli, report
+from platbench.report_context import ReportContext
 from tests import skips
 
 REPO = Path(__file__).resolve().parents[2]
@@ -322,7 +323,9 @@ def test_chart_is_skipped_with_a_note_without_matplotlib(campaign, capsys, monke
 def test_chart_is_skipped_without_any_bm_baseline(tmp_path):
     skips.require(modules=["matplotlib"])
     rows = [{"platform": "cn", "scaleup": 1, "throughput mean": 1.0, "throughput ratio to bm": None}]
-    note = report.write_chart(tmp_path / "report.png", rows, ["platform", "scaleup"], "throughput", "images/sec")
+    note = report.write_chart(
+        ReportContext(None), tmp_path / "report.png", rows, ["platform", "scaleup"], "throughput", "images/sec"
+    )
     assert note == "report.png skipped: no bm baseline to normalize throughput to"
     assert not (tmp_path / "report.png").exists()
 
@@ -423,8 +426,14 @@ def test_chart_skips_tcg_rows_unless_included(guests, tmp_path):
     frame = report.load_samples(guests)
     rows, keys, _ = report.summarize(frame, ["throughput"], include_emulated=True)
     # Even with a ratio, the tcg row is only drawn when asked.
-    assert [row["platform"] for row in report.chart_rows(rows, "throughput")] == ["bm", "cn", "vm"]
-    assert [row["platform"] for row in report.chart_rows(rows, "throughput", include_emulated=True)] == [
+    assert [row["platform"] for row in report.chart_rows(ReportContext(frame), rows, "throughput")] == [
+        "bm",
+        "cn",
+        "vm",
+    ]
+    assert [
+        row["platform"] for row in report.chart_rows(ReportContext(frame, include_emulated=True), rows, "throughput")
+    ] == [
         "bm",
         "cn",
         "vm",
@@ -433,10 +442,11 @@ def test_chart_skips_tcg_rows_unless_included(guests, tmp_path):
     skips.require(modules=["matplotlib"])
     only_tcg = [row for row in rows if row["platform"] == "vmcn"]
     chart = tmp_path / "chart.png"
-    note = report.write_chart(chart, only_tcg, keys, "throughput", "images/sec")
+    note = report.write_chart(ReportContext(frame), chart, only_tcg, keys, "throughput", "images/sec")
     assert note == "report.png skipped: no bm baseline to normalize throughput to"
     assert not chart.exists()
-    assert report.write_chart(chart, only_tcg, keys, "throughput", "images/sec", include_emulated=True) is None
+    included = ReportContext(frame, include_emulated=True)
+    assert report.write_chart(included, chart, only_tcg, keys, "throughput", "images/sec") is None
     assert chart.read_bytes().startswith(b"\x89PNG")
 
 
@@ -585,7 +595,7 @@ def test_the_roofline_is_skipped_with_a_note_without_matplotlib(gpu_campaign, ca
 
 def test_a_cpu_campaign_gets_neither_roofline_nor_split(campaign, capsys):
     frame = report.load_samples(campaign)
-    assert report.roofline_points(frame) == ([], {}) and report.h2d_split(frame) is None
+    assert report.roofline_points(frame) == ([], {}) and report.h2d_split(ReportContext(frame)) is None
     assert report.main([str(campaign)]) == 0
     out = capsys.readouterr()
     assert report.H2D_TITLE not in out.out and "roofline" not in out.err

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from platbench import cli, report
+from platbench.report_context import ReportContext
 
 DATA = Path(__file__).resolve().parent / "data" / "handmade_diff_samples.jsonl"
 
@@ -46,7 +47,7 @@ def test_diff_percent_signs():
 
 
 def test_known_answers_of_the_sample_file(campaign):
-    tables, missing = report.diff_tables(report.load_samples(campaign))
+    tables, missing = report.diff_tables(ReportContext(report.load_samples(campaign)))
     assert missing == []
     assert list(tables) == ["training", "cpu"]  # the metric table's component order
     rows = by_metric(tables)
@@ -77,7 +78,7 @@ def test_known_answers_of_the_sample_file(campaign):
 
 def test_emulated_rows_only_when_asked(campaign):
     frame = report.load_samples(campaign)
-    rows = by_metric(report.diff_tables(frame, include_emulated=True)[0])
+    rows = by_metric(report.diff_tables(ReportContext(frame, include_emulated=True))[0])
     vm = rows["throughput", "vm"]
     assert vm["accelerator"] == "tcg"
     assert vm["Diff% mean"] == pytest.approx((110 - 5.5) / 110 * 100)
@@ -89,7 +90,7 @@ def test_a_platform_without_bm_gets_no_diff(tmp_path):
     lines = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
     cn_only = [line for line in lines if line["labels"]["platform"] == "cn"]
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in cn_only), encoding="utf-8")
-    rows = by_metric(report.diff_tables(report.load_samples(tmp_path))[0])
+    rows = by_metric(report.diff_tables(ReportContext(report.load_samples(tmp_path)))[0])
     assert rows["throughput", "cn"]["mean"] == 98.0
     assert rows["throughput", "cn"]["Diff% mean"] is None and rows["throughput", "cn"]["bm mean"] is None
 
@@ -135,7 +136,7 @@ def test_a_metric_without_an_entry_gets_no_diff_and_one_line(campaign, capsys):
         line["metric"] = "mystery_time"
     with open(campaign / "samples.jsonl", "a", encoding="utf-8") as handle:
         handle.write("".join(json.dumps(line) + "\n" for line in mystery))
-    tables, missing = report.diff_tables(report.load_samples(campaign))
+    tables, missing = report.diff_tables(ReportContext(report.load_samples(campaign)))
     assert missing == ["mystery_time"]
     assert "mystery_time" not in {row["metric"] for rows, _ in tables.values() for row in rows}
 

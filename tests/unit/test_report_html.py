@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from platbench import cli, report_figures, report_html, report_meta
+from platbench.report_context import ReportContext
 from platbench.report_load import choose_metrics, load_samples
 from platbench.report_tables import summarize
 from tests import skips
@@ -39,7 +40,7 @@ def report(results_dir, *options):
 def page_of(results_dir):
     """report.html's text without the rest of the report (the CSV, Markdown and PNG files)."""
     frame = load_samples(results_dir)
-    return report_html.render(results_dir, frame, choose_metrics(frame))
+    return report_html.render(results_dir, ReportContext(frame), choose_metrics(frame))
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +153,11 @@ def test_report_png_titles_name_the_experiment_and_host(html_campaign):
     results_dir, _, _ = html_campaign
     context = report_meta.context_line(report_meta.load(results_dir))
     assert context == "experiment html-handmade (campaign html-handmade-1); host lab1"
-    rows, keys, units = summarize(load_samples(results_dir), ["throughput"])
-    figure = report_figures.bars_figure(rows, keys, "throughput", units["throughput"], context=context)
+    frame = load_samples(results_dir)
+    rows, keys, units = summarize(frame, ["throughput"])
+    figure = report_figures.bars_figure(
+        ReportContext(frame, title=context), rows, keys, "throughput", units["throughput"]
+    )
     axes = figure.axes[0]
     assert axes.get_xlabel() == "scaleup / cpu_config / processor / workload"
     assert axes.get_ylabel() == "throughput / bm's throughput (ratio)"

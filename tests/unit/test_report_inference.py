@@ -23,6 +23,7 @@ import pytest
 from scipy import stats
 
 from platbench import cli, inference_report, report, report_load
+from platbench.report_context import ReportContext
 
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLES = DATA / "handmade_inference_samples.jsonl"
@@ -35,7 +36,9 @@ def campaign(tmp_path):
 
 
 def phase_rows(results_dir, include_emulated=False):
-    rows, keys, units, metrics = inference_report.phase_rows(report.load_samples(results_dir), include_emulated)
+    rows, keys, units, metrics = inference_report.phase_rows(
+        ReportContext(report.load_samples(results_dir), include_emulated)
+    )
     return {(row["platform"], row["processor"], row["app"], row["timing"]): row for row in rows}, keys, metrics
 
 
@@ -107,7 +110,9 @@ def test_emulated_rows_get_no_ratio_unless_asked(campaign):
 
 def test_the_speedup_only_where_both_processors_exist(campaign):
     rows, keys, _ = phase_rows(campaign)
-    speedups, speedup_keys = inference_report.speedup_rows(list(rows.values()), keys)
+    speedups, speedup_keys = inference_report.speedup_rows(
+        ReportContext(report.load_samples(campaign)), list(rows.values()), keys
+    )
     assert "processor" not in speedup_keys
     # nlp, cn and vm have CPU cells only: no row of theirs.
     assert [(row["platform"], row["app"], row["timing"], row["measure"]) for row in speedups] == [
@@ -221,7 +226,7 @@ def test_the_three_states_are_counted_in_every_table_and_marked_on_loadgen_s_fig
         + report_load.UNCHECKED_VALID_REASON,
     ]
     # The phase and speedup tables.
-    phases, phase_keys, _, metrics = inference_report.phase_rows(frame)
+    phases, phase_keys, _, metrics = inference_report.phase_rows(ReportContext(frame))
     table = by_row(*inference_report.phases_display(phases, phase_keys, metrics))
     assert table["cn", "cpu", "ic", "e2e"]["INVALID"] == "1" and table["cn", "cpu", "ic", "e2e"]["scaled-down"] == "2"
     assert table["bm", "gpu", "ic", "inference_only"]["INVALID"] == "2"
@@ -266,9 +271,9 @@ def test_an_older_record_s_valid_reads_scaled_down_and_a_new_one_as_recorded():
 def test_a_campaign_without_inference_samples_gets_no_phase_table(tmp_path, capsys):
     shutil.copy(DATA / "handmade_diff_samples.jsonl", tmp_path / "samples.jsonl")
     frame = report.load_samples(tmp_path)
-    assert inference_report.phase_rows(frame) is None
+    assert inference_report.phase_rows(ReportContext(frame)) is None
     assert report.invalid_note(frame) is None
-    assert inference_report.write_inference_tables(tmp_path, frame) == ([], "", "")
+    assert inference_report.write_inference_tables(tmp_path, ReportContext(frame)) == ([], "", "")
     assert cli.main(["report", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert "Phase breakdown" not in out and "phases.csv" not in err

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from platbench import cli, instances_report, report
+from platbench.report_context import ReportContext
 
 
 def sample(metric, value, unit, **labels):
@@ -70,7 +71,7 @@ def campaign(tmp_path):
 
 
 def test_the_degradation_table_has_each_platforms_alone_shared_and_degradation(campaign):
-    rows, keys = instances_report.degradation_rows(report.load_samples(campaign))
+    rows, keys = instances_report.degradation_rows(ReportContext(report.load_samples(campaign)))
     by_platform = {row["platform"]: row for row in rows}
     assert by_platform["bm"]["elapsed_alone mean"] == pytest.approx(11.0)
     assert by_platform["bm"]["elapsed_shared mean"] == pytest.approx(13.5)
@@ -80,7 +81,7 @@ def test_the_degradation_table_has_each_platforms_alone_shared_and_degradation(c
 
 
 def test_distributed_throughput_is_normalised_to_bm_on_the_same_path_with_the_paths_figures(campaign):
-    rows, keys = instances_report.distributed_rows(report.load_samples(campaign))
+    rows, keys = instances_report.distributed_rows(ReportContext(report.load_samples(campaign)))
     by_key = {(row["platform"], row["network"]): row for row in rows}
     assert by_key["cn", "bridge"]["throughput ratio to bm"] == pytest.approx(100 / 105)
     assert by_key["cn", "overlay"]["throughput ratio to bm"] == pytest.approx(71 / 85)

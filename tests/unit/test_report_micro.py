@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from platbench import cli, report
+from platbench.report_context import ReportContext
 
 DATA = Path(__file__).resolve().parent / "data" / "handmade_micro_samples.jsonl"
 REASON = "the write directory /tmp is a tmpfs: no disk to measure there"
@@ -43,7 +44,7 @@ def test_skipped_is_no_metric(frame):
     assert "skipped" not in report.choose_metrics(frame, None)
     # A micro campaign's main table: one headline figure per component it measured.
     assert report.choose_metrics(frame, None) == ["hpl_gflops", "dd_write"]
-    tables, missing = report.diff_tables(frame)
+    tables, missing = report.diff_tables(ReportContext(frame))
     assert missing == []  # skipped is not a metric the metric table lacks
     assert all(row["metric"] != "skipped" for rows, _ in tables.values() for row in rows)
 
@@ -72,7 +73,7 @@ def test_metric_labels_are_row_keys_and_rows_without_them_stay(frame):
 
 
 def test_diff_tables_per_component_with_their_own_row_keys(frame):
-    tables, _ = report.diff_tables(frame)
+    tables, _ = report.diff_tables(ReportContext(frame))
     assert list(tables) == ["training", "cpu", "disk"]
 
     cpu_rows, cpu_keys = tables["cpu"]

@@ -9,6 +9,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import appen
 from test_report import sample as report_sample
 
 from platbench import report, report_figures, report_sizing
+from platbench.report_context import ReportContext
 
 USABLE = 16
 
@@ -67,7 +68,7 @@ def test_one_chr_adds_no_column(tmp_path):
 def test_chr_series_are_per_platform_and_cpu_config_without_bm(tmp_path):
     frame = report.load_samples(campaign(tmp_path))
     rows, _, _ = report.summarize(frame, ["throughput"], always=report_sizing.sizing_keys(frame))
-    series = report_sizing.chr_series(rows, "throughput")
+    series = report_sizing.chr_series(ReportContext(frame), rows, "throughput")
     assert list(series) == ["cn pin"]
     assert [chr_ for chr_, _, _ in series["cn pin"]] == [0.25, 0.5, 1.0]
     assert [round(ratio, 3) for _, ratio, _ in series["cn pin"]] == [0.9, 0.8, 0.6]
@@ -84,7 +85,7 @@ def test_a_varying_knob_splits_the_chr_lines_so_that_none_joins_unlike_cells(tmp
     append_samples(tmp_path / "samples.jsonl", samples)
     frame = report.load_samples(tmp_path)
     rows, keys, _ = report.summarize(frame, ["throughput"], always=[*report_sizing.sizing_keys(frame), "idle_cores"])
-    series = report_sizing.chr_series(rows, "throughput", keys=keys)
+    series = report_sizing.chr_series(ReportContext(frame), rows, "throughput", keys=keys)
     assert {name: [chr_ for chr_, _, _ in points] for name, points in series.items()} == {
         "cn pin, idle_cores=any": [0.5, 1.0],
         "cn pin, idle_cores=none": [1.0],
@@ -107,7 +108,7 @@ def test_no_chr_png_for_a_campaign_of_one_chr(tmp_path):
     results = campaign(tmp_path, scaleups=((4, None, 1),))
     assert report.main([str(results)]) == 0
     assert not (results / "chr.png").exists()
-    assert report_sizing.write_chr_chart(results / "chr.png", *_rows(results)) == ([], None)
+    assert report_sizing.write_chr_chart(ReportContext(None), results / "chr.png", *_rows(results)) == ([], None)
     assert "against CHR" not in (results / "report.html").read_text(encoding="utf-8")
 
 
@@ -120,7 +121,7 @@ def _rows(results):
 def test_the_scale_up_figure_draws_one_line_per_platform_across_the_chrs(tmp_path):
     frame = report.load_samples(campaign(tmp_path))
     rows, keys, units = report.summarize(frame, ["throughput"], always=report_sizing.sizing_keys(frame))
-    figure = report_figures.scaleup_figure(rows, keys, "throughput", units["throughput"])
+    figure = report_figures.scaleup_figure(ReportContext(frame), rows, keys, "throughput", units["throughput"])
     _, labels = figure.axes[0].get_legend_handles_labels()
     assert labels == ["bm/pin/cpu", "cn/pin/cpu"]
     assert [len(line.get_xdata()) for line in figure.axes[0].get_lines()[:2]] == [3, 3]

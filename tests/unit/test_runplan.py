@@ -8,7 +8,8 @@ import pytest
 from ansible_collections.platbench.lab.plugins.filter.cells import cells_to_run as cells_to_run_filter
 from ansible_collections.platbench.lab.plugins.filter.experiments import done_cells as done_cells_filter
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples, done_cells
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
 from unbuilt import make_unbuilt

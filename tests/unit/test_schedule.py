@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils import schedule
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 from round_samples import throughput_sample
 from scipy import stats
 
 from platbench import answer, budgets, cli, report_stats
+from platbench.report_context import ReportContext
 from platbench.report_load import load_samples
 from platbench.report_tables import PAIRED, UNPAIRED, baseline_rows, comparison, summarize
 
@@ -174,7 +176,7 @@ def test_a_rounds_campaign_is_compared_by_round_and_resolves_what_welch_cannot(t
 def test_budgets_judge_the_paired_interval(tmp_path):
     directory = campaign(tmp_path, "rounds")
     stated = budgets.parse({"budgets": {"cn": {"throughput": [1.0, -0.02, None]}}})
-    (verdict,) = budgets.evaluate(load_samples(directory), stated).verdicts
+    (verdict,) = budgets.evaluate(ReportContext(load_samples(directory)), stated).verdicts
     assert verdict.verdict == budgets.FAIL  # 5% slower, decided, against a 2% budget
 
 

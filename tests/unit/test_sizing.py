@@ -9,7 +9,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.filter.cells import cells_to_run as cells_to_run_filter
 from ansible_collections.platbench.lab.plugins.plugin_utils import sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan, choose_cpus
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import ExperimentError, expand, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
 from plan_options import assert_plan_matches_its_specs, plan_options
 
@@ -168,6 +169,22 @@ def test_chr_is_rounded_and_counts_only_usable_cores():
 def test_the_cells_to_run_filter_says_where_a_relative_scale_up_cannot_be_resolved():
     with pytest.raises(AnsibleFilterError, match="cells_to_run: scale-up all-but-8 leaves no core on h1"):
         cells_to_run_filter(experiment(scaleup=["all-but-8"]), READY, "h1", facts=ONE_NODE)
+
+
+def test_each_cell_is_sized_once_the_prechecks_and_the_plan_reuse_cells_to_runs_sizing(monkeypatch):
+    plan = experiment(scaleup=[2, "half"], cpu_config=["pin", "vnl"])
+    cells = cells_to_run(plan, READY, "h1", facts=TWO_NODES)["cells"]
+    assert all(sizing.is_sized(cell) for cell in cells)
+    _problems, _notes, checked = sizing.plan_sizing("sized", plan["cells"], TWO_NODES, set(), "h1")
+    assert [cell["labels"]["chr"] for cell in checked] == [cell["labels"]["chr"] for cell in cells]
+
+    def sized_again(*_):
+        raise AssertionError("a cell of cells_to_run was sized again")
+
+    monkeypatch.setattr(sizing, "cell_sizing", sized_again)
+    for cell in cells:
+        assert cell_plan(cell, TWO_NODES, {**OPTIONS, "host": "h1"})["threads"] == cell["labels"]["scaleup"]
+    assert sizing.plan_sizing("sized", cells, TWO_NODES, set(), "h1")[2] == cells
 
 
 def test_a_cell_plan_resolves_a_relative_scale_up_itself_and_threads_follow():

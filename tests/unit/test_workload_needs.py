@@ -3,12 +3,8 @@
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import workload_needs
 from ansible_collections.platbench.lab.plugins.module_utils.workload_needs import NEEDS, Needs, needs_of, tools_for
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
-    ExperimentError,
-    dropped_cells,
-    expand,
-    validate_experiment,
-)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import dropped_cells, expand
 
 
 def micro(**changes):
