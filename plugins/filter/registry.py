@@ -23,19 +23,28 @@ def platforms(labels=None, source="platforms"):
     return [_registry.as_dict(_registry.BY_LABEL[label]) for label in wanted]
 
 
-def platform_roles(labels, kind=None, applied=(), source="platforms"):
-    """The roles that build the platforms ``labels`` (of ``kind`` only, when given), in registry order, each
-    once, less those ``applied`` already."""
+def platform_roles(labels, kind=None, applied=(), source="platforms", host_group=None):
+    """The roles that build the platforms ``labels`` (of ``kind`` only, and built on ``host_group`` only, when
+    given), in registry order, each once, less those ``applied`` already."""
     try:
         wanted = _registry.check_labels(labels, source)
     except _registry.UnknownPlatform as exc:
         raise AnsibleFilterError(f"{exc}. Fix the list and run again.") from None
     if kind is not None and kind not in _placements.KINDS:
         raise AnsibleFilterError(f"platform_roles: unknown kind {kind!r}; declared: {', '.join(_placements.KINDS)}")
+    known_groups = {entry.host_group for entry in _registry.PLATFORMS} - {None}
+    if host_group is not None and host_group not in known_groups:
+        raise AnsibleFilterError(
+            f"platform_roles: no platform is built on host group {host_group!r}; the registry's: "
+            + ", ".join(sorted(known_groups))
+        )
     roles = [
         role
         for entry in _registry.PLATFORMS
-        if entry.label in wanted and kind in (None, entry.kind) and entry.placement
+        if entry.label in wanted
+        and kind in (None, entry.kind)
+        and host_group in (None, entry.host_group)
+        and entry.placement
         for role in entry.roles
     ]
     return [role for role in dict.fromkeys(roles) if role not in set(applied or ())]

@@ -74,10 +74,22 @@ INSTANCES = ("baremetal_node", "server", "coe_cluster")
 # platform's group), so that one play installs the workload environment on all of them.
 PROCESS_INSTANCES_GROUP = "platbench_process_instances"
 
+# The inventory group whose hosts build each local kind's platforms (site.yml's plays, playbooks/lab_*.yml); an entry
+# whose hosts differ from its kind's (sg: Apptainer's hosts) says so with its own host_group.
+HOST_GROUPS = {
+    "process": "platbench_hosts",
+    "container": "platbench_container_hosts",
+    "lxc": "platbench_container_hosts",
+    "guest": "platbench_vm_hosts",
+    "micro_vm": "platbench_mvm_hosts",
+    "k8s_job": "platbench_kubernetes_workers",
+}
+
 _FIELDS = (
     "label",  # the `platform` label of cells and samples
     "description",  # what it is, one line
     "roles",  # the roles that build it, in order
+    "host_group",  # the inventory group whose hosts build and run it (site.yml's play for it); None: cloud instances
     "kind",  # how a cell is placed on it: a kind declared in plugins/plugin_utils/placements/
     "inner",  # a kind that holds another (a guest, an instance): the kind the workload runs as inside; else None
     "launcher",  # a process (outer or inner): LAUNCHERS; else None
@@ -157,6 +169,8 @@ NOT_BUILT = "not built by this release of platbench"
 
 def _entry(label, description, roles, kind, **fields):
     defaults = {"inner": None, "launcher": None, "engine": None, "runtime": None, "peer": None, "instance": None}
+    # The campaign provisions a cloud instance (its group: add_host); a local platform is built on its host group.
+    defaults["host_group"] = None if kind == "cloud_instance" else HOST_GROUPS[kind]
     defaults.update(baseline=False, unbuilt=None)
     return Platform(label=label, description=description, roles=tuple(roles), kind=kind, **{**defaults, **fields})
 
@@ -292,6 +306,7 @@ PLATFORMS = (
         ("platbench.lab.docker", "platbench.lab.workload_image", "platbench.lab.apptainer"),
         "process",
         launcher="apptainer",
+        host_group="platbench_apptainer_hosts",
         gpu_view="host",
         pinning="taskset",
         requires=("apptainer", "sif"),

@@ -182,3 +182,26 @@ def test_ansible_doc_renders_the_plugin_documentation(plugin_type, name):
     doc = json.loads(done.stdout)[name]
     assert doc["doc"]["short_description"]
     assert "[WARNING]" not in done.stderr
+
+
+def test_platform_roles_by_kind_and_host_group_in_registry_order_each_once():
+    from ansible_collections.platbench.lab.plugins.filter.registry import platform_roles
+
+    applied = ["platbench.lab.docker", "platbench.lab.workload_image"]
+    labels = ["bm", "cn", "pd", "gv", "lx", "vm", "mvm"]
+    assert platform_roles(labels, host_group="platbench_container_hosts", applied=applied) == [
+        "platbench.lab.podman",
+        "platbench.lab.lxc",
+    ]
+    assert platform_roles(labels, kind="container", applied=applied) == ["platbench.lab.podman"]
+    assert platform_roles(labels, host_group="platbench_mvm_hosts") == [
+        "platbench.lab.firecracker",
+        "platbench.lab.guest_image",
+    ]
+    assert platform_roles(["bm"], host_group="platbench_mvm_hosts") == []  # mvm not in the inventory's platforms
+    with pytest.raises(AnsibleFilterError, match="no platform is built on host group 'platbench_gpu_hosts'"):
+        platform_roles(labels, host_group="platbench_gpu_hosts")
+    with pytest.raises(AnsibleFilterError, match="unknown kind 'unikernel'"):
+        platform_roles(labels, kind="unikernel")
+    with pytest.raises(AnsibleFilterError, match="xx"):
+        platform_roles(["xx"], source="platbench_platforms")

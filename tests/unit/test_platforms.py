@@ -257,3 +257,49 @@ def test_in_words():
     assert platforms.in_words(["vm", "vmcn"], "/") == "vm/vmcn"
     assert platforms.in_words(["a", "b", "c"]) == "a, b and c"
     assert platforms.in_words(["a"]) == "a" and platforms.in_words([]) == "none"
+
+
+# Roles of a registry entry that no lab play applies on the entry's own host group, and why.
+_BOOTS_A_CELL = "boots each cell's guest (the guest kind's placement), nothing to build"
+NOT_BUILT_ON_THE_HOST_GROUP = {
+    ("vm", "platbench.lab.vm"): _BOOTS_A_CELL,
+    ("vmcn", "platbench.lab.vm"): _BOOTS_A_CELL,
+    ("vmsg", "platbench.lab.vm"): _BOOTS_A_CELL,
+    ("vmsg", "platbench.lab.apptainer"): "the SIF is built on platbench_apptainer_hosts (sg's); the guest carries it",
+    ("sg", "platbench.lab.docker"): "the SIF is built from the Docker image: Apptainer's hosts are container hosts too",
+}
+
+
+def _lab_plays():
+    """(hosts of the play, the roles it applies by name, the host groups it takes the registry's roles of) of each
+    play of the playbooks site.yml imports."""
+    for entry in yaml.safe_load((REPO / "site.yml").read_text()):
+        for play in yaml.safe_load((REPO / entry["ansible.builtin.import_playbook"]).read_text()):
+            named = [role if isinstance(role, str) else role["role"] for role in play.get("roles", [])]
+            from_registry = []
+            for task in play.get("pre_tasks", []) + play.get("tasks", []):
+                name = (task.get("ansible.builtin.include_role") or {}).get("name", "")
+                if "{{" not in name:
+                    named.append(name)
+                from_registry += re.findall(r"platform_roles\(host_group='([a-z_]+)'", str(task.get("loop", "")))
+            yield set(play["hosts"].split(":")), set(named) - {""}, from_registry
+
+
+def test_each_platform_is_built_on_its_registry_host_group_by_a_play_of_site_yml():
+    plays = list(_lab_plays())
+    for hosts, _named, from_registry in plays:
+        assert all(group in hosts for group in from_registry), (hosts, from_registry)
+    for platform in BUILT:
+        if platform.host_group is None:
+            assert platform.remote, platform.label  # the campaign provisions it (its group: add_host)
+            continue
+        on_group = [play for play in plays if platform.host_group in play[0]]
+        assert on_group, f"no play of site.yml runs on {platform.host_group}, {platform.label}'s host group"
+        applied = {role for _hosts, named, _registry in on_group for role in named}
+        by_registry = any(platform.host_group in registry for _hosts, _named, registry in on_group)
+        missing = [
+            role
+            for role in platform.roles
+            if role not in applied and (platform.label, role) not in NOT_BUILT_ON_THE_HOST_GROUP
+        ]
+        assert by_registry or not missing, f"{platform.label}: {missing} applied by no play on {platform.host_group}"
