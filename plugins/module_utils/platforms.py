@@ -74,22 +74,11 @@ INSTANCES = ("baremetal_node", "server", "coe_cluster")
 # platform's group), so that one play installs the workload environment on all of them.
 PROCESS_INSTANCES_GROUP = "platbench_process_instances"
 
-# The inventory group whose hosts build each local kind's platforms (site.yml's plays, playbooks/lab_*.yml); an entry
-# whose hosts differ from its kind's (sg: Apptainer's hosts) says so with its own host_group.
-HOST_GROUPS = {
-    "process": "platbench_hosts",
-    "container": "platbench_container_hosts",
-    "lxc": "platbench_container_hosts",
-    "guest": "platbench_vm_hosts",
-    "micro_vm": "platbench_mvm_hosts",
-    "k8s_job": "platbench_kubernetes_workers",
-}
-
 _FIELDS = (
     "label",  # the `platform` label of cells and samples
     "description",  # what it is, one line
     "roles",  # the roles that build it, in order
-    "host_group",  # the inventory group whose hosts build and run it (site.yml's play for it); None: cloud instances
+    "host_group",  # the inventory group whose hosts build and run it (site.yml's play); None: a cloud instance
     "kind",  # how a cell is placed on it: a kind declared in plugins/plugin_utils/placements/
     "inner",  # a kind that holds another (a guest, an instance): the kind the workload runs as inside; else None
     "launcher",  # a process (outer or inner): LAUNCHERS; else None
@@ -169,8 +158,7 @@ NOT_BUILT = "not built by this release of platbench"
 
 def _entry(label, description, roles, kind, **fields):
     defaults = {"inner": None, "launcher": None, "engine": None, "runtime": None, "peer": None, "instance": None}
-    # The campaign provisions a cloud instance (its group: add_host); a local platform is built on its host group.
-    defaults["host_group"] = None if kind == "cloud_instance" else HOST_GROUPS[kind]
+    defaults["host_group"] = None  # the campaign provisions a cloud instance (its group: add_host)
     defaults.update(baseline=False, unbuilt=None)
     return Platform(label=label, description=description, roles=tuple(roles), kind=kind, **{**defaults, **fields})
 
@@ -181,6 +169,7 @@ PLATFORMS = (
         "the host itself: a process from the bare-metal venv",
         ("platbench.lab.host_prep", "platbench.lab.workload_env"),
         "process",
+        host_group="platbench_hosts",
         launcher="venv",
         gpu_view="host",
         pinning="taskset",
@@ -196,6 +185,7 @@ PLATFORMS = (
         "a Docker container on the host",
         ("platbench.lab.docker", "platbench.lab.workload_image"),
         "container",
+        host_group="platbench_container_hosts",
         engine="docker",
         gpu_view="own",
         pinning="cpuset",
@@ -210,6 +200,7 @@ PLATFORMS = (
         "a rootful Podman container (runc) on the host, the same image as cn",
         ("platbench.lab.docker", "platbench.lab.workload_image", "platbench.lab.podman"),
         "container",
+        host_group="platbench_container_hosts",
         engine="podman",
         gpu_view="own",
         pinning="cpuset",
@@ -223,6 +214,7 @@ PLATFORMS = (
         "a Docker container sandboxed by gVisor (runsc): its system calls served by a user-space kernel",
         ("platbench.lab.docker", "platbench.lab.workload_image"),
         "container",
+        host_group="platbench_container_hosts",
         engine="docker",
         runtime="runsc",
         gpu_view="none",
@@ -237,6 +229,7 @@ PLATFORMS = (
         "an LXC system container per cell (lxc-execute) of the workload image's root; the cell's cgroup keys pin it",
         ("platbench.lab.docker", "platbench.lab.workload_image", "platbench.lab.lxc"),
         "lxc",
+        host_group="platbench_container_hosts",
         gpu_view="none",
         pinning="lxc_cgroup",
         requires=("lxc",),
@@ -249,6 +242,7 @@ PLATFORMS = (
         "a throwaway libvirt guest per cell; the workload runs over SSH",
         ("platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
         "guest",
+        host_group="platbench_vm_hosts",
         inner="process",
         launcher="venv",
         gpu_view="passthrough",
@@ -263,6 +257,7 @@ PLATFORMS = (
         "the guest's Docker engine running the workload image",
         ("platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
         "guest",
+        host_group="platbench_vm_hosts",
         inner="container",
         engine="docker",
         gpu_view="passthrough",
@@ -277,6 +272,7 @@ PLATFORMS = (
         "Apptainer in a throwaway libvirt guest (the SIF on a read-only disk)",
         ("platbench.lab.apptainer", "platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
         "guest",
+        host_group="platbench_vm_hosts",
         inner="process",
         launcher="apptainer",
         gpu_view="passthrough",
@@ -291,6 +287,7 @@ PLATFORMS = (
         "a throwaway Firecracker micro-VM per cell, jailed, booted from the guest image; the workload over SSH",
         ("platbench.lab.firecracker", "platbench.lab.guest_image"),
         "micro_vm",
+        host_group="platbench_mvm_hosts",
         inner="process",
         launcher="venv",
         gpu_view="none",
@@ -319,6 +316,7 @@ PLATFORMS = (
         "a Kubernetes Job pinned to the runner's node (kubeadm, flannel, NVIDIA device plugin)",
         ("platbench.lab.kubernetes",),
         "k8s_job",
+        host_group="platbench_kubernetes_workers",
         gpu_view="scheduled",
         pinning="cpu_manager",
         requires=("kubernetes",),
@@ -458,6 +456,8 @@ def entry_problems(platform):
         problems.append("a runtime is set only for a Docker container, which then requires it")
     if (platform.instance is None) == platform.remote:
         problems.append("an instance is set exactly for the cloud_instance kind")
+    if (platform.host_group is None) != platform.remote:
+        problems.append("a host_group (an inventory group) is set exactly for a platform that is not a cloud instance")
     unknown = set(platform.requires) - set(REQUIREMENTS)
     if unknown:
         problems.append(f"unknown requirements {sorted(unknown)}")

@@ -141,7 +141,8 @@ def add_platform(monkeypatch, label, **fields):
         cpu_pinning="",
         cpu_vanilla="",
         gpu_handover="",
-        **{"requires": (), **fields},
+        **{"requires": (), "host_group": None if fields.get("kind") == "cloud_instance" else "platbench_hosts"}
+        | fields,
     )
     monkeypatch.setattr(platforms, "PLATFORMS", platforms.PLATFORMS + (entry,))
     monkeypatch.setattr(platforms, "BY_LABEL", {**platforms.BY_LABEL, label: entry})

@@ -93,15 +93,25 @@ def transfers(timing, transfer_mb):
     medians = {name: reference.median(values) for name, values in times.items()}
     metrics = [
         metric(
-            f"gpu_{direction}_bandwidth",
-            reference.bandwidth_gbs(nbytes, medians[f"{direction}_{transfer}"]),
+            "gpu_h2d_bandwidth", reference.bandwidth_gbs(nbytes, medians["h2d_pinned"]), "GB/s", {"transfer": "pinned"}
+        ),
+        metric(
+            "gpu_h2d_bandwidth",
+            reference.bandwidth_gbs(nbytes, medians["h2d_pageable"]),
             "GB/s",
-            {"transfer": transfer},
-        )
-        for direction in ("h2d", "d2h")
-        for transfer in ("pinned", "pageable")
+            {"transfer": "pageable"},
+        ),
+        metric(
+            "gpu_d2h_bandwidth", reference.bandwidth_gbs(nbytes, medians["d2h_pinned"]), "GB/s", {"transfer": "pinned"}
+        ),
+        metric(
+            "gpu_d2h_bandwidth",
+            reference.bandwidth_gbs(nbytes, medians["d2h_pageable"]),
+            "GB/s",
+            {"transfer": "pageable"},
+        ),
+        metric("gpu_d2d_bandwidth", reference.bandwidth_gbs(2 * nbytes, medians["d2d"]), "GB/s"),
     ]
-    metrics.append(metric("gpu_d2d_bandwidth", reference.bandwidth_gbs(2 * nbytes, medians["d2d"]), "GB/s"))
     return metrics, {"transfer_bytes": nbytes, "timings_ms": {name: _rounded(v) for name, v in times.items()}}
 
 
