@@ -273,11 +273,12 @@ def cell_plan(cell, facts, options=None):
     platform = _platform(cell)
     where = f"cell {cell['id']} on {opts['host']}"
     # Each cell is sized once, by cells_to_run on the host that runs it (a relative scale-up resolved, chr,
-    # numa_nodes), and planned as it comes; a cell given by hand (a test, a single cell) is sized here.
-    try:
-        cell = sizing.sized(cell, facts, opts["reserved_cpus"] or [], opts["host"])
-    except sizing.SizingError as exc:
-        raise CellPlanError(f"{where}: {exc}") from None
+    # numa_nodes): the plan takes that sizing and never works it out again.
+    if not sizing.is_sized(cell):
+        raise CellPlanError(
+            f"{where}: the cell is not sized for this host (its labels lack {sizing.CHR_LABEL}): plan the cells "
+            "cells_to_run returns, which sizes each for the host that runs it (plugins/plugin_utils/sizing.py)"
+        )
     labels = cell["labels"]
     opts, storage_runtime = _with_storage_class(cell, opts, where)
     try:

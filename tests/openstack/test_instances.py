@@ -17,7 +17,7 @@ from playbook_run import run_playbook
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan  # noqa: E402
+from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan, sizing  # noqa: E402
 
 pytestmark = pytest.mark.openstack
 
@@ -49,7 +49,10 @@ def cell(platform, scaleup, cpu_config, processor):
         "model": "tiny",
         "repeat": 0,
     }
-    return {"id": f"{scenario}|r0", "scenario": scenario, "params": {"framework": "tensorflow"}, "labels": labels}
+    # As cells_to_run hands it to cell.yml: sized (a cloud instance's cores are its flavor's).
+    return sizing.sized(
+        {"id": f"{scenario}|r0", "scenario": scenario, "params": {"framework": "tensorflow"}, "labels": labels}, {}
+    )
 
 
 # A CPU server, three 1-GPU servers for the cloud's two GPUs (the third finds no valid host), an Ironic node,

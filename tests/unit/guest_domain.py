@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from plan_options import sized
 from playbook_run import REPO
 
 PLAYBOOK = REPO / "tests/roles/platform_run/guest_check.yml"
@@ -40,7 +41,10 @@ def render(playbook, tmp_path, platform, processor, facts, options, params=None)
     labels = {"platform": platform, "scaleup": 2, "cpu_config": "pin", "processor": processor, "workload": "w"}
     variables = {
         "host_facts": facts,
-        "cell": {"id": scenario + "|r0", "scenario": scenario, "params": params or {}, "labels": labels},
+        # The cell as cells_to_run hands it to cell.yml: sized for the host.
+        "cell": sized(
+            {"id": scenario + "|r0", "scenario": scenario, "params": params or {}, "labels": labels}, facts, options
+        ),
         "plan_options": options,
         "vm_image_description": str(guest_image(tmp_path)),
         "vm_state_dir": str(tmp_path / "vms"),

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import cellplan, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,6 +29,18 @@ AT_RUN_TIME = {
     "apptainer_version": None,
     "runners": None,
 }
+
+
+def sized(cell, facts, options=None):
+    """``cell`` as cells_to_run hands it to the plan on the options' host: sized there (sizing.sized)."""
+    options = options or {}
+    return sizing.sized(cell, facts or {}, options.get("reserved_cpus") or [], options.get("host") or "the host")
+
+
+def cell_plan(cell, facts, options=None):
+    """The plan of ``cell`` as the role makes it: sized by cells_to_run first (``sized``), then cellplan.cell_plan.
+    A scale-up that does not resolve on the host is cells_to_run's error (sizing.SizingError), raised here."""
+    return cellplan.cell_plan(sized(cell, facts, options), facts, options)
 
 
 def plan_options(**overrides):

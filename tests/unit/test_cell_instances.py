@@ -8,11 +8,11 @@ import textwrap
 
 import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import load_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import cell_outcome
-from plan_options import assert_plan_matches_its_specs, plan_options
+from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 EIGHT_CPUS = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
 TWO_CPUS = {**EIGHT_CPUS, "cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}}

@@ -12,12 +12,11 @@ from ansible_collections.platbench.lab.plugins.filter.cells import cell_plan as 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     CellPlanError,
-    cell_plan,
     choose_cpus,
     dataset_dir,
     instance_name,
 )
-from plan_options import assert_plan_matches_its_specs, plan_options
+from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options, sized
 from unbuilt import REASON, make_unbuilt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -269,12 +268,14 @@ def test_cells_that_cannot_be_placed_say_why(cell, facts, options, message):
 def test_the_filter_names_itself_in_its_errors():
     from ansible.errors import AnsibleFilterError
 
-    with pytest.raises(AnsibleFilterError, match="cell_plan: cell .* scale-up 16"):
+    # A cell that did not come through cells_to_run (which sizes it for its host) is refused, not sized again.
+    with pytest.raises(AnsibleFilterError, match="cell_plan: cell .* is not sized for this host .* cells_to_run"):
         cell_plan_filter(make_cell("bm", scaleup=16), ONE_NODE, OPTIONS)
     # The filter's keyword gives the host, alone or over the options' own.
     without_host = {name: value for name, value in OPTIONS.items() if name != "host"}
-    assert cell_plan_filter(make_cell("bm"), ONE_NODE, without_host, host="h")["host"] == "h"
-    assert cell_plan_filter(make_cell("bm"), ONE_NODE, {**OPTIONS, "host": "r"}, host="h")["host"] == "h"
+    cell = sized(make_cell("bm"), ONE_NODE, OPTIONS)
+    assert cell_plan_filter(cell, ONE_NODE, without_host, host="h")["host"] == "h"
+    assert cell_plan_filter(cell, ONE_NODE, {**OPTIONS, "host": "r"}, host="h")["host"] == "h"
 
 
 @pytest.mark.parametrize("processor", ["cpu", "gpu"])

@@ -10,7 +10,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence
 from ansible_collections.platbench.lab.plugins.modules import cpu_fence as module
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import (
     ExperimentError,
     load_experiment,
@@ -18,7 +18,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec impo
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
-from plan_options import assert_plan_matches_its_specs, plan_options
+from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 
 def v1_tree(root, groups):

@@ -15,13 +15,13 @@ import numpy
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import duet as duet_run
 from ansible_collections.platbench.lab.plugins.plugin_utils import duet_pair, placements, schedule
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan, duet_cpus
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, duet_cpus
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, duet_problems, run_units
-from plan_options import plan_options
+from plan_options import cell_plan, plan_options
 from round_samples import throughput_sample
 from scipy import stats
 

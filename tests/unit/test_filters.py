@@ -12,7 +12,7 @@ from ansible.plugins.loader import lookup_loader
 from ansible.template import Templar, trust_as_template
 from ansible_collections.platbench.lab.plugins.filter.cells import cpuset_for
 from ansible_collections.platbench.lab.plugins.filter.experiments import expand_matrix, workload_argv
-from plan_options import plan_options
+from plan_options import plan_options, sized
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = {
@@ -114,11 +114,12 @@ def test_registry_and_cell_plan_filters_by_fqcn_in_a_template():
         "params": {"steps": 3},
         "labels": {"platform": "bm", "scaleup": 1, "cpu_config": "pin", "processor": "cpu", "workload": "w"},
     }
+    options, facts = plan_options(host="h", campaign="c"), {"cpus_allowed": [0, 1, 2]}
     plan = render(
         "{{ cell | platbench.lab.cell_plan(facts, options) }}",
-        cell=cell,
-        options=plan_options(host="h", campaign="c"),
-        facts={"cpus_allowed": [0, 1, 2]},
+        cell=sized(cell, facts, options),
+        options=options,
+        facts=facts,
     )
     assert plan["process"]["argv"][:4] == ["taskset", "--cpu-list", "2", "/opt/platbench/venv/bin/python"]
 

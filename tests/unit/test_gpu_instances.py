@@ -11,11 +11,11 @@ import types
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import platforms as registry
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
-from plan_options import assert_plan_matches_its_specs, plan_options
+from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 FIRST, SECOND, THIRD, FOURTH = "0000:1a:00.0", "0000:3b:00.0", "0000:5e:00.0", "0000:af:00.0"
 

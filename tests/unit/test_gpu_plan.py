@@ -13,11 +13,11 @@ from ansible_collections.platbench.lab.plugins.filter import cells as cell_filte
 from ansible_collections.platbench.lab.plugins.filter import gpus as filters
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
 from ansible_collections.platbench.lab.plugins.modules.host_facts import slot_functions
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.gpus import assignment_problems, cuda_indexes
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from plan_options import plan_options
+from plan_options import cell_plan, plan_options
 
 HOST_GPU, GUEST_GPU = "0000:3b:00.0", "0000:af:00.0"
 

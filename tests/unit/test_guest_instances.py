@@ -17,10 +17,10 @@ import pytest
 import yaml
 from ansible_collections.platbench.lab.plugins.module_utils import guest_path, network_path, network_state, path_measure
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from plan_options import assert_plan_matches_its_specs, plan_options
+from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options, sized
 from playbook_run import REPO
 
 PLAYBOOK = REPO / "tests/roles/platform_run/guest_instances_check.yml"
@@ -98,10 +98,11 @@ def render(playbook, tmp_path, cell):
     """Each guest's domain XML, by domain name, as platbench.lab.vm renders it for the cell's plan."""
     image = guest_domain.guest_image(tmp_path)
     key = json.loads(image.read_text())["ssh_key"]
+    options = {**OPTIONS, "guest_image": {**GUEST_IMAGE, "ssh_key": key}}
     variables = {
         "host_facts": FACTS,
-        "cell": cell,
-        "plan_options": {**OPTIONS, "guest_image": {**GUEST_IMAGE, "ssh_key": key}},
+        "cell": sized(cell, FACTS, options),  # as cells_to_run hands it to cell.yml
+        "plan_options": options,
         "vm_image_description": str(image),
         "vm_state_dir": str(tmp_path / "vms"),
         "vm_libvirt_uri": "test:///default",  # libvirt's own test driver, in the process

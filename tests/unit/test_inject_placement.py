@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan, instance_name
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, instance_name
 from ansible_collections.platbench.lab.plugins.plugin_utils.leftovers import leftover_problems
-from plan_options import assert_plan_matches_its_specs, plan_options
+from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 V1 = {"version": "v1", "directory": "/sys/fs/cgroup/cpu"}
 V2 = {"version": "v2", "directory": "/sys/fs/cgroup"}

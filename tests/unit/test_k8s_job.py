@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.filter.kubernetes import k8s_job_outcome as outcome_filter
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
 from ansible_collections.platbench.lab.plugins.plugin_utils.k8s_job import (
     K8sJobError,
     job_outcome,
@@ -18,7 +18,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.k8s_job import (
     qos_class,
     quantity,
 )
-from plan_options import plan_options
+from plan_options import cell_plan, plan_options
 
 KUBERNETES = "1.33.0"
 # One GPU left with the host (the device plugin advertises it), one given to guests on vfio-pci.

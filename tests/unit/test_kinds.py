@@ -15,10 +15,9 @@ import pytest
 from ansible_collections.platbench.lab.plugins.filter.placements import placement_results
 from ansible_collections.platbench.lab.plugins.module_utils import engines, lxc, platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind, KindError, Observed
 from ansible_collections.platbench.lab.workloads.common.record import parse_result_lines
-from plan_options import plan_options
+from plan_options import cell_plan, plan_options
 
 REPO = Path(__file__).resolve().parents[2]
 PLACEMENTS = REPO / "plugins" / "plugin_utils" / "placements"

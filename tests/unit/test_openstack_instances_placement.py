@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan, sizing
 
 CAMPAIGN = "placement1"
 LABELS = {
@@ -19,12 +19,11 @@ LABELS = {
     "model": "tiny",
     "repeat": 0,
 }
-CELL = {
-    "id": "nova/1/pin/gpu|r0",
-    "scenario": "nova/1/pin/gpu",
-    "params": {"framework": "tensorflow"},
-    "labels": LABELS,
-}
+# As cells_to_run hands it to cell.yml: sized (a cloud instance's cores are its flavor's: no chr, no NUMA nodes).
+CELL = sizing.sized(
+    {"id": "nova/1/pin/gpu|r0", "scenario": "nova/1/pin/gpu", "params": {"framework": "tensorflow"}, "labels": LABELS},
+    {},
+)
 FAULT = "nova: No valid host was found. There are not enough hosts available."
 
 

@@ -11,8 +11,7 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import experiment_spec, placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan
-from plan_options import plan_options
+from plan_options import cell_plan, plan_options
 from unbuilt import REASON, make_unbuilt
 
 from platbench import report

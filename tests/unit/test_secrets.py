@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 
 import yaml
-from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan, sizing
 from playbook_run import ANSIBLE_ENV, run_playbook
 
 CAMPAIGN = "secrets1"
@@ -73,8 +73,9 @@ FAULT = "nova: No valid host was found. There are not enough hosts available."
 
 
 def cells():
-    nova = {**CELL, "labels": LABELS}
-    ironic = {**IRONIC_CELL, "labels": {**LABELS, "platform": "ironic"}}
+    """The two cells as cells_to_run hands them to cell.yml: sized (their cores are their flavors')."""
+    nova = sizing.sized({**CELL, "labels": LABELS}, {})
+    ironic = sizing.sized({**IRONIC_CELL, "labels": {**LABELS, "platform": "ironic"}}, {})
     return nova, ironic
 
 

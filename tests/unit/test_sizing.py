@@ -8,11 +8,12 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.filter.cells import cells_to_run as cells_to_run_filter
 from ansible_collections.platbench.lab.plugins.plugin_utils import sizing
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, cell_plan, choose_cpus
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, choose_cpus
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan as real_cell_plan
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
-from plan_options import assert_plan_matches_its_specs, plan_options
+from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 # Two sockets of 8 cores each, numbered in blocks.
 TWO_NODES = {"cpus_allowed": list(range(16)), "numa_nodes": {"0": list(range(8)), "1": list(range(8, 16))}}
@@ -187,12 +188,15 @@ def test_each_cell_is_sized_once_the_prechecks_and_the_plan_reuse_cells_to_runs_
     assert sizing.plan_sizing("sized", cells, TWO_NODES, set(), "h1")[2] == cells
 
 
-def test_a_cell_plan_resolves_a_relative_scale_up_itself_and_threads_follow():
-    cell = experiment(scaleup=["half"], platforms=["bm"])["cells"][0]
-    plan = cell_plan(cell, FOUR_NODES, OPTIONS)
+def test_the_plan_of_a_relative_scale_up_takes_its_sizing_and_refuses_a_cell_not_sized():
+    (cell,) = cells_to_run(experiment(scaleup=["half"], platforms=["bm"]), READY, "runner-a", facts=FOUR_NODES)["cells"]
+    plan = real_cell_plan(cell, FOUR_NODES, OPTIONS)
     assert plan["threads"] == 8 and len(plan["cpus"]) == 8
     assert "--threads" in plan["argv"] and plan["argv"][plan["argv"].index("--threads") + 1] == "8"
-    with pytest.raises(CellPlanError, match="on runner-a: scale-up all-but-9 leaves no core"):
+    unsized = experiment(scaleup=["half"], platforms=["bm"])["cells"][0]
+    with pytest.raises(CellPlanError, match="on runner-a: the cell is not sized for this host .its labels lack chr."):
+        real_cell_plan(unsized, FOUR_NODES, OPTIONS)
+    with pytest.raises(sizing.SizingError, match="scale-up all-but-9 leaves no core on runner-a"):
         cell_plan(experiment(scaleup=["all-but-9"], platforms=["bm"])["cells"][0], ONE_NODE, OPTIONS)
 
 

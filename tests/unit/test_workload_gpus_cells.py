@@ -10,8 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan
-from plan_options import plan_options
+from plan_options import cell_plan, plan_options
 from workload_run import ENV, FRAMEWORKS, REPO_ROOT, metric_values, only_record, records_of
 
 # A bm cpu cell on a host with two GPUs (one kept by the host, one for guests): the GPU variables
