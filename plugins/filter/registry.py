@@ -25,7 +25,8 @@ def platforms(labels=None, source="platforms"):
 
 def platform_roles(labels, kind=None, applied=(), source="platforms", host_group=None):
     """The roles that build the platforms ``labels`` (of ``kind`` only, and built on ``host_group`` only, when
-    given), in registry order, each once, less those ``applied`` already."""
+    given), in registry order, each once, less those ``applied`` already and those a kind applies to each cell
+    (its declaration's ``cell_roles``: platbench.lab.vm boots a cell's guest, it builds nothing)."""
     try:
         wanted = _registry.check_labels(labels, source)
     except _registry.UnknownPlatform as exc:
@@ -47,7 +48,8 @@ def platform_roles(labels, kind=None, applied=(), source="platforms", host_group
         and entry.placement
         for role in entry.roles
     ]
-    return [role for role in dict.fromkeys(roles) if role not in set(applied or ())]
+    left_out = set(applied or ()) | set(_placements.CELL_ROLES)
+    return [role for role in dict.fromkeys(roles) if role not in left_out]
 
 
 def instance_groups(entries, groups):

@@ -200,6 +200,9 @@ def test_platform_roles_by_kind_and_host_group_in_registry_order_each_once():
         "platbench.lab.guest_image",
     ]
     assert platform_roles(["bm"], host_group="platbench_mvm_hosts") == []  # mvm not in the inventory's platforms
+    # The guest kind's cell role (platbench.lab.vm boots each cell's guest) is never a build step.
+    guests = platform_roles(labels, host_group="platbench_vm_hosts")
+    assert guests == ["platbench.lab.kvm_host", "platbench.lab.guest_image"]
     with pytest.raises(AnsibleFilterError, match="no platform is built on host group 'platbench_gpu_hosts'"):
         platform_roles(labels, host_group="platbench_gpu_hosts")
     with pytest.raises(AnsibleFilterError, match="unknown kind 'unikernel'"):

@@ -64,7 +64,7 @@ KINDS = _declared()
 
 def _tables():
     """The tables every reader of a kind's facts uses, rebuilt from KINDS (register() adds to it)."""
-    global RESULTS, INNER_KINDS, FENCED, EMULATOR, TAKES_QUOTA, DUET, TEARDOWN
+    global RESULTS, INNER_KINDS, FENCED, EMULATOR, TAKES_QUOTA, DUET, TEARDOWN, CELL_ROLES
     RESULTS = {}
     for source in list(KINDS.values()) + list(INSTANCE_PLACEMENTS):
         for name, variable in source.results.items() if isinstance(source, Kind) else source.RESULTS.items():
@@ -78,9 +78,10 @@ def _tables():
     TAKES_QUOTA = tuple(name for name, kind in KINDS.items() if kind.takes_quota)
     DUET = tuple(name for name, kind in KINDS.items() if kind.duet)
     TEARDOWN = {name: tuple(kind.teardown) for name, kind in KINDS.items()}
+    CELL_ROLES = tuple(dict.fromkeys(role for kind in KINDS.values() for role in kind.cell_roles))
 
 
-RESULTS = INNER_KINDS = FENCED = EMULATOR = TAKES_QUOTA = DUET = TEARDOWN = None
+RESULTS = INNER_KINDS = FENCED = EMULATOR = TAKES_QUOTA = DUET = TEARDOWN = CELL_ROLES = None
 _tables()
 
 

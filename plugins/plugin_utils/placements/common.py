@@ -55,6 +55,9 @@ class Kind:
     takes_quota: bool = False  # an injected CPU quota (inject: cpu_quota) is applied to its cells
     duet: bool = False  # its cells run as a side of a duet pair (schedule: duet; platbench.lab.duet_run)
     instances: str | None = None  # INSTANCE_PLACEMENTS: how a cell of several instances of it is placed
+    # Roles its task files apply to each cell (a guest's boot): its platforms' registry entries may list them, but no
+    # lab build applies them (platform_roles leaves them out).
+    cell_roles: tuple = ()
 
     REQUIRED = ("name", "summary", "plan", "observed", "task_file", "results", "teardown")
 

@@ -144,4 +144,5 @@ KIND = Kind(
     inner=tuple(INNER),
     emulator=True,
     instances="guests",
+    cell_roles=("platbench.lab.vm",),
 )
