@@ -31,8 +31,8 @@ def page():
         "part means.",
         "",
         "| kind | what a cell of it is | platforms | task file | results | teardown | holds | capabilities | "
-        "several instances |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "several instances | cell roles |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, kind in placements.KINDS.items():
         labels = [p.label for p in platforms.PLATFORMS if p.kind == name]
@@ -40,7 +40,8 @@ def page():
         results = [f"{result}: {variable}" for result, variable in kind.results.items()]
         lines.append(
             f"| `{name}` | {kind.summary} | {_cell(labels)} | `{kind.task_file}` | {_cell(results)} | "
-            f"{_cell(kind.teardown)} | {_cell(kind.inner)} | {_cell(capabilities)} | {kind.instances or '-'} |"
+            f"{_cell(kind.teardown)} | {_cell(kind.inner)} | {_cell(capabilities)} | {kind.instances or '-'} | "
+            f"{_cell(kind.cell_roles)} |"
         )
     return "\n".join(lines) + "\n"
 
