@@ -30,7 +30,8 @@ export PYTHONDONTWRITEBYTECODE := 1
 lab: $(VENV)/.installed
 	ansible-playbook site.yml
 	campaign=$(CAMPAIGN); platbench run $(EXPERIMENT) --campaign $$campaign $(if $(SIZE),--size $(SIZE)) $(if $(BUDGETS),--budgets $(BUDGETS)) $(if $(PRECISION),--precision $(PRECISION) --max-time $(MAX_TIME) --until precision); status=$$?; \
-	  if [ $$status -le 1 ] && [ -s results/$$campaign/samples.jsonl ]; then platbench report results/$$campaign $(if $(BUDGETS),--budgets $(BUDGETS)) || exit; fi; \
+	  if [ $$status -le 1 ] && [ -s results/$$campaign/samples.jsonl ]; then platbench report results/$$campaign $(if $(BUDGETS),--budgets $(BUDGETS)) || exit; \
+	    platbench index results/$$campaign || exit; fi; \
 	  exit $$status
 
 # Three pytest runs, each exit status kept: the unit tests and lint on $(TEST_WORKERS) pytest-xdist workers (they

@@ -5,7 +5,7 @@ import sys
 
 from ansible_collections.platbench.lab.plugins.plugin_utils.file_modes import no_world_write
 
-from platbench import __version__, calibrate, compare, report, run
+from platbench import __version__, calibrate, compare, history, report, run, store
 
 
 def main(argv=None):
@@ -20,6 +20,13 @@ def main(argv=None):
     calibrate.add_arguments(
         commands.add_parser("calibrate", help=calibrate.__doc__.splitlines()[0], description=calibrate.__doc__)
     )
+    store.add_index_arguments(
+        commands.add_parser("index", help="write campaigns as Parquet and add them to the results store")
+    )
+    history.add_arguments(
+        commands.add_parser("history", help=history.__doc__.splitlines()[0], description=history.__doc__)
+    )
+    store.add_query_arguments(commands.add_parser("query", help="run a read-only SQL query on the results store"))
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[2:] if argv is None else argv[1:])  # the subcommand's own, to say how to rerun
     # What a command writes (a campaign, its report) follows the user's umask, never writable by others; the

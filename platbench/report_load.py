@@ -95,8 +95,12 @@ def load_samples(results_dir):
         )
     if not samples:
         raise ReportError(f"no samples in {path}: none of its lines is a sample (a JSON object with a metric)")
-    frame = pd.DataFrame([_row(sample) for sample in samples])
-    return _integer_labels(frame, samples)
+    return frame_of(samples)
+
+
+def frame_of(samples):
+    """The report's frame of ``samples`` (``Sample``s from samples.jsonl or the results store)."""
+    return _integer_labels(pd.DataFrame([_row(sample) for sample in samples]), samples)
 
 
 def _row(sample):

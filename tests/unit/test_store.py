@@ -1,0 +1,129 @@
+"""The results store (platbench/store.py) and history across campaigns (platbench/history.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
+from pandas.testing import assert_frame_equal
+
+from platbench import cli, history, store
+from platbench.report_context import ReportContext
+from platbench.report_load import frame_of, load_samples
+
+DATA = Path(__file__).parent / "data"
+FIXTURES = ["handmade_html_samples.jsonl", "handmade_diff_samples.jsonl", "handmade_inference_samples.jsonl"]
+
+
+def campaign(tmp_path, fixture, name=None, shift_days=0, kernel=None):
+    """A campaign directory holding ``fixture``'s samples, renamed and moved in time when asked."""
+    lines = []
+    for line in (DATA / fixture).read_text().splitlines():
+        sample = json.loads(line)
+        if name:
+            sample["labels"]["campaign"] = name
+        sample["timestamp"] += shift_days * 86400
+        if kernel:
+            sample["metadata"]["kernel"] = kernel
+        lines.append(json.dumps(sample))
+    directory = tmp_path / "results" / (name or Path(fixture).stem)
+    directory.mkdir(parents=True)
+    (directory / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_the_store_gives_back_each_sample_exactly_and_the_same_frame_as_the_jsonl(tmp_path, fixture):
+    directory = campaign(tmp_path, fixture)
+    path = tmp_path / "results" / store.STORE_FILE
+    name, added = store.index(directory, path)
+    jsonl = read_samples(directory / "samples.jsonl")
+    assert added == len(jsonl) and {p.name for p in (directory / "store").iterdir()} == {
+        "cells.parquet",
+        "metadata.parquet",
+        "samples.parquet",
+    }
+    connection = store.connect(path, read_only=True)
+    try:
+        stored = store.samples_of(connection, name)
+    finally:
+        connection.close()
+    assert stored == jsonl
+    assert [type(sample["value"]) for sample in stored] == [type(sample["value"]) for sample in jsonl]
+    # The report's frame, from the JSONL and from the store: the same, column for column.
+    assert_frame_equal(frame_of(stored), load_samples(directory))
+
+
+def test_indexing_or_importing_a_campaign_twice_adds_nothing(tmp_path):
+    directory = campaign(tmp_path, FIXTURES[0])
+    path = tmp_path / "results" / store.STORE_FILE
+    _, first = store.index(directory, path)
+    copied = tmp_path / "elsewhere" / directory.name
+    shutil.copytree(directory, copied)  # the same campaign copied from another machine
+    assert first > 0 and store.index(directory, path)[1] == 0 and store.index(copied, path)[1] == 0
+    columns, rows = store.query(path, "SELECT count(*) AS n, count(DISTINCT sample_id) AS ids FROM samples")
+    assert columns == ["n", "ids"] and rows == [(first, first)]
+
+
+def test_history_gives_each_campaigns_ratio_as_its_report_does_and_what_changed(tmp_path):
+    first = campaign(tmp_path, "handmade_html_samples.jsonl", "html-1")
+    second = campaign(tmp_path, "handmade_html_samples.jsonl", "html-2", shift_days=1, kernel="6.1.0-99-amd64")
+    path = tmp_path / "results" / store.STORE_FILE
+    for directory in (second, first):  # indexed out of order: history orders by time
+        store.index(directory, path)
+    connection = store.connect(path, read_only=True)
+    try:
+        lines = history.history(connection, metric="throughput")
+    finally:
+        connection.close()
+    assert [line["campaign"] for line in lines] == sorted(line["campaign"] for line in lines)
+    for directory in (first, second):
+        report = ReportContext(load_samples(directory))
+        rows, keys, _ = report.summarize(["throughput"])
+        report.with_intervals(rows, keys, ["throughput"])
+        expected = {
+            history._scenario(row): (row["throughput ratio to bm"], row["throughput ratio interval"])
+            for row in rows
+            if row["platform"] != "bm" and row["throughput ratio to bm"] is not None
+        }
+        got = {
+            line["scenario"]: (line["ratio"], line["interval"]) for line in lines if line["campaign"] == directory.name
+        }
+        assert got == expected and got
+    assert all(not line["changed"] for line in lines if line["campaign"] == "html-1")
+    assert any("kernel: 6.1.0-28-amd64 -> 6.1.0-99-amd64" in line["changed"] for line in lines)
+    text = history.render(lines)
+    assert "html-2" in text and "kernel: 6.1.0-28-amd64 -> 6.1.0-99-amd64" in text
+
+
+def test_the_commands_index_history_and_query(tmp_path, capsys, monkeypatch):
+    directory = campaign(tmp_path, FIXTURES[0], "html-1")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["index", str(directory)]) == 0
+    assert "html-1: " in capsys.readouterr().out
+    assert cli.main(["index", str(directory)]) == 0
+    assert "(indexed before)" in capsys.readouterr().out
+    assert cli.main(["history", "--platform", "cn"]) == 0
+    assert "html-1" in capsys.readouterr().out
+    assert cli.main(["query", "SELECT campaign FROM campaigns"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["campaign", "html-1"]
+    # The store is opened read-only for a query: a statement that writes is refused.
+    assert cli.main(["query", "DELETE FROM samples"]) == 2
+    assert "read-only" in capsys.readouterr().err
+    assert cli.main(["index", str(tmp_path / "nowhere")]) == 2
+    assert "holds no samples.jsonl" in capsys.readouterr().err
+
+
+def test_a_store_without_campaigns_or_of_a_newer_schema_is_refused_naming_both_versions(tmp_path, capsys):
+    assert cli.main(["history", "--results-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"no store at {tmp_path / store.STORE_FILE}: run `platbench index results/<campaign>` first" in err
+    path = tmp_path / store.STORE_FILE
+    connection = store.connect(path)
+    connection.execute("UPDATE store_info SET value = ? WHERE key = 'schema'", [str(store.SCHEMA_VERSION + 1)])
+    connection.close()
+    with pytest.raises(store.StoreError, match=f"schema {store.SCHEMA_VERSION + 1}, newer than this platbench's 1"):
+        store.connect(path, read_only=True)
