@@ -157,8 +157,9 @@ def load_side(pattern, name):
     return Side(name, pattern, dirs, frame, environment)
 
 
-def environment_of(dirs):
-    """{field: sorted distinct values} of the environment recorded in the campaigns ``dirs``."""
+def environment_of(dirs, samples=None):
+    """{field: sorted distinct values} of the environment recorded in the campaigns ``dirs``; ``samples``: those of
+    the one campaign in ``dirs``, when the caller has read them already (``platbench index``)."""
     values = {}
 
     def add(field, value):
@@ -173,7 +174,7 @@ def environment_of(dirs):
                     add(field, value)
 
     for results_dir in dirs:
-        for sample in read_samples(results_dir / SAMPLES_FILE):
+        for sample in read_samples(results_dir / SAMPLES_FILE) if samples is None else samples:
             add_metadata(sample.get("metadata") or {})
         run_file = results_dir / RUN_FILE
         try:

@@ -15,12 +15,13 @@ import sys
 from pathlib import Path
 
 from platbench import report_tables, store
+from platbench.compare import ENVIRONMENT_FIELDS, VERSION_SUFFIX
 from platbench.report_context import ReportContext
 from platbench.report_load import BASELINE, ReportError, choose_metrics, frame_of
 
-# The environment fields whose change is named beside a campaign (compare's, without the host: --host picks it).
-CHANGE_FIELDS = ("kernel", "os", "cpu_model", "gpu_count", "image_id", "sif_image_id")
-VERSION_SUFFIX = "_version"
+# The environment fields whose change is named beside a campaign: compare's, without the host (--host picks it) and
+# the image's name (its id says whether it changed).
+CHANGE_FIELDS = tuple(field for field in ENVIRONMENT_FIELDS if field not in ("host", "image"))
 
 
 def add_arguments(parser):

@@ -12,7 +12,14 @@ figure titles one by one.
 
 from platbench import validity
 from platbench.report_load import is_emulated
-from platbench.report_tables import EMULATED_INCLUDED_NOTE, EMULATED_NOTE, baseline_rows, summarize, with_intervals
+from platbench.report_tables import (
+    EMULATED_INCLUDED_NOTE,
+    EMULATED_NOTE,
+    baseline_rows,
+    emulated_note,
+    summarize,
+    with_intervals,
+)
 
 
 class ReportContext:
@@ -55,4 +62,4 @@ class ReportContext:
 
     def emulated_note(self, rows):
         """The emulated rows' rule when ``rows`` hold any, None otherwise."""
-        return self.emulated_rule if any(is_emulated(row) for row in rows) else None
+        return emulated_note(rows, self.include_emulated)

@@ -115,7 +115,7 @@ def campaign_rows(results_dir):
             "first_sample": min(times) if times else None,
             "last_sample": max(times) if times else None,
             "hosts": ",".join(hosts),
-            "environment": _canonical(_environment(results_dir)),
+            "environment": _canonical(_environment(results_dir, samples)),
             "source": str(results_dir.resolve()),
             "indexed_at": time.time(),
         }
@@ -123,10 +123,10 @@ def campaign_rows(results_dir):
     return campaign, tables
 
 
-def _environment(results_dir):
+def _environment(results_dir, samples):
     from platbench.compare import environment_of  # the environment compare shows, read the same way
 
-    return environment_of([Path(results_dir)])
+    return environment_of([Path(results_dir)], samples)
 
 
 def write_parquet(results_dir, tables):
