@@ -21,9 +21,9 @@ from typing import NamedTuple
 import pandas as pd
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
+from platbench import store
 from platbench.report_load import (
     ACCELERATOR,
     HOST,
@@ -134,7 +134,7 @@ def campaign_dirs(pattern, name):
     if not glob.has_magic(pattern):
         raise ReportError(f"{name}: {pattern} does not exist: {expected}")
     matched = [Path(match) for match in sorted(glob.glob(pattern)) if Path(match).is_dir()]
-    dirs = [match for match in matched if (match / SAMPLES_FILE).is_file()]
+    dirs = [match for match in matched if (match / SAMPLES_FILE).is_file() or store.parquet_current(match)]
     if not dirs:
         what = f"{len(matched)} directories, none holding {SAMPLES_FILE}" if matched else "nothing"
         raise ReportError(f"{name}: {pattern} matches {what}: {expected}")
@@ -174,7 +174,7 @@ def environment_of(dirs, samples=None):
                     add(field, value)
 
     for results_dir in dirs:
-        for sample in read_samples(results_dir / SAMPLES_FILE) if samples is None else samples:
+        for sample in store.campaign_samples(results_dir) if samples is None else samples:
             add_metadata(sample.get("metadata") or {})
         run_file = results_dir / RUN_FILE
         try:

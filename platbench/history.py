@@ -17,7 +17,7 @@ from pathlib import Path
 from platbench import report_tables, store
 from platbench.compare import ENVIRONMENT_FIELDS, VERSION_SUFFIX
 from platbench.report_context import ReportContext
-from platbench.report_load import BASELINE, ReportError, choose_metrics, frame_of
+from platbench.report_load import BASELINE, ReportError, choose_metrics, frame_of_rows
 
 # The environment fields whose change is named beside a campaign: compare's, without the host (--host picks it) and
 # the image's name (its id says whether it changed).
@@ -25,10 +25,7 @@ CHANGE_FIELDS = tuple(field for field in ENVIRONMENT_FIELDS if field not in ("ho
 
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--store",
-        help=f"the store's DuckDB file (default: RESULTS_ROOT/{store.STORE_FILE})",
-    )
+    parser.add_argument("--store", help=store.STORE_HELP.replace("beside the campaigns", "in RESULTS_ROOT"))
     parser.add_argument("--results-root", default="results", help="where the campaigns are (default: results)")
     parser.add_argument("--platform", action="append", help="only this platform (repeat for several)")
     parser.add_argument("--metric", help="the metric (default: the campaigns' main one, as the report picks it)")
@@ -59,7 +56,7 @@ def changes(before, after):
 
 def campaign_rows(connection, campaign, metric=None):
     """``(metric, [row, ...])`` of one campaign: its summary rows (report_tables.summarize) with their intervals."""
-    frame = frame_of(store.samples_of(connection, campaign))
+    frame = frame_of_rows(*store.sample_rows(connection, campaign))
     metric = metric or choose_metrics(frame)[0]
     report = ReportContext(frame)
     rows, keys, _ = report.summarize([metric])
@@ -137,9 +134,8 @@ def render(lines):
 
 def run(args):
     root = Path(args.results_root)
-    path = Path(args.store) if args.store else store.store_path(root)
     try:
-        connection = store.connect(path, read_only=True)
+        connection = store.connect(store.location_of(args.store, root), read_only=True)
     except store.StoreError as exc:
         print(f"platbench history: {exc}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     read_samples,
 )
 
-from platbench import validity
+from platbench import store, validity
 
 # The platform every other one is normalized to, and the row order: both from the registry.
 BASELINE = platforms.BASELINE
@@ -69,8 +69,10 @@ class ReportError(Exception):
 def load_samples(results_dir):
     """The samples of a campaign as a frame: metric, value, unit, accelerator and one column per label.
 
-    A line of samples.jsonl that is not a sample (a write cut short, an edit gone wrong) is reported on stderr
-    with its number and why, and skipped: the report renders from the others."""
+    Read from the campaign's Parquet files (RESULTS_DIR/store/, ``platbench index``) when they hold samples.jsonl as
+    it is now, else from samples.jsonl: the same frame either way. A line of samples.jsonl that is not a sample (a
+    write cut short, an edit gone wrong) is reported on stderr with its number and why, and skipped: the report
+    renders from the others."""
     directory = Path(results_dir)
     path = directory / "samples.jsonl"
     expected = "a campaign's directory, results/<campaign>, which `platbench run` fills with samples.jsonl"
@@ -78,6 +80,11 @@ def load_samples(results_dir):
         raise ReportError(f"results directory {results_dir} does not exist: expected {expected}")
     if not directory.is_dir():
         raise ReportError(f"{results_dir} is not a directory: expected {expected}")
+    try:
+        if store.parquet_current(directory):
+            return frame_of_rows(*store.parquet_rows(directory))
+    except store.StoreError as exc:
+        raise ReportError(str(exc)) from None
     if not path.is_file():
         found = sorted(entry.name for entry in directory.iterdir())[:5]
         holds = f"it holds {', '.join(found)}" if found else "it is empty"
@@ -100,23 +107,57 @@ def load_samples(results_dir):
 
 def frame_of(samples):
     """The report's frame of ``samples`` (``Sample``s from samples.jsonl or the results store)."""
-    return _integer_labels(pd.DataFrame([_row(sample) for sample in samples]), samples)
+    rows = [
+        _row(sample.metric, sample.value, sample.unit, sample.timestamp, _fields(sample.metadata), sample.labels)
+        for sample in samples
+    ]
+    return _integer_labels(pd.DataFrame(rows), [sample.labels for sample in samples])
 
 
-def _row(sample):
+def frame_of_rows(rows, metadata_texts):
+    """The report's frame of a campaign's rows in the results store (store.sample_rows, store.parquet_rows): the
+    frame ``frame_of`` makes of the same samples, each metadata decoded once and each distinct labels once."""
+    fields, labels_of, frame_rows, labels = {}, {}, [], []
+    for metric, value, integer, unit, timestamp, labels_text, metadata_id in rows:
+        if metadata_id not in fields:
+            fields[metadata_id] = _fields(json.loads(metadata_texts[metadata_id]))
+        if labels_text not in labels_of:
+            labels_of[labels_text] = json.loads(labels_text)
+        labels.append(labels_of[labels_text])
+        value = int(value) if integer else value
+        frame_rows.append(_row(metric, value, unit, timestamp, fields[metadata_id], labels[-1]))
+    if not frame_rows:
+        raise ReportError("no samples in the campaign's store files")
+    return _integer_labels(pd.DataFrame(frame_rows), labels)
+
+
+def _fields(metadata):
+    """What the report needs of a sample's metadata (once per metadata; the skip reason kept for skipped samples)."""
+    return {
+        ACCELERATOR: metadata.get(ACCELERATOR),
+        GPU_DEVICE: gpu_device(metadata),
+        SKIP_REASON: metadata.get("reason"),
+        **loadgen_verdict(metadata),
+        **validity.sample_fields(metadata),
+    }
+
+
+def _row(metric, value, unit, timestamp, fields, labels):
     """A sample's row of the report's frame: what it measured, what the report needs of its metadata, its labels."""
     return {
-        "metric": sample.metric,
-        "value": sample.value,
-        "unit": sample.unit,
-        ACCELERATOR: sample.metadata.get(ACCELERATOR),
-        GPU_DEVICE: gpu_device(sample.metadata),
-        SAMPLE_TIME: sample.timestamp,
-        SKIP_REASON: sample.metadata.get("reason") if sample.metric == SKIPPED_METRIC else None,
-        **loadgen_verdict(sample.metadata),
-        **validity.sample_fields(sample.metadata),
-        **sample.labels,
+        "metric": metric,
+        "value": value,
+        "unit": unit,
+        ACCELERATOR: fields[ACCELERATOR],
+        GPU_DEVICE: fields[GPU_DEVICE],
+        SAMPLE_TIME: timestamp,
+        SKIP_REASON: fields[SKIP_REASON] if metric == SKIPPED_METRIC else None,
+        **{key: value for key, value in fields.items() if key not in _OWN_FIELDS},
+        **labels,
     }
+
+
+_OWN_FIELDS = (ACCELERATOR, GPU_DEVICE, SKIP_REASON)
 
 
 def _why_not_a_sample(line):
@@ -128,13 +169,13 @@ def _why_not_a_sample(line):
     return Sample.problem(decoded)
 
 
-def _integer_labels(frame, samples):
+def _integer_labels(frame, labels):
     """Integer labels stay integers (hpl_n 2000, not 2000.0) where samples without the label leave a gap,
-    which would make pandas store the column as floats."""
+    which would make pandas store the column as floats. ``labels``: each row's labels."""
     for column in frame.columns:
         if column in ("metric", "value", "unit") or frame[column].dtype.kind != "f":
             continue
-        values = [(sample.get("labels") or {}).get(column) for sample in samples]
+        values = [found.get(column) for found in labels]
         present = [value for value in values if value is not None]
         if present and all(isinstance(value, int) and not isinstance(value, bool) for value in present):
             frame[column] = pd.Series(values, index=frame.index, dtype=object)

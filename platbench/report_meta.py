@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, SKIPPED_METRIC, read_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, SKIPPED_METRIC
 
+from platbench import store
 from platbench.report_load import HOST
 
 NOT_RECORDED = "not recorded"
@@ -86,7 +87,7 @@ def read_run_file(results_dir):
 def load(results_dir):
     """The Metadata of the campaign in ``results_dir``."""
     results_dir = Path(results_dir)
-    samples = read_samples(results_dir / SAMPLES_FILE) if (results_dir / SAMPLES_FILE).is_file() else []
+    samples = store.campaign_samples(results_dir)  # its Parquet files where they are current
     run = read_run_file(results_dir)
     found, experiments, campaigns, outcomes, cell_hosts = {}, {}, {}, [], {}
 

@@ -3,49 +3,90 @@
 ``samples.jsonl`` stays a running campaign's append-only log (crash-safe, resumable). ``platbench index`` writes a
 campaign as Parquet beside it (``store/cells.parquet``: a cell's labels once; ``store/metadata.parquet``: each
 distinct metadata of a cell once; ``store/samples.parquet``: one row per metric, naming its metadata) and registers
-it in a DuckDB file (``results/platbench.duckdb`` by default), where every campaign's rows live in four tables
-(``campaigns``, ``cells``, ``metadata``, ``samples``; docs/src/results-store.md). A sample's key is its campaign
-and the hash of its whole line: indexing or importing a campaign again adds nothing.
+it in the store, where every campaign's rows live in four tables (``campaigns``, ``cells``, ``metadata``,
+``samples``; docs/src/results-store.md):
 
-``samples_of`` gives a campaign's samples back exactly as samples.jsonl held them (``Sample``), so every reader
-(the report, ``history``) builds the same frame from either.
+- by default a DuckDB file beside the campaigns (``results/platbench.duckdb``);
+- with ``--store postgresql://USER@HOST[:PORT]/DATABASE`` (or ``PLATBENCH_STORE``, or the inventory's
+  ``platbench_results_store``), a PostgreSQL database that several controllers write into (role
+  ``platbench.lab.results_db``). Its password comes from the environment (``PGPASSWORD``, ``~/.pgpass``), never
+  from the results; every message names the URL without it.
+
+A campaign is added in one transaction: a server lost mid-write leaves nothing of it, and samples.jsonl still holds
+every sample for the next ``platbench index``. ``index`` keys a sample on its campaign and the hash of its whole line
+(indexing a growing campaign again adds its new samples only); ``import`` keys a cell on its campaign, host and cell
+id (a cell the store holds is not added again, from wherever it comes).
+
+``samples_of`` gives a campaign's samples back exactly as samples.jsonl held them (``Sample``); ``sample_rows`` gives
+the rows the report's frame is built from (report_load.frame_of_rows), without decoding a metadata more than once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import re
 import sys
 import time
 from pathlib import Path
 
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import Sample, read_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import OUTCOME_METRICS, Sample, read_samples
 
 SCHEMA_VERSION = 1
 STORE_FILE = "platbench.duckdb"
+STORE_ENV = "PLATBENCH_STORE"
 PARQUET_DIR = "store"
 SAMPLES_FILE = "samples.jsonl"
-TABLES = ("campaigns", "cells", "metadata", "samples")
-_DDL = {
-    "store_info": "CREATE TABLE IF NOT EXISTS store_info (key VARCHAR PRIMARY KEY, value VARCHAR)",
+PARQUET_TABLES = ("cells", "metadata", "samples")
+TABLES = ("campaigns", *PARQUET_TABLES)
+# Written in each Parquet file's metadata: the schema, and the samples.jsonl the files were made from (its size and
+# modification time), so a reader knows whether they still hold the whole campaign.
+SCHEMA_KEY, SOURCE_KEY = b"platbench_schema", b"platbench_source"
+URL_SCHEMES = ("postgresql://", "postgres://")
+# How long a writer waits for another process that holds the DuckDB file (one writer at a time).
+DUCKDB_LOCK_WAIT = 60.0
+COLUMNS = {
+    "store_info": ("key VARCHAR PRIMARY KEY", "value VARCHAR"),
     "campaigns": (
-        "CREATE TABLE IF NOT EXISTS campaigns (campaign VARCHAR PRIMARY KEY, experiment VARCHAR, first_sample DOUBLE, "
-        "last_sample DOUBLE, hosts VARCHAR, environment VARCHAR, source VARCHAR, indexed_at DOUBLE)"
+        "campaign VARCHAR PRIMARY KEY",
+        "experiment VARCHAR",
+        "first_sample DOUBLE PRECISION",
+        "last_sample DOUBLE PRECISION",
+        "hosts VARCHAR",
+        "environment VARCHAR",
+        "source VARCHAR",
+        "indexed_at DOUBLE PRECISION",
     ),
     "cells": (
-        "CREATE TABLE IF NOT EXISTS cells (campaign VARCHAR, host VARCHAR, cell VARCHAR, scenario VARCHAR, "
-        "platform VARCHAR, labels VARCHAR, PRIMARY KEY (campaign, host, cell))"
+        "campaign VARCHAR",
+        "host VARCHAR",
+        "cell VARCHAR",
+        "scenario VARCHAR",
+        "platform VARCHAR",
+        "labels VARCHAR",
+        "PRIMARY KEY (campaign, host, cell)",
     ),
-    "metadata": (
-        "CREATE TABLE IF NOT EXISTS metadata (campaign VARCHAR, metadata_id VARCHAR, metadata VARCHAR, "
-        "PRIMARY KEY (campaign, metadata_id))"
-    ),
+    "metadata": ("campaign VARCHAR", "metadata_id VARCHAR", "metadata VARCHAR", "PRIMARY KEY (campaign, metadata_id)"),
     "samples": (
-        "CREATE TABLE IF NOT EXISTS samples (campaign VARCHAR, sample_id VARCHAR, host VARCHAR, cell VARCHAR, "
-        "line_number INTEGER, metric VARCHAR, value DOUBLE, integer_value BOOLEAN, unit VARCHAR, timestamp DOUBLE, "
-        "labels VARCHAR, metadata_id VARCHAR, PRIMARY KEY (campaign, sample_id))"
+        "campaign VARCHAR",
+        "sample_id VARCHAR",
+        "host VARCHAR",
+        "cell VARCHAR",
+        "line_number INTEGER",
+        "metric VARCHAR",
+        "value DOUBLE PRECISION",
+        "integer_value BOOLEAN",
+        "unit VARCHAR",
+        "timestamp DOUBLE PRECISION",
+        "labels VARCHAR",
+        "metadata_id VARCHAR",
+        "PRIMARY KEY (campaign, sample_id)",
     ),
 }
+# The columns a frame is built from, in report_load.frame_of_rows's order.
+ROW_COLUMNS = ("metric", "value", "integer_value", "unit", "timestamp", "labels", "metadata_id")
 
 
 class StoreError(Exception):
@@ -66,21 +107,55 @@ def _digest(text):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
+def is_url(location):
+    return str(location).startswith(URL_SCHEMES)
+
+
+def shown(location):
+    """The store as messages name it: a URL without its password (in the user part or as a parameter)."""
+    text = str(location)
+    if not is_url(text):
+        return text
+    text = re.sub(r"^([a-z]+://[^:/@?]*):[^@/?]*@", r"\1@", text)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", text)
+
+
+def location_of(option, results_root="results"):
+    """Where the store is: ``--store``, else ``PLATBENCH_STORE``, else the DuckDB file in ``results_root``."""
+    return str(option or os.environ.get(STORE_ENV) or Path(results_root) / STORE_FILE)
+
+
+def store_path(results_root):
+    return Path(results_root) / STORE_FILE
+
+
+# --- a campaign's rows ---------------------------------------------------------------------------------------------
+
+
 def campaign_rows(results_dir):
-    """``(campaign, {table: [row dict, ...]})`` of the campaign in ``results_dir``, from its samples.jsonl."""
+    """``(campaign, {table: [row dict, ...]})`` of the campaign in ``results_dir``: from its samples.jsonl, else
+    (a campaign exported as Parquet) from its store/ files."""
     results_dir = Path(results_dir)
     path = results_dir / SAMPLES_FILE
     if not path.is_file():
+        if (results_dir / PARQUET_DIR / "samples.parquet").is_file():
+            return _parquet_rows(results_dir)
         raise StoreError(f"{results_dir} holds no {SAMPLES_FILE}: give a campaign's directory, results/<campaign>")
     samples = read_samples(path)
     if not samples:
         raise StoreError(f"{path} holds no sample: nothing to index")
     campaign = str(samples[0].labels.get("campaign") or results_dir.name)
     rows = {"cells": {}, "metadata": {}, "samples": {}}
+    canonical = {}  # a metadata's text -> (its id, its canonical text): a cell's metrics share one metadata
     for position, sample in enumerate(samples):
         labels, host, cell = sample.labels, str(sample.labels.get("host") or ""), str(sample.labels.get("cell") or "")
-        metadata_id = _digest(_canonical(sample.metadata))
-        rows["metadata"].setdefault(metadata_id, {"metadata_id": metadata_id, "metadata": _text(sample.metadata)})
+        metadata_text = _text(sample.metadata)
+        if metadata_text not in canonical:
+            text = _canonical(sample.metadata)
+            canonical[metadata_text] = (_digest(text), text)
+        metadata_id, metadata_canonical = canonical[metadata_text]
+        rows["metadata"].setdefault(metadata_id, {"metadata_id": metadata_id, "metadata": metadata_text})
+        labels_text = _text(labels)
         rows["cells"].setdefault(
             (host, cell),
             {
@@ -88,10 +163,10 @@ def campaign_rows(results_dir):
                 "cell": cell,
                 "scenario": labels.get("scenario"),
                 "platform": labels.get("platform"),
-                "labels": _text(labels),
+                "labels": labels_text,
             },
         )
-        line = _canonical(sample)
+        line = _line_text(sample, metadata_canonical)
         rows["samples"][_digest(line)] = {
             "sample_id": _digest(line),
             "host": host,
@@ -102,7 +177,7 @@ def campaign_rows(results_dir):
             "integer_value": isinstance(sample.value, int),
             "unit": sample.unit,
             "timestamp": sample.timestamp,
-            "labels": _text(labels),
+            "labels": labels_text,
             "metadata_id": metadata_id,
         }
     tables = {name: [{"campaign": campaign, **row} for row in found.values()] for name, found in rows.items()}
@@ -123,91 +198,429 @@ def campaign_rows(results_dir):
     return campaign, tables
 
 
+def _line_text(sample, metadata_canonical):
+    """The text a sample's id is the hash of: the whole line, canonical (``_canonical(sample)``), its metadata's
+    canonical text made once per cell rather than once per metric."""
+    text = _canonical({**sample, "metadata": _PLACEHOLDER})
+    return text.replace(f'"metadata":"{_PLACEHOLDER}"', f'"metadata":{metadata_canonical}', 1)
+
+
+_PLACEHOLDER = "platbench:metadata:placeholder"  # no JSON escape in it: found as written
+
+
 def _environment(results_dir, samples):
     from platbench.compare import environment_of  # the environment compare shows, read the same way
 
     return environment_of([Path(results_dir)], samples)
 
 
-def write_parquet(results_dir, tables):
-    """The campaign's tables as Parquet files in RESULTS_DIR/store/, its schema version in each file's metadata."""
+def _source_stamp(results_dir):
+    """The samples.jsonl the Parquet files are made from: its size and modification time (ns)."""
+    stat = (Path(results_dir) / SAMPLES_FILE).stat()
+    return f"{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def write_parquet(results_dir, tables, folder=None):
+    """The campaign's tables as Parquet files in ``folder`` (RESULTS_DIR/store/), the schema version and the
+    samples.jsonl they were made from in each file's metadata."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    folder = Path(results_dir) / PARQUET_DIR
-    folder.mkdir(exist_ok=True)
+    folder = Path(folder or Path(results_dir) / PARQUET_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    metadata = {SCHEMA_KEY: str(SCHEMA_VERSION).encode()}
+    if (Path(results_dir) / SAMPLES_FILE).is_file():
+        metadata[SOURCE_KEY] = _source_stamp(results_dir).encode()
     written = []
-    for name in ("cells", "metadata", "samples"):
-        table = pa.Table.from_pylist(tables[name])
-        table = table.replace_schema_metadata({b"platbench_schema": str(SCHEMA_VERSION).encode()})
-        pq.write_table(table, folder / f"{name}.parquet")
+    for name in ("campaigns", *PARQUET_TABLES):
+        if name == "campaigns" and folder == Path(results_dir) / PARQUET_DIR:
+            continue  # beside its campaign, the campaign's row is the store's business
+        table = pa.Table.from_pylist(tables[name], schema=_arrow_schema(name))
+        pq.write_table(table.replace_schema_metadata(metadata), folder / f"{name}.parquet")
         written.append(folder / f"{name}.parquet")
     return written
 
 
-def store_path(results_root):
-    return Path(results_root) / STORE_FILE
+def _arrow_schema(name):
+    import pyarrow as pa
+
+    kinds = {"VARCHAR": pa.string(), "DOUBLE": pa.float64(), "INTEGER": pa.int64(), "BOOLEAN": pa.bool_()}
+    fields = []
+    for column in COLUMNS[name]:
+        if column.startswith("PRIMARY KEY"):
+            continue
+        column_name, kind = column.split()[:2]
+        fields.append(pa.field(column_name, kinds[kind]))
+    return pa.schema(fields)
 
 
-def connect(path, read_only=False):
-    """A DuckDB connection to the store at ``path``: created with its tables when writable and missing; refused when
-    its schema is newer than this platbench's."""
-    import duckdb
+def parquet_schema_problem(path):
+    """Why the Parquet file at ``path`` cannot be read by this platbench (a newer schema), or None."""
+    import pyarrow.parquet as pq
 
-    path = Path(path)
-    if read_only and not path.is_file():
-        raise StoreError(f"no store at {path}: run `platbench index results/<campaign>` first")
+    found = (pq.read_schema(path).metadata or {}).get(SCHEMA_KEY)
+    if found is not None and int(found) > SCHEMA_VERSION:
+        return f"{path} has schema {int(found)}, newer than this platbench's {SCHEMA_VERSION}: upgrade platbench"
+    return None
+
+
+def parquet_current(results_dir):
+    """True when RESULTS_DIR/store/ holds the whole campaign: written from samples.jsonl as it is now (or there is
+    no samples.jsonl: a campaign exported as Parquet). Raises StoreError for a file of a newer schema."""
+    import pyarrow.parquet as pq
+
+    path = Path(results_dir) / PARQUET_DIR / "samples.parquet"
+    if not path.is_file():
+        return False
+    problem = parquet_schema_problem(path)
+    if problem:
+        raise StoreError(problem)
+    if not (Path(results_dir) / SAMPLES_FILE).is_file():
+        return True
+    stamp = (pq.read_schema(path).metadata or {}).get(SOURCE_KEY)
+    return stamp is not None and stamp.decode() == _source_stamp(results_dir)
+
+
+def parquet_tables(results_dir):
+    """``{table: pyarrow Table}`` of the Parquet files in RESULTS_DIR/store/."""
+    import pyarrow.parquet as pq
+
+    folder = Path(results_dir) / PARQUET_DIR
+    tables = {}
+    for name in (*PARQUET_TABLES, "campaigns"):
+        path = folder / f"{name}.parquet"
+        if path.is_file():
+            problem = parquet_schema_problem(path)
+            if problem:
+                raise StoreError(problem)
+            tables[name] = pq.read_table(path)
+    return tables
+
+
+def _parquet_rows(results_dir):
+    """A campaign exported as Parquet (``platbench export --format parquet``), as ``campaign_rows`` gives it."""
+    tables = {name: table.to_pylist() for name, table in parquet_tables(results_dir).items()}
+    if not tables.get("samples"):
+        raise StoreError(f"{results_dir}/{PARQUET_DIR}/samples.parquet holds no sample: nothing to add")
+    campaign = tables["samples"][0]["campaign"]
+    if not tables.get("campaigns"):
+        times = [row["timestamp"] for row in tables["samples"] if row["timestamp"] is not None]
+        tables["campaigns"] = [
+            {
+                "campaign": campaign,
+                "experiment": None,
+                "first_sample": min(times, default=None),
+                "last_sample": max(times, default=None),
+                "hosts": ",".join(sorted({row["host"] for row in tables["cells"] if row["host"]})),
+                "environment": "{}",
+                "source": None,
+                "indexed_at": None,
+            }
+        ]
+    tables["campaigns"] = [
+        {**row, "source": str(Path(results_dir).resolve()), "indexed_at": time.time()} for row in tables["campaigns"]
+    ]
+    return campaign, tables
+
+
+def parquet_rows(results_dir):
+    """The report's rows of a campaign from its Parquet files: ``(rows in ROW_COLUMNS order, {metadata id: its
+    text})``, in the order samples.jsonl held them."""
+    tables = parquet_tables(results_dir)
+    samples = tables["samples"].sort_by("line_number")
+    columns = [samples.column(name).to_pylist() for name in ROW_COLUMNS]
+    metadata = tables["metadata"]
+    texts = dict(zip(metadata.column("metadata_id").to_pylist(), metadata.column("metadata").to_pylist(), strict=True))
+    return list(zip(*columns, strict=True)), texts
+
+
+def campaign_samples(results_dir):
+    """The samples a campaign's metadata is read from (report_meta, compare's environment): from its Parquet files
+    when they hold the whole campaign, one per distinct labels and metadata (every failed or skipped sample, each
+    with its own reason), in the order first written; else every line of samples.jsonl."""
+    results_dir = Path(results_dir)
     try:
-        connection = duckdb.connect(str(path), read_only=read_only)
-    except duckdb.Error as exc:
-        raise StoreError(f"the store {path} cannot be opened: {exc}") from None
-    if not read_only:
-        for statement in _DDL.values():
-            connection.execute(statement)
-        connection.execute("INSERT OR IGNORE INTO store_info VALUES ('schema', ?)", [str(SCHEMA_VERSION)])
-    found = connection.execute("SELECT value FROM store_info WHERE key = 'schema'").fetchone()
-    if found is not None and int(found[0]) > SCHEMA_VERSION:
-        connection.close()
-        raise StoreError(
-            f"the store {path} has schema {found[0]}, newer than this platbench's {SCHEMA_VERSION}: upgrade platbench"
+        current = parquet_current(results_dir)
+    except StoreError:
+        current = False
+    if not current:
+        path = results_dir / SAMPLES_FILE
+        return read_samples(path) if path.is_file() else []
+    rows, texts = parquet_rows(results_dir)
+    decoded, seen, samples = {}, set(), []
+    for line, (metric, value, integer, unit, timestamp, labels, metadata_id) in enumerate(rows):
+        key = (labels, metadata_id, line if metric in OUTCOME_METRICS else None)
+        if key in seen:
+            continue
+        seen.add(key)
+        for text in (labels, texts[metadata_id]):
+            if text not in decoded:
+                decoded[text] = json.loads(text)
+        sample = {"metric": metric, "value": int(value) if integer else value, "unit": unit, "timestamp": timestamp}
+        samples.append(Sample.read({**sample, "labels": decoded[labels], "metadata": decoded[texts[metadata_id]]}))
+    return samples
+
+
+# --- the store ---------------------------------------------------------------------------------------------------
+
+
+class Store:
+    """One open store, a DuckDB file or a PostgreSQL database: the same statements on either (``?`` placeholders,
+    ``ON CONFLICT``), each backend's own way to load many rows at once."""
+
+    def __init__(self, location, read_only=False):
+        self.location = str(location)
+        self.name = shown(self.location)
+        self.postgresql = is_url(self.location)
+        self.read_only = read_only
+        self._connection = self._open_postgresql() if self.postgresql else self._open_duckdb()
+        try:
+            if not read_only:
+                self._create_tables()
+            self._check_schema()
+        except StoreError:
+            self.close()
+            raise
+        except self._errors() as exc:
+            self.close()
+            raise StoreError(self._failure("cannot be read", exc)) from None
+
+    # opening
+
+    def _open_duckdb(self):
+        import duckdb
+
+        path = Path(self.location)
+        if self.read_only and not path.is_file():
+            raise StoreError(f"no store at {path}: run `platbench index results/<campaign>` first")
+        deadline = time.monotonic() + DUCKDB_LOCK_WAIT
+        while True:
+            try:
+                return duckdb.connect(str(path), read_only=self.read_only)
+            except duckdb.IOException as exc:
+                # Another process writes into the file: one writer at a time, so wait for it (bounded).
+                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise StoreError(f"the store {path} cannot be opened: {_first_line(exc)}") from None
+                time.sleep(0.5)
+            except duckdb.Error as exc:
+                raise StoreError(f"the store {path} cannot be opened: {_first_line(exc)}") from None
+
+    def _open_postgresql(self):
+        import psycopg
+
+        try:
+            psycopg.conninfo.conninfo_to_dict(self.location)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"the store URL {self.name} does not parse ({_first_line(exc)}): give "
+                "postgresql://USER@HOST[:PORT]/DATABASE, the password in PGPASSWORD or ~/.pgpass"
+            ) from None
+        try:
+            connection = psycopg.connect(self.location, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"the store {self.name} cannot be reached: {_first_line(exc)}; is the server up (role "
+                "platbench.lab.results_db) and the password in PGPASSWORD or ~/.pgpass?"
+            ) from None
+        if self.read_only:
+            connection.read_only = True
+            connection.autocommit = False
+        return connection
+
+    def _errors(self):
+        if self.postgresql:
+            import psycopg
+
+            return psycopg.Error
+        import duckdb
+
+        return duckdb.Error
+
+    def _failure(self, what, exc):
+        return f"the store {self.name} {what}: {_first_line(exc)}"
+
+    def _create_tables(self):
+        with self.transaction():
+            if self.postgresql:
+                # Two controllers creating the tables at once: one waits for the other.
+                self.execute("SELECT pg_advisory_xact_lock(hashtext('platbench store schema'))")
+            for table, columns in COLUMNS.items():
+                self.execute(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})")
+            self.execute("INSERT INTO store_info VALUES (?, ?) ON CONFLICT DO NOTHING", ["schema", str(SCHEMA_VERSION)])
+
+    def _check_schema(self):
+        try:
+            found = self.execute("SELECT value FROM store_info WHERE key = 'schema'").fetchone()
+        except self._errors():
+            if self.postgresql and self.read_only:
+                self._connection.rollback()
+            raise StoreError(
+                f"the store {self.name} holds no platbench tables: run `platbench index results/<campaign> --store "
+                f"{self.name}` first"
+            ) from None
+        if found is not None and int(found[0]) > SCHEMA_VERSION:
+            raise StoreError(
+                f"the store {self.name} has schema {found[0]}, newer than this platbench's {SCHEMA_VERSION}: "
+                "upgrade platbench"
+            )
+
+    # statements
+
+    def execute(self, sql, params=None):
+        """Run one statement (``?`` placeholders) and return its cursor."""
+        if self.postgresql:
+            return self._connection.execute(sql.replace("?", "%s") if params is not None else sql, params)
+        return self._connection.execute(sql, params) if params is not None else self._connection.execute(sql)
+
+    def statement(self, sql):
+        """Run a statement of the user's as it is (no placeholders; in PostgreSQL, prepared: one statement only)."""
+        if self.postgresql:
+            return self._connection.execute(sql, prepare=True)
+        return self._connection.execute(sql)
+
+    @contextlib.contextmanager
+    def transaction(self):
+        if self.postgresql:
+            with self._connection.transaction():
+                yield
+            return
+        self._connection.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self._connection.execute("ROLLBACK")
+            raise
+        self._connection.execute("COMMIT")
+
+    def insert(self, table, rows, skip_known_cells=False):
+        """Add ``rows`` (dicts of one table's columns) to ``table``, leaving the rows whose key is there; with
+        ``skip_known_cells``, also the samples of a cell (campaign, host, cell) the store holds. Returns how many
+        were added."""
+        if not rows:
+            return 0
+        columns = [column.split()[0] for column in COLUMNS[table] if not column.startswith("PRIMARY KEY")]
+        names = ", ".join(columns)
+        where = (
+            " WHERE NOT EXISTS (SELECT 1 FROM cells c WHERE c.campaign = incoming.campaign "
+            "AND c.host = incoming.host AND c.cell = incoming.cell)"
+            if skip_known_cells
+            else ""
         )
-    return connection
+        insert = f"INSERT INTO {table} ({names}) SELECT {names} FROM incoming{where} ON CONFLICT DO NOTHING"
+        if self.postgresql:
+            self.execute(f"CREATE TEMPORARY TABLE incoming (LIKE {table}) ON COMMIT DROP")
+            with self._connection.cursor() as cursor:
+                with cursor.copy(f"COPY incoming ({names}) FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row([row.get(column) for column in columns])
+                cursor.execute(insert)
+                added = cursor.rowcount
+            self.execute("DROP TABLE incoming")
+            return added
+        import pyarrow as pa
+
+        incoming = pa.Table.from_pylist([{c: row.get(c) for c in columns} for row in rows], _arrow_schema(table))
+        self._connection.register("incoming", incoming)
+        try:
+            return self._connection.execute(insert).fetchone()[0]
+        finally:
+            self._connection.unregister("incoming")
+
+    def close(self):
+        with contextlib.suppress(Exception):
+            self._connection.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
-def index(results_dir, store):
-    """Write the campaign in ``results_dir`` as Parquet and add it to the DuckDB store at ``store``; returns
+def _first_line(exc):
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def connect(location, read_only=False):
+    """The store at ``location`` (a DuckDB file or a postgresql:// URL), created with its tables when writable and
+    missing; refused when its schema is newer than this platbench's."""
+    return Store(location, read_only=read_only)
+
+
+def add(results_dir, location, key="sample"):
+    """Write the campaign in ``results_dir`` into the store at ``location``, in one transaction; ``key`` "sample"
+    (``index``: every sample the store lacks) or "cell" (``import``: the cells the store lacks, whole). Returns
+    ``(campaign, samples added, cells added, cells in the campaign)``."""
+    campaign, tables = campaign_rows(results_dir)
+    with connect(location) as store:
+        try:
+            with store.transaction():
+                if store.postgresql:
+                    # Writers of one campaign (two controllers, one campaign name) merge its row in turn.
+                    store.execute("SELECT pg_advisory_xact_lock(hashtext(?))", [campaign])
+                samples = store.insert("samples", tables["samples"], skip_known_cells=key == "cell")
+                cells = store.insert("cells", tables["cells"])
+                store.insert("metadata", tables["metadata"])
+                _merge_campaign(store, tables["campaigns"][0])
+        except store._errors() as exc:
+            raise StoreError(
+                store._failure(f"could not take campaign {campaign}", exc)
+                + f"; nothing of it was written (one transaction): {Path(results_dir) / SAMPLES_FILE} keeps every "
+                f"sample; run `platbench index {results_dir} --store {store.name}` once the store answers"
+            ) from None
+    return campaign, samples, cells, len(tables["cells"])
+
+
+def _merge_campaign(store, row):
+    """The campaign's row: this copy's, merged with what the store knew of it (other hosts' cells, their
+    environment), its times and hosts read from the store."""
+    known = store.execute("SELECT environment FROM campaigns WHERE campaign = ?", [row["campaign"]]).fetchone()
+    environment = json.loads(row["environment"] or "{}")
+    for field, values in json.loads(known[0] or "{}").items() if known else ():
+        environment[field] = sorted(set(environment.get(field, [])) | set(values))
+    first, last = store.execute(
+        "SELECT min(timestamp), max(timestamp) FROM samples WHERE campaign = ?", [row["campaign"]]
+    ).fetchone()
+    hosts = [
+        host
+        for (host,) in store.execute(
+            "SELECT DISTINCT host FROM cells WHERE campaign = ? ORDER BY host", [row["campaign"]]
+        ).fetchall()
+        if host
+    ]
+    merged = {**row, "first_sample": first, "last_sample": last, "hosts": ",".join(hosts)}
+    merged["environment"] = _canonical(environment)
+    columns = list(merged)
+    updates = ", ".join(f"{column} = excluded.{column}" for column in columns if column != "campaign")
+    store.execute(
+        f"INSERT INTO campaigns ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)}) "
+        f"ON CONFLICT (campaign) DO UPDATE SET {updates}",
+        [merged[column] for column in columns],
+    )
+
+
+def index(results_dir, location):
+    """Write the campaign in ``results_dir`` as Parquet and add it to the store at ``location``; returns
     ``(campaign, samples added)``: 0 when every sample was there already."""
     campaign, tables = campaign_rows(results_dir)
-    write_parquet(results_dir, tables)
-    connection = connect(store)
-    try:
-        before = connection.execute("SELECT count(*) FROM samples WHERE campaign = ?", [campaign]).fetchone()[0]
-        connection.execute("BEGIN TRANSACTION")
-        for name in TABLES:
-            rows = tables[name]
-            if not rows:
-                continue
-            columns = list(rows[0])
-            verb = "INSERT OR REPLACE" if name == "campaigns" else "INSERT OR IGNORE"
-            connection.executemany(
-                f"{verb} INTO {name} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
-                [[row[column] for column in columns] for row in rows],
-            )
-        connection.execute("COMMIT")
-        after = connection.execute("SELECT count(*) FROM samples WHERE campaign = ?", [campaign]).fetchone()[0]
-    finally:
-        connection.close()
-    return campaign, after - before
+    if (Path(results_dir) / SAMPLES_FILE).is_file():
+        write_parquet(results_dir, tables)
+    campaign, added, _, _ = add(results_dir, location)
+    return campaign, added
 
 
-def samples_of(connection, campaign):
-    """The campaign's samples as ``Sample``s, each equal to its line of samples.jsonl, in the order written."""
-    rows = connection.execute(
-        "SELECT s.metric, s.value, s.integer_value, s.unit, s.timestamp, s.labels, m.metadata FROM samples s "
-        "JOIN metadata m ON m.campaign = s.campaign AND m.metadata_id = s.metadata_id "
-        "WHERE s.campaign = ? ORDER BY s.line_number",
-        [campaign],
+def sample_rows(store, campaign):
+    """The report's rows of a campaign in the store: ``(rows in ROW_COLUMNS order, {metadata id: its text})``."""
+    rows = store.execute(
+        f"SELECT {', '.join(ROW_COLUMNS)} FROM samples WHERE campaign = ? ORDER BY line_number, host", [campaign]
     ).fetchall()
+    texts = dict(store.execute("SELECT metadata_id, metadata FROM metadata WHERE campaign = ?", [campaign]).fetchall())
+    return rows, texts
+
+
+def samples_of(store, campaign):
+    """The campaign's samples as ``Sample``s, each equal to its line of samples.jsonl, in the order written."""
+    rows, texts = sample_rows(store, campaign)
     return [
         Sample.read(
             {
@@ -216,19 +629,18 @@ def samples_of(connection, campaign):
                 "unit": unit,
                 "timestamp": timestamp,
                 "labels": json.loads(labels),
-                "metadata": json.loads(metadata),
+                "metadata": json.loads(texts[metadata_id]),
             }
         )
-        for metric, value, integer, unit, timestamp, labels, metadata in rows
+        for metric, value, integer, unit, timestamp, labels, metadata_id in rows
     ]
 
 
-def campaigns(connection, since=None, host=None):
+def campaigns(store, since=None, host=None):
     """``[(campaign, experiment, first sample time, environment dict)]`` in time order."""
-    query = "SELECT campaign, experiment, first_sample, hosts, environment FROM campaigns"
     found = []
-    for campaign, experiment, first, hosts, environment in connection.execute(
-        query + " ORDER BY first_sample, campaign"
+    for campaign, experiment, first, hosts, environment in store.execute(
+        "SELECT campaign, experiment, first_sample, hosts, environment FROM campaigns ORDER BY first_sample, campaign"
     ).fetchall():
         if since is not None and (first or 0) < since:
             continue
@@ -238,25 +650,29 @@ def campaigns(connection, since=None, host=None):
     return found
 
 
-def query(store, sql):
+def query(location, sql):
     """Rows of a read-only ``sql`` on the store: ``(column names, rows)``. A statement that writes is refused by the
-    read-only connection."""
-    import duckdb
+    read-only connection (a read-only DuckDB file; a read-only PostgreSQL transaction, one prepared statement)."""
+    with connect(location, read_only=True) as store:
+        try:
+            cursor = store.statement(sql)
+            columns = [column[0] for column in cursor.description or []]
+            return columns, cursor.fetchall()
+        except store._errors() as exc:
+            raise StoreError(f"the query failed: {_first_line(exc)}") from None
 
-    connection = connect(store, read_only=True)
-    try:
-        cursor = connection.execute(sql)
-        columns = [column[0] for column in cursor.description or []]
-        return columns, cursor.fetchall()
-    except duckdb.Error as exc:
-        raise StoreError(f"the query failed: {exc}") from None
-    finally:
-        connection.close()
+
+# --- the commands ------------------------------------------------------------------------------------------------
+
+STORE_HELP = (
+    f"the store: a DuckDB file, or postgresql://USER@HOST[:PORT]/DATABASE (password in PGPASSWORD or ~/.pgpass); "
+    f"default ${STORE_ENV}, else {STORE_FILE} beside the campaigns"
+)
 
 
 def add_index_arguments(parser):
     parser.add_argument("results_dirs", nargs="+", metavar="DIR", help="campaign directories, results/<campaign>")
-    parser.add_argument("--store", help=f"the store's DuckDB file (default: beside the campaigns, {STORE_FILE})")
+    parser.add_argument("--store", help=STORE_HELP)
     parser.set_defaults(handler=run_index)
 
 
@@ -265,27 +681,54 @@ def run_index(args):
     that cannot be read, after indexing the others."""
     status = 0
     for results_dir in args.results_dirs:
-        path = Path(args.store) if args.store else store_path(Path(results_dir).resolve().parent)
+        location = location_of(args.store, Path(results_dir).resolve().parent)
         try:
-            campaign, added = index(results_dir, path)
+            campaign, added = index(results_dir, location)
         except StoreError as exc:
             print(f"platbench index: {exc}", file=sys.stderr)
             status = 2
             continue
-        print(f"{campaign}: {added} sample(s) added to {path}" + ("" if added else " (indexed before)"))
+        print(f"{campaign}: {added} sample(s) added to {shown(location)}" + ("" if added else " (indexed before)"))
+    return status
+
+
+def add_import_arguments(parser):
+    parser.add_argument(
+        "results_dirs", nargs="+", metavar="DIR", help="campaign directories copied from another machine"
+    )
+    parser.add_argument("--store", help=STORE_HELP.replace("beside the campaigns", "in results/"))
+    parser.set_defaults(handler=run_import)
+
+
+def run_import(args):
+    """``platbench import``: each campaign directory (samples.jsonl, or an export's Parquet files) added to the
+    store, a cell at a time: the cells the store holds (campaign, host, cell id) are left out."""
+    status = 0
+    location = location_of(args.store)
+    for results_dir in args.results_dirs:
+        try:
+            campaign, samples, cells, total = add(results_dir, location, key="cell")
+        except StoreError as exc:
+            print(f"platbench import: {exc}", file=sys.stderr)
+            status = 2
+            continue
+        print(
+            f"{campaign}: {cells} of its {total} cell(s) added to {shown(location)} ({samples} sample(s))"
+            + (f"; {total - cells} the store held already" if cells < total else "")
+        )
     return status
 
 
 def add_query_arguments(parser):
     parser.add_argument("sql", help="one SQL statement on the tables campaigns, cells, metadata and samples")
-    parser.add_argument("--store", help=f"the store's DuckDB file (default: results/{STORE_FILE})")
+    parser.add_argument("--store", help=STORE_HELP.replace("beside the campaigns", "in results/"))
     parser.set_defaults(handler=run_query)
 
 
 def run_query(args):
     """``platbench query``: the rows of a read-only SQL statement, tab-separated under their column names."""
     try:
-        columns, rows = query(args.store or Path("results") / STORE_FILE, args.sql)
+        columns, rows = query(location_of(args.store), args.sql)
     except StoreError as exc:
         print(f"platbench query: {exc}", file=sys.stderr)
         return 2

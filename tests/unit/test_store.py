@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
 from pandas.testing import assert_frame_equal
 
-from platbench import cli, history, store
+from platbench import cli, history, report_load, store
 from platbench.report_context import ReportContext
 from platbench.report_load import frame_of, load_samples
 
@@ -55,6 +55,45 @@ def test_the_store_gives_back_each_sample_exactly_and_the_same_frame_as_the_json
     assert [type(sample["value"]) for sample in stored] == [type(sample["value"]) for sample in jsonl]
     # The report's frame, from the JSONL and from the store: the same, column for column.
     assert_frame_equal(frame_of(stored), load_samples(directory))
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_a_report_read_from_the_parquet_files_is_the_jsonls_byte_for_byte(tmp_path, fixture, capsys, monkeypatch):
+    from_jsonl = campaign(tmp_path / "jsonl", fixture)
+    from_parquet = campaign(tmp_path / "parquet", fixture)
+    assert cli.main(["index", str(from_parquet)]) == 0
+    capsys.readouterr()
+    assert cli.main(["report", str(from_jsonl)]) == 0
+    jsonl_out = capsys.readouterr().out.replace(str(from_jsonl), "RESULTS")
+
+    def no_jsonl(*_args, **_kwargs):
+        raise AssertionError("samples.jsonl was read: the Parquet files hold the whole campaign")
+
+    for module in (report_load, store):
+        monkeypatch.setattr(module, "read_samples", no_jsonl)
+    assert cli.main(["report", str(from_parquet)]) == 0
+    assert capsys.readouterr().out.replace(str(from_parquet), "RESULTS") == jsonl_out
+    written = sorted(path.name for path in from_jsonl.iterdir() if path.is_file() and path.name != "samples.jsonl")
+    assert "report.html" in written and "report.csv" in written
+    assert written == sorted(
+        path.name for path in from_parquet.iterdir() if path.is_file() and path.name != "samples.jsonl"
+    )
+    for name in written:
+        assert (from_parquet / name).read_bytes() == (from_jsonl / name).read_bytes(), name
+
+
+def test_the_parquet_files_are_left_once_the_campaign_grows(tmp_path):
+    directory = campaign(tmp_path, FIXTURES[0])
+    store.index(directory, tmp_path / store.STORE_FILE)
+    assert store.parquet_current(directory)
+    lines = (directory / "samples.jsonl").read_text().splitlines()
+    grown = json.loads(lines[0])
+    grown["labels"]["cell"] = "a-cell-of-a-resumed-run"
+    with (directory / "samples.jsonl").open("a") as handle:
+        handle.write(json.dumps(grown) + "\n")
+    # A resumed campaign's new cells: read from samples.jsonl until it is indexed again.
+    assert not store.parquet_current(directory)
+    assert "a-cell-of-a-resumed-run" in set(load_samples(directory)["cell"])
 
 
 def test_indexing_or_importing_a_campaign_twice_adds_nothing(tmp_path):
