@@ -27,6 +27,12 @@ def main(argv=None):
         commands.add_parser("history", help=history.__doc__.splitlines()[0], description=history.__doc__)
     )
     store.add_query_arguments(commands.add_parser("query", help="run a read-only SQL query on the results store"))
+    store.add_import_arguments(
+        commands.add_parser("import", help="add campaign directories copied from another machine to the store")
+    )
+    store.add_export_arguments(
+        commands.add_parser("export", help="write the store's campaigns as Parquet or CSV, a directory each")
+    )
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[2:] if argv is None else argv[1:])  # the subcommand's own, to say how to rerun
     # What a command writes (a campaign, its report) follows the user's umask, never writable by others; the

@@ -30,6 +30,7 @@ import os
 import re
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import OUTCOME_METRICS, Sample, read_samples
@@ -116,7 +117,7 @@ def shown(location):
     text = str(location)
     if not is_url(text):
         return text
-    text = re.sub(r"^([a-z]+://[^:/@?]*):[^@/?]*@", r"\1@", text)
+    text = re.sub(r"^([a-z]+://[^:/@?]*):[^/?]*@", r"\1@", text)  # to the last @: a password may hold one
     return re.sub(r"([?&]password=)[^&]*", r"\1***", text)
 
 
@@ -409,8 +410,9 @@ class Store:
         import psycopg
 
         try:
+            urllib.parse.urlsplit(self.location).port  # noqa: B018 - raises on a port that is no number
             psycopg.conninfo.conninfo_to_dict(self.location)
-        except psycopg.Error as exc:
+        except (ValueError, psycopg.Error) as exc:
             raise StoreError(
                 f"the store URL {self.name} does not parse ({_first_line(exc)}): give "
                 "postgresql://USER@HOST[:PORT]/DATABASE, the password in PGPASSWORD or ~/.pgpass"
@@ -662,6 +664,60 @@ def query(location, sql):
             raise StoreError(f"the query failed: {_first_line(exc)}") from None
 
 
+def export(location, output, campaign_names=None, file_format="parquet"):
+    """Write campaigns of the store into OUTPUT/<campaign>/: as Parquet (store/*.parquet, the four tables' rows of
+    the campaign: ``platbench import`` and ``platbench report`` read the directory as they read a campaign's), or as
+    CSV (samples.csv, one row per sample with a column per label; cells.csv; metadata.csv). Returns ``[(campaign,
+    directory, samples)]``."""
+    import pyarrow as pa
+
+    written = []
+    with connect(location, read_only=True) as store:
+        known = [name for (name,) in store.execute("SELECT campaign FROM campaigns ORDER BY campaign").fetchall()]
+        missing = sorted(set(campaign_names or ()) - set(known))
+        if missing:
+            raise StoreError(
+                f"the store {store.name} holds no campaign {', '.join(missing)}: its campaigns are "
+                f"{', '.join(known) or 'none'}"
+            )
+        for campaign in campaign_names or known:
+            tables = {}
+            for name in TABLES:
+                columns = [c.split()[0] for c in COLUMNS[name] if not c.startswith("PRIMARY KEY")]
+                order = " ORDER BY line_number, host" if name == "samples" else ""
+                cursor = store.execute(f"SELECT {', '.join(columns)} FROM {name} WHERE campaign = ?{order}", [campaign])
+                rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+                tables[name] = pa.Table.from_pylist(rows, schema=_arrow_schema(name))
+            directory = Path(output) / campaign
+            if file_format == "parquet":
+                import pyarrow.parquet as pq
+
+                folder = directory / PARQUET_DIR
+                folder.mkdir(parents=True, exist_ok=True)
+                for name, table in tables.items():
+                    table = table.replace_schema_metadata({SCHEMA_KEY: str(SCHEMA_VERSION).encode()})
+                    pq.write_table(table, folder / f"{name}.parquet")
+            else:
+                directory.mkdir(parents=True, exist_ok=True)
+                _write_csv(tables, directory)
+            written.append((campaign, directory, tables["samples"].num_rows))
+    return written
+
+
+def _write_csv(tables, directory):
+    """samples.csv with a column per label (a spreadsheet's view), cells.csv and metadata.csv as stored."""
+    import pandas as pd
+
+    samples = tables["samples"].to_pandas()
+    labels = pd.DataFrame([json.loads(text) for text in samples["labels"]], index=samples.index)
+    own = ["campaign", "host", "cell", "metric", "value", "unit", "timestamp", "metadata_id"]
+    labels = labels[[column for column in labels.columns if column not in own]]
+    samples["value"] = samples["value"].astype(object).where(~samples["integer_value"], samples["value"].astype(int))
+    pd.concat([samples[own], labels], axis=1).to_csv(directory / "samples.csv", index=False)
+    tables["cells"].to_pandas().to_csv(directory / "cells.csv", index=False)
+    tables["metadata"].to_pandas().to_csv(directory / "metadata.csv", index=False)
+
+
 # --- the commands ------------------------------------------------------------------------------------------------
 
 STORE_HELP = (
@@ -735,4 +791,24 @@ def run_query(args):
     print("\t".join(columns))
     for row in rows:
         print("\t".join("" if value is None else str(value) for value in row))
+    return 0
+
+
+def add_export_arguments(parser):
+    parser.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="parquet (default) or csv")
+    parser.add_argument("--output", "-o", required=True, metavar="DIR", help="written into DIR/<campaign>/")
+    parser.add_argument("--campaign", action="append", help="only this campaign (repeat for several; default: all)")
+    parser.add_argument("--store", help=STORE_HELP.replace("beside the campaigns", "in results/"))
+    parser.set_defaults(handler=run_export)
+
+
+def run_export(args):
+    """``platbench export``: the store's campaigns as Parquet or CSV, a directory each."""
+    try:
+        written = export(location_of(args.store), args.output, args.campaign, args.format)
+    except StoreError as exc:
+        print(f"platbench export: {exc}", file=sys.stderr)
+        return 2
+    for campaign, directory, samples in written:
+        print(f"{campaign}: {samples} sample(s) written to {directory} ({args.format})")
     return 0

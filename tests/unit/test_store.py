@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
 from pandas.testing import assert_frame_equal
@@ -94,6 +95,58 @@ def test_the_parquet_files_are_left_once_the_campaign_grows(tmp_path):
     # A resumed campaign's new cells: read from samples.jsonl until it is indexed again.
     assert not store.parquet_current(directory)
     assert "a-cell-of-a-resumed-run" in set(load_samples(directory)["cell"])
+
+
+def test_export_then_import_gives_the_same_campaign_and_a_second_import_adds_nothing(tmp_path, capsys):
+    directory = campaign(tmp_path, FIXTURES[2])
+    first_store, second_store = tmp_path / "first.duckdb", tmp_path / "second.duckdb"
+    name, _ = store.index(directory, first_store)
+    assert cli.main(["export", "--store", str(first_store), "-o", str(tmp_path / "out")]) == 0
+    exported = tmp_path / "out" / name
+    assert sorted(p.name for p in (exported / "store").iterdir()) == [f"{t}.parquet" for t in sorted(store.TABLES)]
+    # The exported directory reads as the campaign does: its report's frame, and into another store.
+    assert_frame_equal(load_samples(exported), load_samples(directory))
+    capsys.readouterr()
+    assert cli.main(["import", str(exported), "--store", str(second_store)]) == 0
+    assert cli.main(["import", str(exported), "--store", str(second_store)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    cells = len(set(load_samples(directory)["cell"]))
+    assert out[0].startswith(f"{name}: {cells} of its {cells} cell(s) added")
+    assert out[1] == (
+        f"{name}: 0 of its {cells} cell(s) added to {second_store} (0 sample(s)); {cells} the store held already"
+    )
+    with store.connect(first_store, read_only=True) as one, store.connect(second_store, read_only=True) as other:
+        assert store.samples_of(other, name) == store.samples_of(one, name)
+        assert store.campaigns(other) == store.campaigns(one)
+
+
+def test_an_import_keys_cells_on_campaign_host_and_cell(tmp_path):
+    directory = campaign(tmp_path, FIXTURES[0])
+    path = tmp_path / store.STORE_FILE
+    store.add(directory, path, key="cell")
+    # A copy whose cells measured again: the cells the store holds are not added twice, one new cell is.
+    copy = tmp_path / "copy" / directory.name
+    copy.mkdir(parents=True)
+    lines = [json.loads(line) for line in (directory / "samples.jsonl").read_text().splitlines()]
+    for sample in lines:
+        sample["value"] = sample["value"] * 2
+    lines[-1]["labels"]["cell"] = "a-cell-only-the-copy-ran"
+    (copy / "samples.jsonl").write_text("".join(json.dumps(sample) + "\n" for sample in lines))
+    _, samples, cells, total = store.add(copy, path, key="cell")
+    assert (samples, cells) == (1, 1) and total == len({sample["labels"]["cell"] for sample in lines})
+
+
+def test_export_as_csv_has_a_column_per_label(tmp_path):
+    directory = campaign(tmp_path, FIXTURES[0])
+    path = tmp_path / store.STORE_FILE
+    store.index(directory, path)
+    [(name, written, count)] = store.export(path, tmp_path / "csv", file_format="csv")
+    assert sorted(p.name for p in written.iterdir()) == ["cells.csv", "metadata.csv", "samples.csv"]
+    frame = pd.read_csv(written / "samples.csv")
+    assert len(frame) == count == len(read_samples(directory / "samples.jsonl"))
+    assert {"campaign", "host", "cell", "metric", "value", "platform", "scenario", "workload"} <= set(frame.columns)
+    with pytest.raises(store.StoreError, match="holds no campaign nope: its campaigns are " + name):
+        store.export(path, tmp_path / "csv", ["nope"])
 
 
 def test_indexing_or_importing_a_campaign_twice_adds_nothing(tmp_path):
