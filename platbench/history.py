@@ -14,13 +14,14 @@ import datetime
 import sys
 from pathlib import Path
 
-from platbench import report_tables, store
+from platbench import report_figures, report_tables, store
 from platbench.compare import ENVIRONMENT_FIELDS, VERSION_SUFFIX
 from platbench.report_context import ReportContext
-from platbench.report_load import BASELINE, ReportError, choose_metrics, frame_of_rows
+from platbench.report_load import BASELINE, SCENARIO_LABELS, ReportError, choose_metrics, frame_of_rows
 
 # The environment fields whose change is named beside a campaign: compare's, without the host (--host picks it) and
 # the image's name (its id says whether it changed).
+SETUP = "setup"
 CHANGE_FIELDS = tuple(field for field in ENVIRONMENT_FIELDS if field not in ("host", "image"))
 
 
@@ -32,6 +33,7 @@ def add_arguments(parser):
     parser.add_argument("--scenario", action="append", help="only this scenario, PLATFORM/SCALEUP/CPUCFG/PROC")
     parser.add_argument("--host", help="only campaigns run on this host")
     parser.add_argument("--since", type=_date, help="only campaigns started on or after this date (YYYY-MM-DD)")
+    parser.add_argument("--html", metavar="FILE", help=f"where the page goes (default: RESULTS_ROOT/{PAGE})")
     parser.set_defaults(handler=run)
 
 
@@ -55,12 +57,16 @@ def changes(before, after):
 
 
 def campaign_rows(connection, campaign, metric=None):
-    """``(metric, [row, ...])`` of one campaign: its summary rows (report_tables.summarize) with their intervals."""
+    """``(metric, [row, ...])`` of one campaign: its summary rows (report_tables.summarize) with their intervals, and
+    in SETUP what else tells a row from another of its scenario (a workload, a parameter, the host)."""
     frame = frame_of_rows(*store.sample_rows(connection, campaign))
     metric = metric or choose_metrics(frame)[0]
     report = ReportContext(frame)
     rows, keys, _ = report.summarize([metric])
     report.with_intervals(rows, keys, [metric])
+    setup_keys = [key for key in keys if key not in SCENARIO_LABELS]
+    for row in rows:
+        row[SETUP] = ", ".join(f"{key}={row[key]}" for key in setup_keys if _known(row.get(key)))
     return metric, rows
 
 
@@ -90,6 +96,7 @@ def history(connection, metric=None, platforms=None, scenarios=None, host=None, 
                     "metric": used,
                     "platform": row["platform"],
                     "scenario": scenario,
+                    "setup": row[SETUP],
                     "ratio": row[f"{used} ratio to {BASELINE}"],
                     "interval": row.get(f"{used} ratio interval"),
                     "n": row.get(f"{used} count"),
@@ -99,37 +106,123 @@ def history(connection, metric=None, platforms=None, scenarios=None, host=None, 
     return lines
 
 
+def _known(value):
+    return value is not None and value == value  # NaN: a label this row lacks
+
+
 def _scenario(row):
-    return "/".join(str(row.get(key)) for key in ("platform", "scaleup", "cpu_config", "processor"))
+    return "/".join(str(row.get(key)) for key in SCENARIO_LABELS)
+
+
+def _named(line):
+    """A line's scenario as shown: with its set-up where the campaign's rows have one."""
+    return f"{line['scenario']} ({line['setup']})" if line.get("setup") else line["scenario"]
+
+
+EMPTY = "no campaign in the store has a ratio to bm for this selection"
+HEADER = ["campaign", "started (UTC)", "scenario", "metric", "n", f"ratio to {BASELINE}", "95% CI", "changed"]
+PAGE = "history.html"
+
+
+def _cells(line):
+    started = (
+        datetime.datetime.fromtimestamp(line["started"], datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+        if line["started"]
+        else "n/a"
+    )
+    low_high = line["interval"]
+    interval = f"[{low_high[0]:.3f}, {low_high[1]:.3f}]" if low_high else "n/a"
+    return [
+        line["campaign"],
+        started,
+        _named(line),
+        line["metric"],
+        str(line["n"]),
+        f"{line['ratio']:.3f}",
+        interval,
+        "; ".join(line["changed"]) or "-",
+    ]
 
 
 def render(lines):
     """The history as text, one line per campaign and scenario."""
     if not lines:
-        return "no campaign in the store has a ratio to bm for this selection"
-    header = ["campaign", "started (UTC)", "scenario", "metric", "n", f"ratio to {BASELINE}", "95% CI", "changed"]
-    table = []
+        return EMPTY
+    return report_tables.render_text(HEADER, [_cells(line) for line in lines])
+
+
+@report_figures.drawn
+def history_figure(lines):
+    """Each scenario's ratio to bm over the campaigns' start times, its 95% interval as a band; None when no
+    scenario has a ratio."""
+    if not lines:
+        return None
+    series = {}
     for line in lines:
-        started = (
-            datetime.datetime.fromtimestamp(line["started"], datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-            if line["started"]
-            else "n/a"
+        series.setdefault((_named(line), line["metric"]), []).append(line)
+    figure = report_figures.new_figure(9, 4.5)
+    axes = figure.add_subplot()
+    colors = report_figures.palette()
+    for number, ((scenario, metric), points) in enumerate(sorted(series.items())):
+        color = colors[number % len(colors)]
+        times = [datetime.datetime.fromtimestamp(point["started"] or 0, datetime.timezone.utc) for point in points]
+        axes.plot(times, [point["ratio"] for point in points], marker="o", color=color, label=f"{scenario} {metric}")
+        banded = [(time, point["interval"]) for time, point in zip(times, points, strict=True) if point["interval"]]
+        if banded:
+            axes.fill_between(
+                [time for time, _ in banded],
+                [interval[0] for _, interval in banded],
+                [interval[1] for _, interval in banded],
+                color=color,
+                alpha=0.2,
+                linewidth=0,
+            )
+    axes.axhline(1.0, color="#555", linewidth=1, linestyle="--")
+    # A campaign of two rounds has an interval wider than every ratio's spread: the axis follows the ratios.
+    ratios = [line["ratio"] for line in lines] + [1.0]
+    spread = max(max(ratios) - min(ratios), 0.05)
+    axes.set_ylim(min(ratios) - spread, max(ratios) + spread)
+    axes.set_ylabel(f"ratio to {BASELINE} (95% interval)")
+    axes.set_title("each platform against bm, campaign by campaign")
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    figure.autofmt_xdate()
+    return figure
+
+
+def write_page(path, lines, selection):
+    """history.html at ``path``: the figure inlined as SVG, then the table; returns the path."""
+    from platbench.report_html import page_template
+
+    figure = history_figure(lines)
+    page = page_template("history.html.j2").render(
+        selection=selection,
+        figures_note=report_figures.matplotlib_missing("the figure"),
+        figures=[report_figures.svg_text(figure)] if figure is not None else [],
+        header=HEADER,
+        lines=[_cells(line) for line in lines],
+        empty=EMPTY,
+    )
+    Path(path).write_text(page, encoding="utf-8")
+    return Path(path)
+
+
+def _day(timestamp):
+    return None if timestamp is None else datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).date()
+
+
+def _selection(args):
+    said = [
+        f"{name} {', '.join(value) if isinstance(value, list) else value}"
+        for name, value in (
+            ("platform", args.platform),
+            ("scenario", args.scenario),
+            ("metric", args.metric),
+            ("host", args.host),
+            ("since", _day(args.since)),
         )
-        low_high = line["interval"]
-        interval = f"[{low_high[0]:.3f}, {low_high[1]:.3f}]" if low_high else "n/a"
-        table.append(
-            [
-                line["campaign"],
-                started,
-                line["scenario"],
-                line["metric"],
-                str(line["n"]),
-                f"{line['ratio']:.3f}",
-                interval,
-                "; ".join(line["changed"]) or "-",
-            ]
-        )
-    return report_tables.render_text(header, table)
+        if value
+    ]
+    return "campaigns: " + ("; ".join(said) if said else "all")
 
 
 def run(args):
@@ -144,4 +237,11 @@ def run(args):
     finally:
         connection.close()
     print(render(lines))
+    page = Path(args.html) if args.html else root / PAGE
+    try:
+        write_page(page, lines, _selection(args))
+    except OSError as exc:
+        print(f"platbench history: {page} cannot be written: {exc}", file=sys.stderr)
+        return 2
+    print(f"platbench history: wrote {page}", file=sys.stderr)
     return 0

@@ -76,7 +76,7 @@ def new_figure(width, height):
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _colors():
+def palette():
     import matplotlib
 
     return matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -120,7 +120,7 @@ def _grouped_bars(axes, bars):
     groups = list(dict.fromkeys(bar["group"] for bar in bars))
     series = list(dict.fromkeys(bar["series"] for bar in bars))
     width = 0.8 / len(series)
-    colors = _colors()
+    colors = palette()
     top = 0.0
     for index, name in enumerate(series):
         own = [bar for bar in bars if bar["series"] == name]
@@ -387,7 +387,7 @@ def roofline_figure(points, roofs, context=None):
     low, high = min(intensities) / 8, max(intensities) * 8
     figure = new_figure(7.5, 5.2)
     axes = figure.add_subplot()
-    colors = dict(zip(roofs, _colors() * len(roofs), strict=False))
+    colors = dict(zip(roofs, palette() * len(roofs), strict=False))
     xs = numpy.geomspace(low, high, 200)
     for device, (peak_flops, bandwidth) in roofs.items():
         axes.plot(xs, numpy.minimum(peak_flops, xs * bandwidth), color=colors[device], linewidth=1.5)

@@ -147,15 +147,15 @@ def campaign_rows(results_dir):
         raise StoreError(f"{path} holds no sample: nothing to index")
     campaign = str(samples[0].labels.get("campaign") or results_dir.name)
     rows = {"cells": {}, "metadata": {}, "samples": {}}
-    canonical = {}  # a metadata's text -> (its id, its canonical text): a cell's metrics share one metadata
+    last_of_cell = {}  # (host, cell) -> (metadata, its id, its canonical text): a cell's metrics share one metadata
     for position, sample in enumerate(samples):
         labels, host, cell = sample.labels, str(sample.labels.get("host") or ""), str(sample.labels.get("cell") or "")
-        metadata_text = _text(sample.metadata)
-        if metadata_text not in canonical:
+        known = last_of_cell.get((host, cell))
+        if known is None or known[0] != sample.metadata:  # comparing dicts costs far less than writing them out
             text = _canonical(sample.metadata)
-            canonical[metadata_text] = (_digest(text), text)
-        metadata_id, metadata_canonical = canonical[metadata_text]
-        rows["metadata"].setdefault(metadata_id, {"metadata_id": metadata_id, "metadata": metadata_text})
+            known = last_of_cell[(host, cell)] = (sample.metadata, _digest(text), text)
+            rows["metadata"].setdefault(known[1], {"metadata_id": known[1], "metadata": _text(sample.metadata)})
+        _, metadata_id, metadata_canonical = known
         labels_text = _text(labels)
         rows["cells"].setdefault(
             (host, cell),
@@ -549,11 +549,11 @@ def connect(location, read_only=False):
     return Store(location, read_only=read_only)
 
 
-def add(results_dir, location, key="sample"):
+def add(results_dir, location, key="sample", rows=None):
     """Write the campaign in ``results_dir`` into the store at ``location``, in one transaction; ``key`` "sample"
-    (``index``: every sample the store lacks) or "cell" (``import``: the cells the store lacks, whole). Returns
-    ``(campaign, samples added, cells added, cells in the campaign)``."""
-    campaign, tables = campaign_rows(results_dir)
+    (``index``: every sample the store lacks) or "cell" (``import``: the cells the store lacks, whole); ``rows``:
+    its ``campaign_rows`` when read already. Returns ``(campaign, samples added, cells added, cells in it)``."""
+    campaign, tables = rows or campaign_rows(results_dir)
     with connect(location) as store:
         try:
             with store.transaction():
@@ -604,10 +604,10 @@ def _merge_campaign(store, row):
 def index(results_dir, location):
     """Write the campaign in ``results_dir`` as Parquet and add it to the store at ``location``; returns
     ``(campaign, samples added)``: 0 when every sample was there already."""
-    campaign, tables = campaign_rows(results_dir)
+    rows = campaign_rows(results_dir)
     if (Path(results_dir) / SAMPLES_FILE).is_file():
-        write_parquet(results_dir, tables)
-    campaign, added, _, _ = add(results_dir, location)
+        write_parquet(results_dir, rows[1])
+    campaign, added, _, _ = add(results_dir, location, rows=rows)
     return campaign, added
 
 

@@ -200,6 +200,10 @@ def test_the_commands_index_history_and_query(tmp_path, capsys, monkeypatch):
     assert "(indexed before)" in capsys.readouterr().out
     assert cli.main(["history", "--platform", "cn"]) == 0
     assert "html-1" in capsys.readouterr().out
+    # history.html: the figure (ratio lines with their interval bands) inlined, then the same lines as a table.
+    page = (tmp_path / "results" / "history.html").read_text()
+    assert page.count("<svg") == 1 and "<!-- ratio to bm (95% interval) -->" in page
+    assert "campaigns: platform cn" in page and "<td>html-1</td>" in page and "<td>cn/1/pin/cpu (workload=cnn_train)</td>" in page
     assert cli.main(["query", "SELECT campaign FROM campaigns"]) == 0
     assert capsys.readouterr().out.splitlines() == ["campaign", "html-1"]
     # The store is opened read-only for a query: a statement that writes is refused.
