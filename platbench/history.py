@@ -56,53 +56,70 @@ def changes(before, after):
     return said
 
 
-def campaign_rows(connection, campaign, metric=None):
-    """``(metric, [row, ...])`` of one campaign: its summary rows (report_tables.summarize) with their intervals, and
-    in SETUP what else tells a row from another of its scenario (a workload, a parameter, the host)."""
-    frame = frame_of_rows(*store.sample_rows(connection, campaign))
-    metric = metric or choose_metrics(frame)[0]
+def ratio_rows(frame, metric=None):
+    """A campaign's ratios to bm, as its report computes them: ``[{"metric", "main", "platform", "scenario",
+    "setup", "ratio", "interval", "n"}]`` for ``metric``, else for each metric its report shows (its main one, the
+    first, with ``main`` True). SETUP: what else tells a row from another of its scenario (a workload, a
+    parameter, the host). ``platbench index`` keeps them in the store (table campaign_ratios)."""
+    metrics = [metric] if metric else choose_metrics(frame)
     report = ReportContext(frame)
-    rows, keys, _ = report.summarize([metric])
-    report.with_intervals(rows, keys, [metric])
+    rows, keys, _ = report.summarize(metrics)
+    report.with_intervals(rows, keys, metrics)
     setup_keys = [key for key in keys if key not in SCENARIO_LABELS]
-    for row in rows:
-        row[SETUP] = ", ".join(f"{key}={row[key]}" for key in setup_keys if _known(row.get(key)))
-    return metric, rows
+    found = []
+    for used in metrics:
+        for row in rows:
+            ratio = row.get(f"{used} ratio to {BASELINE}")
+            if row["platform"] == BASELINE or not _known(ratio):
+                continue
+            interval = row.get(f"{used} ratio interval")
+            interval = [float(bound) for bound in interval] if interval and all(map(_known, interval)) else None
+            count = row.get(f"{used} count")
+            found.append(
+                {
+                    "metric": used,
+                    "main": metric is None and used == metrics[0],
+                    "platform": row["platform"],
+                    "scenario": _scenario(row),
+                    SETUP: ", ".join(f"{key}={row[key]}" for key in setup_keys if _known(row.get(key))),
+                    "ratio": float(ratio),
+                    "interval": interval,
+                    "n": int(count) if _known(count) else None,
+                }
+            )
+    return found
+
+
+def campaign_ratios(connection, campaign, metric, kept):
+    """The campaign's ratio rows for ``metric`` (None: its main one): those ``platbench index`` kept (``kept``,
+    None when it kept none), else computed from its samples in the store."""
+    if kept is not None:
+        chosen = [row for row in kept if (row["metric"] == metric if metric else row["main"])]
+        if chosen or not metric or not kept:
+            return chosen
+    frame = frame_of_rows(*store.sample_rows(connection, campaign))
+    return ratio_rows(frame, metric or choose_metrics(frame)[0])
 
 
 def history(connection, metric=None, platforms=None, scenarios=None, host=None, since=None):
-    """The lines of the history: ``[{"campaign", "started", "platform", "scenario", "ratio", "interval", "n",
-    "changed"}]``, the campaigns in time order."""
+    """The lines of the history: ``[{"campaign", "started", "metric", "platform", "scenario", "setup", "ratio",
+    "interval", "n", "changed"}]``, the campaigns in time order."""
     lines, environment_before = [], None
+    kept = store.kept_ratios(connection)
     for campaign, _experiment, started, environment in store.campaigns(connection, since, host):
         try:
-            used, rows = campaign_rows(connection, campaign, metric)
+            rows = campaign_ratios(connection, campaign, metric, kept.get(campaign))
         except ReportError:
             continue  # the campaign has no such metric, or no successful cell
         changed = changes(environment_before, environment) if environment_before is not None else []
         environment_before = environment
         for row in rows:
-            if row["platform"] == BASELINE or row.get(f"{used} ratio to {BASELINE}") is None:
-                continue
             if platforms and row["platform"] not in platforms:
                 continue
-            scenario = _scenario(row)
-            if scenarios and scenario not in scenarios:
+            if scenarios and row["scenario"] not in scenarios:
                 continue
-            lines.append(
-                {
-                    "campaign": campaign,
-                    "started": started,
-                    "metric": used,
-                    "platform": row["platform"],
-                    "scenario": scenario,
-                    "setup": row[SETUP],
-                    "ratio": row[f"{used} ratio to {BASELINE}"],
-                    "interval": row.get(f"{used} ratio interval"),
-                    "n": row.get(f"{used} count"),
-                    "changed": changed,
-                }
-            )
+            line = {key: value for key, value in row.items() if key != "main"}
+            lines.append({"campaign": campaign, "started": started, **line, "changed": changed})
     return lines
 
 

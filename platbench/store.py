@@ -70,6 +70,9 @@ COLUMNS = {
         "PRIMARY KEY (campaign, host, cell)",
     ),
     "metadata": ("campaign VARCHAR", "metadata_id VARCHAR", "metadata VARCHAR", "PRIMARY KEY (campaign, metadata_id)"),
+    # Each campaign's ratios to bm as its report computes them (history.ratio_rows, JSON), made when it is added:
+    # ``platbench history`` reads them instead of summarizing every campaign again.
+    "campaign_ratios": ("campaign VARCHAR PRIMARY KEY", "ratios VARCHAR"),
     "samples": (
         "campaign VARCHAR",
         "sample_id VARCHAR",
@@ -564,6 +567,7 @@ def add(results_dir, location, key="sample", rows=None):
                 cells = store.insert("cells", tables["cells"])
                 store.insert("metadata", tables["metadata"])
                 _merge_campaign(store, tables["campaigns"][0])
+                _keep_ratios(store, campaign)
         except store._errors() as exc:
             raise StoreError(
                 store._failure(f"could not take campaign {campaign}", exc)
@@ -599,6 +603,32 @@ def _merge_campaign(store, row):
         f"ON CONFLICT (campaign) DO UPDATE SET {updates}",
         [merged[column] for column in columns],
     )
+
+
+def _keep_ratios(store, campaign):
+    """The campaign's ratios to bm, from every sample the store now holds of it (history.ratio_rows)."""
+    from platbench import history, report_load  # they read the store
+
+    try:
+        ratios = history.ratio_rows(report_load.frame_of_rows(*sample_rows(store, campaign)))
+    except report_load.ReportError:
+        ratios = []  # no successful cell: nothing to compare
+    store.execute(
+        "INSERT INTO campaign_ratios VALUES (?, ?) ON CONFLICT (campaign) DO UPDATE SET ratios = excluded.ratios",
+        [campaign, _text(ratios)],
+    )
+
+
+def kept_ratios(store):
+    """``{campaign: [ratio row, ...]}`` that ``index`` and ``import`` kept (campaigns added before they were kept
+    have none: history computes theirs)."""
+    try:
+        rows = store.execute("SELECT campaign, ratios FROM campaign_ratios").fetchall()
+    except store._errors():
+        if store.postgresql:
+            store._connection.rollback()
+        return {}  # a store written before the table was: every campaign's ratios are computed
+    return {campaign: json.loads(ratios) for campaign, ratios in rows}
 
 
 def index(results_dir, location):
