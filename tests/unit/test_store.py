@@ -230,3 +230,32 @@ def test_a_store_without_campaigns_or_of_a_newer_schema_is_refused_naming_both_v
     connection.close()
     with pytest.raises(store.StoreError, match=f"schema {store.SCHEMA_VERSION + 1}, newer than this platbench's 1"):
         store.connect(path, read_only=True)
+
+
+def test_a_parquet_file_of_a_newer_schema_is_refused_naming_both_versions(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    directory = campaign(tmp_path, FIXTURES[0])
+    store.index(directory, tmp_path / store.STORE_FILE)
+    path = directory / "store" / "samples.parquet"
+    table = pq.read_table(path)
+    newer = {**table.schema.metadata, store.SCHEMA_KEY: str(store.SCHEMA_VERSION + 1).encode()}
+    pq.write_table(table.replace_schema_metadata(newer), path)
+    assert cli.main(["report", str(directory)]) == 2
+    assert f"{path} has schema {store.SCHEMA_VERSION + 1}, newer than this platbench's 1" in capsys.readouterr().err
+    with pytest.raises(store.StoreError, match="newer than this platbench's 1: upgrade platbench"):
+        store.parquet_tables(directory)
+
+
+def test_a_store_url_that_does_not_parse_or_answers_not_is_named_without_its_password(tmp_path, capsys):
+    directory = campaign(tmp_path, FIXTURES[0])
+    for url, expected in (
+        ("postgresql://lab:s3cret@127.0.0.1:notaport/platbench", "does not parse"),
+        ("postgresql://lab:s3cret@127.0.0.1:9/platbench", "cannot be reached"),
+    ):
+        assert cli.main(["index", str(directory), "--store", url]) == 2
+        err = capsys.readouterr().err
+        assert f"the store{' URL' if 'parse' in expected else ''} {store.shown(url)} {expected}" in err
+        assert "s3cret" not in err and "postgresql://lab@127.0.0.1:" in err
+    # Nothing was lost: the campaign's samples.jsonl is as it was, and the DuckDB store takes it.
+    assert store.index(directory, tmp_path / store.STORE_FILE)[1] == len(read_samples(directory / "samples.jsonl"))
