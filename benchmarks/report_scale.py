@@ -203,9 +203,7 @@ def main(argv=None):
         history_root = work / "history"
         for number in range(args.history_campaigns):
             name = f"history-{number:03d}"
-            write_campaign(
-                history_root / name, name, args.history_cells, started + number * 3600, seed=number
-            )
+            write_campaign(history_root / name, name, args.history_cells, started + number * 3600, seed=number)
         store = history_root / "platbench.duckdb"
         campaigns = sorted(str(path) for path in history_root.iterdir() if path.is_dir())
         size = sum((Path(path) / "samples.jsonl").stat().st_size for path in campaigns)
