@@ -17,7 +17,7 @@ from pathlib import Path
 from platbench import report_figures, report_tables, store
 from platbench.compare import ENVIRONMENT_FIELDS, VERSION_SUFFIX
 from platbench.report_context import ReportContext
-from platbench.report_load import BASELINE, SCENARIO_LABELS, ReportError, choose_metrics, frame_of_rows
+from platbench.report_load import BASELINE, SCENARIO_LABELS, ReportError, choose_metrics, frame_of_columns
 
 # The environment fields whose change is named beside a campaign: compare's, without the host (--host picks it) and
 # the image's name (its id says whether it changed).
@@ -97,7 +97,7 @@ def campaign_ratios(connection, campaign, metric, kept):
         chosen = [row for row in kept if (row["metric"] == metric if metric else row["main"])]
         if chosen or not metric or not kept:
             return chosen
-    frame = frame_of_rows(*store.sample_rows(connection, campaign))
+    frame = frame_of_columns(*store.sample_rows(connection, campaign))
     return ratio_rows(frame, metric or choose_metrics(frame)[0])
 
 

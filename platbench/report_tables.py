@@ -254,7 +254,7 @@ def _validity(row, succeeded, metrics, thresholds):
     """The row's validity marks, joined by "; ": its metrics' CV, and each cell's timed part and host state."""
     cells = [
         {name: _python(value) for name, value in cell.items()}
-        for _, cell in succeeded.drop_duplicates("cell")[[HOST, *validity.COLUMNS]].iterrows()
+        for cell in succeeded.drop_duplicates("cell")[[HOST, *validity.COLUMNS]].to_dict("records")
     ]
     reasons = validity.cv_reasons(row["n"], {metric: row[f"{metric} cv"] for metric in metrics}, thresholds)
     timed = validity.timed_reason(

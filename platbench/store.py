@@ -17,13 +17,15 @@ every sample for the next ``platbench index``. ``index`` keys a sample on its ca
 (indexing a growing campaign again adds its new samples only); ``import`` keys a cell on its campaign, host and cell
 id (a cell the store holds is not added again, from wherever it comes).
 
-``samples_of`` gives a campaign's samples back exactly as samples.jsonl held them (``Sample``); ``sample_rows`` gives
-the rows the report's frame is built from (report_load.frame_of_rows), without decoding a metadata more than once.
+``samples_of`` gives a campaign's samples back exactly as samples.jsonl held them (``Sample``); ``sample_rows`` and
+``parquet_view`` give the columns the report's frame is built from (report_load.frame_of_columns), without decoding
+a metadata more than once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -89,7 +91,7 @@ COLUMNS = {
         "PRIMARY KEY (campaign, sample_id)",
     ),
 }
-# The columns a frame is built from, in report_load.frame_of_rows's order.
+# The columns a frame is built from (report_load.frame_of_columns).
 ROW_COLUMNS = ("metric", "value", "integer_value", "unit", "timestamp", "labels", "metadata_id")
 
 
@@ -327,15 +329,23 @@ def _parquet_rows(results_dir):
     return campaign, tables
 
 
-def parquet_rows(results_dir):
-    """The report's rows of a campaign from its Parquet files: ``(rows in ROW_COLUMNS order, {metadata id: its
-    text})``, in the order samples.jsonl held them."""
+def parquet_view(results_dir):
+    """A campaign's Parquet files as the report reads them: ``(columns, metadata)``, ``columns`` the samples'
+    ROW_COLUMNS as lists in the order samples.jsonl held them, ``metadata`` each metadata id's decoded dict. Read
+    once per process while the files stay the same (the frame and the report's metadata both read them)."""
+    path = Path(results_dir).resolve() / PARQUET_DIR / "samples.parquet"
+    stat = path.stat()
+    return _parquet_view(str(path.parent.parent), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1)
+def _parquet_view(results_dir, _size, _mtime):
     tables = parquet_tables(results_dir)
     samples = tables["samples"].sort_by("line_number")
-    columns = [samples.column(name).to_pylist() for name in ROW_COLUMNS]
+    columns = {name: samples.column(name).to_pylist() for name in (*ROW_COLUMNS, "line_number")}
     metadata = tables["metadata"]
-    texts = dict(zip(metadata.column("metadata_id").to_pylist(), metadata.column("metadata").to_pylist(), strict=True))
-    return list(zip(*columns, strict=True)), texts
+    texts = zip(*(metadata.column(name).to_pylist() for name in ("metadata_id", "metadata")), strict=True)
+    return columns, {found: json.loads(text) for found, text in texts}
 
 
 def campaign_samples(results_dir):
@@ -350,18 +360,35 @@ def campaign_samples(results_dir):
     if not current:
         path = results_dir / SAMPLES_FILE
         return read_samples(path) if path.is_file() else []
-    rows, texts = parquet_rows(results_dir)
-    decoded, seen, samples = {}, set(), []
-    for line, (metric, value, integer, unit, timestamp, labels, metadata_id) in enumerate(rows):
+    columns, metadata = parquet_view(results_dir)
+    decoded, seen, found = {}, set(), []
+    for line, metric, labels, metadata_id in zip(
+        columns["line_number"], columns["metric"], columns["labels"], columns["metadata_id"], strict=True
+    ):
         key = (labels, metadata_id, line if metric in OUTCOME_METRICS else None)
         if key in seen:
             continue
         seen.add(key)
-        for text in (labels, texts[metadata_id]):
-            if text not in decoded:
-                decoded[text] = json.loads(text)
-        sample = {"metric": metric, "value": int(value) if integer else value, "unit": unit, "timestamp": timestamp}
-        samples.append(Sample.read({**sample, "labels": decoded[labels], "metadata": decoded[texts[metadata_id]]}))
+        if labels not in decoded:
+            decoded[labels] = json.loads(labels)
+        found.append((line, labels, metadata_id))
+    samples = []
+    index_of = {line: number for number, line in enumerate(columns["line_number"])}
+    for line, labels, metadata_id in found:
+        number = index_of[line]
+        value = columns["value"][number]
+        samples.append(
+            Sample.read(
+                {
+                    "metric": columns["metric"][number],
+                    "value": int(value) if columns["integer_value"][number] else value,
+                    "unit": columns["unit"][number],
+                    "timestamp": columns["timestamp"][number],
+                    "labels": decoded[labels],
+                    "metadata": metadata[metadata_id],
+                }
+            )
+        )
     return samples
 
 
@@ -610,7 +637,7 @@ def _keep_ratios(store, campaign):
     from platbench import history, report_load  # they read the store
 
     try:
-        ratios = history.ratio_rows(report_load.frame_of_rows(*sample_rows(store, campaign)))
+        ratios = history.ratio_rows(report_load.frame_of_columns(*sample_rows(store, campaign)))
     except report_load.ReportError:
         ratios = []  # no successful cell: nothing to compare
     store.execute(
@@ -642,17 +669,19 @@ def index(results_dir, location):
 
 
 def sample_rows(store, campaign):
-    """The report's rows of a campaign in the store: ``(rows in ROW_COLUMNS order, {metadata id: its text})``."""
+    """A campaign's samples in the store as the report reads them: ``(columns, metadata)`` as ``parquet_view``
+    gives them (the metadata left as stored text: each is decoded once, by whoever reads it)."""
     rows = store.execute(
         f"SELECT {', '.join(ROW_COLUMNS)} FROM samples WHERE campaign = ? ORDER BY line_number, host", [campaign]
     ).fetchall()
+    columns = dict(zip(ROW_COLUMNS, map(list, zip(*rows, strict=True)), strict=True)) if rows else {}
     texts = dict(store.execute("SELECT metadata_id, metadata FROM metadata WHERE campaign = ?", [campaign]).fetchall())
-    return rows, texts
+    return columns, texts
 
 
 def samples_of(store, campaign):
     """The campaign's samples as ``Sample``s, each equal to its line of samples.jsonl, in the order written."""
-    rows, texts = sample_rows(store, campaign)
+    columns, texts = sample_rows(store, campaign)
     return [
         Sample.read(
             {
@@ -664,7 +693,9 @@ def samples_of(store, campaign):
                 "metadata": json.loads(texts[metadata_id]),
             }
         )
-        for metric, value, integer, unit, timestamp, labels, metadata_id in rows
+        for metric, value, integer, unit, timestamp, labels, metadata_id in zip(
+            *(columns.get(name, []) for name in ROW_COLUMNS), strict=True
+        )
     ]
 
 

@@ -259,3 +259,15 @@ def test_a_store_url_that_does_not_parse_or_answers_not_is_named_without_its_pas
         assert "s3cret" not in err and "postgresql://lab@127.0.0.1:" in err
     # Nothing was lost: the campaign's samples.jsonl is as it was, and the DuckDB store takes it.
     assert store.index(directory, tmp_path / store.STORE_FILE)[1] == len(read_samples(directory / "samples.jsonl"))
+
+
+def test_a_label_named_as_a_column_of_the_samples_own_gives_the_same_frame_from_the_store(tmp_path):
+    directory = campaign(tmp_path, FIXTURES[0])
+    lines = [json.loads(line) for line in (directory / "samples.jsonl").read_text().splitlines()]
+    for sample in lines[::3]:
+        sample["labels"]["accelerator"] = "kvm"  # a label the report also reads from the metadata
+    (directory / "samples.jsonl").write_text("".join(json.dumps(sample) + "\n" for sample in lines))
+    from_jsonl = load_samples(directory)
+    store.index(directory, tmp_path / store.STORE_FILE)
+    assert store.parquet_current(directory)
+    assert_frame_equal(load_samples(directory), from_jsonl)
