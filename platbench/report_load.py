@@ -128,14 +128,15 @@ def frame_of_columns(columns, metadata):
     metadata_codes, metadata_ids = pd.factorize(pd.Series(metadata_id, dtype=object))
     distinct_labels = [json.loads(text) for text in label_texts]
     decoded = [metadata[found] for found in metadata_ids]
-    fields = pd.DataFrame([_fields(json.loads(found) if isinstance(found, str) else found) for found in decoded])
+    field_rows = [_fields(json.loads(found) if isinstance(found, str) else found) for found in decoded]
+    fields = pd.DataFrame(field_rows)
     own = {"metric", "value", "unit", SAMPLE_TIME, *fields.columns}
     labels = [distinct_labels[code] for code in label_codes]
     if any(own & set(found) for found in distinct_labels):
         # A label named as a column of the sample's own (none the workloads write): the rows as frame_of builds them.
         values = [int(found) if whole else found for found, whole in zip(value, integer, strict=True)]
         built = [
-            _row(*sample, fields.iloc[code].to_dict(), labels[number])
+            _row(*sample, field_rows[code], labels[number])
             for number, (sample, code) in enumerate(
                 zip(zip(metric, values, unit, timestamp, strict=True), metadata_codes, strict=True)
             )
@@ -186,7 +187,7 @@ def _row(metric, value, unit, timestamp, fields, labels):
         GPU_DEVICE: fields[GPU_DEVICE],
         SAMPLE_TIME: timestamp,
         SKIP_REASON: fields[SKIP_REASON] if metric == SKIPPED_METRIC else None,
-        **{key: value for key, value in fields.items() if key not in _OWN_FIELDS},
+        **{field: found for field, found in fields.items() if field not in _OWN_FIELDS},
         **labels,
     }
 
