@@ -5,7 +5,7 @@ import sys
 
 from ansible_collections.platbench.lab.plugins.plugin_utils.file_modes import no_world_write
 
-from platbench import __version__, calibrate, compare, history, report, run, store
+from platbench import __version__, calibrate, compare, history, indexing, report, run, store
 
 
 def main(argv=None):
@@ -20,14 +20,14 @@ def main(argv=None):
     calibrate.add_arguments(
         commands.add_parser("calibrate", help=calibrate.__doc__.splitlines()[0], description=calibrate.__doc__)
     )
-    store.add_index_arguments(
+    indexing.add_index_arguments(
         commands.add_parser("index", help="write campaigns as Parquet and add them to the results store")
     )
     history.add_arguments(
         commands.add_parser("history", help=history.__doc__.splitlines()[0], description=history.__doc__)
     )
     store.add_query_arguments(commands.add_parser("query", help="run a read-only SQL query on the results store"))
-    store.add_import_arguments(
+    indexing.add_import_arguments(
         commands.add_parser("import", help="add campaign directories copied from another machine to the store")
     )
     store.add_export_arguments(

@@ -1,10 +1,10 @@
 """The results store: every campaign in one place, for the questions asked across campaigns.
 
-``samples.jsonl`` stays a running campaign's append-only log (crash-safe, resumable). ``platbench index`` writes a
-campaign as Parquet beside it (``store/cells.parquet``: a cell's labels once; ``store/metadata.parquet``: each
-distinct metadata of a cell once; ``store/samples.parquet``: one row per metric, naming its metadata) and registers
-it in the store, where every campaign's rows live in four tables (``campaigns``, ``cells``, ``metadata``,
-``samples``; docs/src/results-store.md):
+``samples.jsonl`` stays a running campaign's append-only log (crash-safe, resumable). ``platbench index``
+(platbench/indexing.py) writes a campaign as Parquet beside it (``store/cells.parquet``: a cell's labels once;
+``store/metadata.parquet``: each distinct metadata of a cell once; ``store/samples.parquet``: one row per metric,
+naming its metadata) and adds it to the store, where every campaign's rows live in five tables (``campaigns``,
+``cells``, ``metadata``, ``samples``, ``campaign_ratios``; docs/src/results-store.md):
 
 - by default a DuckDB file beside the campaigns (``results/platbench.duckdb``);
 - with ``--store postgresql://USER@HOST[:PORT]/DATABASE`` (or ``PLATBENCH_STORE``, or the inventory's
@@ -12,11 +12,7 @@ it in the store, where every campaign's rows live in four tables (``campaigns``,
   ``platbench.lab.results_db``). Its password comes from the environment (``PGPASSWORD``, ``~/.pgpass``), never
   from the results; every message names the URL without it.
 
-A campaign is added in one transaction: a server lost mid-write leaves nothing of it, and samples.jsonl still holds
-every sample for the next ``platbench index``. ``index`` keys a sample on its campaign and the hash of its whole line
-(indexing a growing campaign again adds its new samples only); ``import`` keys a cell on its campaign, host and cell
-id (a cell the store holds is not added again, from wherever it comes).
-
+This module opens and reads the store and the Parquet files (it reads no report module: the report reads it).
 ``samples_of`` gives a campaign's samples back exactly as samples.jsonl held them (``Sample``); ``sample_rows`` and
 ``parquet_view`` give the columns the report's frame is built from (report_load.frame_of_columns), without decoding
 a metadata more than once.
@@ -99,17 +95,17 @@ class StoreError(Exception):
     """The store cannot be read or written; the message says which and what to do."""
 
 
-def _canonical(value):
+def canonical(value):
     """The text a hash is taken of: key order does not matter."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False, default=str)
 
 
-def _text(value):
+def as_text(value):
     """The text stored: the keys in their order, as samples.jsonl holds them (the report's columns follow it)."""
     return json.dumps(value, separators=(",", ":"), allow_nan=False, default=str)
 
 
-def _digest(text):
+def digest(text):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
@@ -136,88 +132,6 @@ def store_path(results_root):
 
 
 # --- a campaign's rows ---------------------------------------------------------------------------------------------
-
-
-def campaign_rows(results_dir):
-    """``(campaign, {table: [row dict, ...]})`` of the campaign in ``results_dir``: from its samples.jsonl, else
-    (a campaign exported as Parquet) from its store/ files."""
-    results_dir = Path(results_dir)
-    path = results_dir / SAMPLES_FILE
-    if not path.is_file():
-        if (results_dir / PARQUET_DIR / "samples.parquet").is_file():
-            return _parquet_rows(results_dir)
-        raise StoreError(f"{results_dir} holds no {SAMPLES_FILE}: give a campaign's directory, results/<campaign>")
-    samples = read_samples(path)
-    if not samples:
-        raise StoreError(f"{path} holds no sample: nothing to index")
-    campaign = str(samples[0].labels.get("campaign") or results_dir.name)
-    rows = {"cells": {}, "metadata": {}, "samples": {}}
-    last_of_cell = {}  # (host, cell) -> (metadata, its id, its canonical text): a cell's metrics share one metadata
-    for position, sample in enumerate(samples):
-        labels, host, cell = sample.labels, str(sample.labels.get("host") or ""), str(sample.labels.get("cell") or "")
-        known = last_of_cell.get((host, cell))
-        if known is None or known[0] != sample.metadata:  # comparing dicts costs far less than writing them out
-            text = _canonical(sample.metadata)
-            known = last_of_cell[(host, cell)] = (sample.metadata, _digest(text), text)
-            rows["metadata"].setdefault(known[1], {"metadata_id": known[1], "metadata": _text(sample.metadata)})
-        _, metadata_id, metadata_canonical = known
-        labels_text = _text(labels)
-        rows["cells"].setdefault(
-            (host, cell),
-            {
-                "host": host,
-                "cell": cell,
-                "scenario": labels.get("scenario"),
-                "platform": labels.get("platform"),
-                "labels": labels_text,
-            },
-        )
-        line = _line_text(sample, metadata_canonical)
-        rows["samples"][_digest(line)] = {
-            "sample_id": _digest(line),
-            "host": host,
-            "cell": cell,
-            "line_number": position,
-            "metric": sample.metric,
-            "value": float(sample.value),
-            "integer_value": isinstance(sample.value, int),
-            "unit": sample.unit,
-            "timestamp": sample.timestamp,
-            "labels": labels_text,
-            "metadata_id": metadata_id,
-        }
-    tables = {name: [{"campaign": campaign, **row} for row in found.values()] for name, found in rows.items()}
-    times = [sample.timestamp for sample in samples if isinstance(sample.timestamp, (int, float))]
-    hosts = sorted({row["host"] for row in tables["cells"] if row["host"]})
-    tables["campaigns"] = [
-        {
-            "campaign": campaign,
-            "experiment": samples[0].labels.get("experiment"),
-            "first_sample": min(times) if times else None,
-            "last_sample": max(times) if times else None,
-            "hosts": ",".join(hosts),
-            "environment": _canonical(_environment(results_dir, samples)),
-            "source": str(results_dir.resolve()),
-            "indexed_at": time.time(),
-        }
-    ]
-    return campaign, tables
-
-
-def _line_text(sample, metadata_canonical):
-    """The text a sample's id is the hash of: the whole line, canonical (``_canonical(sample)``), its metadata's
-    canonical text made once per cell rather than once per metric."""
-    text = _canonical({**sample, "metadata": _PLACEHOLDER})
-    return text.replace(f'"metadata":"{_PLACEHOLDER}"', f'"metadata":{metadata_canonical}', 1)
-
-
-_PLACEHOLDER = "platbench:metadata:placeholder"  # no JSON escape in it: found as written
-
-
-def _environment(results_dir, samples):
-    from platbench.compare import environment_of  # the environment compare shows, read the same way
-
-    return environment_of([Path(results_dir)], samples)
 
 
 def _source_stamp(results_dir):
@@ -303,32 +217,6 @@ def parquet_tables(results_dir):
     return tables
 
 
-def _parquet_rows(results_dir):
-    """A campaign exported as Parquet (``platbench export --format parquet``), as ``campaign_rows`` gives it."""
-    tables = {name: table.to_pylist() for name, table in parquet_tables(results_dir).items()}
-    if not tables.get("samples"):
-        raise StoreError(f"{results_dir}/{PARQUET_DIR}/samples.parquet holds no sample: nothing to add")
-    campaign = tables["samples"][0]["campaign"]
-    if not tables.get("campaigns"):
-        times = [row["timestamp"] for row in tables["samples"] if row["timestamp"] is not None]
-        tables["campaigns"] = [
-            {
-                "campaign": campaign,
-                "experiment": None,
-                "first_sample": min(times, default=None),
-                "last_sample": max(times, default=None),
-                "hosts": ",".join(sorted({row["host"] for row in tables["cells"] if row["host"]})),
-                "environment": "{}",
-                "source": None,
-                "indexed_at": None,
-            }
-        ]
-    tables["campaigns"] = [
-        {**row, "source": str(Path(results_dir).resolve()), "indexed_at": time.time()} for row in tables["campaigns"]
-    ]
-    return campaign, tables
-
-
 def parquet_view(results_dir):
     """A campaign's Parquet files as the report reads them: ``(columns, metadata)``, ``columns`` the samples'
     ROW_COLUMNS as lists in the order samples.jsonl held them, ``metadata`` each metadata id's decoded dict. Read
@@ -412,9 +300,9 @@ class Store:
         except StoreError:
             self.close()
             raise
-        except self._errors() as exc:
+        except self.errors() as exc:
             self.close()
-            raise StoreError(self._failure("cannot be read", exc)) from None
+            raise StoreError(self.failure("cannot be read", exc)) from None
 
     # opening
 
@@ -459,7 +347,7 @@ class Store:
             connection.autocommit = False
         return connection
 
-    def _errors(self):
+    def errors(self):
         if self.postgresql:
             import psycopg
 
@@ -468,7 +356,7 @@ class Store:
 
         return duckdb.Error
 
-    def _failure(self, what, exc):
+    def failure(self, what, exc):
         return f"the store {self.name} {what}: {_first_line(exc)}"
 
     def _create_tables(self):
@@ -483,7 +371,7 @@ class Store:
     def _check_schema(self):
         try:
             found = self.execute("SELECT value FROM store_info WHERE key = 'schema'").fetchone()
-        except self._errors():
+        except self.errors():
             if self.postgresql and self.read_only:
                 self._connection.rollback()
             raise StoreError(
@@ -579,93 +467,16 @@ def connect(location, read_only=False):
     return Store(location, read_only=read_only)
 
 
-def add(results_dir, location, key="sample", rows=None):
-    """Write the campaign in ``results_dir`` into the store at ``location``, in one transaction; ``key`` "sample"
-    (``index``: every sample the store lacks) or "cell" (``import``: the cells the store lacks, whole); ``rows``:
-    its ``campaign_rows`` when read already. Returns ``(campaign, samples added, cells added, cells in it)``."""
-    campaign, tables = rows or campaign_rows(results_dir)
-    with connect(location) as store:
-        try:
-            with store.transaction():
-                if store.postgresql:
-                    # Writers of one campaign (two controllers, one campaign name) merge its row in turn.
-                    store.execute("SELECT pg_advisory_xact_lock(hashtext(?))", [campaign])
-                samples = store.insert("samples", tables["samples"], skip_known_cells=key == "cell")
-                cells = store.insert("cells", tables["cells"])
-                store.insert("metadata", tables["metadata"])
-                _merge_campaign(store, tables["campaigns"][0])
-                _keep_ratios(store, campaign)
-        except store._errors() as exc:
-            raise StoreError(
-                store._failure(f"could not take campaign {campaign}", exc)
-                + f"; nothing of it was written (one transaction): {Path(results_dir) / SAMPLES_FILE} keeps every "
-                f"sample; run `platbench index {results_dir} --store {store.name}` once the store answers"
-            ) from None
-    return campaign, samples, cells, len(tables["cells"])
-
-
-def _merge_campaign(store, row):
-    """The campaign's row: this copy's, merged with what the store knew of it (other hosts' cells, their
-    environment), its times and hosts read from the store."""
-    known = store.execute("SELECT environment FROM campaigns WHERE campaign = ?", [row["campaign"]]).fetchone()
-    environment = json.loads(row["environment"] or "{}")
-    for field, values in json.loads(known[0] or "{}").items() if known else ():
-        environment[field] = sorted(set(environment.get(field, [])) | set(values))
-    first, last = store.execute(
-        "SELECT min(timestamp), max(timestamp) FROM samples WHERE campaign = ?", [row["campaign"]]
-    ).fetchone()
-    hosts = [
-        host
-        for (host,) in store.execute(
-            "SELECT DISTINCT host FROM cells WHERE campaign = ? ORDER BY host", [row["campaign"]]
-        ).fetchall()
-        if host
-    ]
-    merged = {**row, "first_sample": first, "last_sample": last, "hosts": ",".join(hosts)}
-    merged["environment"] = _canonical(environment)
-    columns = list(merged)
-    updates = ", ".join(f"{column} = excluded.{column}" for column in columns if column != "campaign")
-    store.execute(
-        f"INSERT INTO campaigns ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)}) "
-        f"ON CONFLICT (campaign) DO UPDATE SET {updates}",
-        [merged[column] for column in columns],
-    )
-
-
-def _keep_ratios(store, campaign):
-    """The campaign's ratios to bm, from every sample the store now holds of it (history.ratio_rows)."""
-    from platbench import history, report_load  # they read the store
-
-    try:
-        ratios = history.ratio_rows(report_load.frame_of_columns(*sample_rows(store, campaign)))
-    except report_load.ReportError:
-        ratios = []  # no successful cell: nothing to compare
-    store.execute(
-        "INSERT INTO campaign_ratios VALUES (?, ?) ON CONFLICT (campaign) DO UPDATE SET ratios = excluded.ratios",
-        [campaign, _text(ratios)],
-    )
-
-
 def kept_ratios(store):
     """``{campaign: [ratio row, ...]}`` that ``index`` and ``import`` kept (campaigns added before they were kept
     have none: history computes theirs)."""
     try:
         rows = store.execute("SELECT campaign, ratios FROM campaign_ratios").fetchall()
-    except store._errors():
+    except store.errors():
         if store.postgresql:
             store._connection.rollback()
         return {}  # a store written before the table was: every campaign's ratios are computed
     return {campaign: json.loads(ratios) for campaign, ratios in rows}
-
-
-def index(results_dir, location):
-    """Write the campaign in ``results_dir`` as Parquet and add it to the store at ``location``; returns
-    ``(campaign, samples added)``: 0 when every sample was there already."""
-    rows = campaign_rows(results_dir)
-    if (Path(results_dir) / SAMPLES_FILE).is_file():
-        write_parquet(results_dir, rows[1])
-    campaign, added, _, _ = add(results_dir, location, rows=rows)
-    return campaign, added
 
 
 def sample_rows(store, campaign):
@@ -721,7 +532,7 @@ def query(location, sql):
             cursor = store.statement(sql)
             columns = [column[0] for column in cursor.description or []]
             return columns, cursor.fetchall()
-        except store._errors() as exc:
+        except store.errors() as exc:
             raise StoreError(f"the query failed: {_first_line(exc)}") from None
 
 
@@ -785,55 +596,6 @@ STORE_HELP = (
     f"the store: a DuckDB file, or postgresql://USER@HOST[:PORT]/DATABASE (password in PGPASSWORD or ~/.pgpass); "
     f"default ${STORE_ENV}, else {STORE_FILE} beside the campaigns"
 )
-
-
-def add_index_arguments(parser):
-    parser.add_argument("results_dirs", nargs="+", metavar="DIR", help="campaign directories, results/<campaign>")
-    parser.add_argument("--store", help=STORE_HELP)
-    parser.set_defaults(handler=run_index)
-
-
-def run_index(args):
-    """``platbench index``: each campaign written as Parquet and added to the store; 2 on a directory or a store
-    that cannot be read, after indexing the others."""
-    status = 0
-    for results_dir in args.results_dirs:
-        location = location_of(args.store, Path(results_dir).resolve().parent)
-        try:
-            campaign, added = index(results_dir, location)
-        except StoreError as exc:
-            print(f"platbench index: {exc}", file=sys.stderr)
-            status = 2
-            continue
-        print(f"{campaign}: {added} sample(s) added to {shown(location)}" + ("" if added else " (indexed before)"))
-    return status
-
-
-def add_import_arguments(parser):
-    parser.add_argument(
-        "results_dirs", nargs="+", metavar="DIR", help="campaign directories copied from another machine"
-    )
-    parser.add_argument("--store", help=STORE_HELP.replace("beside the campaigns", "in results/"))
-    parser.set_defaults(handler=run_import)
-
-
-def run_import(args):
-    """``platbench import``: each campaign directory (samples.jsonl, or an export's Parquet files) added to the
-    store, a cell at a time: the cells the store holds (campaign, host, cell id) are left out."""
-    status = 0
-    location = location_of(args.store)
-    for results_dir in args.results_dirs:
-        try:
-            campaign, samples, cells, total = add(results_dir, location, key="cell")
-        except StoreError as exc:
-            print(f"platbench import: {exc}", file=sys.stderr)
-            status = 2
-            continue
-        print(
-            f"{campaign}: {cells} of its {total} cell(s) added to {shown(location)} ({samples} sample(s))"
-            + (f"; {total - cells} the store held already" if cells < total else "")
-        )
-    return status
 
 
 def add_query_arguments(parser):

@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
 from pandas.testing import assert_frame_equal
 
-from platbench import cli, history, report_load, store
+from platbench import cli, history, indexing, report_load, store
 from platbench.report_context import ReportContext
 from platbench.report_load import frame_of, load_samples
 
@@ -40,7 +40,7 @@ def campaign(tmp_path, fixture, name=None, shift_days=0, kernel=None):
 def test_the_store_gives_back_each_sample_exactly_and_the_same_frame_as_the_jsonl(tmp_path, fixture):
     directory = campaign(tmp_path, fixture)
     path = tmp_path / "results" / store.STORE_FILE
-    name, added = store.index(directory, path)
+    name, added = indexing.index(directory, path)
     jsonl = read_samples(directory / "samples.jsonl")
     assert added == len(jsonl) and {p.name for p in (directory / "store").iterdir()} == {
         "cells.parquet",
@@ -85,7 +85,7 @@ def test_a_report_read_from_the_parquet_files_is_the_jsonls_byte_for_byte(tmp_pa
 
 def test_the_parquet_files_are_left_once_the_campaign_grows(tmp_path):
     directory = campaign(tmp_path, FIXTURES[0])
-    store.index(directory, tmp_path / store.STORE_FILE)
+    indexing.index(directory, tmp_path / store.STORE_FILE)
     assert store.parquet_current(directory)
     lines = (directory / "samples.jsonl").read_text().splitlines()
     grown = json.loads(lines[0])
@@ -100,7 +100,7 @@ def test_the_parquet_files_are_left_once_the_campaign_grows(tmp_path):
 def test_export_then_import_gives_the_same_campaign_and_a_second_import_adds_nothing(tmp_path, capsys):
     directory = campaign(tmp_path, FIXTURES[2])
     first_store, second_store = tmp_path / "first.duckdb", tmp_path / "second.duckdb"
-    name, _ = store.index(directory, first_store)
+    name, _ = indexing.index(directory, first_store)
     assert cli.main(["export", "--store", str(first_store), "-o", str(tmp_path / "out")]) == 0
     exported = tmp_path / "out" / name
     assert sorted(p.name for p in (exported / "store").iterdir()) == [f"{t}.parquet" for t in sorted(store.TABLES)]
@@ -123,7 +123,7 @@ def test_export_then_import_gives_the_same_campaign_and_a_second_import_adds_not
 def test_an_import_keys_cells_on_campaign_host_and_cell(tmp_path):
     directory = campaign(tmp_path, FIXTURES[0])
     path = tmp_path / store.STORE_FILE
-    store.add(directory, path, key="cell")
+    indexing.add(directory, path, key="cell")
     # A copy whose cells measured again: the cells the store holds are not added twice, one new cell is.
     copy = tmp_path / "copy" / directory.name
     copy.mkdir(parents=True)
@@ -132,14 +132,14 @@ def test_an_import_keys_cells_on_campaign_host_and_cell(tmp_path):
         sample["value"] = sample["value"] * 2
     lines[-1]["labels"]["cell"] = "a-cell-only-the-copy-ran"
     (copy / "samples.jsonl").write_text("".join(json.dumps(sample) + "\n" for sample in lines))
-    _, samples, cells, total = store.add(copy, path, key="cell")
+    _, samples, cells, total = indexing.add(copy, path, key="cell")
     assert (samples, cells) == (1, 1) and total == len({sample["labels"]["cell"] for sample in lines})
 
 
 def test_export_as_csv_has_a_column_per_label(tmp_path):
     directory = campaign(tmp_path, FIXTURES[0])
     path = tmp_path / store.STORE_FILE
-    store.index(directory, path)
+    indexing.index(directory, path)
     [(name, written, count)] = store.export(path, tmp_path / "csv", file_format="csv")
     assert sorted(p.name for p in written.iterdir()) == ["cells.csv", "metadata.csv", "samples.csv"]
     frame = pd.read_csv(written / "samples.csv")
@@ -152,10 +152,10 @@ def test_export_as_csv_has_a_column_per_label(tmp_path):
 def test_indexing_or_importing_a_campaign_twice_adds_nothing(tmp_path):
     directory = campaign(tmp_path, FIXTURES[0])
     path = tmp_path / "results" / store.STORE_FILE
-    _, first = store.index(directory, path)
+    _, first = indexing.index(directory, path)
     copied = tmp_path / "elsewhere" / directory.name
     shutil.copytree(directory, copied)  # the same campaign copied from another machine
-    assert first > 0 and store.index(directory, path)[1] == 0 and store.index(copied, path)[1] == 0
+    assert first > 0 and indexing.index(directory, path)[1] == 0 and indexing.index(copied, path)[1] == 0
     columns, rows = store.query(path, "SELECT count(*) AS n, count(DISTINCT sample_id) AS ids FROM samples")
     assert columns == ["n", "ids"] and rows == [(first, first)]
 
@@ -165,7 +165,7 @@ def test_history_gives_each_campaigns_ratio_as_its_report_does_and_what_changed(
     second = campaign(tmp_path, "handmade_html_samples.jsonl", "html-2", shift_days=1, kernel="6.1.0-99-amd64")
     path = tmp_path / "results" / store.STORE_FILE
     for directory in (second, first):  # indexed out of order: history orders by time
-        store.index(directory, path)
+        indexing.index(directory, path)
     connection = store.connect(path, read_only=True)
     try:
         lines = history.history(connection, metric="throughput")
@@ -236,7 +236,7 @@ def test_a_parquet_file_of_a_newer_schema_is_refused_naming_both_versions(tmp_pa
     import pyarrow.parquet as pq
 
     directory = campaign(tmp_path, FIXTURES[0])
-    store.index(directory, tmp_path / store.STORE_FILE)
+    indexing.index(directory, tmp_path / store.STORE_FILE)
     path = directory / "store" / "samples.parquet"
     table = pq.read_table(path)
     newer = {**table.schema.metadata, store.SCHEMA_KEY: str(store.SCHEMA_VERSION + 1).encode()}
@@ -258,7 +258,7 @@ def test_a_store_url_that_does_not_parse_or_answers_not_is_named_without_its_pas
         assert f"the store{' URL' if 'parse' in expected else ''} {store.shown(url)} {expected}" in err
         assert "s3cret" not in err and "postgresql://lab@127.0.0.1:" in err
     # Nothing was lost: the campaign's samples.jsonl is as it was, and the DuckDB store takes it.
-    assert store.index(directory, tmp_path / store.STORE_FILE)[1] == len(read_samples(directory / "samples.jsonl"))
+    assert indexing.index(directory, tmp_path / store.STORE_FILE)[1] == len(read_samples(directory / "samples.jsonl"))
 
 
 def test_a_label_named_as_a_column_of_the_samples_own_gives_the_same_frame_from_the_store(tmp_path):
@@ -268,6 +268,6 @@ def test_a_label_named_as_a_column_of_the_samples_own_gives_the_same_frame_from_
         sample["labels"]["accelerator"] = "kvm"  # a label the report also reads from the metadata
     (directory / "samples.jsonl").write_text("".join(json.dumps(sample) + "\n" for sample in lines))
     from_jsonl = load_samples(directory)
-    store.index(directory, tmp_path / store.STORE_FILE)
+    indexing.index(directory, tmp_path / store.STORE_FILE)
     assert store.parquet_current(directory)
     assert_frame_equal(load_samples(directory), from_jsonl)
