@@ -86,15 +86,11 @@ def campaign_rows(results_dir):
             "metadata_id": metadata_id,
         }
     tables = {name: [{"campaign": campaign, **row} for row in found.values()] for name, found in rows.items()}
-    times = [sample.timestamp for sample in samples if isinstance(sample.timestamp, (int, float))]
-    hosts = sorted({row["host"] for row in tables["cells"] if row["host"]})
+    # Its times and hosts are read from the store once the campaign is in it (_merge_campaign).
     tables["campaigns"] = [
         {
             "campaign": campaign,
             "experiment": samples[0].labels.get("experiment"),
-            "first_sample": min(times) if times else None,
-            "last_sample": max(times) if times else None,
-            "hosts": ",".join(hosts),
             "environment": canonical(_environment(results_dir, samples)),
             "source": str(results_dir.resolve()),
             "indexed_at": time.time(),
@@ -124,23 +120,9 @@ def _parquet_rows(results_dir):
     if not tables.get("samples"):
         raise StoreError(f"{results_dir}/{PARQUET_DIR}/samples.parquet holds no sample: nothing to add")
     campaign = tables["samples"][0]["campaign"]
-    if not tables.get("campaigns"):
-        times = [row["timestamp"] for row in tables["samples"] if row["timestamp"] is not None]
-        tables["campaigns"] = [
-            {
-                "campaign": campaign,
-                "experiment": None,
-                "first_sample": min(times, default=None),
-                "last_sample": max(times, default=None),
-                "hosts": ",".join(sorted({row["host"] for row in tables["cells"] if row["host"]})),
-                "environment": "{}",
-                "source": None,
-                "indexed_at": None,
-            }
-        ]
-    tables["campaigns"] = [
-        {**row, "source": str(Path(results_dir).resolve()), "indexed_at": time.time()} for row in tables["campaigns"]
-    ]
+    # An export's campaign row, else none known; its times and hosts are read from the store (_merge_campaign).
+    row = (tables.get("campaigns") or [{"campaign": campaign, "experiment": None, "environment": "{}"}])[0]
+    tables["campaigns"] = [{**row, "source": str(Path(results_dir).resolve()), "indexed_at": time.time()}]
     return campaign, tables
 
 

@@ -249,9 +249,9 @@ def campaign_samples(results_dir):
         path = results_dir / SAMPLES_FILE
         return read_samples(path) if path.is_file() else []
     columns, metadata = parquet_view(results_dir)
-    decoded, seen, found = {}, set(), []
-    for line, metric, labels, metadata_id in zip(
-        columns["line_number"], columns["metric"], columns["labels"], columns["metadata_id"], strict=True
+    decoded, seen, samples = {}, set(), []
+    for number, (line, metric, labels, metadata_id) in enumerate(
+        zip(columns["line_number"], columns["metric"], columns["labels"], columns["metadata_id"], strict=True)
     ):
         key = (labels, metadata_id, line if metric in OUTCOME_METRICS else None)
         if key in seen:
@@ -259,25 +259,24 @@ def campaign_samples(results_dir):
         seen.add(key)
         if labels not in decoded:
             decoded[labels] = json.loads(labels)
-        found.append((line, labels, metadata_id))
-    samples = []
-    index_of = {line: number for number, line in enumerate(columns["line_number"])}
-    for line, labels, metadata_id in found:
-        number = index_of[line]
-        value = columns["value"][number]
-        samples.append(
-            Sample.read(
-                {
-                    "metric": columns["metric"][number],
-                    "value": int(value) if columns["integer_value"][number] else value,
-                    "unit": columns["unit"][number],
-                    "timestamp": columns["timestamp"][number],
-                    "labels": decoded[labels],
-                    "metadata": metadata[metadata_id],
-                }
-            )
-        )
+        samples.append(sample_at(columns, number, decoded[labels], metadata[metadata_id]))
     return samples
+
+
+def sample_at(columns, number, labels, metadata):
+    """The ``Sample`` in row ``number`` of a campaign's ``columns`` (store.ROW_COLUMNS), its labels and metadata
+    decoded: equal to its line of samples.jsonl (a value written as an integer is one again)."""
+    value = columns["value"][number]
+    return Sample.read(
+        {
+            "metric": columns["metric"][number],
+            "value": int(value) if columns["integer_value"][number] else value,
+            "unit": columns["unit"][number],
+            "timestamp": columns["timestamp"][number],
+            "labels": labels,
+            "metadata": metadata,
+        }
+    )
 
 
 # --- the store ---------------------------------------------------------------------------------------------------
@@ -494,18 +493,9 @@ def samples_of(store, campaign):
     """The campaign's samples as ``Sample``s, each equal to its line of samples.jsonl, in the order written."""
     columns, texts = sample_rows(store, campaign)
     return [
-        Sample.read(
-            {
-                "metric": metric,
-                "value": int(value) if integer else value,
-                "unit": unit,
-                "timestamp": timestamp,
-                "labels": json.loads(labels),
-                "metadata": json.loads(texts[metadata_id]),
-            }
-        )
-        for metric, value, integer, unit, timestamp, labels, metadata_id in zip(
-            *(columns.get(name, []) for name in ROW_COLUMNS), strict=True
+        sample_at(columns, number, json.loads(labels), json.loads(texts[metadata_id]))
+        for number, (labels, metadata_id) in enumerate(
+            zip(columns.get("labels", []), columns.get("metadata_id", []), strict=True)
         )
     ]
 
