@@ -46,7 +46,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec impo
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
 from ansible_collections.platbench.lab.workloads.common.args import positive_int
 
-from platbench import budgets, campaign_lock, decide
+from platbench import budgets, campaign_lock, decide, quiet
 from platbench.campaign import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -68,7 +68,9 @@ EXPERIMENTS = REPO / "experiments"
 INVENTORY = REPO / "inventories" / "local"
 RESULTS = REPO / "results"
 ANSIBLE_LOG = "ansible.log"  # Ansible's own output of each run, next to the samples
-POLL_SECONDS = 0.25  # how often the display moves and a Ctrl-C is acted on
+# How often the display moves and a Ctrl-C is acted on; the waits between block. No faster: this loop is the harness,
+# and it shares the CPUs of the cells it runs (module_utils/quiet.py).
+POLL_SECONDS = 1.0
 MAX_EVENT_CHARS = 256 * 1024 * 1024  # the biggest task result handed over whole (see _ansible_environment)
 DEFAULT_MAX_TIME = "60m"  # run until decided, at most this long unless --max-time says otherwise
 # What ends a run until decided before its time (--until): the precision or every budget decided; the precision alone.
@@ -485,6 +487,7 @@ def drive(playbook, inventory, extravars, private_dir, on_event=None, stop=lambd
         quiet=True,
         event_handler=lambda event: _queued(events, event),
         cancel_callback=cancel.is_set,
+        # pexpect's read of the playbook's output blocks up to this long between lines: no faster than the loop below.
         settings={"pexpect_timeout": POLL_SECONDS, "suppress_ansible_output": True},
     )
     playbook_pid, sessions = None, None
@@ -655,6 +658,18 @@ def cut_writes(samples_path):
 def main(args, out=None, err=None):
     """``platbench run``: the exit status (see the module's docstring)."""
     out, err = out or sys.stdout, err or sys.stderr
+    # First, before any thread or child: every process the run starts inherits the harness's place (quiet.py).
+    harness = quiet.isolate(args.inventory)
+    try:
+        return _placed(args, harness, out, err)
+    finally:
+        harness.stop()
+
+
+def _placed(args, harness, out, err):
+    """``platbench run`` once the harness is placed."""
+    if harness.warning:
+        print(f"warning: {harness.warning}: the campaign's answer lines will say so", file=err)
     try:
         plan, warnings, extravars = prepare(args)
     except UsageError as exc:
@@ -675,6 +690,8 @@ def main(args, out=None, err=None):
         print(f"the campaign's directory {directory} cannot be written: {exc}", file=err)
         return EXIT_BAD_INPUT
     kept = [True]  # the lock file stays, for the next run to clean up, unless this run ends cleaned up
+    harness.start_series(directory)
+    args.harness = harness  # every pass of the campaign hands the playbook where the harness is (_run)
     started = time.monotonic()
     try:
         code = _run(args, plan, extravars, lock, kept, out, err)
@@ -687,6 +704,9 @@ def main(args, out=None, err=None):
 
 def _run(args, plan, extravars, lock, kept, out, err):
     """The campaign under its lock: ``kept[0]`` set False once nothing it started is left."""
+    harness = getattr(args, "harness", None)
+    if harness is not None:
+        extravars = {**extravars, quiet.EXTRAVAR: harness.extravar()}
     samples = Path(extravars["platbench_results_dir"]) / args.campaign / SAMPLES_FILE
     for warning in cut_writes(samples):
         print(f"warning: {warning}", file=err)

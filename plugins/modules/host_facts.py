@@ -57,7 +57,9 @@ ansible_facts:
       description:
         - CPU topology, GPUs, KVM, service manager and container engine state.
         - C(cpu_cgroup) is where the host's cgroup C(cpu) controller is (C(version) v1 or v2, its C(directory)), or
-          null; an injected CPU quota (an experiment's C(inject)) puts a process cell's cgroup there.
+          null; a process cell's cgroup of its own is made there.
+        - C(cpuacct_cgroup) is where cgroup v1's C(cpuacct) controller is mounted (C(directory)), or null (v2, or
+          none): the harness's CPU time is counted there, and a process cell leaves it.
         - C(host_gpus) and C(guest_gpus) (sorted PCI addresses) say which GPUs stay with the host and which go
           to guests under O(gpu_assignment); C(gpu_assignment_problems) lists what is wrong with it (an entry
           with a problem is left out, so its GPU stays with the host).
@@ -91,6 +93,7 @@ ansible_facts:
         docker_engine: true
         virt: vm
         cpu_cgroup: {version: v1, directory: /sys/fs/cgroup/cpu}
+        cpuacct_cgroup: {directory: /sys/fs/cgroup/cpuacct}
 """
 
 import glob
@@ -104,6 +107,15 @@ FLAGS_OF_INTEREST = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "
 NVIDIA_PCI_VENDOR = "0x10de"
 # PCI display controllers (0x03xxxx) and 3D controllers (0x0302xx) are GPUs.
 PCI_DISPLAY_CLASS_PREFIX = "0x03"
+
+
+def cpuacct_cgroup(cgroup_root="/sys/fs/cgroup"):
+    """cgroup v1's cpuacct mount (alone, or shared with cpu), or None."""
+    for name in ("cpuacct", "cpu,cpuacct", "cpuacct,cpu"):
+        directory = os.path.join(cgroup_root, name)
+        if os.path.isfile(os.path.join(directory, "cpuacct.usage")):
+            return {"directory": directory}
+    return None
 
 
 def read_text(path, default=""):
@@ -289,6 +301,7 @@ def main():
         "docker_engine": docker_engine_answers(module.params["docker_socket"]),
         "virt": virtualization(flags),
         "cpu_cgroup": cpu_cgroup(),
+        "cpuacct_cgroup": cpuacct_cgroup(),
     }
     module.exit_json(changed=False, ansible_facts={"platbench": facts})
 

@@ -36,6 +36,7 @@ CELL_LABELS = (
     "idle_cores",
     SCHEDULE,
     INJECT,
+    "isolation",
     SCALEUP_REQUESTED,
     CHR,
     NUMA_NODES,

@@ -57,7 +57,11 @@ OPTIONAL_FIELDS = {
     # A known overhead injected into the cells (plugins/plugin_utils/inject.py): {spin: S} or {cpu_quota: Q}, or a
     # dimension of them.
     "inject": None,
+    # How a process cell on the runner host is placed (placements/process.py): in a cgroup of its own, as a
+    # container is (the default), or, with none, where the harness is (the report marks it).
+    "isolation": "cgroup",
 }
+ISOLATIONS = ("cgroup", "none")
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
 # Labels every cell carries (cell_labels.py); a workload parameter may not shadow them.
 CELL_LABELS = cell_labels.CELL_LABELS
@@ -457,6 +461,11 @@ def validate_experiment(data, source="experiment", expected_name=None):
     _check_dataset(experiment["dataset"], experiment["params"], problems)
     _check_deployment(experiment, problems)
     problems.extend(schedule.problems(experiment["schedule"], experiment["schedule_seed"]))
+    if experiment["isolation"] not in ISOLATIONS:
+        problems.append(
+            f"isolation: unknown value {experiment['isolation']!r}; allowed: cgroup (each process cell in a cgroup of "
+            "its own, as a container: the default) or none (where the harness is; the report marks it)"
+        )
     inject_problems = inject.problems(experiment["inject"])
     problems.extend(inject_problems)
     if "platforms" in experiment and not inject_problems:

@@ -107,6 +107,8 @@ def _all_cells(experiment):
                         "scenario": scenario,
                         "cell": cell_id,
                         schedule.LABEL: experiment.get("schedule", schedule.DEFAULT),
+                        # Only the exception is a label: the cells of every other experiment keep theirs.
+                        **({"isolation": "none"} if experiment.get("isolation") == "none" else {}),
                         **extra,
                     }
                     cell = {"id": cell_id, "scenario": scenario, "labels": labels, "params": dict(cell_params)}

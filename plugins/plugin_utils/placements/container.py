@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ansible_collections.platbench.lab.plugins.module_utils import engines
+from ansible_collections.platbench.lab.plugins.module_utils import engines, quiet
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind, Observed, PlacementError
 
@@ -99,6 +99,8 @@ def plan(ctx, plan, where=None):
             "org.platbench.host": str(ctx.opts["host"]),
         },
     }
+    if engine == "podman" and not where.in_guest:
+        plan["container"]["executable"] = quiet.PODMAN_LAUNCHER
     plan["runtime"].update(launcher=engine, cpu_quota_requested=ctx.quota, container_name=ctx.name, image=where.image)
     # A Docker container on the runner host stays, exited, until its host's cells are done, and then goes with the
     # others of the campaign in one prune (tasks/main.yml): a removal per cell costs a second module run per cell.

@@ -32,7 +32,8 @@ def plan(ctx, plan):
     inside += [f"{lxc.PREFIX}/venv/bin/python", *ctx.argv]
     argv = lxc.execute_argv(ctx.name, settings, inside)
     # The shell line of the process kind: cd, the deadline around lxc-execute, exec (env is inside the container).
-    command = shell_command({"chdir": "/", "env": {}, "argv": argv}, deadline=plan["timeout"])
+    # lxc-execute's container inherits its policy: the harness's SCHED_IDLE unless the line resets it.
+    command = shell_command({"chdir": "/", "env": {}, "argv": argv, "normal_policy": True}, deadline=plan["timeout"])
     plan["lxc"] = {
         "name": ctx.name,
         "lxcpath": lxc.DIR,

@@ -19,13 +19,18 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer, cpu_quota
-from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, cell_timeout, inject
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, cpu_quota, quiet
+from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     Kind,
     PlacementError,
     command_observed,
 )
+
+# The experiment's ``isolation: none`` (experiment_spec.py): its process cells stay where the harness is.
+ISOLATION_LABEL, NO_ISOLATION = "isolation", "none"
+# A process cell's environment on the runner host: the plan's variables on this base, nothing of the controller's.
+BASE_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8")
 
 
 @dataclass
@@ -90,26 +95,38 @@ def quota_cgroup(ctx, machine, fraction):
 
 
 def _cell_cgroup(ctx, found, quota_us):
-    """The cell's own cgroup in the host's cpu hierarchy (``found``: host_facts' cpu_cgroup), with ``quota_us``."""
-    return {
+    """The cell's own cgroup in the host's cpu hierarchy (``found``: host_facts' cpu_cgroup), with ``quota_us``;
+    ``leave``: the cgroup.procs files of the other hierarchies' roots the shell line also writes itself into (v1's
+    cpuacct where it has a mount of its own: the harness's CPU time is counted there, the cell's must not be)."""
+    cgroup = {
         "path": f"{str(found['directory']).rstrip('/')}/{cpu_quota.cgroup_name(ctx.name)}",
         "version": found["version"],
         "quota_us": quota_us,
         "period_us": cpu_quota.PERIOD_US,
     }
+    counted = (ctx.facts.get("cpuacct_cgroup") or {}).get("directory")
+    if found["version"] == "v1" and counted and counted != found["directory"]:
+        cgroup["leave"] = [f"{counted.rstrip('/')}/{cpu_quota.PROCS}"]
+    return cgroup
 
 
-def uncapped_cgroup(ctx, machine):
-    """The cgroup of its own, without a quota, of a cell an inject experiment runs without a cap (its ``inject``
-    label ``none``, or a spin, which the workload does itself): the capped cells run in one, and a cgroup of its own
-    changes how CFS shares a core, so every cell of an inject experiment runs in one, and the cells compared differ
-    only by what is injected. None where there is nothing to compare, or no cgroup to make (a machine over SSH, no
-    cpu controller): the cell then runs as any other."""
-    if inject.LABEL not in ctx.cell["labels"] or machine.over_ssh:
+def own_cgroup(ctx, machine):
+    """The cgroup of its own, without a quota, every process cell on the runner host runs in: a container runs in
+    one its engine makes, and a process left in the root cgroup (or the harness's) would compete task by task
+    instead of as a group, so the two sides of a comparison would not be placed alike. The cells of an inject
+    experiment that run without a cap are in one too, so the cells compared differ only by what is injected. None
+    on a machine over SSH (a guest's or an instance's processes are inside it) or where the experiment says
+    ``isolation: none``. A runner host without a cpu controller refuses the cell: it cannot be placed alike."""
+    if machine.over_ssh or ctx.cell["labels"].get(ISOLATION_LABEL) == NO_ISOLATION:
         return None, None
     found = ctx.facts.get("cpu_cgroup")
     if not found:
-        return None, None
+        raise PlacementError(
+            f"{ctx.where}: a {ctx.platform.label} cell runs in a cgroup of its own, as a container does, and this "
+            "host's facts (platbench.lab.host_facts: cpu_cgroup) found no cgroup cpu controller: mount it (cgroup v2 "
+            "with cpu in /sys/fs/cgroup/cgroup.controllers, or v1's cpu mount), or set `isolation: none` in the "
+            "experiment, which the report marks"
+        )
     cgroup = _cell_cgroup(ctx, found, cpu_quota.UNLIMITED)
     return cgroup, {
         "cgroup": cgroup["path"],
@@ -123,7 +140,7 @@ def plan(ctx, plan, machine=None):
     machine = machine or runner_machine(ctx)
     fraction = ctx.injected_quota
     cgroup, applied = quota_cgroup(ctx, machine, fraction) if fraction is not None else (None, None)
-    uncapped, uncapped_applied = (None, None) if cgroup else uncapped_cgroup(ctx, machine)
+    uncapped, uncapped_applied = (None, None) if cgroup else own_cgroup(ctx, machine)
     if ctx.platform.launcher == "apptainer":
         if not machine.sif:
             fix = apptainer.GUEST_FIX if machine.over_ssh else apptainer.INSTALL_FIX
@@ -172,6 +189,15 @@ def plan(ctx, plan, machine=None):
     elif uncapped:
         plan["process"]["cgroup"] = uncapped
         plan["runtime"]["uncapped_cgroup"] = uncapped_applied
+    if ctx.cell["labels"].get(ISOLATION_LABEL) == NO_ISOLATION:
+        plan["runtime"]["isolation"] = NO_ISOLATION
+    if not machine.over_ssh:
+        # A harness kept on spare CPUs passes its affinity down: an unpinned cell gets every CPU back.
+        plan["process"].update(normal_policy=True, clean_env=True)
+        if not machine.taskset and ctx.platform.launcher != "apptainer":
+            plan["process"]["argv"] = ["taskset", "--cpu-list", _cpu_list(ctx.facts.get("cpus_allowed"))] + plan[
+                "process"
+            ]["argv"]
     plan["process"]["command"] = shell_command(plan["process"], deadline=plan["timeout"])
     plan["process"]["task_timeout"] = cell_timeout.task_timeout(plan["timeout"])
 
@@ -189,9 +215,20 @@ def shell_command(process, deadline=None):
     stop = cell_timeout.deadline_argv(deadline) if deadline is not None else []
     enter = ""
     if process.get("cgroup"):
-        enter = f"echo $$ > {shlex.quote(process['cgroup']['path'] + '/' + cpu_quota.PROCS)} && "
-    command = shlex.join([*stop, "env", *assignments, *process["argv"]])
-    return f"cd {shlex.quote(process['chdir'])} && {enter}exec {command}"
+        for procs in [process["cgroup"]["path"] + "/" + cpu_quota.PROCS, *process["cgroup"].get("leave", [])]:
+            enter += f"echo $$ > {shlex.quote(procs)} && "
+    # On the runner host: the workload back at the normal policy (the harness that starts it runs at SCHED_IDLE,
+    # which a child inherits) and nice 0, with the plan's variables on a fixed base instead of the controller's
+    # environment (env -i), as a container gets its image's.
+    policy = quiet.NORMAL_POLICY_ARGV if process.get("normal_policy") else []
+    base = ["-i", *BASE_ENV] if process.get("clean_env") else []
+    command = shlex.join([*policy, *stop, "env", *base, *assignments, *process["argv"]])
+    nice = "renice -n 0 -p $$ >/dev/null && " if process.get("normal_policy") else ""
+    return f"cd {shlex.quote(process['chdir'])} && {enter}{nice}exec {command}"
+
+
+def _cpu_list(cpus):
+    return quiet.format_cpus(int(cpu) for cpu in cpus or [0])
 
 
 def observed(plan, results):
