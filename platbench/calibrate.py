@@ -14,9 +14,14 @@ costs this host's job, which on a VM may be well above its share. It then prints
 - whether the A/B pair found the injected effect (its paired interval excludes 1 and holds 1 - effect), at what
   estimate; and whether the A/A pair saw a difference where there is none;
 - the minimum detectable effect at 95% confidence and 80% power for a campaign of ``--time`` comparing two
-  platforms at this pace, and the time a campaign needs to detect ``--effect``.
+  platforms at this pace, and the time a campaign needs to detect ``--effect``;
+- the harness check (``--harness-pairs N``, default 4, 0 to skip), where this machine's lab has bm and cn: N cn/bm
+  duet pairs of `make lab`'s answer through platbench (the smoke experiment's size answer, campaign CAMPAIGN-harness)
+  beside N pairs launched directly (platbench/direct_duet.py), and a warning where the harness widens the pairs'
+  spread more than 1.5 times or moves their ratio outside the direct pairs' interval (calibration.harness_check).
 
-The result goes into the campaign's run.json (``calibration``); ``platbench report`` shows it.
+The result goes into the campaign's run.json (``calibration``, the harness check under its ``harness``);
+``platbench report`` shows it.
 """
 
 from __future__ import annotations
@@ -30,8 +35,20 @@ from pathlib import Path
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import write_json
 
-from platbench import decide, run
-from platbench.calibration import DEFAULT_KNOB, KNOBS, RUN_KEY, analyse, describe, injected_setting
+from platbench import decide, direct_duet, run
+from platbench.calibration import (
+    DEFAULT_KNOB,
+    HARNESS_KEY,
+    KNOBS,
+    RUN_KEY,
+    analyse,
+    campaign_pairs,
+    describe,
+    harness_check,
+    harness_lines,
+    harness_not_checked,
+    injected_setting,
+)
 from platbench.campaign import EXIT_BAD_INPUT, EXIT_OK
 
 EXPERIMENT = "calibrate"
@@ -39,6 +56,8 @@ DEFAULT_EFFECT = 0.05
 DEFAULT_TIME = "10m"
 DEFAULT_ROUNDS = 6
 DEFAULT_CELL_SECONDS = 5.0
+DEFAULT_HARNESS_PAIRS = 4
+HARNESS_SUFFIX = "-harness"  # the harness check's campaign: the calibration's name and this
 
 
 def add_arguments(parser):
@@ -70,6 +89,13 @@ def add_arguments(parser):
         default=DEFAULT_CELL_SECONDS,
         help=f"each cell's timed part, in seconds (steps: auto; default {DEFAULT_CELL_SECONDS:g})",
     )
+    parser.add_argument(
+        "--harness-pairs",
+        type=int,
+        default=DEFAULT_HARNESS_PAIRS,
+        help=f"cn/bm duet pairs through platbench, and as many launched directly, to check the harness against "
+        f"(default {DEFAULT_HARNESS_PAIRS}; 0 skips the check)",
+    )
     parser.add_argument("--campaign", help="the calibration's campaign (default: calibrate-YYYYmmdd-HHMMSS)")
     parser.add_argument("--inventory", "-i", default=str(run.INVENTORY), help="the lab's inventory")
     parser.add_argument("--results-dir", default=str(run.RESULTS), help="where the campaign is written")
@@ -90,6 +116,8 @@ def _problems(args):
         found.append(f"--inject {args.inject}: make the overhead with one of {', '.join(KNOBS)}")
     if args.rounds < 2:
         found.append(f"--rounds {args.rounds}: a paired interval needs at least 2 rounds")
+    if args.harness_pairs < 0 or args.harness_pairs == 1:
+        found.append(f"--harness-pairs {args.harness_pairs}: give 0 to skip the check, or 2 or more pairs")
     return found
 
 
@@ -134,9 +162,66 @@ def main(args, out=None, err=None):
     except ValueError as exc:
         print(f"platbench calibrate: {exc}", file=err)
         return 1
+    _keep(directory, result)
+    print("\n".join(describe(result)), file=out)
+    if args.harness_pairs:
+        result[HARNESS_KEY] = harness(args, out, err)
+        _keep(directory, result)
+        print("\n".join(f"  {line}" for line in harness_lines(result[HARNESS_KEY])), file=out)
+    return EXIT_OK
+
+
+def _keep(directory, result):
+    """The calibration into its campaign's run.json."""
     run_file = directory / "run.json"
     document = json.loads(run_file.read_text(encoding="utf-8")) if run_file.is_file() else {}
     document[RUN_KEY] = result
     write_json(str(run_file), document)
-    print("\n".join(describe(result)), file=out)
-    return EXIT_OK
+
+
+def _harness_run_args(args, campaign):
+    """The `platbench run` of the harness check: the smoke experiment's size answer, one duet pair a round."""
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    argv = [
+        direct_duet.EXPERIMENT,
+        "--size",
+        direct_duet.SIZE,
+        "--campaign",
+        campaign,
+        "--repeats",
+        str(args.harness_pairs),
+        "--inventory",
+        args.inventory,
+        "--results-dir",
+        args.results_dir,
+    ]
+    argv += ["--hosts", args.host] if args.host else []
+    parsed = parser.parse_args(argv)
+    parsed.argv = argv
+    return parsed
+
+
+def harness(args, out, err):
+    """The harness check (calibration.harness_check) of this machine's lab: ``--harness-pairs`` pairs through
+    platbench, then as many launched directly; or why it could not be made (calibration.harness_not_checked). The
+    direct pairs run here, on the machine that runs this command: the check is of a lab whose runner it is."""
+    try:
+        sides = direct_duet.prepare()
+    except direct_duet.DirectDuetError as exc:
+        return harness_not_checked(str(exc))
+    campaign = args.campaign + HARNESS_SUFFIX
+    code = run.main(_harness_run_args(args, campaign), out, err)
+    directory = Path(args.results_dir).resolve() / campaign
+    if code != EXIT_OK:
+        return harness_not_checked(
+            f"the harness campaign {campaign} ended with exit status {code}: its cells' errors are in {directory}"
+        )
+    try:
+        through, through_sides = campaign_pairs(directory)
+        direct = direct_duet.run_pairs(args.harness_pairs, sides)
+    except (ValueError, direct_duet.DirectDuetError) as exc:
+        return harness_not_checked(str(exc))
+    pairs = [(pair[direct_duet.PLATFORM], pair[direct_duet.BASELINE]) for pair in direct]
+    cpus = [pair["cpus"][direct_duet.PLATFORM] for pair in direct]
+    return {"campaign": campaign, **harness_check(through, pairs, through_sides, cpus)}

@@ -1,5 +1,6 @@
 """The calibration's figures (``platbench calibrate``, platbench/calibrate.py): the host's noise, the A/A and A/B pairs'
-paired intervals, the minimum detectable effect and the time to detect a given one; and their lines, which the
+paired intervals, the minimum detectable effect and the time to detect a given one; the harness check (cn/bm duet
+pairs through platbench beside the same pairs launched directly, platbench/direct_duet.py); and their lines, which the
 command prints and ``platbench report`` shows from run.json. Samples in, numbers out."""
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from pathlib import Path
 from ansible_collections.platbench.lab.plugins.plugin_utils import inject
 
 from platbench.campaign import human
+from platbench.direct_duet import BASELINE, PLATFORM, log_spread, summary
+from platbench.report_context import ReportContext
 from platbench.report_load import SAMPLE_TIME, load_samples, measured
 from platbench.report_stats import CONFIDENCE, paired_ratio_interval
+from platbench.report_tables import DUET_PAIRED, DUET_PAIRED_UNBLOCKED, comparison
 
 METRIC = "throughput"
 POWER = 0.80
@@ -24,6 +28,11 @@ SEED, SEEDS = "seed", (1, 2)  # the A/A pair: the same cell with two seeds, noth
 # may be more than its share (inject.py).
 KNOBS = ("discard", "spin", "cpu_quota")
 DEFAULT_KNOB = "discard"
+# The harness check: how much wider than the direct pairs' spread the pairs through platbench may spread before the
+# check warns (the quiet harness's target, benchmarks/harness_noise.py).
+HARNESS_SPREAD_LIMIT = 1.5
+HARNESS_KEY = "harness"  # the calibration's entry the check is kept under
+HARNESS_SECTION = 'docs/src/calibrating.md, "Checking the harness against a direct duet"'
 
 
 def injected_entry(knob, effect):
@@ -64,11 +73,6 @@ def _paired(mine, theirs):
     return [(mine[number], theirs[number]) for number in sorted(mine) if number in theirs]
 
 
-def _log_spread(pairs):
-    logs = [math.log(value / baseline) for value, baseline in pairs]
-    return statistics.stdev(logs) if len(logs) >= 2 else None
-
-
 def pooled_spread(*pair_lists):
     """The pooled standard deviation of the log-ratios of every pair list, each around its own mean: the A/B pair's
     spread is as much the host's noise as the A/A pair's (a known overhead shifts its ratios, it does not narrow
@@ -76,7 +80,7 @@ def pooled_spread(*pair_lists):
     pairs in every list."""
     squares, freedom = 0.0, 0
     for pairs in pair_lists:
-        spread = _log_spread(pairs)
+        spread = log_spread(pairs)
         if spread is not None:
             squares += (len(pairs) - 1) * spread * spread
             freedom += len(pairs) - 1
@@ -138,8 +142,8 @@ def analyse(results_dir, effect, campaign_seconds, knob=DEFAULT_KNOB):
         "noise": {
             "between_cells_cv": statistics.stdev(a_values) / statistics.fmean(a_values),
             "paired_cv": spread,
-            "paired_cv_aa": _log_spread(aa),
-            "paired_cv_ab": _log_spread(ab),
+            "paired_cv_aa": log_spread(aa),
+            "paired_cv_ab": log_spread(ab),
         },
         "aa": {"estimate": aa_estimate, "interval": [aa_low, aa_high], "difference_seen": not aa_low <= 1 <= aa_high},
         "ab": {
@@ -178,6 +182,8 @@ def describe(result):
         )
     if needed is not None:
         lines.append(f"  time to detect a {result['effect']:.0%} overhead: about {human(needed)}")
+    if result.get(HARNESS_KEY):
+        lines += [f"  {line}" for line in harness_lines(result[HARNESS_KEY])]
     return lines
 
 
@@ -191,3 +197,106 @@ def _how(result):
     """How the A/B pair's overhead was made, for its line; nothing for calibrations recorded before it was said."""
     label = result.get("inject")
     return f" as {label}" if label else ""
+
+
+# -- the harness check: duet pairs through platbench against the same pairs launched directly ----------------------
+
+
+def campaign_pairs(results_dir, platform=PLATFORM, metric=METRIC):
+    """``(pairs, sides)`` of a duet campaign's ``platform`` row against bm, as the report compares them
+    (report_tables.comparison): the (platform, bm) values of each duet pair, and the CPU set the platform's side ran
+    on in each (None where the samples do not say). ValueError where the campaign holds no such duet comparison."""
+    frame = load_samples(results_dir)
+    report = ReportContext(frame)
+    rows, keys, _ = report.summarize([metric])
+    for row, baseline in zip(rows, report.baselines(rows, keys), strict=True):
+        if row.get("platform") != platform or not baseline or baseline is row:
+            continue
+        compared = comparison(row, baseline, metric)
+        if compared["method"] not in (DUET_PAIRED, DUET_PAIRED_UNBLOCKED):
+            raise ValueError(
+                f"{results_dir}: its {platform} row is compared with {BASELINE} {compared['method']}, not by duet "
+                "pair: run the smoke experiment's size answer (schedule: duet)"
+            )
+        return compared["pairs"], compared["sides"]
+    raise ValueError(f"{results_dir}: no {platform} row measured beside {BASELINE} ({metric}): nothing to check")
+
+
+def harness_check(through, direct, through_sides=None, direct_sides=None):
+    """The harness check of two lists of (cn, bm) duet pairs: ``through`` platbench, and ``direct``, launched with no
+    orchestration (``*_sides``: the CPU set cn ran on in each pair, which the intervals are blocked on). JSON-ready:
+    each list's summary (direct_duet.summary), the spread ratio (through's log spread over direct's), whether
+    through's ratio lies inside the direct pairs' interval, and the warnings: a spread widened more than
+    HARNESS_SPREAD_LIMIT times, a ratio outside the direct interval."""
+    mine, known = summary(through, through_sides), summary(direct, direct_sides)
+    spread, known_spread = mine["log_spread"], known["log_spread"]
+    spread_ratio = spread / known_spread if spread is not None and known_spread else None
+    inside = None
+    if known["interval"] is not None:
+        low, high = known["interval"]
+        inside = low <= mine["estimate"] <= high
+    warnings = []
+    if spread_ratio is not None and spread_ratio > HARNESS_SPREAD_LIMIT:
+        warnings.append(
+            f"the harness widens the pairs' log spread x{spread_ratio:.1f} against the direct pairs' (more than "
+            f"x{HARNESS_SPREAD_LIMIT:g}): something of platbench runs beside the cells while they are timed; see "
+            f"{HARNESS_SECTION}"
+        )
+    elif spread_ratio is None and spread and known_spread == 0:
+        warnings.append(
+            f"the direct pairs did not spread at all, and the pairs through platbench did; see {HARNESS_SECTION}"
+        )
+    if inside is False:
+        low, high = known["interval"]
+        warnings.append(
+            f"{PLATFORM}/{BASELINE} through platbench {mine['estimate']:.3f} lies outside the direct pairs' interval "
+            f"[{low:.3f}, {high:.3f}]: the harness moves the ratio it measures; see {HARNESS_SECTION}"
+        )
+    return {
+        "through": {**mine, "values": [list(pair) for pair in through], "sides": _listed(through_sides)},
+        "direct": {**known, "values": [list(pair) for pair in direct], "sides": _listed(direct_sides)},
+        "spread_ratio": spread_ratio,
+        "ratio_inside_direct": inside,
+        "warnings": warnings,
+    }
+
+
+def _listed(sides):
+    return [str(side) for side in sides] if sides else None
+
+
+def harness_not_checked(reason):
+    """The harness entry of a calibration that could not make the check, and why."""
+    return {"not_checked": reason}
+
+
+def harness_lines(result):
+    """The harness check's line, then a ``warning:`` line for each of its warnings."""
+    if result.get("not_checked"):
+        return [f"harness: not checked: {result['not_checked']}"]
+    mine, known = result["through"], result["direct"]
+    ratio = result["spread_ratio"]
+    verdicts = [f"spread x{ratio:.1f}" if ratio is not None else "spread ratio unknown"]
+    inside = result["ratio_inside_direct"]
+    verdicts.append(
+        "ratio inside the direct interval"
+        if inside
+        else "ratio outside the direct interval"
+        if inside is False
+        else "no direct interval to hold the ratio"
+    )
+    line = (
+        f"harness: through platbench {PLATFORM}/{BASELINE} {_estimate(mine)}, log spread {_spread(mine)}; "
+        f"direct {_estimate(known)}, spread {_spread(known)}: {', '.join(verdicts)}"
+    )
+    return [line, *(f"warning: {warning}" for warning in result["warnings"])]
+
+
+def _estimate(found):
+    interval = found["interval"]
+    within = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
+    return f"{found['estimate']:.3f}{within}"
+
+
+def _spread(found):
+    return "n/a" if found["log_spread"] is None else f"{found['log_spread']:.1%}"
