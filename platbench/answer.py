@@ -5,15 +5,26 @@ Each compared row of the main table on its first metric, as its ratio to bm with
 
 - ``cn/bm throughput 0.991 [0.982, 1.000]: within 2% of bm`` (the interval holds 1 and lies within the resolution);
 - ``vm/bm throughput 0.87 [0.85, 0.89]: 13% slower`` (the interval excludes 1);
-- ``pd/bm throughput 1.01 [0.95, 1.07]: undecided: ±6%; about 9 more rounds (4 min) to resolve 3%``.
+- ``pd/bm throughput 1.01 [0.95, 1.07]: undecided: ±6%; about 9 more round(s) (4 min) to resolve 3% (±2.0%
+  decides it)``;
+- ``cn/bm throughput 1.015 [0.991, 1.039]: undecided: ±2%, not yet clear of 1 nor within 3% of it; about 4 more
+  round(s) (2 min) to resolve 3% (±1.5% decides it)``: an interval narrower than the resolution is not decided while
+  it holds 1 and reaches beyond the resolution on one side.
 
 "Slower" follows the metric's direction (workloads/common/metric_table.py): a ratio above 1 of a time is slower.
-The rounds still needed come from the spread of the pairs (report_tables.rounds_needed), or, unpaired, from the
+The rounds still needed bring the interval to the half-width that decides it at its estimate (``deciding_half_width``),
+at least one while it is undecided: from the spread of the pairs (report_tables.rounds_needed), or, unpaired, from the
 interval's half-width shrinking as one over the square root of the repeats; the minutes from the campaign's own
 time per round.
+
+A paired comparison's pairs are checked for exchangeability in the order they ran (platbench/exchangeability.py): a
+series that is not (two regimes, a drift) gets a line of its own after its answer, never averaged silently. Where the
+compared cells' harness did not run apart from them, or the experiment asked for no isolation, every answer line ends
+saying so (validity.harness_of). A duet row's elapsed is not compared: both sides time the same window.
 """
 
 import math
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -21,8 +32,17 @@ import pandas as pd
 from ansible_collections.platbench.lab.plugins.plugin_utils import inject, sizing
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
+from platbench import exchangeability, validity
 from platbench.report_load import ACCELERATOR, BASELINE, SAMPLE_TIME, is_emulated
-from platbench.report_tables import comparison, key_cells, rounds_needed
+from platbench.report_stats import log_ratio_series
+from platbench.report_tables import (
+    PAIRED_METHODS,
+    SAME_WINDOW,
+    comparison,
+    key_cells,
+    rounds_needed,
+    same_window,
+)
 
 # The difference the answer resolves by default: within it, two platforms are the same for the user's decision.
 RESOLUTION = 0.03
@@ -48,8 +68,23 @@ def _direction_words(metric):
     return "lower", "higher"
 
 
+def _fine_percent(fraction):
+    """A half-width in percent to one decimal, for the half-width that decides: ``1.5%``."""
+    return f"{abs(fraction) * 100:.1f}%"
+
+
+def decided(interval, resolution=RESOLUTION):
+    """Whether ``interval`` decides the answer: it excludes 1, or it lies within ``resolution`` of 1."""
+    if interval is None:
+        return False
+    low, high = interval
+    return high < 1.0 or low > 1.0 or max(1.0 - low, high - 1.0) <= resolution
+
+
 def verdict(estimate, interval, metric, resolution=RESOLUTION, baseline=BASELINE):
-    """The answer's words for a ratio ``estimate`` with its ``interval`` (None: undecided, no interval)."""
+    """The answer's words for a ratio ``estimate`` with its ``interval`` (None: undecided, no interval). An undecided
+    interval already narrower than the resolution holds 1 and reaches beyond the resolution on one side: the words
+    say that it is neither clear of 1 nor within the resolution of it yet."""
     if interval is None or estimate is None:
         return "undecided: no interval (fewer than 2 rounds on a side)"
     low, high = interval
@@ -61,12 +96,45 @@ def verdict(estimate, interval, metric, resolution=RESOLUTION, baseline=BASELINE
     widest = max(1.0 - low, high - 1.0)
     if widest <= resolution:
         return f"within {math.ceil(round(widest * 100, 6)) or 1}% of {baseline}"
-    return f"undecided: ±{_percent((high - low) / 2.0)}"
+    half = (high - low) / 2.0
+    words = f"undecided: ±{_percent(half)}"
+    if half <= resolution:
+        words += f", not yet clear of 1 nor within {_percent(resolution)} of it"
+    return words
 
 
-def lines(rows, keys, baselines, metric, seconds_per_round=None, resolution=RESOLUTION):
-    """The answer's lines for ``metric`` (the main table's first), one per compared row; [] when no row has a
-    ratio to bm. ``baselines``: report_tables.baseline_rows of ``rows``."""
+def deciding_half_width(compared, resolution=RESOLUTION):
+    """The half-width (as report_tables.rounds_needed takes it) below which ``compared``'s interval decides, its
+    estimate staying where it is: it clears 1 once narrower than the estimate's distance from 1, and lies within
+    ``resolution`` of 1 once narrower than what the distance leaves of the resolution; the larger comes first. A
+    paired interval is symmetric about the estimate in logarithms, an unpaired one in the ratio itself."""
+    estimate = compared["estimate"]
+    if compared["method"] in PAIRED_METHODS:
+        distance = abs(math.log(estimate))
+        room = min(math.log((1.0 + resolution) / estimate), math.log(estimate / (1.0 - resolution)))
+        return math.expm1(max(distance, room))
+    distance = abs(estimate - 1.0)
+    return max(distance, resolution - distance)
+
+
+class Line(NamedTuple):
+    """One compared row's answer: the ``row`` and its ``baseline``, ``compared`` (report_tables.comparison; None
+    where the metric is not compared: ``same_window``), its ``text``, and ``exchangeability`` (exchangeability.check
+    of its pairs in time order; None unpaired) with its ``notice``, the line that says a flagged series (None
+    otherwise); ``label`` names the comparison (``cn/bm``, with its row where a platform is in several)."""
+
+    label: str
+    row: dict
+    baseline: dict
+    compared: dict | None
+    text: str
+    exchangeability: object
+    notice: str | None
+
+
+def answer_of(rows, keys, baselines, metric, seconds_per_round=None, resolution=RESOLUTION):
+    """(title, [Line]) of ``metric`` (the main table's first), one Line per compared row; (None, []) when no row has
+    a ratio to bm. ``baselines``: report_tables.baseline_rows of ``rows``."""
     found, methods = [], set()
     context_keys = [key for key in keys if key not in ROW_KEYS_LEFT_OUT]
     compared_rows = [
@@ -76,22 +144,82 @@ def lines(rows, keys, baselines, metric, seconds_per_round=None, resolution=RESO
     ]
     platforms = [row["platform"] for row, _ in compared_rows]
     several = len(set(platforms)) < len(platforms)  # a platform in several rows: each line says which row
+    ending = _campaign_ending([side for pair in compared_rows for side in pair])
     for row, baseline in compared_rows:
+        context = f" ({where(row, context_keys)})" if several else ""
+        pair_name = f"{name(row)}/{name(baseline)}"
+        label = pair_name + context
+        if same_window(row, metric):
+            text = f"{pair_name} {metric}{context}: {SAME_WINDOW}{ending}"
+            found.append(Line(label, row, baseline, None, text, None, None))
+            continue
         compared = comparison(row, baseline, metric)
         methods.add(compared["method"])
         estimate, interval = compared["estimate"], compared["interval"]
-        context = f" ({where(row, context_keys)})" if several else ""
-        text = f"{name(row)}/{name(baseline)} {metric}{context} {_ratio_text(estimate, interval)}: "
+        text = f"{pair_name} {metric}{context} {_ratio_text(estimate, interval)}: "
         words = verdict(estimate, interval, metric, resolution, name(baseline))
-        if words.startswith("undecided: ±"):
-            more = rounds_needed(compared, row, baseline, metric, resolution)
-            if more is not None:
-                minutes = f" ({math.ceil(more * seconds_per_round / 60)} min)" if seconds_per_round else ""
-                words += f"; about {more} more round(s){minutes} to resolve {_percent(resolution)}"
-        found.append(text + words)
+        if interval is not None and not decided(interval, resolution):
+            words += _rounds_words(compared, row, baseline, metric, seconds_per_round, resolution)
+        tested = _exchangeability(compared)
+        notice = None
+        if tested is not None and tested.flagged:
+            notice = f"{label}: the pairs are not exchangeable: {tested.words()}"
+        found.append(Line(label, row, baseline, compared, text + words + ending, tested, notice))
     if not found:
+        return None, []
+    shown = ", ".join(sorted(methods)) or "none compared"
+    return TITLE.format(metric=metric, baseline=BASELINE, methods=shown), found
+
+
+def lines(rows, keys, baselines, metric, seconds_per_round=None, resolution=RESOLUTION):
+    """The answer's lines for ``metric`` (the main table's first): its title, then one per compared row, each
+    followed by the line that says its pairs are not exchangeable where they are not; [] when no row has a ratio to
+    bm. ``baselines``: report_tables.baseline_rows of ``rows``."""
+    title, found = answer_of(rows, keys, baselines, metric, seconds_per_round, resolution)
+    if title is None:
         return []
-    return [TITLE.format(metric=metric, baseline=BASELINE, methods=", ".join(sorted(methods))), *found]
+    return [title, *(text for line in found for text in (line.text, line.notice) if text)]
+
+
+def _rounds_words(compared, row, baseline, metric, seconds_per_round, resolution):
+    """``; about N more round(s) (M min) to resolve 3% (±1.5% decides it)``: the rounds that bring the interval to the
+    half-width that decides it (``deciding_half_width``), at least one while it is undecided; "" where it cannot be
+    said (fewer than two rounds on a side)."""
+    target = deciding_half_width(compared, resolution)
+    more = rounds_needed(compared, row, baseline, metric, target)
+    if more is None:
+        return ""
+    more = max(1, more)
+    minutes = f" ({math.ceil(more * seconds_per_round / 60)} min)" if seconds_per_round else ""
+    return (
+        f"; about {more} more round(s){minutes} to resolve {_percent(resolution)} (±{_fine_percent(target)} decides it)"
+    )
+
+
+def _exchangeability(compared):
+    """exchangeability.check of a paired comparison's log-ratios in the order the pairs ran, the duet's CPU-set term
+    taken out where the interval is blocked on it; None for an unpaired one."""
+    if compared["method"] not in PAIRED_METHODS:
+        return None
+    series = log_ratio_series(compared["pairs"], compared.get("sides"))
+    return None if series is None else exchangeability.check(series)
+
+
+def _campaign_ending(rows):
+    """What every answer line of the campaign ends with, from how its compared cells ran (``rows``: the compared
+    rows and their baselines, validity.harness_of each): the isolation the experiment chose not to have, and a
+    harness that did not run apart from the cells, with how or why not. "" when neither."""
+    not_isolated, isolation = {}, {}
+    for row in rows:
+        harness = row.get(validity.HARNESS) or {}
+        not_isolated.update(dict.fromkeys(harness.get("not isolated", ())))
+        isolation.update(dict.fromkeys(harness.get("isolation", ())))
+    ending = ""
+    if validity.NO_ISOLATION in isolation:
+        ending += f"; isolation: {validity.NO_ISOLATION} (the experiment's choice)"
+    if not_isolated:
+        ending += f"; harness not isolated: {' / '.join(not_isolated)}"
+    return ending
 
 
 def name(row):

@@ -21,6 +21,10 @@ A budgeted row is judged on the 95% confidence interval of its ratio, the report
 paired by round in a rounds campaign, Welch's otherwise): ``pass`` when
 the whole interval lies within the bounds, ``fail`` when it lies wholly beyond one, ``inconclusive`` when it
 straddles one (or there is no interval: fewer than two repeats on a side, no bm row).
+
+A budget on a metric both sides of a duet pair measure alike (report_tables.SAME_WINDOW_METRICS: elapsed, each side
+timing the same window) is refused where it would judge cells that ran in duet pairs, by ``platbench run`` before any
+cell and by the report: its ratio is 1 whatever the platforms do.
 """
 
 import difflib
@@ -41,6 +45,8 @@ from ansible_collections.platbench.lab.workloads.common import metric_table
 from platbench.report_load import BASELINE, measured
 from platbench.report_tables import (
     NOT_AVAILABLE,
+    SAME_WINDOW_METRICS,
+    SCHEDULE,
     comparison,
     key_cells,
     number_cell,
@@ -259,11 +265,35 @@ def check_scenarios(budgets, scenarios, source, where):
         raise BudgetError(f"{source}: invalid budgets:\n  - " + "\n  - ".join(dict.fromkeys(problems)))
 
 
+def check_same_window(budgets, duet_scenarios, source, where):
+    """BudgetError naming each budget on a metric both sides of a duet pair time alike (SAME_WINDOW_METRICS) that
+    would judge a scenario of ``duet_scenarios`` (those of ``where`` whose cells run in duet pairs), with why and
+    what to do instead."""
+    problems = []
+    for budget in budgets:
+        if budget.metric not in SAME_WINDOW_METRICS:
+            continue
+        own = sorted(scenario for scenario in duet_scenarios if scenario.startswith(f"{budget.platform}/"))
+        judged = own if budget.scenario is None else [scenario for scenario in own if scenario == budget.scenario]
+        if judged:
+            problems.append(
+                f"{budget.key}: {budget.metric} cannot be budgeted in {where}: {', '.join(judged)} run(s) in duet "
+                f"pairs (schedule: duet), and both sides of a duet pair time the same window, so {budget.metric} is "
+                f"the same on both whatever the platforms do. Budget throughput instead, or run the experiment with "
+                "schedule: rounds"
+            )
+    if problems:
+        raise BudgetError(f"{source}: invalid budgets:\n  - " + "\n  - ".join(dict.fromkeys(problems)))
+
+
 def check_experiment(budgets, experiment, source="budgets"):
-    """BudgetError unless every scenario budget names a scenario the (validated) ``experiment`` runs."""
-    check_scenarios(
-        budgets, {cell["scenario"] for cell in expand(experiment)}, source, f"experiment {experiment['name']}"
-    )
+    """BudgetError unless every scenario budget names a scenario the (validated) ``experiment`` runs, and no budget
+    judges a metric its duet pairs time alike (``check_same_window``)."""
+    cells = list(expand(experiment))
+    where = f"experiment {experiment['name']}"
+    check_scenarios(budgets, {cell["scenario"] for cell in cells}, source, where)
+    duet = {cell["scenario"] for cell in cells if cell["labels"].get(SCHEDULE) == "duet"}
+    check_same_window(budgets, duet, source, where)
 
 
 def _scenario_of(row):
@@ -317,6 +347,9 @@ def evaluate(report, budgets, source="budgets"):
     present = set(measured(frame)["metric"])
     if "scenario" in frame.columns:
         check_scenarios(budgets, set(frame["scenario"].dropna().astype(str)), source, "this campaign")
+        if SCHEDULE in frame.columns:
+            duet = set(frame.loc[frame[SCHEDULE] == "duet", "scenario"].dropna().astype(str))
+            check_same_window(budgets, duet, source, "this campaign")
     metrics = [metric for metric in dict.fromkeys(budget.metric for budget in budgets) if metric in present]
     unused = [
         (budget, f"no {budget.metric} samples in this campaign") for budget in budgets if budget.metric not in present

@@ -3,7 +3,10 @@
 ``platbench run EXP --precision 0.02 [--max-time 30m]`` (platbench/run.py) runs the campaign's rounds, reads the
 answer's comparisons (report_tables.comparison, the estimate the report prints first) and adds rounds until
 
-- every compared ratio's 95% interval has a half-width of at most the precision (``precise``);
+- every compared ratio's 95% interval has a half-width of at most the precision and the answer calls it decided
+  (``precise``): an interval narrower than the precision that holds 1 and reaches beyond the answer's resolution
+  (answer.RESOLUTION) on one side is undecided there, so the run goes on, aiming at the half-width that decides it
+  (answer.deciding_half_width);
 - or every budget is decided, pass or fail (``budgets_decided``);
 - or the time is spent (the caller's part).
 
@@ -21,15 +24,17 @@ from platbench import answer, budgets
 from platbench.answer import seconds_per_round
 from platbench.report_context import ReportContext
 from platbench.report_load import choose_metrics, load_samples
-from platbench.report_tables import comparison, rounds_needed
+from platbench.report_tables import comparison, rounds_needed, same_window
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
 class State(NamedTuple):
     """Where a campaign stands: its ``widest`` half-width (None: no interval yet) and the row that has it, the
-    ``rounds`` done, the ``more`` rounds the widest row needs to reach the precision, ``precise`` (every compared
-    ratio within it), ``budgets_decided`` (None without budgets) and ``seconds_per_round``."""
+    ``rounds`` done, the ``more`` rounds the rows need to reach the precision and be decided, ``precise`` (every
+    compared ratio within the precision and decided), ``budgets_decided`` (None without budgets),
+    ``seconds_per_round``, and ``undecided``: a row within the precision that the answer still calls undecided, with
+    the half-width that decides it (``(where, half-width)``; None when there is none)."""
 
     widest: float | None
     where: str
@@ -38,6 +43,7 @@ class State(NamedTuple):
     precise: bool
     budgets_decided: bool | None
     seconds_per_round: float | None
+    undecided: tuple | None = None
 
 
 def precision_problem(value):
@@ -76,25 +82,37 @@ def state(results_dir, precision, stated_budgets=None, budgets_source="budgets")
     report = ReportContext(frame)  # the budgets below judge the same summary
     metric = choose_metrics(frame)[0]
     rows, keys, _ = report.summarize([metric])
-    widest, where, more = None, "", 0
+    widest, where, more, every_decided, undecided = None, "", 0, True, None
     for row, baseline in zip(rows, report.baselines(rows, keys), strict=True):
         if not baseline or baseline is row or not report.compared(row) or not row.get(f"{metric} values"):
             continue
+        if same_window(row, metric):
+            continue  # a duet row's elapsed: never compared, so never waited for
         compared = comparison(row, baseline, metric)
         half = math.inf if compared["interval"] is None else _half_width(compared)
-        needed = rounds_needed(compared, row, baseline, metric, precision)
+        context = answer.where(row, [key for key in keys if key != "platform"])
+        named = f"{answer.name(row)}/{answer.name(baseline)} ({context})"
+        target, row_decided = precision, answer.decided(compared["interval"])
+        if compared["interval"] is not None and not row_decided:
+            # The answer's words decide at its resolution: aim at the half-width that decides, where it is finer.
+            deciding = answer.deciding_half_width(compared)
+            target = min(precision, deciding)
+            if half <= precision and undecided is None:
+                undecided = (named, deciding)
+        needed = rounds_needed(compared, row, baseline, metric, target)
+        if needed is not None and half <= precision and not row_decided:
+            needed = max(1, needed)
         more = None if more is None or needed is None else max(more, needed)
+        every_decided = every_decided and row_decided
         if widest is None or half > widest:
-            widest = half
-            context = answer.where(row, [key for key in keys if key != "platform"])
-            where = f"{answer.name(row)}/{answer.name(baseline)} ({context})"
+            widest, where = half, named
     rounds = int(frame["repeat"].dropna().nunique()) if "repeat" in frame.columns else 0
     decided = None
     if stated_budgets is not None:
         judgement = budgets.evaluate(report, stated_budgets, budgets_source)
         decided = bool(judgement.verdicts) and all(v.verdict != budgets.INCONCLUSIVE for v in judgement.verdicts)
-    precise = widest is not None and widest <= precision
-    return State(widest, where, rounds, more, precise, decided, seconds_per_round(frame))
+    precise = widest is not None and widest <= precision and every_decided
+    return State(widest, where, rounds, more, precise, decided, seconds_per_round(frame), undecided)
 
 
 def rounds_to_add(current, time_left, overhead_seconds=60.0):
@@ -112,4 +130,11 @@ def describe(current, precision):
     if current.widest is None:
         return f"{current.rounds} round(s) done: no ratio to bm yet (aiming at ±{precision:.1%})"
     widest = "no interval yet" if math.isinf(current.widest) else f"±{current.widest:.1%}"
-    return f"{current.rounds} round(s) done: widest interval {widest} ({current.where}), aiming at ±{precision:.1%}"
+    line = f"{current.rounds} round(s) done: widest interval {widest} ({current.where}), aiming at ±{precision:.1%}"
+    if current.undecided:
+        named, deciding = current.undecided
+        line += (
+            f"; {named} is within it but undecided (not yet clear of 1 nor within {answer.RESOLUTION:.0%} of it): "
+            f"aiming at ±{deciding:.1%} there"
+        )
+    return line

@@ -74,6 +74,7 @@ from platbench.report_tables import (
     noise_note,
     render_markdown,
     render_text,
+    same_window_note,
     scaled_down_note,
     skipped_note,
     summarize,
@@ -152,6 +153,12 @@ def add_arguments(parser):
         ("--cv-threshold", "PERCENT", 100 * defaults.max_cv, "whose metric's CV is above this"),
         ("--min-timed-seconds", "SECONDS", defaults.min_timed_seconds, "whose cells were timed for less"),
         ("--max-steal-percent", "PERCENT", defaults.max_steal_percent, "whose host stole more CPU time while timed"),
+        (
+            "--max-harness-percent",
+            "PERCENT",
+            100 * defaults.max_harness_share,
+            "whose harness used more of a cell's CPUs while it was timed",
+        ),
     ):
         parser.add_argument(
             option,
@@ -205,6 +212,7 @@ def run(args):
             ci_half_width=validity.DEFAULTS.ci_half_width,
             min_timed_seconds=args.min_timed_seconds,
             max_steal_percent=args.max_steal_percent,
+            max_harness_share=args.max_harness_percent / 100,
         )
         # Every table, figure and section below reads this one context: the frame, the emulated rows' rule, the
         # thresholds, and each summary made once.
@@ -229,6 +237,7 @@ def run(args):
             "\n".join(calibration.describe(calibrated)) if calibrated else "",
             noise_note(rows, metrics),
             duet_note(frame),
+            same_window_note(rows, metrics),
             validity.note(rows, thresholds),
             report.emulated_note(rows),
             skipped_note(frame),

@@ -21,6 +21,8 @@ from platbench.report_tables import (
     NOISE_MARK,
     NOISE_NOTE,
     NOT_AVAILABLE,
+    NOT_COMPARED,
+    SAME_WINDOW,
     invalid_note,
     key_cells,
     loadgen_columns,
@@ -28,6 +30,7 @@ from platbench.report_tables import (
     measure_cell,
     render_markdown,
     render_text,
+    same_window,
     scaled_down_note,
     with_keys_as_given,
 )
@@ -99,29 +102,33 @@ def diff_tables(report):
                 continue
             host_mean, host_best = baseline.get(f"{metric} mean"), _best(baseline, metric, info.better)
             best = _best(row, metric, info.better)
-            tables.setdefault(info.component, []).append(
-                {
-                    "metric": metric,
-                    "unit": units[metric],
-                    "better": info.better,
-                    **{key: row[key] for key in keys},
-                    "n": row[f"{metric} count"],
-                    f"{BASELINE} mean": host_mean,
-                    f"{BASELINE} best": host_best,
-                    "best": best,
-                    "mean": row[f"{metric} mean"],
-                    "std": row[f"{metric} std"],
-                    f"{DIFF} best": diff_percent(host_best, best, info.better),
-                    f"{DIFF} mean": diff_percent(host_mean, row[f"{metric} mean"], info.better),
-                    f"{DIFF} mean interval": diff_interval(
-                        ratio_interval(row[f"{metric} values"], baseline.get(f"{metric} values") or []), info.better
-                    )
-                    if baseline
-                    else None,
-                    "within noise": row[f"{metric} within noise"],
-                    **{state: row[state] for state in LOADGEN_STATES},
-                }
-            )
+            # A duet row's elapsed: both sides timed the same window, so its Diff% would be 0 whatever they did.
+            uncompared = same_window(row, metric)
+            entry = {
+                "metric": metric,
+                "unit": units[metric],
+                "better": info.better,
+                **{key: row[key] for key in keys},
+                "n": row[f"{metric} count"],
+                f"{BASELINE} mean": host_mean,
+                f"{BASELINE} best": host_best,
+                "best": best,
+                "mean": row[f"{metric} mean"],
+                "std": row[f"{metric} std"],
+                f"{DIFF} best": diff_percent(host_best, best, info.better),
+                f"{DIFF} mean": diff_percent(host_mean, row[f"{metric} mean"], info.better),
+                f"{DIFF} mean interval": diff_interval(
+                    ratio_interval(row[f"{metric} values"], baseline.get(f"{metric} values") or []), info.better
+                )
+                if baseline and not uncompared
+                else None,
+                "within noise": row[f"{metric} within noise"],
+                **{state: row[state] for state in LOADGEN_STATES},
+                NOT_COMPARED: uncompared,
+            }
+            if uncompared:
+                entry.update({f"{DIFF} best": None, f"{DIFF} mean": None})
+            tables.setdefault(info.component, []).append(entry)
     order = {component: index for index, component in enumerate(metric_table.COMPONENTS)}
     return {
         component: (tables[component], keys_of[component])
@@ -129,8 +136,17 @@ def diff_tables(report):
     }, missing
 
 
-def _percent(value):
+def _percent(value, row=None):
+    if row is not None and row.get(NOT_COMPARED):
+        return NOT_COMPARED
     return NOT_AVAILABLE if value is None else f"{value:+.2f}%"
+
+
+def same_window_rows_note(rows):
+    """``elapsed: both sides of a duet pair time the same window...`` for each metric of ``rows`` (diff_tables')
+    whose Diff% is not compared; None when none is."""
+    found = dict.fromkeys(row["metric"] for row in rows if row.get(NOT_COMPARED))
+    return "\n".join(f"{metric}: {SAME_WINDOW}" for metric in found) or None
 
 
 def diff_display(rows, keys):
@@ -149,8 +165,8 @@ def diff_display(rows, keys):
                 measure_cell(row["best"], scale=row["mean"]),
                 measure_cell(row["mean"]) + loadgen_mark(row, row["metric"]),
             ]
-            + [measure_cell(row["std"], scale=row["mean"]), _percent(row[f"{DIFF} best"])]
-            + [_percent(row[f"{DIFF} mean"]) + mark]
+            + [measure_cell(row["std"], scale=row["mean"]), _percent(row[f"{DIFF} best"], row)]
+            + [_percent(row[f"{DIFF} mean"], row) + mark]
         )
     return header, lines
 
@@ -192,7 +208,8 @@ def write_diff_tables(results_dir, report, shown=None):
             noise = NOISE_NOTE if any(row["within noise"] for row in selected) else None
             invalid_cells = invalid if any(row[INVALID] for row in selected) else None
             scaled_down_cells = scaled_down if any(row[SCALED_DOWN] for row in selected) else None
-            notes = (DIFF_NOTE, noise, missing_note, emulated, invalid_cells, scaled_down_cells)
+            uncompared = same_window_rows_note(selected)
+            notes = (DIFF_NOTE, noise, uncompared, missing_note, emulated, invalid_cells, scaled_down_cells)
             notes = "".join(f"\n\n{note}" for note in notes if note)
             return header, lines, f"{title}\n\n" + render_markdown(header, lines) + (notes if notes_too else "")
 
@@ -207,5 +224,6 @@ def write_diff_tables(results_dir, report, shown=None):
             printed += selected
     if printed:
         noise = NOISE_NOTE if any(row["within noise"] for row in printed) else None
-        text += "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, emulated) if note)
+        uncompared = same_window_rows_note(printed)
+        text += "".join(f"\n\n{note}" for note in (DIFF_NOTE, noise, uncompared, emulated) if note)
     return written, text, markdown, missing_note

@@ -7,7 +7,9 @@ intervals, then saved as PNG (report.png, roofline.png) or inlined as SVG in rep
 - ``phases_figure``: the inference phases stacked per scenario: pre, inference, post (Samani 2022's);
 - ``scaleup_figure``: a metric against the scale-up, one line per platform, where a campaign has several;
 - ``roofline_figure``: each GPU's measured roofs and one point per scenario, from the samples that hold roofline
-  metrics."""
+  metrics;
+- ``pairs_figure``: a paired comparison's ratio pair by pair, in the order the pairs ran, with the answer's interval
+  as a band: a change of regime shows as points leaving the band on either side of it."""
 
 import functools
 import io
@@ -27,7 +29,7 @@ from platbench.report_load import (
     varying_labels,
 )
 from platbench.report_stats import mean_interval
-from platbench.report_tables import loadgen_mark
+from platbench.report_tables import PAIRED_METHODS, loadgen_mark
 
 # A GPU sample's roofline metrics (workloads/common/roofline.py).
 ROOFLINE_INTENSITY = "roofline_arithmetic_intensity"
@@ -314,6 +316,62 @@ def phases_figure(rows, keys, metrics, context=None):
         title(f"Inference phases per scenario (stacked); {INTERVAL_NOTE} of each phase", context), fontsize=9
     )
     axes.legend(title="phase", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return figure
+
+
+@drawn
+def pairs_figure(line, metric, label, context=None):
+    """Each pair's ratio of a paired comparison (``line``: an answer.Line) in the order the pairs ran, marked by the
+    CPU set the platform's side ran on in a duet, over the answer's estimate and its 95% interval as a band, with the
+    line at 1; where the pairs are not exchangeable because of a change of level, the two segments' levels. ``label``
+    names the comparison (``cn/bm``, with its row where a platform has several) in the title and the SVG's ids. None
+    for an unpaired comparison or one of fewer than two pairs."""
+    compared = line.compared
+    if compared is None or compared["method"] not in PAIRED_METHODS or len(compared["pairs"]) < 2:
+        return None
+    ratios = [value / baseline if baseline else math.nan for value, baseline in compared["pairs"]]
+    numbers = numpy.arange(1, len(ratios) + 1)
+    figure = new_figure(min(12.0, max(6.0, 3.5 + 0.1 * len(ratios))), 4.0)
+    figure.set_label(f"pairs of {label} {metric}")  # one page holds a figure per comparison: their ids differ
+    axes = figure.add_subplot()
+    colors = palette()
+    if compared["interval"] is not None:
+        low, high = compared["interval"]
+        axes.axhspan(low, high, color=colors[0], alpha=0.18, linewidth=0, label="the answer's 95% interval")
+    axes.axhline(compared["estimate"], color=colors[0], linewidth=1.2, label=f"the answer, {compared['estimate']:.3f}")
+    axes.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
+    axes.plot(numbers, ratios, color="grey", linewidth=0.6, zorder=2)
+    sides = compared.get("sides")
+    if sides:
+        for index, side in enumerate(sorted(set(sides))):
+            own = [position for position, found in enumerate(sides) if found == side]
+            axes.plot(
+                numbers[own],
+                [ratios[position] for position in own],
+                "o^"[index % 2],
+                color=colors[(index + 1) % len(colors)],
+                markersize=4,
+                zorder=3,
+                label=f"pair's ratio, platform on CPU set {side}",
+            )
+    else:
+        axes.plot(numbers, ratios, "o", color=colors[1], markersize=4, zorder=3, label="pair's ratio")
+    tested = line.exchangeability
+    if tested is not None and tested.flagged and tested.change_after and "change" in tested.rejected():
+        split = tested.change_after + 0.5
+        axes.hlines(math.exp(tested.before), 0.5, split, color=colors[3], linewidth=2.2, zorder=4)
+        axes.hlines(math.exp(tested.after), split, len(ratios) + 0.5, color=colors[3], linewidth=2.2, zorder=4)
+        axes.axvline(split, color=colors[3], linestyle=":", linewidth=1.0, label="two-segment fit: not exchangeable")
+    axes.set_xlim(0.5, len(ratios) + 0.5)
+    axes.set_xlabel("pair, in the order the pairs ran")
+    axes.set_ylabel(f"{metric} / {BASELINE}'s {metric} (pair's ratio)")
+    figure.suptitle(
+        title(
+            f"{label} {metric}: each pair's ratio in the order the pairs ran; band: the answer's 95% interval", context
+        ),
+        fontsize=9,
+    )
+    axes.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return figure
 
 

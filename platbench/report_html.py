@@ -6,6 +6,7 @@ matplotlib and inlined as SVG; the metadata from report_meta. Nothing is compute
 from pathlib import Path
 
 from platbench import (
+    answer,
     budgets,
     inference_report,
     instances_report,
@@ -31,6 +32,7 @@ from platbench.report_tables import (
     NOISE_MARK,
     NOT_AVAILABLE,
     count_columns,
+    duet_note,
     invalid_note,
     key_cells,
     loadgen_mark,
@@ -38,6 +40,8 @@ from platbench.report_tables import (
     measure_cell,
     noise_note,
     number_cell,
+    ratio_cell,
+    same_window_note,
     scaled_down_note,
     skipped_note,
 )
@@ -63,7 +67,7 @@ def _ratio_cell(row, metric):
     interval = row.get(f"{metric} ratio interval")
     if value is not None and interval is not None:
         text += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
-    return text + (f" {NOISE_MARK}" if row.get(f"{metric} within noise") else "")
+    return ratio_cell(row, metric, text + (f" {NOISE_MARK}" if row.get(f"{metric} within noise") else ""))
 
 
 def row_state(row):
@@ -138,6 +142,36 @@ def _figures(*named):
     return [figure for figure in (_figure(name, built) for name, built in named) if figure]
 
 
+def answer_section(report, metrics):
+    """The page's first section, as the text report's first lines: the answer (platbench/answer.py) on the main
+    table's first metric, each line with the line that says its pairs are not exchangeable where they are not, the
+    duet note, then each paired comparison's ratio pair by pair in time order with the answer's interval as a band.
+    None without a ratio to bm."""
+    if not metrics:
+        return None
+    frame = report.frame
+    rows, keys, _ = report.summarize(metrics, always=report_sizing.sizing_keys(frame))
+    metric = metrics[0]
+    title, found = answer.answer_of(rows, keys, report.baselines(rows, keys), metric, answer.seconds_per_round(frame))
+    if title is None:
+        return None
+    figures = []
+    for line in found:
+        figures += _figures(
+            (
+                f"{line.label} {metric}: each pair's ratio in the order the pairs ran, the answer's 95% interval as a "
+                "band",
+                report_figures.pairs_figure(line, metric, line.label, report.title),
+            )
+        )
+    return {
+        "title": title,
+        "lines": [(line.text, line.notice) for line in found],
+        "notes": [note for note in (duet_note(frame),) if note],
+        "figures": figures,
+    }
+
+
 def main_sections(report, metrics):
     """The main table and its figures: the report's summary of ``metrics``, the very rows of its text table."""
     frame = report.frame
@@ -162,6 +196,7 @@ def main_sections(report, metrics):
         )
     notes = [
         noise_note(rows, metrics),
+        same_window_note(rows, metrics),
         validity.note(rows, report.thresholds),
         report.emulated_note(rows),
         skipped_note(frame),
@@ -180,7 +215,8 @@ def diff_sections(report):
         title = report_diff.DIFF_TITLE.format(DIFF=report_diff.DIFF, BASELINE=BASELINE, component=component).rstrip(":")
         figure = report_figures.diff_figure(component, rows, keys, report_diff.DIFF, report.title)
         states = [row_state(row) for row in rows]
-        sections.append(_section(title, header, lines, [report_diff.DIFF_NOTE], _figures((title, figure)), states))
+        notes = [report_diff.DIFF_NOTE, report_diff.same_window_rows_note(rows)]
+        sections.append(_section(title, header, lines, notes, _figures((title, figure)), states))
     if sections and missing:
         sections[-1]["notes"].append(report_diff.missing_entry_note(missing))
     return sections
@@ -361,6 +397,7 @@ def render(results_dir, report, metrics, judgement=None, strict=False, metadata=
         title=f"platbench report: {metadata.campaign}",
         context=report_meta.context_line(metadata),
         figures_note=missing,
+        answer=answer_section(report, metrics),
         sections=sections,
         budget=budget,
         outcome_header=["outcome", "scenario", "cell", "host", "reason"],

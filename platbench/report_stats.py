@@ -89,6 +89,22 @@ def _log_ratio_fit(pairs, sides=None):
     return fit.intercept, spread, len(logs) - 2, count
 
 
+def log_ratio_series(pairs, sides=None):
+    """The log-ratios of ``pairs`` in their order, as the paired interval takes them to be alike: where it is
+    blocked on the duet's CPU sets (``blocks_on_sides``), with the fitted CPU-set term taken out, so that the side a
+    pair ran on (which the schedule swaps every pair) does not read as an alternation. None with a value <= 0."""
+    logs = [math.log(value / baseline) for value, baseline in pairs if value > 0 and baseline > 0]
+    if len(logs) != len(pairs):
+        return None
+    if sides is None or len(sides) != len(logs) or not blocks_on_sides(sides):
+        return logs
+    from scipy import stats
+
+    signs = [1.0 if side == sides[0] else -1.0 for side in sides]
+    slope = stats.linregress(signs, logs).slope
+    return [log - slope * sign for log, sign in zip(logs, signs, strict=True)]
+
+
 def paired_ratio_interval(pairs, confidence=CONFIDENCE, sides=None):
     """(estimate, low, high) of the ratio of a platform to its baseline measured in pairs (the same round of a
     rounds campaign, the same duet pair of a duet one): Student's t on the logarithms of the pairs' ratios,

@@ -27,6 +27,7 @@ from platbench.report_load import (
     LOADGEN_RESULT,
     LOADGEN_SPEED,
     LOADGEN_STATES,
+    SAMPLE_TIME,
     SCALED_DOWN,
     SCENARIO_LABELS,
     SKIP_REASON,
@@ -67,12 +68,18 @@ SCHEDULE = "schedule"
 DUET_PAIR = "duet_pair"
 # The CPU set a duet cell ran on (schedule.DUET_SIDE, 0 or 1), swapped every pair: the block of the analysis.
 DUET_SIDE = "duet_side"
+IN_DUET = "in duet pairs"  # a summary row's own field: every cell of it ran in a duet pair
 PAIRED = "paired by round (t on log-ratios)"
 DUET_PAIRED = "paired by duet pair, blocked on the swapped CPU sets (t on log-ratios)"
 # A duet comparison whose CPU sets are not known, or hold fewer than two pairs each: not blocked (report_stats).
 DUET_PAIRED_UNBLOCKED = "paired by duet pair (t on log-ratios; fewer than two pairs on a CPU set to block on)"
 PAIRED_METHODS = (PAIRED, DUET_PAIRED, DUET_PAIRED_UNBLOCKED)
 UNPAIRED = "unpaired (Welch's t over the repeats)"
+# Metrics both sides of a duet pair measure alike by design: each side times the same window (the pair's start line,
+# then the same seconds of steps), so their ratio is 1 whatever the platforms do. Their ratio is never shown.
+SAME_WINDOW_METRICS = ("elapsed",)
+SAME_WINDOW = "both sides of a duet pair time the same window, so it is not compared"
+NOT_COMPARED = "not compared"  # the cell of such a ratio
 DUET_NOTE = (
     "duet: both sides of a pair ran at the same time on disjoint cores of one NUMA node, sharing the host's caches "
     "and memory bandwidth; a duet ratio is the difference between the platforms, not their speed alone, and a duet "
@@ -121,6 +128,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
         SCHEDULE,
         DUET_PAIR,
         DUET_SIDE,
+        SAMPLE_TIME,
         *validity.COLUMNS,
     ]:
         if column not in frame.columns:
@@ -144,6 +152,8 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
             "failed": int((group["metric"] == FAILED_METRIC).sum()),
             "skipped": int((group["metric"] == SKIPPED_METRIC).sum()),
             **{state: succeeded.loc[succeeded[LOADGEN_RESULT] == state, "cell"].nunique() for state in LOADGEN_STATES},
+            # Every cell of the row ran in a duet pair (its baseline's row then did too: the schedule is a key).
+            IN_DUET: bool(not succeeded.empty and (succeeded[SCHEDULE] == "duet").all()),
         }
         for metric in metrics:
             values = [float(value) for value in succeeded.loc[succeeded["metric"] == metric, "value"]]
@@ -155,14 +165,19 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
             row[f"{metric} min"] = min(values) if values else None
             row[f"{metric} max"] = max(values) if values else None
             row[f"{metric} by pair"] = _by_pair(succeeded, metric)
+        cells = _cells(succeeded)
         # An emulated guest's row (tcg) is functional only, never a measurement to trust: nothing to mark.
-        row[validity.VALIDITY] = "" if is_emulated(row) else _validity(row, succeeded, metrics, thresholds)
+        row[validity.VALIDITY] = "" if is_emulated(row) else _validity(row, cells, metrics, thresholds)
+        row[validity.HARNESS] = validity.harness_of(cells)
         rows.append(row)
 
     for row, baseline in zip(rows, baseline_rows(rows, keys, include_emulated), strict=True):
         for metric in metrics:
             row[f"{metric} ratio to {BASELINE}"] = ratio(row[f"{metric} mean"], baseline.get(f"{metric} mean"))
             row[f"{metric} within noise"] = None
+            if same_window(row, metric):
+                row[f"{metric} ratio to {BASELINE}"] = None  # bm's own row too: no bar of 1 beside nothing
+                continue
             if not baseline or baseline is row:
                 continue
             compared = comparison(row, baseline, metric)
@@ -183,12 +198,27 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
     return rows, keys, units
 
 
+def same_window(row, metric):
+    """Whether ``row``'s ``metric`` is one both sides of a duet pair measure alike (SAME_WINDOW_METRICS) and the row
+    ran in duet pairs: its ratio says nothing of the platforms."""
+    return metric in SAME_WINDOW_METRICS and bool(row.get(IN_DUET))
+
+
+def same_window_note(rows, metrics):
+    """``elapsed: both sides of a duet pair...`` for each metric some row leaves uncompared (``same_window``), one
+    line each; None when none does."""
+    found = [metric for metric in metrics if any(same_window(row, metric) for row in rows)]
+    return "\n".join(f"{metric}: {SAME_WINDOW}" for metric in found) or None
+
+
 def _by_pair(succeeded, metric):
-    """``(how, {pair: value}, {pair: side})`` of a row whose cells can be paired with its baseline's, one value per
-    pair: ``how`` is PAIRED (the pair is the round, in a rounds campaign) or DUET_PAIRED (the duet pair, in a duet
-    campaign, with the CPU set each cell ran on, ``duet_side``; {} in a rounds campaign); None otherwise (a
-    sequential or older campaign, a row with several values in a round), which compares unpaired."""
-    picked = succeeded.loc[succeeded["metric"] == metric, [ROUND, SCHEDULE, DUET_PAIR, DUET_SIDE, "value"]]
+    """``(how, {pair: value}, {pair: side}, {pair: when})`` of a row whose cells can be paired with its baseline's,
+    one value per pair: ``how`` is PAIRED (the pair is the round, in a rounds campaign) or DUET_PAIRED (the duet pair,
+    in a duet campaign, with the CPU set each cell ran on, ``duet_side``; {} in a rounds campaign); ``when`` orders
+    the pairs as they ran (the sample's time, then its round). None otherwise (a sequential or older campaign, a row
+    with several values in a round), which compares unpaired."""
+    columns = [ROUND, SCHEDULE, DUET_PAIR, DUET_SIDE, SAMPLE_TIME, "value"]
+    picked = succeeded.loc[succeeded["metric"] == metric, columns]
     if picked.empty:
         return None
     sides = {}
@@ -202,12 +232,18 @@ def _by_pair(succeeded, metric):
         return None
     if keys.duplicated().any():
         return None
-    return how, {key: float(value) for key, value in zip(keys, picked["value"], strict=True)}, sides
+    # A time or round that is not recorded sorts last.
+    stamps, rounds = (
+        pd.to_numeric(picked[column], errors="coerce").fillna(math.inf) for column in (SAMPLE_TIME, ROUND)
+    )
+    when = {key: (float(stamp), float(repeat)) for key, stamp, repeat in zip(keys, stamps, rounds, strict=True)}
+    return how, {key: float(value) for key, value in zip(keys, picked["value"], strict=True)}, sides, when
 
 
 def comparison(row, baseline, metric):
     """How ``row`` compares with its ``baseline`` row on ``metric``, the one estimate the table, the answer, the
-    page and the budgets use: ``{"estimate", "interval", "method", "pairs", "sides"}``. Rows of a rounds campaign
+    page and the budgets use: ``{"estimate", "interval", "method", "pairs", "sides"}``, the pairs (and their sides) in
+    the order they ran (the row's samples' times, then their rounds). Rows of a rounds campaign
     with two or more rounds in common: paired by round; of a duet campaign with two or more duet pairs in common:
     paired by pair, blocked on the CPU set the row's side ran on (``sides``, one per pair; None unblocked) where
     each set holds two pairs or more (report_stats.paired_ratio_interval, Student's t on the log-ratios); otherwise
@@ -215,7 +251,7 @@ def comparison(row, baseline, metric):
     be computed."""
     mine, theirs = row.get(f"{metric} by pair"), baseline.get(f"{metric} by pair")
     if mine and theirs and mine[0] == theirs[0]:
-        keys = [key for key in sorted(mine[1]) if key in theirs[1]]
+        keys = sorted((key for key in mine[1] if key in theirs[1]), key=lambda key: (*mine[3][key], str(key)))
         pairs = [(mine[1][key], theirs[1][key]) for key in keys]
         sides = [mine[2][key] for key in keys] if mine[2] else None  # _by_pair gives every pair's side, or none
         paired = paired_ratio_interval(pairs, sides=sides)
@@ -250,12 +286,17 @@ def rounds_needed(compared, row, baseline, metric, half_width):
     return max(0, math.ceil(have * (half / half_width) ** 2) - have) if have >= 2 else None
 
 
-def _validity(row, succeeded, metrics, thresholds):
-    """The row's validity marks, joined by "; ": its metrics' CV, and each cell's timed part and host state."""
-    cells = [
+def _cells(succeeded):
+    """One dict per cell of a row's measurements: its host and what its metadata say of it (validity.COLUMNS)."""
+    return [
         {name: _python(value) for name, value in cell.items()}
         for cell in succeeded.drop_duplicates("cell")[[HOST, *validity.COLUMNS]].to_dict("records")
     ]
+
+
+def _validity(row, cells, metrics, thresholds):
+    """The row's validity marks, joined by "; ": its metrics' CV, and each cell's timed part, host state and the
+    harness's share of its CPUs."""
     reasons = validity.cv_reasons(row["n"], {metric: row[f"{metric} cv"] for metric in metrics}, thresholds)
     timed = validity.timed_reason(
         [(cell[validity.TIMED_SECONDS], cell[validity.TIMED_STEPS]) for cell in cells], thresholds
@@ -265,6 +306,8 @@ def _validity(row, succeeded, metrics, thresholds):
         [(cell[HOST] or NOT_AVAILABLE, cell[validity.STEAL_PERCENT], cell[validity.THROTTLE_EVENTS]) for cell in cells],
         thresholds,
     )
+    harness = validity.harness_reason([cell[validity.HARNESS_CPU_SHARE] for cell in cells], thresholds)
+    reasons += [harness] if harness else []
     return "; ".join(reasons)
 
 
@@ -410,9 +453,15 @@ def display_table(rows, keys, metrics, units):
             cv = row[f"{metric} cv"]
             line.append(NOT_AVAILABLE if cv is None else f"{100 * cv:.1f}%")
             mark = f" {NOISE_MARK}" if row[f"{metric} within noise"] else ""
-            line.append(number_cell(row[f"{metric} ratio to {BASELINE}"], "3f") + mark)
+            line.append(ratio_cell(row, metric, number_cell(row[f"{metric} ratio to {BASELINE}"], "3f") + mark))
         lines.append(line + [row[column] for column in marks])
     return header + marks, lines
+
+
+def ratio_cell(row, metric, text):
+    """``text``, a row's ratio to bm as a table shows it, or NOT_COMPARED where the ratio says nothing (a duet row's
+    elapsed: ``same_window``)."""
+    return NOT_COMPARED if same_window(row, metric) else text
 
 
 def render_text(header, lines):

@@ -8,7 +8,13 @@ validity"):
   ``min_timed_seconds``: "raise steps to M", M the steps that make it that long (see steps_needed);
 - the host stole more than ``max_steal_percent`` of the CPU time while a cell was timed, or throttled its
   frequency at all (``metadata.host_state``, workloads/common/host_state.py): "CPU steal X% on host H",
-  "frequency throttled".
+  "frequency throttled";
+- platbench's own processes (the harness) used more than ``max_harness_share`` of the cell's CPUs during its timed
+  part (``metadata.harness_cpu_share``): their time is counted as the platform's.
+
+The samples also say how the harness was placed (``harness_isolated``, ``harness_isolation``) and what isolation
+the experiment asked for (``isolation``): no mark of a row, but the answer names them (platbench/answer.py,
+``harness_of`` here). A record without these keys (an older campaign) marks nothing.
 
 A host that does not offer a source (no cpufreq or thermal_throttle in most VMs) marks nothing for it: its
 samples record the source as unavailable. No pandas in the rules: numbers in, reasons out.
@@ -24,7 +30,19 @@ TIMED_SECONDS = "timed_seconds"
 TIMED_STEPS = "timed_steps"
 STEAL_PERCENT = "steal_percent"
 THROTTLE_EVENTS = "throttle_events"
-COLUMNS = (TIMED_SECONDS, TIMED_STEPS, STEAL_PERCENT, THROTTLE_EVENTS)
+# How the harness was placed (the sample's metadata, top level): whether it ran off the cell's CPUs, how or why not,
+# the CPU seconds it used on the cell's CPUs during the timed part and their share of the timed seconds; and the
+# isolation the experiment asked for ("none": none, the experiment's choice).
+HARNESS_ISOLATED = "harness_isolated"
+HARNESS_ISOLATION = "harness_isolation"
+HARNESS_CPU_SECONDS = "harness_cpu_seconds"
+HARNESS_CPU_SHARE = "harness_cpu_share"
+ISOLATION = "isolation"
+NO_ISOLATION = "none"
+HARNESS_COLUMNS = (HARNESS_ISOLATED, HARNESS_ISOLATION, HARNESS_CPU_SECONDS, HARNESS_CPU_SHARE, ISOLATION)
+COLUMNS = (TIMED_SECONDS, TIMED_STEPS, STEAL_PERCENT, THROTTLE_EVENTS, *HARNESS_COLUMNS)
+# A summary row's own field: how its cells' harness was placed (``harness_of``).
+HARNESS = "harness"
 VALIDITY = "validity"  # the summary rows' column: the reasons joined by "; ", "" when the row is valid
 
 
@@ -42,24 +60,37 @@ class Thresholds:
     min_timed_seconds: float = 10.0
     # Steal above a couple of percent means a neighbour on the hypervisor took CPU time the run counted as its own.
     max_steal_percent: float = 2.0
+    # The harness's own CPU time on the cell's CPUs, as a share of the timed seconds: above half a percent it is of
+    # the size of the smallest overheads the answer resolves, and is counted as the platform's.
+    max_harness_share: float = 0.005
 
 
 DEFAULTS = Thresholds()
 
 
+def _number(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def sample_fields(metadata):
     """The frame's validity columns of one sample, from its record's metadata; None where not recorded (an older
-    record, a workload that marks no timed part) or where the host does not offer the source (a string there)."""
+    record, a workload that marks no timed part) or where the host does not offer the source (a string there), and
+    where a harness key holds a value of another type than its own."""
     host = metadata.get("host_state") if isinstance(metadata.get("host_state"), dict) else {}
-    values = {
+    numbers = {
         TIMED_SECONDS: metadata.get(TIMED_SECONDS),
         TIMED_STEPS: metadata.get(TIMED_STEPS),
         STEAL_PERCENT: host.get(STEAL_PERCENT),
         THROTTLE_EVENTS: host.get(THROTTLE_EVENTS),
+        HARNESS_CPU_SECONDS: metadata.get(HARNESS_CPU_SECONDS),
+        HARNESS_CPU_SHARE: metadata.get(HARNESS_CPU_SHARE),
     }
+    isolated = metadata.get(HARNESS_ISOLATED)
+    texts = {name: metadata.get(name) for name in (HARNESS_ISOLATION, ISOLATION)}
     return {
-        name: value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-        for name, value in values.items()
+        **{name: _number(value) for name, value in numbers.items()},
+        HARNESS_ISOLATED: isolated if isinstance(isolated, bool) else None,
+        **{name: value if isinstance(value, str) else None for name, value in texts.items()},
     }
 
 
@@ -143,6 +174,31 @@ def host_reasons(cells, thresholds=DEFAULTS):
     return reasons
 
 
+def harness_reason(shares, thresholds=DEFAULTS):
+    """The mark of a row whose harness used too much of a cell's CPUs while it was timed; ``shares``: each cell's
+    ``harness_cpu_share``, None where not recorded. The largest share decides."""
+    recorded = [share for share in shares if share is not None]
+    if not recorded or max(recorded) <= thresholds.max_harness_share:
+        return None
+    return (
+        f"the harness used {_percent(max(recorded))} of the cell's CPUs during its timed part "
+        f"(> {_percent(thresholds.max_harness_share)})"
+    )
+
+
+def harness_of(cells):
+    """How the harness of ``cells`` was placed, for the answer: ``{"not isolated": [how, or why not, of each cell
+    whose harness_isolated is false, each once], "isolation": [each isolation the experiment asked for]}``;
+    ``cells``: dicts of the COLUMNS. A cell that records neither (an older campaign) adds nothing."""
+    not_isolated, isolation = {}, {}
+    for cell in cells:
+        if cell.get(HARNESS_ISOLATED) is False:
+            not_isolated[cell.get(HARNESS_ISOLATION) or "no reason recorded"] = None
+        if cell.get(ISOLATION):
+            isolation[cell[ISOLATION]] = None
+    return {"not isolated": list(not_isolated), "isolation": list(isolation)}
+
+
 def note(rows, thresholds=DEFAULTS):
     """The line after a table with a validity column: what marks a row; None when no row is marked."""
     if not any(row.get(VALIDITY) for row in rows):
@@ -151,6 +207,7 @@ def note(rows, thresholds=DEFAULTS):
         f"{VALIDITY}: a row is marked when a metric's CV is above {_percent(thresholds.max_cv)} (the repeats asked "
         f"for bring its mean's 95% interval within ±{_percent(thresholds.ci_half_width)}), when a cell's timed part "
         f"lasted under {thresholds.min_timed_seconds:g} s, or when its host stole over "
-        f"{thresholds.max_steal_percent:g}% of the CPU time or throttled the frequency while it was timed "
-        "(--cv-threshold, --min-timed-seconds, --max-steal-percent)."
+        f"{thresholds.max_steal_percent:g}% of the CPU time or throttled the frequency while it was timed, or when "
+        f"platbench's own processes used over {_percent(thresholds.max_harness_share)} of a cell's CPUs during its "
+        "timed part (--cv-threshold, --min-timed-seconds, --max-steal-percent, --max-harness-percent)."
     )

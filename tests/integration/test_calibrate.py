@@ -24,7 +24,8 @@ CAMPAIGN = "it-calibrate"
 def calibrated(lab, tmp_path_factory):
     results = tmp_path_factory.mktemp("calibrate")
     argv = [sys.executable, "-m", "platbench", "calibrate", "--rounds", "3", "--effect", "0.5", "--cell-seconds", "3"]
-    argv += ["--campaign", CAMPAIGN, "--results-dir", str(results)]
+    # Two harness pairs (the fewest with an interval): the line's form and its record, not its verdict.
+    argv += ["--campaign", CAMPAIGN, "--results-dir", str(results), "--harness-pairs", "2"]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     return done, results / CAMPAIGN
 
@@ -43,6 +44,9 @@ def test_the_calibration_sees_the_injected_overhead_and_says_what_the_host_can_t
     assert high < 1.0 and 0.35 < float(estimate) < 0.65, ab  # seen, and about its size
     assert mde.startswith("  minimum detectable effect in 10 min of campaign") and mde.endswith("%")
     assert needed.startswith("  time to detect a 50% overhead: about ")
+    harness = next(line for line in lines if line.lstrip().startswith("harness: "))
+    assert harness.lstrip().startswith("harness: through platbench cn/bm "), harness
+    assert "; direct " in harness and ": spread x" in harness
     assert workload_processes() == []
 
 
@@ -51,6 +55,8 @@ def test_run_json_keeps_it_and_the_report_shows_it(calibrated):
     run = json.loads((directory / "run.json").read_text())
     assert run["calibration"]["rounds"] == 3 and run["calibration"]["effect"] == 0.5
     assert run["calibration"]["inject"] == "discard=0.5"
+    harness = run["calibration"]["harness"]
+    assert len(harness["through"]["values"]) == 2 and len(harness["direct"]["values"]) == 2, harness
     assert run["experiment"]["schedule"] == "rounds" and isinstance(run["experiment"]["schedule_seed"], int)
     report = subprocess.run(
         [sys.executable, "-m", "platbench", "report", str(directory)],

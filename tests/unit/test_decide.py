@@ -5,6 +5,8 @@ precision, when every budget is decided, and when the time is spent."""
 
 import argparse
 import itertools
+import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -170,3 +172,27 @@ def test_a_cell_planned_alike_but_for_more_rounds_is_unchanged():
     assert run.changed_cell(first, more) is None
     edited = {"cells": [{"id": "bm|r0", "labels": {"steps": "auto"}, "params": {"steps": "auto", "auto_seconds": 20}}]}
     assert run.changed_cell(first, edited) == "cell bm|r0 was planned with other params (auto_seconds: (not set) -> 20)"
+
+
+def test_an_interval_within_the_precision_that_the_answer_calls_undecided_does_not_stop_the_run(tmp_path):
+    # cn 1.5% faster, its paired interval ±2% ([0.995, 1.035]): within a 2.5% precision, yet it holds 1 and reaches
+    # beyond the answer's 3% on one side, so the answer says undecided; the run aims at the half-width that decides.
+    deviations = [0.3, -1.1, 0.8, -0.4, 1.4, -0.9, 0.1, -1.3, 0.6, 0.5]
+    scale = 0.02 / 2.262 * math.sqrt(10) / statistics.stdev(deviations)  # t(9) = 2.262
+    samples = []
+    for repeat, deviation in enumerate(deviations):
+        drift = next(DRIFT)
+        samples += [
+            sample("bm", 1000 * drift, repeat),
+            sample("cn", 1000 * drift * 1.015 * math.exp(scale * deviation), repeat),
+        ]
+    append_samples(tmp_path / "samples.jsonl", samples)
+    current = decide.state(tmp_path, 0.025)
+    assert current.widest < 0.025 and not current.precise
+    where, deciding = current.undecided
+    assert where == "cn/bm (1/pin/cpu)" and deciding == pytest.approx(0.015, abs=0.001)
+    assert current.more >= 1 and decide.rounds_to_add(current, None) == current.more
+    line = decide.describe(current, 0.025)
+    assert line.endswith(
+        "; cn/bm (1/pin/cpu) is within it but undecided (not yet clear of 1 nor within 3% of it): aiming at ±1.5% there"
+    )

@@ -74,12 +74,44 @@ def test_sample_fields_keep_numbers_and_leave_what_the_host_does_not_offer():
         "timed_steps": 100,
         "steal_percent": 0.4,
         "throttle_events": None,
+        "harness_cpu_seconds": None,
+        "harness_cpu_share": None,
+        "harness_isolated": None,
+        "harness_isolation": None,
+        "isolation": None,
     }
     assert set(validity.sample_fields({}).values()) == {None}
+    harness = {"harness_isolated": False, "harness_isolation": "no spare CPU", "harness_cpu_share": 0.004}
+    fields = validity.sample_fields({**harness, "harness_cpu_seconds": "n/a", "isolation": "none"})
+    assert {name: fields[name] for name in validity.HARNESS_COLUMNS} == {
+        **harness,
+        "harness_cpu_seconds": None,  # not a number: not recorded
+        "isolation": "none",
+    }
+    assert validity.sample_fields({"harness_isolated": "yes"})["harness_isolated"] is None
 
 
-def cell_samples(platform, repeat, throughput, host_state=None, timed_seconds=20.0, host="lab1"):
-    """One cnn_train cell of the fixed campaign: throughput and elapsed, with the workload's timed part and host."""
+def test_a_harness_that_used_over_half_a_percent_of_the_cells_cpus_marks_its_row():
+    assert validity.harness_reason([0.001, 0.012, None]) == (
+        "the harness used 1.2% of the cell's CPUs during its timed part (> 0.5%)"
+    )
+    assert validity.harness_reason([0.005, None]) is None  # at the threshold: within it
+    assert validity.harness_reason([None]) is None  # an older campaign: no mark
+    assert validity.harness_reason([0.012], validity.Thresholds(max_harness_share=0.02)) is None
+    cells = [
+        {"harness_isolated": False, "harness_isolation": "no spare CPU", "isolation": None},
+        {"harness_isolated": False, "harness_isolation": "no spare CPU", "isolation": "none"},
+        {"harness_isolated": False, "harness_isolation": None},
+        {"harness_isolated": True, "harness_isolation": "CPU 3"},
+        {},
+    ]
+    assert validity.harness_of(cells) == {"not isolated": ["no spare CPU", "no reason recorded"], "isolation": ["none"]}
+    assert validity.harness_of([{}]) == {"not isolated": [], "isolation": []}
+
+
+def cell_samples(platform, repeat, throughput, host_state=None, timed_seconds=20.0, host="lab1", harness=None):
+    """One cnn_train cell of the fixed campaign: throughput and elapsed, with the workload's timed part and host
+    (and how its harness was placed: ``harness``, metadata of its own)."""
     scenario = f"{platform}/2/pin/cpu"
     labels = {
         "workload": "cnn_train",
@@ -96,6 +128,7 @@ def cell_samples(platform, repeat, throughput, host_state=None, timed_seconds=20
         "timed_seconds": timed_seconds,
         "timed_steps": 100,
         "host_state": host_state or {"steal_percent": 0.1, "throttle_events": UNAVAILABLE},
+        **(harness or {}),
     }
     return [
         {"metric": name, "value": value, "unit": unit, "timestamp": 1.0, "labels": labels, "metadata": metadata}
@@ -105,7 +138,8 @@ def cell_samples(platform, repeat, throughput, host_state=None, timed_seconds=20
 
 @pytest.fixture
 def campaign(tmp_path):
-    """bm: steady (CV 1%) and valid; cn: CV 10%; pd: a 4 s timed part; vm: 5% steal; sg: throttled."""
+    """bm: steady (CV 1%) and valid; cn: CV 10%; pd: a 4 s timed part; vm: 5% steal; sg: throttled; gv: its harness
+    used 0.8% of a cell's CPUs."""
     samples = []
     for repeat, (bm, cn) in enumerate([(99.0, 90.0), (100.0, 100.0), (101.0, 110.0)]):
         samples += cell_samples("bm", repeat, bm)
@@ -114,6 +148,8 @@ def campaign(tmp_path):
         steal = {"steal_percent": 5.0 if repeat == 2 else 0.2, "throttle_events": UNAVAILABLE}
         samples += cell_samples("vm", repeat, bm, host_state=steal)
         samples += cell_samples("sg", repeat, bm, host_state={"steal_percent": 0.0, "throttle_events": repeat})
+        share = 0.008 if repeat == 0 else 0.001
+        samples += cell_samples("gv", repeat, bm, harness={"harness_isolated": True, "harness_cpu_share": share})
     append_samples(tmp_path / "samples.jsonl", samples)
     return tmp_path
 
@@ -127,6 +163,7 @@ def test_the_rows_of_a_fixed_campaign_carry_their_marks(campaign):
         "pd": "timed part 4 s < 10 s: raise steps to 250",
         "vm": "CPU steal 5.0% on host lab1",
         "sg": "frequency throttled (3 event(s) on host lab1)",
+        "gv": "the harness used 0.8% of the cell's CPUs during its timed part (> 0.5%)",
     }
 
 
@@ -144,6 +181,7 @@ def test_the_table_csv_and_note_show_the_marks_and_the_options_move_the_threshol
     assert "validity: a row is marked" in (campaign / "report.md").read_text()
 
     options = ["--cv-threshold", "15", "--min-timed-seconds", "3", "--max-steal-percent", "6"]
+    options += ["--max-harness-percent", "1"]
     assert report.main([str(campaign), "--metric", "throughput", "--format", "csv", *options]) == 0
     header = capsys.readouterr().out.splitlines()[0]
     # Only the throttled row is left: no threshold moves "any throttle event".
