@@ -8,6 +8,7 @@ the kinds' plans. docs/src/calibrating.md, "A quiet harness", says what a user c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -130,6 +131,9 @@ class Harness:
 def isolate(inventory):
     """Place this process (``platbench run``) below the cells it will measure: a ``Harness``. On a systemd host the
     process is first re-executed inside its scope (this call does not return there, unless that fails)."""
+    for path in quiet.leftovers(quiet.layout()):  # the groups of runs killed with SIGKILL: empty, their pid gone
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
     chosen = place(inventory)
     if chosen["method"] == "systemd-scope" and chosen.get("scope_argv"):
         problem = reexec_in_scope(chosen)

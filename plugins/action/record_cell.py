@@ -9,20 +9,21 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.release import __version__ as ansible_version
-from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils import harness_marks, placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.failures import describe_failure, failure_output
 from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import (
     FAILED,
     OK,
     cell_labels,
     cell_outcome,
+    failed_output_file,
     kept_files,
     workload_errors,
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import room_problem
 
-# Output kept for parsing: enough to find the record line and the tail of a failure, without
-# holding megabytes of framework logs in memory.
+# Output parsed for the record: enough to find the record line and the tail of a failure, without parsing
+# megabytes of framework logs. A failed cell's whole output is kept in a file of its own (outcome.failed_output_file).
 MAX_OUTPUT_CHARS = 200_000
 WARNING_CHARS = 500
 
@@ -73,7 +74,7 @@ class ActionModule(ActionBase):
         output, runtime, observed_error = self._observed(args, self._registered(args, task_vars))
         if failure and not output.strip():
             output = failure_output((failure or {}).get("result") if isinstance(failure, dict) else None)
-        output = _tail(output)
+        whole_output, output = output, _tail(output)
         error = (
             args.get("error")
             or observed_error
@@ -81,8 +82,19 @@ class ActionModule(ActionBase):
         )
         env = self._environment(task_vars, args.get("engines") or {})
         status, error, samples = cell_outcome(cell_labels(cell, campaign["name"]), output, error, env, runtime)
-        # The files an ok record keeps (loadgen's logs): the callback writes them beside the samples.
-        files = kept_files(cell["id"], output, samples) if status == OK else {}
+        # Where the harness was, and what it cost the cell's CPUs during its timed part (plugin_utils/harness_marks.py).
+        local = task_vars.get("ansible_connection") == "local" or task_vars.get("inventory_hostname") == "localhost"
+        samples = harness_marks.with_marks(
+            samples, task_vars.get("platbench_harness"), (args.get("plan") or {}).get("cpuset"), local
+        )
+        # The files an ok record keeps (loadgen's logs), or a failed cell's whole output: the callback writes them
+        # beside the samples.
+        if status == OK:
+            files = kept_files(cell["id"], output, samples)
+        elif status == FAILED:
+            files = failed_output_file(cell["id"], whole_output, samples)
+        else:
+            files = {}
         # A full disk stops the campaign here, before the callback would have to cut a write short.
         problem = room_problem(os.path.abspath(os.path.expanduser(campaign["results_dir"])), samples, files)
         if problem:

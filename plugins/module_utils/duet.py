@@ -8,6 +8,15 @@ itself, and stops itself at the cell's timeout) or a container the engine has cr
 start --attach`` or ``podman start --attach`` runs it to its end, its output on ours). Both are started before
 either is waited for, so the two timed parts overlap but for the difference in their warmups; ``overlap_seconds``
 says how long both ran.
+
+A side may name its record file (its plan's ``record_file``: the workload writes its record line there too,
+workloads/common/record.py): one an earlier try left is removed before the sides start, and what the file holds once
+the side ended is returned beside its output, and the file removed, so that a line the attach stream lost is not lost.
+
+The process waiting on the sides runs at SCHED_IDLE, so that it never takes a CPU from them. What it starts inherits
+that policy: the process sides set their own back in their shell line; a Podman side's CLI is started through
+``chrt --other 0``, since conmon, and through it the container, inherit the CLI's policy (Docker's containers are
+started by containerd, which does not).
 """
 
 from __future__ import annotations
@@ -19,7 +28,19 @@ import subprocess
 import threading
 import time
 
+from ansible_collections.platbench.lab.plugins.module_utils import quiet
+
 ENGINES = ("docker", "podman")
+# The engines whose container inherits the policy of the CLI that starts it, and the command that gives it the
+# default policy back.
+INHERITS_POLICY = ("podman",)
+NORMAL_POLICY_ARGV = quiet.NORMAL_POLICY_ARGV
+# workloads/common/record.py writes the record file through this temporary file (RECORD_FILE_TEMPORARY_SUFFIX; a
+# unit test checks both agree): module_utils cannot import the workloads' code.
+RECORD_TEMPORARY_SUFFIX = ".tmp"
+# More than a record line holds (its kept files included): a file past it is not a record.
+RECORD_FILE_MAX_CHARS = 1_000_000
+IDLE = "idle"
 
 
 class DuetError(Exception):
@@ -33,7 +54,37 @@ def argv_of(side):
     container = side.get("container") or {}
     if container.get("engine") not in ENGINES or not container.get("name"):
         raise DuetError(f"a side is a shell line (command) or a created container (container: engine, name): {side!r}")
-    return [container["engine"], "start", "--attach", container["name"]]
+    start = [container["engine"], "start", "--attach", container["name"]]
+    return NORMAL_POLICY_ARGV + start if container["engine"] in INHERITS_POLICY else start
+
+
+def wait_at_idle_priority():
+    """Put this process at SCHED_IDLE: ``idle``, or ``unchanged: why`` where the kernel refused it."""
+    refused = quiet.lower_policy()
+    return f"unchanged: {refused}" if refused else IDLE
+
+
+def _remove_record_file(path):
+    for stale in (path, path + RECORD_TEMPORARY_SUFFIX):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(stale)
+
+
+def take_record_file(path):
+    """What the record file ``path`` holds, and the file removed: ``(text or None, error or None)``; None for a
+    file the side did not write, and the error where it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as stream:
+            text = stream.read(RECORD_FILE_MAX_CHARS)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"the record file {path} could not be read: {exc}"
+    try:
+        _remove_record_file(path)
+    except OSError as exc:
+        return text, f"the record file {path} was read but not removed: {exc}"
+    return text, None
 
 
 def _stop(process, side):
@@ -45,11 +96,21 @@ def _stop(process, side):
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def run_pair(sides, timeout, popen=subprocess.Popen):
-    """Start every side of ``sides``, then wait for each (at most ``timeout`` seconds from the start): ``(results,
-    overlap_seconds)``, a result per side ``{"rc", "stdout", "stderr", "started", "ended", "timed_out"}`` (times
-    in seconds since the epoch; rc -9 for a side stopped at the timeout)."""
+def run_pair(sides, timeout, popen=subprocess.Popen, idle=wait_at_idle_priority):
+    """Start every side of ``sides``, then wait for each (at most ``timeout`` seconds from the start), at the
+    policy ``idle()`` sets: ``{"sides", "overlap_seconds", "waiter_policy"}``, a result per side ``{"rc",
+    "stdout", "stderr", "started", "ended", "timed_out"}`` (times in seconds since the epoch; rc -9 for a side
+    stopped at the timeout), with ``record_text`` (what its record file held, or None) for a side that names
+    a ``record_file`` and ``record_file_error`` where that file could not be read or removed. The policy stays
+    with the calling thread and what it starts after: a caller that goes on (a test) passes its own ``idle``."""
     argvs = [argv_of(side) for side in sides]
+    for side in sides:
+        if side.get("record_file"):
+            try:
+                _remove_record_file(side["record_file"])
+            except OSError as exc:
+                raise DuetError(f"the record file {side['record_file']} an earlier try left cannot go: {exc}") from None
+    waiter_policy = idle()
     processes, results = [], []
     for argv in argvs:
         started = time.time()
@@ -84,6 +145,10 @@ def run_pair(sides, timeout, popen=subprocess.Popen):
             stderr=stderr.decode("utf-8", "replace"),
             ended=time.time(),
         )
+        if sides[index].get("record_file"):
+            result["record_text"], error = take_record_file(sides[index]["record_file"])
+            if error:
+                result["record_file_error"] = error
 
     waiters = [threading.Thread(target=wait, args=(index,)) for index in range(len(processes))]
     for waiter in waiters:
@@ -91,4 +156,4 @@ def run_pair(sides, timeout, popen=subprocess.Popen):
     for waiter in waiters:
         waiter.join()
     overlap = min(result["ended"] for result in results) - max(result["started"] for result in results)
-    return results, max(0.0, overlap)
+    return {"sides": results, "overlap_seconds": max(0.0, overlap), "waiter_policy": waiter_policy}

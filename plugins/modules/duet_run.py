@@ -16,6 +16,14 @@ description:
     through the engine).
   - A side is a process cell's shell line (its plan's C(process.command), run by C(/bin/sh)), or a container the
     engine has created but not started (V(docker) or V(podman) C(start --attach)).
+  - A side may name its record file (O(sides[].record_file)), where the workload writes its record line too; what
+    it holds once the side ended is returned in RV(sides[].record_text), so that a line the side's output lost
+    (C(start --attach) once lost a container's) is not lost. A file an earlier try left is removed before the sides
+    start, and the file once it is read.
+  - The module's process waits at the SCHED_IDLE policy (RV(waiter_policy)), so that it never takes a CPU from the
+    sides. A process side's shell line sets its own policy back; a V(podman) side's C(podman start) runs under
+    C(chrt --other 0), since conmon and the container inherit the CLI's policy (Docker's containers are started
+    by containerd, which does not).
   - The cells are recorded by C(platbench.lab.record_cell) from RV(sides), as the kinds' own tasks' results are.
 version_added: "0.10.0"
 author: platbench developers (@platbench)
@@ -29,6 +37,11 @@ options:
       command:
         description: A process cell's shell line.
         type: str
+      record_file:
+        description:
+          - The file the side's workload writes its record line to (its plan's C(record_file), given to it as
+            C(PLATBENCH_RECORD_FILE)), on this host.
+        type: path
       container:
         description: A created container to start and attach to.
         type: dict
@@ -92,10 +105,25 @@ sides:
     timed_out:
       description: Whether it was stopped at O(timeout).
       type: bool
+    record_text:
+      description: What the side's record file held once it ended; null where the side wrote none.
+      returned: for a side with O(sides[].record_file)
+      type: str
+    record_file_error:
+      description: Why the side's record file could not be read or removed.
+      returned: where it could not
+      type: str
 overlap_seconds:
   description: How long both sides ran at the same time.
   returned: success
   type: float
+waiter_policy:
+  description:
+    - V(idle) when the module's process waited on the sides at SCHED_IDLE; C(unchanged:) and why where the kernel
+      refused it (it then waited at its caller's policy).
+  returned: success
+  type: str
+  sample: idle
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -111,6 +139,7 @@ def main():
                 "required": True,
                 "options": {
                     "command": {"type": "str"},
+                    "record_file": {"type": "path"},
                     "container": {
                         "type": "dict",
                         "options": {
@@ -127,12 +156,18 @@ def main():
         supports_check_mode=True,
     )
     if module.check_mode:
-        module.exit_json(changed=False, sides=[], overlap_seconds=0.0, msg="check mode: nothing was run")
+        module.exit_json(
+            changed=False,
+            sides=[],
+            overlap_seconds=0.0,
+            waiter_policy="unchanged: check mode",
+            msg="check mode: nothing was run",
+        )
     try:
-        results, overlap = duet.run_pair(module.params["sides"], module.params["timeout"])
+        pair = duet.run_pair(module.params["sides"], module.params["timeout"])
     except duet.DuetError as exc:
         module.fail_json(msg=f"duet_run: {exc}")
-    module.exit_json(changed=True, sides=results, overlap_seconds=overlap)
+    module.exit_json(changed=True, **pair)
 
 
 if __name__ == "__main__":

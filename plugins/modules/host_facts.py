@@ -59,7 +59,7 @@ ansible_facts:
         - C(cpu_cgroup) is where the host's cgroup C(cpu) controller is (C(version) v1 or v2, its C(directory)), or
           null; a process cell's cgroup of its own is made there.
         - C(cpuacct_cgroup) is where cgroup v1's C(cpuacct) controller is mounted (C(directory)), or null (v2, or
-          none): the harness's CPU time is counted there, and a process cell leaves it.
+          none); the harness's CPU time is counted there, and a process cell leaves it.
         - C(host_gpus) and C(guest_gpus) (sorted PCI addresses) say which GPUs stay with the host and which go
           to guests under O(gpu_assignment); C(gpu_assignment_problems) lists what is wrong with it (an entry
           with a problem is left out, so its GPU stays with the host).

@@ -142,10 +142,18 @@ platbench_error:
 platbench_samples:
   description:
     - The samples to append to C(samples.jsonl), one per metric, or one sample of metric C(failed) with
-      C(metadata.error) and C(metadata.output_tail).
+      C(metadata.error), C(metadata.output_tail) (the output's last lines) and C(metadata.output_file) (the file of
+      RV(platbench_files) that keeps the whole output).
   returned: always
   type: list
   elements: dict
+platbench_files:
+  description:
+    - The files the callback writes under the campaign's results directory before the samples, by path relative to
+      it (C(files/<cell folder>/NAME)) - those an ok record keeps (C(metadata.kept_files) names them), or a failed
+      cell's whole output (C(failed-output-TIME.log), named by its sample's C(metadata.output_file)).
+  returned: always
+  type: dict
 platbench_env:
   description: Host environment (host, kernel, OS, CPU model, versions), kept in C(run.json).
   returned: always

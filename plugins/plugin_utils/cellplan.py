@@ -34,6 +34,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import (
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
+from ansible_collections.platbench.lab.workloads.common.record import RECORD_FILE_ENV
 
 NAME_PREFIX = "platbench-"
 NAME_HASH_CHARS = 12
@@ -397,8 +398,15 @@ def cell_plan(cell, facts, options=None):
         # A duet pair's start line (workloads/common/duet.py): a directory of the pair's own in the cache, which
         # both sides see at the same path; tasks/duet.yml clears it before and after the pair.
         plan["duet_dir"] = f"{cache}/duet/{instance_name(opts['campaign'], opts['host'], labels[schedule.DUET_PAIR])}"
+        # Each side's record line also goes to a file of its own there (workloads/common/record.py), which duet_run
+        # reads back: `start --attach` once lost a container side's line. Cleared with the start line.
+        plan["record_file"] = f"{plan['duet_dir']}/{name}.record"
         ctx.extra_env.update(
-            {"PLATBENCH_DUET_DIR": plan["duet_dir"], "PLATBENCH_DUET_SIDE": str(labels[schedule.DUET_SIDE])}
+            {
+                "PLATBENCH_DUET_DIR": plan["duet_dir"],
+                "PLATBENCH_DUET_SIDE": str(labels[schedule.DUET_SIDE]),
+                RECORD_FILE_ENV: plan["record_file"],
+            }
         )
     try:
         placements.plan_sections(ctx, plan)

@@ -6,11 +6,20 @@ from the pair's run, in the shape of its kind's own task result (placements/proc
 
 Only the kinds that declare ``duet`` (placements.DUET) get here: a process on the runner host, a container of its
 engine.
+
+A side's output that holds no valid record line (``start --attach`` lost it) takes the line of the side's record file
+(its plan's ``record_file``, which duet_run read back), and ``duet.record_from`` says where the record was read:
+``stream`` or ``file``.
 """
 
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+    RESULT_PREFIX,
+    RecordError,
+    parse_result_lines,
+)
 
 
 class DuetPlanError(Exception):
@@ -32,8 +41,37 @@ def sides(plans):
                 f"cell {plan.get('cell')}: only a process's or a container's cells run as a duet pair "
                 f"({', '.join(placements.DUET)}), not this one's placement {plan.get('placement')!r}"
             )
+        if plan.get("record_file"):
+            run["record_file"] = plan["record_file"]
         entries.append({"cell": plan.get("cell"), "kind": kind, "run": run, "plan": plan})
     return entries
+
+
+def _holds_a_record(text):
+    """Whether ``text`` holds a record line and every record line of it is valid."""
+    try:
+        return bool(parse_result_lines(text))
+    except RecordError:
+        return False
+
+
+def _without_record_lines(text):
+    return "".join(line + "\n" for line in text.splitlines() if not line.strip().startswith(RESULT_PREFIX))
+
+
+def with_file_record(outcome):
+    """``(outcome, record_from)``: a side's duet_run result, its output's record lines replaced by its record file's
+    line where its output holds no valid one and the file does; ``record_from`` is ``stream`` or ``file``, None where
+    neither holds a record (the record then fails with what the output holds)."""
+    stdout, stderr = outcome.get("stdout", ""), outcome.get("stderr", "")
+    if _holds_a_record(f"{stdout}\n{stderr}"):
+        return outcome, "stream"
+    text = outcome.get("record_text")
+    if not text or not _holds_a_record(text):
+        return outcome, None
+    # A line cut short on the way out would fail the record beside the file's whole one: it goes.
+    stdout = _without_record_lines(stdout) + text.strip() + "\n"
+    return {**outcome, "stdout": stdout, "stderr": _without_record_lines(stderr)}, "file"
 
 
 def inspected(infos):
@@ -53,7 +91,7 @@ def results(pair_sides, run, infos):
     (the raw task's rc, stdout, stderr) or ``{"container": ...}`` (docker_container's ``container`` and ``status``;
     podman_container's ``container``, ``stdout``, ``stderr``), from ``run`` (platbench.lab.duet_run's result)
     and ``infos`` (the container sides' inspects, as ``inspected`` takes them); ``duet``: what the record says of
-    the pair."""
+    the pair, and where the side's record was read (``record_from``, for a side with a record file)."""
     infos = inspected(infos)
     outcomes = run.get("sides") or []
     overlap = run.get("overlap_seconds")
@@ -61,7 +99,7 @@ def results(pair_sides, run, infos):
     skew = round(max(started) - min(started), 3) if len(started) == len(pair_sides) and started else None
     found = []
     for index, side in enumerate(pair_sides):
-        outcome = outcomes[index] if index < len(outcomes) else {}
+        outcome, record_from = with_file_record(outcomes[index]) if index < len(outcomes) else ({}, None)
         duet = {
             "partner": pair_sides[1 - index]["cell"] if len(pair_sides) == 2 else None,
             "cpus": side["plan"].get("cpuset") or None,
@@ -69,6 +107,8 @@ def results(pair_sides, run, infos):
             "start_skew_seconds": skew,
             "timed_out": outcome.get("timed_out"),
         }
+        if side["run"].get("record_file"):
+            duet["record_from"] = record_from
         if side["kind"] == "process":
             process = {key: outcome[key] for key in ("rc", "stdout", "stderr") if key in outcome}
             found.append({"results": {"process": process}, "duet": duet})

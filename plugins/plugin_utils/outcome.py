@@ -10,10 +10,12 @@ writes down what it is handed.
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+    FAILED_METRIC,
     RESULT_PREFIX,
     RecordError,
     Sample,
     cell_files,
+    failed_output_path,
     failed_sample,
     parse_result_lines,
     samples_from_record,
@@ -114,3 +116,15 @@ def kept_files(cell_id, output, samples):
         for sample in samples:
             sample["metadata"]["kept_files"] = dict(named)
     return files
+
+
+def failed_output_file(cell_id, output, samples):
+    """A failed cell's whole ``output`` as a file of its folder, {path relative to the results directory: text}, which
+    its failed sample (of ``samples``) names in ``metadata.output_file``; {} without output or failed sample."""
+    failed = [sample for sample in samples if sample["metric"] == FAILED_METRIC]
+    if not (output or "").strip() or not failed:
+        return {}
+    path = failed_output_path(cell_id, failed[0]["timestamp"])
+    for sample in failed:
+        sample["metadata"]["output_file"] = path
+    return {path: output}

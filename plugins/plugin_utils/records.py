@@ -33,10 +33,14 @@ FAILED_METRIC = "failed"
 SKIPPED_METRIC = "skipped"
 # The metrics that are no measurement: never in a table, a Diff% or a chart.
 OUTCOME_METRICS = (FAILED_METRIC, SKIPPED_METRIC)
+# A failed sample's metadata keeps the end of the output (``output_tail``), short enough for every failure; the whole
+# output goes to a file of the cell's folder (failed_output_path), which the sample names (``output_file``).
 TAIL_LINES = 40
 TAIL_CHARS = 4000
 # The files a record keeps (its ``files``, e.g. loadgen's logs) go to RESULTS_DIR/files/<cell folder>/<name>.
 CELL_FILES_DIR = "files"
+# One file per failure, named by its sample's time (UTC): a cell that fails again on resume keeps both outputs.
+FAILED_OUTPUT_NAME = "failed-output-{stamp}.log"
 _UNSAFE_IN_FOLDER_NAME = re.compile(r"[^A-Za-z0-9=._-]+")
 
 
@@ -157,9 +161,10 @@ def tail_of(output):
     return tail[-TAIL_CHARS:]
 
 
-def failed_sample(cell_labels, error, output_tail, env_metadata, runtime_metadata):
-    """The single sample that records a failed cell, with its error and output tail."""
-    metadata = _merged(env_metadata, runtime_metadata, {"error": str(error), "output_tail": tail_of(output_tail)})
+def failed_sample(cell_labels, error, output, env_metadata, runtime_metadata):
+    """The single sample that records a failed cell, with its error and the tail of its ``output`` (the whole output
+    goes to a file of the cell's folder: outcome.failed_output_file)."""
+    metadata = _merged(env_metadata, runtime_metadata, {"error": str(error), "output_tail": tail_of(output)})
     return Sample.of(FAILED_METRIC, 1, "cell", cell_labels, metadata)
 
 
@@ -365,6 +370,14 @@ def cell_files(cell_id, records):
             for name, text in (record.get("files") or {}).items():
                 files[f"{cell_folder(cell_id)}/{name}"] = text
     return files
+
+
+def failed_output_path(cell_id, timestamp):
+    """Where a failure of ``cell_id`` at ``timestamp`` (its failed sample's) keeps the cell's whole output, relative
+    to the results directory: ``files/<cell folder>/failed-output-20261122T101530.123Z.log``."""
+    seconds = int(timestamp)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds)) + f".{int((timestamp - seconds) * 1000):03d}Z"
+    return f"{cell_folder(cell_id)}/{FAILED_OUTPUT_NAME.format(stamp=stamp)}"
 
 
 def write_cell_files(results_dir, files):

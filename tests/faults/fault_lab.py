@@ -35,6 +35,10 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 CGROUP_DEPTH = 3  # a controller, the engine's parent group, a container's group (v1); v2 needs less
 # The private directories of `platbench run` (ansible-runner's), which its playbooks name on their command lines.
 RUN_DIRECTORIES = re.compile(r"/platbench-(run|teardown)-")
+# iproute2's directory of named network namespaces: the first `ip netns add` on a host makes it a mount point of its
+# own (shared, so that the namespaces bound in it show in every mount namespace) and no `ip netns del` undoes that.
+# It is iproute2's, not a campaign's: each namespace in it is a mount of its own, and those are counted.
+NETNS_DIRECTORY = os.path.realpath("/var/run/netns")
 
 
 def campaign_argv(campaign, steps=TINY_STEPS, *extra):
@@ -184,12 +188,14 @@ def _cgroups():
 
 
 def host_state():
-    """The host's links, named network namespaces, cgroups (to CGROUP_DEPTH) and mount points now."""
+    """The host's links, named network namespaces, cgroups (to CGROUP_DEPTH) and mount points now (not iproute2's
+    NETNS_DIRECTORY)."""
     links = frozenset(link["ifname"] for link in json.loads(subprocess.check_output(["ip", "-j", "link"], text=True)))
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     namespaces = frozenset(line.split()[0] for line in listed.splitlines() if line.strip())
     with open("/proc/self/mountinfo", encoding="utf-8") as mountinfo:
-        mounts = frozenset(line.split()[4] for line in mountinfo if line.strip())
+        points = (line.split()[4] for line in mountinfo if line.strip())
+        mounts = frozenset(point for point in points if point != NETNS_DIRECTORY)
     return HostState(links, namespaces, _cgroups(), mounts)
 
 

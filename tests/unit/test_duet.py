@@ -6,22 +6,31 @@ pairs by duet pair and says what duet measures."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import re
+import shlex
+import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy
 import pytest
+from ansible.module_utils.testing import patch_module_args
 from ansible_collections.platbench.lab.plugins.module_utils import duet as duet_run
+from ansible_collections.platbench.lab.plugins.modules import duet_run as duet_run_module
 from ansible_collections.platbench.lab.plugins.plugin_utils import duet_pair, placements, schedule
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, duet_cpus
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import validate_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import cell_outcome
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, duet_problems, run_units
 from plan_options import cell_plan, plan_options
+from record_cell_run import record_line
 from round_samples import throughput_sample
 from scipy import stats
 
@@ -37,8 +46,10 @@ from platbench.report_tables import (
     rounds_needed,
     summarize,
 )
+from tests import skips
 from workloads.cnn_train import training
 from workloads.common import duet as workload_duet
+from workloads.common.record import RECORD_FILE_ENV, RECORD_FILE_TEMPORARY_SUFFIX, parse_result_lines
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = {
@@ -52,7 +63,14 @@ EXPERIMENT = {
     "schedule": "duet",
     "schedule_seed": 3,
 }
-TWO_CPUS = {"cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}, "gpu_count": 0, "gpus": []}
+TWO_CPUS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": [0, 1],
+    "numa_nodes": {"0": [0, 1]},
+    "gpu_count": 0,
+    "gpus": [],
+}
+CPU_CGROUP = {"version": "v2", "directory": "/sys/fs/cgroup"}
 
 
 def duet_cells(**fields):
@@ -182,25 +200,150 @@ def test_a_pair_runs_as_one_unit_and_a_side_measured_before_a_stop_is_not_record
     assert alone == {"tasks": "cell.yml", "cell": first["cell"], "partner": None, "record": [first["cell"]["id"]]}
 
 
+def run_pair(sides, timeout, **keywords):
+    """duet_run.run_pair with the waiter's policy left as it is: pytest's own thread must not go idle."""
+    return duet_run.run_pair(sides, timeout, idle=lambda: "unchanged: a test", **keywords)
+
+
 def test_duet_run_starts_both_sides_before_either_ends_and_stops_one_at_the_timeout(tmp_path):
     mark = tmp_path / "started"
     # The second side waits for the first's mark: it ends only if both ran at once.
-    results, overlap = duet_run.run_pair(
+    pair = run_pair(
         [
             {"command": f"touch {mark}; sleep 1; echo first"},
             {"command": f"for i in $(seq 50); do [ -e {mark} ] && break; sleep 0.1; done; [ -e {mark} ] && echo seen"},
         ],
         timeout=30,
     )
+    results = pair["sides"]
     assert [result["rc"] for result in results] == [0, 0]
     assert results[1]["stdout"] == "seen\n" and results[0]["stdout"] == "first\n"
-    assert overlap > 0 and abs(results[0]["started"] - results[1]["started"]) < 1.0
+    assert pair["overlap_seconds"] > 0 and abs(results[0]["started"] - results[1]["started"]) < 1.0
     began = time.monotonic()
-    (slow, quick), _ = duet_run.run_pair([{"command": "sleep 60"}, {"command": "exit 3"}], timeout=1)
+    slow, quick = run_pair([{"command": "sleep 60"}, {"command": "exit 3"}], timeout=1)["sides"]
     assert slow["timed_out"] and slow["rc"] == -9 and time.monotonic() - began < 30
     assert quick == {**quick, "rc": 3, "timed_out": False}
     with pytest.raises(duet_run.DuetError, match="a side is a shell line"):
-        duet_run.run_pair([{"container": {"engine": "lxc", "name": "x"}}], timeout=1)
+        run_pair([{"container": {"engine": "lxc", "name": "x"}}], timeout=1)
+
+
+def policy_of(output):
+    """The policy `chrt -p` printed: ``SCHED_IDLE``..."""
+    return re.search(r"scheduling policy: (SCHED_\w+)", output).group(1)
+
+
+@skips.needs_root("a thread at SCHED_IDLE goes back to SCHED_OTHER only with CAP_SYS_NICE")
+def test_duet_run_waits_at_idle_priority_and_a_podman_sides_cli_runs_at_the_normal_policy():
+    docker = duet_run.argv_of({"container": {"engine": "docker", "name": "pb-a"}})
+    podman = duet_run.argv_of({"container": {"engine": "podman", "name": "pb-a"}})
+    assert docker == ["docker", "start", "--attach", "pb-a"]  # containerd starts the container, at its own policy
+    assert podman == ["chrt", "--other", "0", "podman", "start", "--attach", "pb-a"]
+    normal = podman[: podman.index("podman")]
+    sides = [{"command": "chrt -p $$"}, {"command": shlex.join([*normal, "/bin/sh", "-c", "chrt -p $$"])}]
+    pair = {}
+    # The policy is the calling thread's, and its children's: a thread of its own keeps pytest's as it is.
+    waiter = threading.Thread(target=lambda: pair.update(duet_run.run_pair(sides, timeout=30)))
+    waiter.start()
+    waiter.join(timeout=60)
+    assert pair["waiter_policy"] == duet_run.IDLE
+    inherited, reset = pair["sides"]
+    assert policy_of(inherited["stdout"]) == "SCHED_IDLE"  # what a side would run at that did not set its own
+    assert policy_of(reset["stdout"]) == "SCHED_OTHER" and reset["rc"] == 0
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+def test_a_waiter_the_kernel_keeps_at_its_policy_runs_the_pair_and_says_why(monkeypatch, capsys):
+    def refused(pid, policy, param):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refused)
+    assert duet_run.wait_at_idle_priority() == "unchanged: SCHED_IDLE was refused (Operation not permitted)"
+    with patch_module_args({"sides": [{"command": "echo hi"}], "timeout": 30}), pytest.raises(SystemExit):
+        duet_run_module.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["waiter_policy"].startswith("unchanged: SCHED_IDLE was refused")
+    assert result["sides"][0]["stdout"] == "hi\n" and result["changed"]
+
+
+def record_command(path=None, to_stdout=False):
+    """A side whose workload emits a real record (workloads/common/record.py) with ``path`` as its record file, and
+    whose stream loses it unless ``to_stdout``."""
+    program = "from workloads.common.record import emit_record, metric; emit_record('cnn_train', {}, " + (
+        "[metric('throughput', 812.5, 'images/sec')], {'cpuset': '1'})"
+    )
+    env = {"PYTHONPATH": str(REPO), **({RECORD_FILE_ENV: str(path)} if path else {})}
+    lost = "" if to_stdout else " > /dev/null"
+    return shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), sys.executable, "-c", program]) + lost
+
+
+def test_duet_run_returns_what_each_record_file_holds_and_removes_it_and_one_an_earlier_try_left(tmp_path):
+    written, unwritten = tmp_path / "pair" / "platbench-a.record", tmp_path / "pair" / "platbench-b.record"
+    unwritten.parent.mkdir()
+    for stale in (unwritten, Path(str(unwritten) + duet_run.RECORD_TEMPORARY_SUFFIX)):
+        stale.write_text("PLATBENCH_RESULT {an earlier try's")
+    sides = [
+        {"command": record_command(written), "record_file": str(written)},
+        {"command": "echo no record", "record_file": str(unwritten)},
+    ]
+    lost, silent = run_pair(sides, timeout=60)["sides"]
+    assert lost["rc"] == 0 and lost["stdout"] == ""  # the stream lost the line
+    (record,) = parse_result_lines(lost["record_text"])
+    assert record["metrics"][0]["value"] == 812.5
+    assert silent["record_text"] is None and "record_file_error" not in silent  # not the earlier try's
+    assert list(unwritten.parent.iterdir()) == []  # every record file read, and gone
+    assert duet_run.RECORD_TEMPORARY_SUFFIX == RECORD_FILE_TEMPORARY_SUFFIX  # the workload's temporary file goes too
+
+
+def test_a_sides_record_the_stream_lost_or_cut_short_is_read_from_its_record_file():
+    plans = [
+        {"cell": "cn/1/pin/cpu|r0", "cpuset": "1", "container": {"engine": "docker", "name": "pb-a"}},
+        {"cell": "bm/1/pin/cpu|r0|partner=cn/1/pin/cpu", "cpuset": "0", "process": {"command": "true"}},
+    ]
+    plans = [{**plan, "record_file": f"/cache/duet/pair/{index}.record"} for index, plan in enumerate(plans)]
+    sides = duet_pair.sides(plans)
+    assert [side["run"]["record_file"] for side in sides] == ["/cache/duet/pair/0.record", "/cache/duet/pair/1.record"]
+    line = record_line(throughput=812.5)
+    run = {
+        "sides": [
+            # The attach stream stopped mid-line: what record_cell would have failed as "not valid JSON".
+            {"rc": 0, "stdout": "step 9\n" + line[:60], "stderr": "W a warning\n", "record_text": line + "\n"},
+            {"rc": 0, "stdout": record_line(throughput=790.0) + "\n", "stderr": "", "record_text": "garbage"},
+        ],
+        "overlap_seconds": 8.0,
+    }
+    container, process = duet_pair.results(sides, run, [{"item": sides[0], "container": {"Id": "abc"}}])
+    assert container["duet"]["record_from"] == "file" and process["duet"]["record_from"] == "stream"
+    output = container["results"]["container"]["container"]["Output"]
+    assert output == "step 9\n" + line + "\nW a warning\n"  # the cut line gone, the logs kept
+    observed = placements.observed({"platform": "cn", "container": {"engine": "docker"}}, container["results"])
+    status, error, samples = cell_outcome({"cell": "cn/1/pin/cpu|r0"}, observed.output, None, {}, {})
+    assert (status, error) == ("ok", None) and metric_value(samples, "throughput") == 812.5
+    assert process["results"]["process"]["stdout"] == run["sides"][1]["stdout"]  # a valid stream is kept as it is
+    # Neither holds a record: the output stays, and the record fails with what it says.
+    (nowhere,) = duet_pair.results(sides[1:], {"sides": [{"rc": 1, "stdout": "Killed", "record_text": None}]}, [])
+    assert nowhere["duet"]["record_from"] is None and nowhere["results"]["process"]["stdout"] == "Killed"
+
+
+def metric_value(samples, metric):
+    (value,) = [sample["value"] for sample in samples if sample["metric"] == metric]
+    return value
+
+
+def test_each_duet_sides_plan_names_its_record_file_in_the_pairs_directory_and_gives_it_to_the_workload():
+    options = plan_options(host="runner-a", campaign="c1")
+    cells = duet_cells(platforms=["bm", "cn"], repeats=1)
+    facts = {**TWO_CPUS, "cpu_cgroup": CPU_CGROUP}
+    plans = [cell_plan(cell, facts, options) for cell in cells]
+    for plan in plans:
+        assert plan["record_file"] == f"{plan['duet_dir']}/{plan['name']}.record"
+        assert plan["env"][RECORD_FILE_ENV] == plan["record_file"]
+        assert plan["record_file"].startswith(options["peak_cache_dir"] + "/")  # mounted at its own path in a container
+    assert len({plan["record_file"] for plan in plans}) == 2
+    assert {side["kind"]: side["run"]["record_file"] for side in duet_pair.sides(plans)} == {
+        plan["kind"] if plan["kind"] == "process" else "docker": plan["record_file"] for plan in plans
+    }
+    alone = cell_plan(duet_cells(platforms=["bm"], schedule="rounds", repeats=1)[0], facts, options)
+    assert "record_file" not in alone and RECORD_FILE_ENV not in alone["env"]
 
 
 def test_each_sides_record_gets_its_kinds_result_and_the_pair():

@@ -64,6 +64,7 @@ def test_the_callback_writes_an_ok_cells_files_before_its_samples_which_name_the
     assert {json.dumps(s["metadata"]["kept_files"]) for s in samples} == {
         json.dumps({"mlperf_log_summary.txt": f"{folder}/mlperf_log_summary.txt"})
     }
-    # A failed cell keeps nothing, even when its output held a record with files.
+    # A failed cell keeps none of its record's files, even when its output held a record with files: only its own
+    # output (test_records_failed_output.py).
     failed = record_cell(results_dir, "cn/2/pin/cpu|r0", output=output, error="docker run exited with 137")
-    assert failed["platbench_files"] == {}
+    assert list(failed["platbench_files"]) == [failed["platbench_samples"][0]["metadata"]["output_file"]]

@@ -37,12 +37,15 @@ The harness owns what every workload needs and none should re-implement:
 - ``metadata.launched_at``: the wall-clock time the process was launched, so that the controller can tell
   its own overhead (decision to launch, exit to sample on disk) from the workload's time;
 - exactly one ``PLATBENCH_RESULT`` line; the exit code is 0 for an ok or skipped record, 1 for a failed one.
+  Where the plan set ``PLATBENCH_RECORD_FILE`` (a duet pair's sides), the line goes to that file too
+  (common/record.py), for the controller to read where the stream lost it.
 A usage error found by the body (``parser.error``, a SystemExit) is not a run: no record, exit 2.
 
 Stdlib only: frameworks are imported by the body.
 """
 
 import contextlib
+import hashlib
 import os
 import signal
 import sys
@@ -118,9 +121,12 @@ class WorkloadRun:
         trust by them. Several parts add up, and the host state then spans from the first to the last."""
         if self.host_before is None:
             self.host_before = _host_snapshot()
-        started = time.perf_counter()
+        started, wall_started = time.perf_counter(), time.time()
         yield
         seconds = time.perf_counter() - started
+        # The wall-clock span of the timed parts: the controller counts its own CPU time within it (harness_cpu).
+        window = self.metadata.get("timed_window") or [round(wall_started, 3)]
+        self.metadata["timed_window"] = [window[0], round(time.time(), 3)]
         self.metadata["timed_seconds"] = round(self.metadata.get("timed_seconds", 0.0) + seconds, 6)
         if steps is not None:
             self.metadata["timed_steps"] = self.metadata.get("timed_steps", 0) + steps
@@ -184,6 +190,35 @@ def _host_state(before, window):
 
 def _allowed_cpus():
     return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+
+
+# Variables that name the cell itself, not how it runs: left out of the environment's hash.
+_CELL_VARIABLES = ("HOSTNAME", "PLATBENCH_DUET_DIR", "PLATBENCH_DUET_SIDE", "PLATBENCH_RECORD_FILE")
+_POLICIES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE", 6: "SCHED_DEADLINE"}
+
+
+def placement_metadata(environ=None):
+    """The process's scheduling policy and nice value, its cpu cgroup as it sees it, and a hash of its environment
+    (the cell's own identifiers left out): ``{"sched_policy", "nice", "cgroup", "environment_sha256"}``."""
+    environ = os.environ if environ is None else environ
+    try:
+        policy = _POLICIES.get(os.sched_getscheduler(0), str(os.sched_getscheduler(0)))
+        nice = os.getpriority(os.PRIO_PROCESS, 0)
+    except (OSError, AttributeError):
+        policy, nice = None, None
+    cgroup = None
+    with contextlib.suppress(OSError), open("/proc/self/cgroup", encoding="utf-8") as stream:
+        for line in stream.read().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if "cpu" in controllers.split(",") or (controllers == "" and cgroup is None):
+                cgroup = path
+    shown = "\n".join(f"{name}={value}" for name, value in sorted(environ.items()) if name not in _CELL_VARIABLES)
+    return {
+        "sched_policy": policy,
+        "nice": nice,
+        "cgroup": cgroup,
+        "environment_sha256": hashlib.sha256(shown.encode("utf-8", "replace")).hexdigest(),
+    }
 
 
 def _run_body(run, body):
@@ -250,6 +285,8 @@ def run_workload(workload, labels, metadata, body):
         signal.signal(stop_signal, _raise_terminated)
     # When the process was launched, as the wall clock says: the controller times its own overhead with it.
     metadata.setdefault("launched_at", round(launched_at(), 3))
+    # How it was placed, as it sees itself: both sides of a comparison must read alike (docs/src/calibrating.md).
+    metadata.update(placement_metadata())
     expected, error = attempt(gpus.expected_from_env, os.environ)
     run = WorkloadRun(workload, labels, metadata, expected)
     if error is None:

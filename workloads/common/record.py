@@ -3,10 +3,16 @@
 This module owns the format on both sides: workloads print records with ``emit_record``,
 the controller (plugins/plugin_utils/records.py, the callback) and the tests read them with
 ``parse_result_lines``. Stdlib only and cheap to import: the collection imports it too.
+
+Where the plan sets ``PLATBENCH_RECORD_FILE`` (a duet pair's sides, plugins/plugin_utils/cellplan.py), the line
+also goes to that file, whole or not at all, so that a stream that loses it on its way out (``docker start
+--attach``) does not lose the cell: the controller reads the file where the stream holds no valid record.
 """
 
+import contextlib
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -23,6 +29,10 @@ _QUOTE_CHARS = 200
 # the record line, which the controller reads from the last 200,000 characters of the output: at most this many.
 KEPT_FILES_CHARS = 120_000
 KEPT_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+# The file a run also writes its record line to, when the plan names one; it is written to the path with this
+# suffix first and renamed over it, so that a reader never sees half a record.
+RECORD_FILE_ENV = "PLATBENCH_RECORD_FILE"
+RECORD_FILE_TEMPORARY_SUFFIX = ".tmp"
 
 
 class RecordError(ValueError):
@@ -56,11 +66,45 @@ def _check_metrics(metrics):
             raise ValueError(f"metric {entry['metric']!r} is not finite: {value!r}")
 
 
+def write_record_file(path, line):
+    """Write the record ``line`` to ``path`` whole: a temporary file beside it, renamed over it. Raises OSError
+    (and leaves no temporary file) where it cannot be written."""
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    temporary = path + RECORD_FILE_TEMPORARY_SUFFIX
+    try:
+        with open(temporary, "w", encoding="utf-8") as stream:
+            stream.write(line + "\n")
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _kept_in_record_file(line):
+    """Whether ``line`` went to the record file the environment names; a file that cannot be written is said on
+    stderr, and the line still goes to stdout."""
+    path = os.environ.get(RECORD_FILE_ENV)
+    if not path:
+        return False
+    try:
+        write_record_file(path, line)
+    except OSError as exc:
+        with contextlib.suppress(OSError, ValueError):
+            print(f"the record goes to stdout only: {RECORD_FILE_ENV} {path} is not writable: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def emit_record(workload, labels, metrics, metadata, status="ok", error=None, files=None):
-    """Print the record as exactly one line on stdout and flush.
+    """Print the record as exactly one line on stdout and flush; where the environment names a
+    ``PLATBENCH_RECORD_FILE``, write the line to that file first (``write_record_file``).
 
     ``files``: {file name: text} the controller keeps beside the campaign's samples (see KEPT_FILES_CHARS).
-    Raises (and prints nothing) when a value is not a finite JSON number.
+    Raises (and prints nothing) when a value is not a finite JSON number. A stdout that cannot be written (a closed
+    pipe) raises only when the record file does not hold the line.
     """
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
@@ -83,8 +127,13 @@ def emit_record(workload, labels, metrics, metadata, status="ok", error=None, fi
         record["files"] = dict(files)
     # allow_nan=False also rejects NaN/Infinity hidden in labels or metadata.
     line = RESULT_PREFIX + json.dumps(record, separators=(",", ":"), allow_nan=False)
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    kept = _kept_in_record_file(line)
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except OSError:
+        if not kept:
+            raise
     return record
 
 
