@@ -188,3 +188,34 @@ def test_platbench_run_finds_the_inventorys_reserved_cpus_of_its_local_hosts(tmp
     )
     assert run_side.reserved_cpus(inventory) == [0]
     assert run_side.reserved_cpus(tmp_path / "missing.yml") == []
+
+
+def test_the_quiet_waits_callback_polls_slowly_while_a_cells_task_runs_and_restores_the_pace_after():
+    import ansible.constants as C
+    from ansible.plugins.loader import callback_loader
+
+    plugin = callback_loader.get("platbench.lab.quiet_waits")
+    plugin.set_options()
+    normal = C.DEFAULT_INTERNAL_POLL_INTERVAL
+
+    class Task:
+        def __init__(self, runs_a_cell):
+            self.vars = {"platbench_runs_a_cell": True} if runs_a_cell else {}
+
+    class Result:
+        def __init__(self, task):
+            self._task = task
+
+    cell, other = Task(True), Task(False)
+    try:
+        plugin.v2_playbook_on_task_start(other, False)
+        assert normal == C.DEFAULT_INTERNAL_POLL_INTERVAL  # a short task keeps Ansible's pace
+        plugin.v2_playbook_on_task_start(cell, False)
+        assert C.DEFAULT_INTERNAL_POLL_INTERVAL == 1.0
+        plugin.v2_runner_on_ok(Result(cell))
+        assert normal == C.DEFAULT_INTERNAL_POLL_INTERVAL
+        plugin.v2_playbook_on_task_start(cell, False)
+        plugin.v2_playbook_on_stats(None)  # a play that ends mid-task gives the pace back too
+        assert normal == C.DEFAULT_INTERNAL_POLL_INTERVAL
+    finally:
+        C.DEFAULT_INTERNAL_POLL_INTERVAL = normal
