@@ -48,7 +48,7 @@ from pathlib import Path
 import yaml
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota, engines
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota, engines, platforms
 from ansible_collections.platbench.lab.plugins.modules.host_facts import numa_nodes
 from ansible_collections.platbench.lab.plugins.plugin_utils import cellplan, schedule, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
@@ -61,7 +61,16 @@ REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = REPO / "experiments"
 ROLE_DEFAULTS = REPO / "roles" / "platform_run" / "defaults" / "main.yml"  # the one default of every plan option
 EXPERIMENT, SIZE = "smoke", "answer"  # make lab's answer
-PLATFORM, BASELINE = "cn", "bm"
+
+
+def _answer_platforms():
+    """(the compared platform, the baseline) of the smoke answer's question, as its experiment file names them."""
+    sizes = yaml.safe_load((EXPERIMENTS / f"{EXPERIMENT}.yml").read_text(encoding="utf-8"))["sizes"]
+    compared = [label for label in sizes[SIZE]["platforms"] if label != platforms.BASELINE]
+    return compared[0], platforms.BASELINE
+
+
+PLATFORM, BASELINE = _answer_platforms()
 SIDE_NUMBERS = {PLATFORM: 0, BASELINE: 1}  # each side's mark at the start line (workloads/common/duet.py)
 # The image the lab's cn cells run: platform_run_image, whose default names it (roles/platform_run/defaults).
 IMAGE = "platbench/workload:latest"

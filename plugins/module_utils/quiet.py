@@ -354,4 +354,3 @@ def cpu_between(series, start, end, cpus=None):
             return None
         total += max(0.0, last - first)
     return total
-

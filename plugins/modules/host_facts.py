@@ -110,10 +110,16 @@ PCI_DISPLAY_CLASS_PREFIX = "0x03"
 
 
 def cpuacct_cgroup(cgroup_root="/sys/fs/cgroup"):
-    """cgroup v1's cpuacct mount (alone, or shared with cpu), or None."""
+    """cgroup v1's cpuacct mount where it is not the cpu controller's own (then a process cell's shell line must
+    leave it as well), or None. systemd links cpu and cpuacct to one cpu,cpuacct mount: that is one hierarchy."""
+    cpu = cpu_cgroup(cgroup_root)
+    if not cpu or cpu.get("version") != "v1":
+        return None
     for name in ("cpuacct", "cpu,cpuacct", "cpuacct,cpu"):
         directory = os.path.join(cgroup_root, name)
         if os.path.isfile(os.path.join(directory, "cpuacct.usage")):
+            if os.path.realpath(directory) == os.path.realpath(cpu["directory"]):
+                return None
             return {"directory": directory}
     return None
 

@@ -14,8 +14,19 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import cell_outcome
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
-EIGHT_CPUS = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
-TWO_CPUS = {**EIGHT_CPUS, "cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}}
+EIGHT_CPUS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": list(range(8)),
+    "numa_nodes": {"0": list(range(8))},
+    "gpu_count": 0,
+    "gpus": [],
+}
+TWO_CPUS = {
+    **EIGHT_CPUS,
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": [0, 1],
+    "numa_nodes": {"0": [0, 1]},
+}
 OPTIONS = plan_options(host="runner-a", campaign="c1")
 SHARED = """
 name: noisy

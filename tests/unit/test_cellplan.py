@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.platbench.lab.plugins.filter.cells import cell_plan as cell_plan_filter
-from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota, platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
     CellPlanError,
     choose_cpus,
@@ -20,9 +20,16 @@ from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options,
 from unbuilt import REASON, make_unbuilt
 
 REPO = Path(__file__).resolve().parents[2]
-ONE_NODE = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
+ONE_NODE = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": list(range(8)),
+    "numa_nodes": {"0": list(range(8))},
+    "gpu_count": 0,
+    "gpus": [],
+}
 # Two nodes, CPUs interleaved between them as many two-socket servers number them.
 TWO_NODES = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
     "cpus_allowed": list(range(8)),
     "numa_nodes": {"0": [0, 2, 4, 6], "1": [1, 3, 5, 7]},
     "gpu_count": 0,
@@ -78,6 +85,8 @@ KINDS = {
     "mvm": "micro_vm",
 }
 GUEST_INNER = {"vm": "process", "vmcn": "container", "vmsg": "process"}
+# The PATH of a runner host's process cell, on which `env -i` sets the plan's variables alone.
+CLEAN_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
 
 
@@ -138,7 +147,8 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
     }
     assert sections == expected[platform]
     if platform == "bm":
-        taskset = ["taskset", "--cpu-list", plan["cpuset"]] if pinned else []
+        # Unpinned, the cell gets every CPU the host allows back: the harness that starts it may be kept off some.
+        taskset = ["taskset", "--cpu-list", plan["cpuset"] if pinned else "0-7"]
         assert plan["process"]["argv"] == taskset + ["/opt/platbench/venv/bin/python"] + plan["argv"]
         assert plan["process"]["env"]["PYTHONPATH"] == "/opt/platbench"
         assert plan["runtime"]["launcher"] == ("taskset" if pinned else "process")
@@ -170,10 +180,39 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         assert plan["process"]["host"] == (plan["name"] if {"guest", "micro_vm"} & set(plan) else "runner-a")
         # The shell line that ansible.builtin.raw runs is the same directory, environment and argv, quoted, under
         # coreutils' timeout with the cell's timeout (3600 s here), and the task's own timeout after its SIGKILL.
-        words = shlex.split(plan["process"]["command"])
-        assert words[:4] == ["cd", plan["process"]["chdir"], "&&", "exec"]
-        assert words[4:9] == ["timeout", "--verbose", "--kill-after=10", "3600", "env"]
-        env_words = words[9 : 9 + len(plan["process"]["env"])]
+        command = plan["process"]["command"]
+        if platform in ("bm", "sg"):
+            # On the runner host the line first moves itself into the cell's own uncapped cgroup, back to nice 0 and
+            # the normal policy (the harness runs at SCHED_IDLE), and runs the workload in a clean environment.
+            cgroup = plan["process"]["cgroup"]
+            assert cgroup == {
+                "path": f"/sys/fs/cgroup/{cpu_quota.cgroup_name(plan['name'])}",
+                "version": "v2",
+                "quota_us": cpu_quota.UNLIMITED,
+                "period_us": 100000,
+            }
+            assert plan["runtime"]["uncapped_cgroup"] == {
+                "cgroup": cgroup["path"],
+                "applied_by": "cgroup v2 cpu.max=max 100000",
+            }
+            assert plan["process"]["normal_policy"] is plan["process"]["clean_env"] is True
+            start = (
+                f"cd {plan['process']['chdir']} && echo $$ > {cgroup['path']}/cgroup.procs && "
+                "renice -n 0 -p $$ >/dev/null && exec chrt --other 0 "
+            )
+            assert command.startswith(start)
+            words = shlex.split(command.removeprefix(start))
+            assert words[:5] == ["timeout", "--verbose", "--kill-after=10", "3600", "env"]
+            assert words[5:9] == ["-i", CLEAN_PATH, "HOME=/root", "LANG=C.UTF-8"]
+            env_words = words[9 : 9 + len(plan["process"]["env"])]
+        else:
+            # In a guest: its own processes, neither moved into a cgroup nor given another policy or environment.
+            assert not {"cgroup", "normal_policy", "clean_env"} & set(plan["process"])
+            assert "uncapped_cgroup" not in plan["runtime"]
+            words = shlex.split(command)
+            assert words[:4] == ["cd", plan["process"]["chdir"], "&&", "exec"]
+            assert words[4:9] == ["timeout", "--verbose", "--kill-after=10", "3600", "env"]
+            env_words = words[9 : 9 + len(plan["process"]["env"])]
         assert dict(word.split("=", 1) for word in env_words) == plan["process"]["env"]
         assert words[9 + len(env_words) :] == plan["process"]["argv"]
         assert plan["process"]["task_timeout"] == 3600 + 10 + 30
@@ -207,9 +246,15 @@ def test_reserved_cpus_and_cpu_zero_go_last():
 
 
 def test_two_hosts_on_one_machine_each_get_their_own_cpu():
-    a = cell_plan(make_cell("bm", scaleup=1), {"cpus_allowed": [0, 1]}, {**OPTIONS, "reserved_cpus": [0]})
+    a = cell_plan(
+        make_cell("bm", scaleup=1),
+        {"cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"}, "cpus_allowed": [0, 1]},
+        {**OPTIONS, "reserved_cpus": [0]},
+    )
     b = cell_plan(
-        make_cell("bm", scaleup=1), {"cpus_allowed": [0, 1]}, {**OPTIONS, "host": "runner-b", "reserved_cpus": [1]}
+        make_cell("bm", scaleup=1),
+        {"cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"}, "cpus_allowed": [0, 1]},
+        {**OPTIONS, "host": "runner-b", "reserved_cpus": [1]},
     )
     assert (a["cpuset"], b["cpuset"]) == ("1", "0")
     assert a["name"] != b["name"]

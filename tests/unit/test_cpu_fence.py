@@ -169,7 +169,13 @@ def test_the_module_in_check_mode_says_what_it_would_change_and_writes_nothing(t
     assert not run_module(capsys, absent)["changed"]
 
 
-FACTS = {"cpus_allowed": [0, 1, 2, 3], "numa_nodes": {"0": [0, 1, 2, 3]}, "gpu_count": 0, "gpus": []}
+FACTS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": [0, 1, 2, 3],
+    "numa_nodes": {"0": [0, 1, 2, 3]},
+    "gpu_count": 0,
+    "gpus": [],
+}
 GUEST = {"kernel": "/k", "initrd": "/i", "cmdline": "c", "rootfs": "/r", "container_image_id": "sha256:1"}
 
 

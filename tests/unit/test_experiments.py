@@ -33,7 +33,11 @@ def experiments_and_sizes():
             yield name, size
 
 
-EIGHT_CORES = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}}
+EIGHT_CORES = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": list(range(8)),
+    "numa_nodes": {"0": list(range(8))},
+}
 
 
 @pytest.mark.parametrize("name, size", list(experiments_and_sizes()))

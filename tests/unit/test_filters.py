@@ -114,7 +114,10 @@ def test_registry_and_cell_plan_filters_by_fqcn_in_a_template():
         "params": {"steps": 3},
         "labels": {"platform": "bm", "scaleup": 1, "cpu_config": "pin", "processor": "cpu", "workload": "w"},
     }
-    options, facts = plan_options(host="h", campaign="c"), {"cpus_allowed": [0, 1, 2]}
+    options, facts = (
+        plan_options(host="h", campaign="c"),
+        {"cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"}, "cpus_allowed": [0, 1, 2]},
+    )
     plan = render(
         "{{ cell | platbench.lab.cell_plan(facts, options) }}",
         cell=sized(cell, facts, options),

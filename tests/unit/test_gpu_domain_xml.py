@@ -13,6 +13,7 @@ GPUS = [
 ]
 # A 4-CPU KVM host with two GPUs (host_facts's names): the first stays with the host, the second goes to guests.
 FACTS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
     "cpus_allowed": [0, 1, 2, 3],
     "numa_nodes": {"0": [0, 1, 2, 3]},
     "gpus": GPUS,

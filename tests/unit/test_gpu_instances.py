@@ -25,7 +25,12 @@ def gpu(address, driver="nvidia"):
 
 
 def facts(*gpus):
-    return {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpus": list(gpus)}
+    return {
+        "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+        "cpus_allowed": list(range(8)),
+        "numa_nodes": {"0": list(range(8))},
+        "gpus": list(gpus),
+    }
 
 
 TWO_GPUS = facts(gpu(FIRST), gpu(SECOND))

@@ -35,7 +35,13 @@ def gpu(address, driver, slot=()):
 # Two GPUs: one stays with the NVIDIA driver, one was bound to vfio-pci by kvm_host for guests.
 GPUS = [gpu(HOST_GPU, "nvidia"), gpu(GUEST_GPU, "vfio-pci", [GUEST_GPU[:-1] + "1"])]
 ASSIGNMENT = {GUEST_GPU: "guests", HOST_GPU: "host"}
-FACTS = {"cpus_allowed": [0, 1, 2, 3], "numa_nodes": {"0": [0, 1, 2, 3]}, "gpus": GPUS, "gpu_count": 2}
+FACTS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": [0, 1, 2, 3],
+    "numa_nodes": {"0": [0, 1, 2, 3]},
+    "gpus": GPUS,
+    "gpu_count": 2,
+}
 OPTIONS = plan_options(
     host="gpu1",
     campaign="c1",

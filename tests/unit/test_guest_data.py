@@ -20,6 +20,7 @@ from plan_options import cell_plan, plan_options
 GUEST_DIR = "/opt/platbench/data"
 DATASET = {"generator": "mnist", "args": {"images": 60}}
 FACTS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
     "cpus_allowed": [0, 1, 2, 3],
     "numa_nodes": {"0": [0, 1, 2, 3]},
     "gpus": [],

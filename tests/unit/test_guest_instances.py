@@ -27,6 +27,7 @@ PLAYBOOK = REPO / "tests/roles/platform_run/guest_instances_check.yml"
 RENDER = "Render the domain XML"
 BENCHMARKING = ipaddress.ip_network("198.18.0.0/15")
 FACTS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
     "cpus_allowed": list(range(8)),
     "numa_nodes": {"0": list(range(8))},
     "gpus": [],

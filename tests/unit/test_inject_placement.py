@@ -62,6 +62,14 @@ def command_words(plan):
     return shlex.split(plan["process"]["command"])
 
 
+# A runner-host process cell's line after its cgroup: nice 0, then exec at the normal policy; its deadline, and the
+# clean environment env -i starts the workload's on.
+RESET = ["renice", "-n", "0", "-p", "$$", ">/dev/null", "&&", "exec", "chrt", "--other", "0"]
+STARTS = 8 + len(RESET)  # cd DIR && echo $$ > PROCS && RESET
+DEADLINE = ["timeout", "--verbose", "--kill-after=10", "3600"]
+CLEAN_ENV = ["-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"]
+
+
 # -- the process kind: the cell's own cgroup -------------------------------------------------------------------------
 
 
@@ -77,9 +85,9 @@ def test_an_injected_bm_cell_enters_its_cgroup_before_it_execs_the_workload(cpu_
         "period_us": 100000,
     }
     words = command_words(plan)
-    # The shell writes its own pid into the cgroup, then execs: the workload keeps that pid, and what it starts is
-    # born in the cgroup. The deadline and the pinning stay as for every cell.
-    assert words[:9] == [
+    # The shell writes its own pid into the cgroup, back to nice 0, then execs at the normal policy: the workload
+    # keeps that pid, and what it starts is born in the cgroup. The deadline and the pinning stay as for every cell.
+    assert words[:STARTS] == [
         "cd",
         "/opt/platbench",
         "&&",
@@ -88,12 +96,13 @@ def test_an_injected_bm_cell_enters_its_cgroup_before_it_execs_the_workload(cpu_
         ">",
         cgroup["path"] + "/cgroup.procs",
         "&&",
-        "exec",
+        *RESET,
     ]
-    assert words[9:14] == ["timeout", "--verbose", "--kill-after=10", "3600", "env"]
-    taskset = ["taskset", "--cpu-list", "7"] if cpu_config == "pin" else []
+    assert words[STARTS : STARTS + 9] == [*DEADLINE, "env", *CLEAN_ENV]
+    # vnl: every CPU the host allows (the harness may be kept on fewer, and its affinity would pass down).
+    taskset = ["taskset", "--cpu-list", "7" if cpu_config == "pin" else "0-7"]
     assert plan["process"]["argv"] == taskset + ["/opt/platbench/venv/bin/python"] + plan["argv"]
-    assert words[14 + len(plan["process"]["env"]) :] == plan["process"]["argv"]
+    assert words[STARTS + 9 + len(plan["process"]["env"]) :] == plan["process"]["argv"]
     # `$$` is the shell's, unquoted; everything else as the plain cell's line quotes it.
     assert "echo $$ > " in plan["process"]["command"]
     assert plan["runtime"]["inject"] == {
@@ -106,12 +115,39 @@ def test_an_injected_bm_cell_enters_its_cgroup_before_it_execs_the_workload(cpu_
 
 
 @pytest.mark.parametrize("platform", ["bm", "sg"])
-def test_a_cell_of_no_inject_experiment_has_no_cgroup_and_the_same_line_as_ever(platform):
+def test_a_cell_of_no_inject_experiment_runs_in_an_uncapped_cgroup_of_its_own_too(platform):
+    # Every process cell on the runner host is in a cgroup of its own, as a container is: not only an inject
+    # experiment's.
     plan = cell_plan(make_cell(platform, injected=None), HOST, OPTIONS)
-    assert "cgroup" not in plan["process"] and "inject" not in plan["runtime"]
+    name = instance_name("c1", "runner-a", plan["cell"])
+    cgroup = plan["process"]["cgroup"]
+    assert cgroup == {
+        "path": f"/sys/fs/cgroup/cpu/platbench-inject-{name.removeprefix('platbench-')}",
+        "version": "v1",
+        "quota_us": cpu_quota.UNLIMITED,
+        "period_us": 100000,
+    }
+    assert "inject" not in plan["runtime"]
+    assert plan["runtime"]["uncapped_cgroup"] == {
+        "cgroup": cgroup["path"],
+        "applied_by": "cgroup v1 cpu.cfs_quota_us=-1 cpu.cfs_period_us=100000",
+    }
     words = command_words(plan)
-    assert words[:5] == ["cd", plan["process"]["chdir"], "&&", "exec", "timeout"]
-    assert "cgroup.procs" not in plan["process"]["command"]
+    assert words[: STARTS + 9] == [
+        "cd",
+        plan["process"]["chdir"],
+        "&&",
+        "echo",
+        "$$",
+        ">",
+        cgroup["path"] + "/cgroup.procs",
+        "&&",
+        *RESET,
+        *DEADLINE,
+        "env",
+        *CLEAN_ENV,
+    ]
+    assert words[STARTS + 9 + len(plan["process"]["env"]) :] == plan["process"]["argv"]
     assert_plan_matches_its_specs(plan)
 
 
@@ -194,8 +230,9 @@ def test_an_injected_cell_on_a_host_without_the_cpu_controller_says_what_to_do()
     for host in (facts, {**facts, "cpu_cgroup": None}):
         with pytest.raises(CellPlanError, match="inject: cpu_quota needs the cgroup cpu controller .* drop inject"):
             cell_plan(make_cell("bm"), host, OPTIONS)
-    # A cell without injection does not need it.
-    assert "cgroup" not in cell_plan(make_cell("bm", injected="none"), facts, OPTIONS)["process"]
+        # A cell without injection needs it too, for its cgroup of its own (tests/unit/test_process_isolation.py).
+        with pytest.raises(CellPlanError, match="a bm cell runs in a cgroup of its own, .* `isolation: none`"):
+            cell_plan(make_cell("bm", injected="none"), host, OPTIONS)
 
 
 # -- the container kind: the engine's own quota ---------------------------------------------------------------------

@@ -27,9 +27,24 @@ from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 from platbench.campaign import EXIT_OK, RECORD_ACTION, Campaign
 
 CPU_FACTS = {"gpu_count": 0, "gpus": [], "docker_engine": True}
-FACTS_A = {**CPU_FACTS, "cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}}
-FACTS_B = {**CPU_FACTS, "cpus_allowed": [0, 1, 2, 3], "numa_nodes": {"0": [0, 1, 2, 3]}}
-FACTS_C = {**CPU_FACTS, "cpus_allowed": list(range(16)), "numa_nodes": {"0": list(range(16))}}
+FACTS_A = {
+    **CPU_FACTS,
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": list(range(8)),
+    "numa_nodes": {"0": list(range(8))},
+}
+FACTS_B = {
+    **CPU_FACTS,
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": [0, 1, 2, 3],
+    "numa_nodes": {"0": [0, 1, 2, 3]},
+}
+FACTS_C = {
+    **CPU_FACTS,
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": list(range(16)),
+    "numa_nodes": {"0": list(range(16))},
+}
 # Three runners as Ansible's hostvars show them: an underlay address (and the interface holding it), an ansible_host
 # and a port, only the facts' default IPv4 address.
 HOSTVARS = {

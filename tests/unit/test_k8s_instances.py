@@ -30,7 +30,13 @@ REPO = Path(__file__).resolve().parents[2]
 UNREACHABLE = REPO / "tests/roles/platform_run/k8s_instances_unreachable.yml"
 KUBERNETES = "1.33.0"  # as tests/unit/test_k8s_job.py
 NODE = "runner-a"
-FACTS = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
+FACTS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": list(range(8)),
+    "numa_nodes": {"0": list(range(8))},
+    "gpu_count": 0,
+    "gpus": [],
+}
 GPU_HOST = {
     **FACTS,
     "gpu_count": 1,

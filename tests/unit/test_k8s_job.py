@@ -23,6 +23,7 @@ from plan_options import cell_plan, plan_options
 KUBERNETES = "1.33.0"
 # One GPU left with the host (the device plugin advertises it), one given to guests on vfio-pci.
 GPU_NODE = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
     "cpus_allowed": list(range(8)),
     "numa_nodes": {"0": list(range(8))},
     "gpu_count": 2,

@@ -22,7 +22,13 @@ REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "tests/roles/platform_run/k8s_unreachable.yml"
 IMAGE = "platbench/workload:0123456789ab"
 HOST = {"docker_engine": True, "vm_accelerator": "kvm", "libvirt_daemon": True}
-FACTS = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0, "gpus": []}
+FACTS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": list(range(8)),
+    "numa_nodes": {"0": list(range(8))},
+    "gpu_count": 0,
+    "gpus": [],
+}
 ROLE_HINT = "run site.yml with the host in platbench_kubernetes_control_plane or platbench_kubernetes_workers"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -252,7 +253,12 @@ def test_lx_runs_lxc_execute_with_its_cgroup_keys():
     assert "lxc.cgroup2.cpuset.cpus=1" in settings
     assert f"lxc.cgroup2.memory.max={int(OPTIONS['vm_memory_mb']) * 1024 * 1024}" in settings
     assert plan["lxc"]["argv"][:6] == ["lxc-execute", "--name", plan["name"], "--lxcpath", lxc.DIR, "--rcfile"]
-    assert plan["lxc"]["command"].startswith("cd / && exec timeout --verbose")
+    # lxc-execute's container inherits the line's policy: back to nice 0 and the normal policy (the harness runs at
+    # SCHED_IDLE); the environment is the container's own (no `env -i`: its variables are set inside).
+    assert plan["lxc"]["command"] == (
+        "cd / && renice -n 0 -p $$ >/dev/null && exec chrt --other 0 timeout --verbose --kill-after=10 3600 env "
+        + shlex.join(plan["lxc"]["argv"])
+    )
     vanilla = cell_plan(make_cell("lx", cpu_config="vnl"), {**ONE_NODE, "cpu_cgroup": {"version": "v1"}}, OPTIONS)
     assert {"lxc.cgroup.cpu.cfs_quota_us=100000", "lxc.cgroup.cpu.cfs_period_us=100000"} <= set(
         vanilla["lxc"]["settings"]

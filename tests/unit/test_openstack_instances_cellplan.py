@@ -9,7 +9,13 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_pla
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 # The runner: 2 CPUs and no GPU; the cells ask for more, which their flavors give on the cloud.
-RUNNER = {"cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}, "gpu_count": 0, "gpus": []}
+RUNNER = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": [0, 1],
+    "numa_nodes": {"0": [0, 1]},
+    "gpu_count": 0,
+    "gpus": [],
+}
 OPTIONS = plan_options(host="localhost", campaign="c1", image="registry.example/platbench/workload:1", gpus_per_cell=2)
 # What runs on each platform's instance (its inner kind), and what the instance is called in messages.
 INNER = {"ironic": "process", "nova": "process", "magnum": "k8s_job"}

@@ -180,7 +180,9 @@ def test_a_new_platform_of_each_kind_is_a_registry_entry_alone(monkeypatch, kind
         guest_image={"container_image_id": "sha256:" + "b" * 64},
         engines={"podman": {"answers": True, "version": "4.3.1", "image_id": "sha256:" + "a" * 64}},
     )
-    plan = cell_plan(cell, {"cpus_allowed": [0, 1, 2, 3]}, options)
+    plan = cell_plan(
+        cell, {"cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"}, "cpus_allowed": [0, 1, 2, 3]}, options
+    )
     assert plan["platform"] == "zz" and plan["placement"] == kind
     assert validate(plan) == []
 
@@ -200,7 +202,7 @@ def test_the_validation_catches_a_plan_its_kind_does_not_declare():
                 "repeat": 0,
             },
         },
-        {"cpus_allowed": [0, 1]},
+        {"cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"}, "cpus_allowed": [0, 1]},
         plan_options(),
     )
     assert validate(plan) == []

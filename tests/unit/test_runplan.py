@@ -14,7 +14,14 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import appen
 from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
 from unbuilt import make_unbuilt
 
-FACTS = {"cpus_allowed": [0, 1], "gpu_count": 0, "docker_engine": True, "vm_accelerator": "tcg", "libvirt_daemon": True}
+FACTS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": [0, 1],
+    "gpu_count": 0,
+    "docker_engine": True,
+    "vm_accelerator": "tcg",
+    "libvirt_daemon": True,
+}
 GUEST = {"container_image_id": "sha256:1"}
 # What platbench.lab.platform_status found of the container engines: Docker answers, with the workload image.
 ENGINES = {"docker": {"answers": True, "version": "26.1.5", "image_id": "sha256:1"}}

@@ -25,7 +25,13 @@ GPUS = [
     {"pci_address": HOST_GPU, "device_id": "0x20b0", "driver": "nvidia", "iommu_group": "7"},
     {"pci_address": GUEST_GPU, "device_id": "0x20b0", "driver": "vfio-pci", "iommu_group": "9"},
 ]
-FACTS = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpus": GPUS, "gpu_count": 3}
+FACTS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": list(range(8)),
+    "numa_nodes": {"0": list(range(8))},
+    "gpus": GPUS,
+    "gpu_count": 3,
+}
 GUEST = {
     "rootfs_id": "r1",
     "apptainer_version": "1.4.5",

@@ -16,13 +16,22 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 # Two sockets of 8 cores each, numbered in blocks.
-TWO_NODES = {"cpus_allowed": list(range(16)), "numa_nodes": {"0": list(range(8)), "1": list(range(8, 16))}}
+TWO_NODES = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": list(range(16)),
+    "numa_nodes": {"0": list(range(8)), "1": list(range(8, 16))},
+}
 # Four nodes of 4 CPUs each, numbered round-robin (CPU n on node n % 4) as some servers do.
 FOUR_NODES = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
     "cpus_allowed": list(range(16)),
     "numa_nodes": {str(node): list(range(node, 16, 4)) for node in range(4)},
 }
-ONE_NODE = {"cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}}
+ONE_NODE = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": list(range(8)),
+    "numa_nodes": {"0": list(range(8))},
+}
 READY = {label: {"ready": True} for label in ("bm", "cn", "vm", "vmcn")}
 OPTIONS = plan_options(host="runner-a", campaign="c1", guest_image={"container_image_id": "sha256:" + "ab" * 32})
 
@@ -310,6 +319,7 @@ def _vcpus(cpuset):
 
 # A 4-CPU KVM host of four one-CPU NUMA nodes: the cell's scale-up 2 can only span two of them.
 FOUR_TINY_NODES = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
     "cpus_allowed": [0, 1, 2, 3],
     "numa_nodes": {str(cpu): [cpu] for cpu in range(4)},
     "gpus": [],

@@ -186,7 +186,13 @@ DESCRIBED = {
     "hdd": {"class": "hdd", "path": "/mnt/hdd/pb", "exists": True, "device": "sdb", "rotational": True,
             "fstype": "xfs", "medium": "/dev/sdb (rotational)"},
 }  # fmt: skip
-FACTS = {"cpus_allowed": list(range(4)), "numa_nodes": {"0": list(range(4))}, "gpu_count": 0, "gpus": []}
+FACTS = {
+    "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+    "cpus_allowed": list(range(4)),
+    "numa_nodes": {"0": list(range(4))},
+    "gpu_count": 0,
+    "gpus": [],
+}
 GUEST = {"kernel": "/k", "initrd": "/i", "cmdline": "c", "rootfs": "/r", "container_image_id": "sha256:1"}
 
 

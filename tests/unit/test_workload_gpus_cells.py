@@ -27,7 +27,13 @@ _CELL = {
 }
 _PLAN = cell_plan(
     _CELL,
-    {"cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}, "gpus": _GPUS, "gpu_count": 2},
+    {
+        "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+        "cpus_allowed": [0, 1],
+        "numa_nodes": {"0": [0, 1]},
+        "gpus": _GPUS,
+        "gpu_count": 2,
+    },
     plan_options(host="gpu1", campaign="c1", gpu_assignment={"0000:af:00.0": "guests"}),
 )
 CPU_CELL_ENV = {

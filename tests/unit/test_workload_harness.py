@@ -13,7 +13,7 @@ from workload_run import ENV, REPO_ROOT, metric_values, records_of
 
 from workloads.common import gpus
 from workloads.common.clock import process_elapsed
-from workloads.common.harness import FlopCount, Outcome, WorkloadFailed, run_workload
+from workloads.common.harness import FlopCount, Outcome, WorkloadFailed, placement_metadata, run_workload
 from workloads.common.record import KEPT_FILES_CHARS, metric
 
 
@@ -87,6 +87,8 @@ def test_an_exception_becomes_the_failed_record_and_tells_the_hooks(capsys):
     launched = record["metadata"].pop("launched_at")
     # This test process was launched before the record, and not in the future.
     assert 0 < record["timestamp"] - launched < 24 * 3600
+    placed = {key: record["metadata"].pop(key) for key in ("sched_policy", "nice", "cgroup", "environment_sha256")}
+    assert placed == placement_metadata()  # how the process ran, as it sees itself
     assert record["metadata"] == {"stage": "training", "devices": []}
     assert "Traceback" in stderr and stderr.rstrip().endswith("MemoryError: too big")
 

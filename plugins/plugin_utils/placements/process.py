@@ -194,7 +194,7 @@ def plan(ctx, plan, machine=None):
     if not machine.over_ssh:
         # A harness kept on spare CPUs passes its affinity down: an unpinned cell gets every CPU back.
         plan["process"].update(normal_policy=True, clean_env=True)
-        if not machine.taskset and ctx.platform.launcher != "apptainer":
+        if not machine.taskset and ctx.platform.launcher != "apptainer" and ctx.facts.get("cpus_allowed"):
             plan["process"]["argv"] = ["taskset", "--cpu-list", _cpu_list(ctx.facts.get("cpus_allowed"))] + plan[
                 "process"
             ]["argv"]
@@ -228,7 +228,7 @@ def shell_command(process, deadline=None):
 
 
 def _cpu_list(cpus):
-    return quiet.format_cpus(int(cpu) for cpu in cpus or [0])
+    return quiet.format_cpus(int(cpu) for cpu in cpus)
 
 
 def observed(plan, results):

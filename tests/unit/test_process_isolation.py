@@ -1,0 +1,291 @@
+"""Where a process cell runs on the runner host, now that the harness runs at SCHED_IDLE in a cgroup of its own
+(plugins/module_utils/quiet.py): in a cgroup of the cell's own, at the normal policy and nice 0, in a clean
+environment, an unpinned one over every CPU the host allows (placements/process.py); or, in an experiment of
+``isolation: none``, where the harness is. A guest's process cell is inside its guest: none of this."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
+from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, instance_name
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.process import shell_command
+from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
+
+V1 = {"version": "v1", "directory": "/sys/fs/cgroup/cpu"}
+V2 = {"version": "v2", "directory": "/sys/fs/cgroup"}
+HOST = {"cpu_cgroup": V2, "cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0}
+NO_CPU_CONTROLLER = {name: value for name, value in HOST.items() if name != "cpu_cgroup"}
+OPTIONS = plan_options(
+    host="runner-a",
+    campaign="c1",
+    sif={"sif": "/var/lib/platbench/sif/workload-cdcdcdcdcdcd.sif", "image_id": "sha256:" + "cd" * 32},
+    apptainer_version="1.4.5",
+    guest_image={"container_image_id": "sha256:" + "ab" * 32},
+)
+# The start of a runner-host process cell's line after its cgroup; then its deadline and `env -i` on this base.
+RESET = "renice -n 0 -p $$ >/dev/null && exec chrt --other 0 timeout --verbose --kill-after=10 3600 env -i "
+CLEAN_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8"
+
+
+def make_cell(platform, cpu_config="pin", scaleup=1, **labels):
+    scenario = f"{platform}/{scaleup}/{cpu_config}/cpu"
+    params = {"framework": "tensorflow", "steps": 3}
+    return {
+        "id": f"{scenario}|r0",
+        "scenario": scenario,
+        "params": params,
+        "labels": {
+            **params,
+            "platform": platform,
+            "scaleup": scaleup,
+            "cpu_config": cpu_config,
+            "processor": "cpu",
+            "workload": "cnn_train",
+            "repeat": 0,
+            "host": "runner-a",
+            **labels,
+        },
+    }
+
+
+def experiment(**fields):
+    base = {
+        "name": "placed",
+        "workload": "cnn_train",
+        "platforms": ["bm", "sg", "cn", "vm"],
+        "scaleup": [1],
+        "cpu_config": ["pin"],
+        "processor": ["cpu"],
+        "repeats": 1,
+    }
+    return validate_experiment({**base, **fields})
+
+
+def tail(plan):
+    """The line's environment and argv after `env -i` and its base, as the shell quotes them."""
+    variables = [f"{name}={value}" for name, value in sorted(plan["process"]["env"].items())]
+    return shlex.join(variables + plan["process"]["argv"])
+
+
+def cgroup_path(plan, directory):
+    return f"{directory}/platbench-inject-{instance_name('c1', 'runner-a', plan['cell']).removeprefix('platbench-')}"
+
+
+# -- a cgroup of its own, or a refusal ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "facts", [NO_CPU_CONTROLLER, {**NO_CPU_CONTROLLER, "cpu_cgroup": None}], ids=["absent", "null"]
+)
+@pytest.mark.parametrize("platform, cpu_config", [("bm", "pin"), ("bm", "vnl"), ("sg", "pin"), ("sg", "vnl")])
+def test_a_runner_host_without_a_cpu_controller_refuses_its_process_cells_naming_isolation_none(
+    platform, cpu_config, facts
+):
+    message = (
+        f"cell {platform}/1/{cpu_config}/cpu|r0 on runner-a: a {platform} cell runs in a cgroup of its own, as a "
+        "container does, and this host's facts (platbench.lab.host_facts: cpu_cgroup) found no cgroup cpu "
+        "controller: mount it (cgroup v2 with cpu in /sys/fs/cgroup/cgroup.controllers, or v1's cpu mount), or set "
+        "`isolation: none` in the experiment, which the report marks"
+    )
+    with pytest.raises(CellPlanError, match=f"^{re.escape(message)}$"):
+        cell_plan(make_cell(platform, cpu_config), facts, OPTIONS)
+
+
+@pytest.mark.parametrize("platform", ["cn", "vm"])
+def test_a_container_or_a_guest_on_that_host_is_still_planned(platform):
+    # A container's engine makes its cgroup, and a guest's process is inside the guest.
+    plan = cell_plan(make_cell(platform), NO_CPU_CONTROLLER, OPTIONS)
+    assert "uncapped_cgroup" not in plan["runtime"] and "isolation" not in plan["runtime"]
+
+
+@pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
+def test_a_bm_cell_runs_in_an_uncapped_cgroup_of_its_own_at_the_normal_policy_in_a_clean_environment(cpu_config):
+    plan = cell_plan(make_cell("bm", cpu_config), HOST, OPTIONS)
+    cgroup = plan["process"]["cgroup"]
+    assert cgroup == {
+        "path": cgroup_path(plan, "/sys/fs/cgroup"),
+        "version": "v2",
+        "quota_us": cpu_quota.UNLIMITED,
+        "period_us": 100000,
+    }
+    assert plan["runtime"]["uncapped_cgroup"] == {
+        "cgroup": cgroup["path"],
+        "applied_by": "cgroup v2 cpu.max=max 100000",
+    }
+    assert "isolation" not in plan["runtime"] and "inject" not in plan["runtime"]
+    assert plan["process"]["normal_policy"] is True and plan["process"]["clean_env"] is True
+    assert plan["process"]["command"] == (
+        f"cd /opt/platbench && echo $$ > {cgroup['path']}/cgroup.procs && {RESET}{CLEAN_ENV} {tail(plan)}"
+    )
+    assert_plan_matches_its_specs(plan)
+
+
+# -- isolation: none -------------------------------------------------------------------------------------------------
+
+
+def test_an_isolation_none_experiments_bm_cell_has_no_cgroup_and_says_so():
+    cells = {cell["labels"]["platform"]: cell for cell in expand(experiment(isolation="none"))}
+    assert {platform: cell["labels"]["isolation"] for platform, cell in cells.items()} == dict.fromkeys(cells, "none")
+    # The host needs no cpu controller for it; the cell still gets the normal policy and a clean environment.
+    plans = [cell_plan(cells["bm"], facts, OPTIONS) for facts in (HOST, NO_CPU_CONTROLLER)]
+    for plan in plans:
+        assert "cgroup" not in plan["process"] and "uncapped_cgroup" not in plan["runtime"]
+        assert plan["runtime"]["isolation"] == "none"
+        assert plan["process"]["normal_policy"] is True and plan["process"]["clean_env"] is True
+        assert plan["process"]["command"] == f"cd /opt/platbench && {RESET}{CLEAN_ENV} {tail(plan)}"
+    sg = cell_plan(cells["sg"], NO_CPU_CONTROLLER, OPTIONS)
+    assert "cgroup" not in sg["process"] and sg["runtime"]["isolation"] == "none"
+    assert sg["process"]["command"] == f"cd / && {RESET}{CLEAN_ENV} {tail(sg)}"
+    for plan in [*plans, sg]:
+        assert_plan_matches_its_specs(plan)
+
+
+def test_the_default_isolation_is_a_cgroup_and_its_cells_carry_no_label_for_it():
+    plan = experiment()
+    assert plan["isolation"] == "cgroup"
+    cells = expand(plan)
+    assert cells and all("isolation" not in cell["labels"] for cell in cells)
+    assert expand(experiment(isolation="cgroup")) == cells
+
+
+@pytest.mark.parametrize("value", ["container", "None", None, True, ["none"]])
+def test_an_unknown_isolation_is_refused_naming_the_field_and_the_allowed_values(value):
+    problem = (
+        f"isolation: unknown value {value!r}; allowed: cgroup (each process cell in a cgroup of its own, as a "
+        "container: the default) or none (where the harness is; the report marks it)"
+    )
+    with pytest.raises(ExperimentError) as raised:
+        experiment(isolation=value)
+    assert str(raised.value) == f"experiment: invalid experiment:\n  - {problem}"
+
+
+# -- cgroup v1 with cpuacct on a mount of its own --------------------------------------------------------------------
+
+
+def test_a_v1_host_with_a_separate_cpuacct_mount_also_leaves_the_cpuacct_root():
+    # The harness's CPU time is counted in its cpuacct cgroup: the cell's shell line must not stay in it.
+    facts = {**HOST, "cpu_cgroup": V1, "cpuacct_cgroup": {"directory": "/sys/fs/cgroup/cpuacct"}}
+    plan = cell_plan(make_cell("bm"), facts, OPTIONS)
+    cgroup = plan["process"]["cgroup"]
+    assert cgroup == {
+        "path": cgroup_path(plan, "/sys/fs/cgroup/cpu"),
+        "version": "v1",
+        "quota_us": cpu_quota.UNLIMITED,
+        "period_us": 100000,
+        "leave": ["/sys/fs/cgroup/cpuacct/cgroup.procs"],
+    }
+    assert plan["process"]["command"] == (
+        f"cd /opt/platbench && echo $$ > {cgroup['path']}/cgroup.procs && "
+        f"echo $$ > /sys/fs/cgroup/cpuacct/cgroup.procs && {RESET}{CLEAN_ENV} {tail(plan)}"
+    )
+    # An injected quota's cgroup leaves it too.
+    injected = make_cell("bm", inject="cpu_quota=0.5")
+    injected["id"] = "bm/1/pin/cpu|inject=cpu_quota=0.5|r0"
+    capped = cell_plan(injected, facts, OPTIONS)["process"]["cgroup"]
+    assert (capped["quota_us"], capped["leave"]) == (50000, ["/sys/fs/cgroup/cpuacct/cgroup.procs"])
+    assert_plan_matches_its_specs(plan)
+
+
+@pytest.mark.parametrize(
+    "cpu_cgroup, cpuacct_cgroup",
+    [
+        (V1, None),
+        ({"version": "v1", "directory": "/sys/fs/cgroup/cpu,cpuacct"}, {"directory": "/sys/fs/cgroup/cpu,cpuacct"}),
+        (V2, {"directory": "/sys/fs/cgroup/cpuacct"}),
+    ],
+    ids=["v1-no-cpuacct", "v1-shared-mount", "v2"],
+)
+def test_no_other_root_is_left_where_cpuacct_has_no_mount_of_its_own(cpu_cgroup, cpuacct_cgroup):
+    facts = {**HOST, "cpu_cgroup": cpu_cgroup, "cpuacct_cgroup": cpuacct_cgroup}
+    plan = cell_plan(make_cell("bm"), facts, OPTIONS)
+    assert "leave" not in plan["process"]["cgroup"]
+    assert plan["process"]["command"].count("cgroup.procs") == 1
+
+
+def test_the_shell_line_writes_each_cgroup_then_resets_the_policy_and_the_environment():
+    process = {
+        "chdir": "/opt/x",
+        "env": {"B": "2", "A": "a b"},
+        "argv": ["python", "-m", "w"],
+        "cgroup": {"path": "/cg/cpu/cell", "leave": ["/cg/cpuacct/cgroup.procs"]},
+        "normal_policy": True,
+        "clean_env": True,
+    }
+    assert shell_command(process) == (
+        "cd /opt/x && echo $$ > /cg/cpu/cell/cgroup.procs && echo $$ > /cg/cpuacct/cgroup.procs && "
+        f"renice -n 0 -p $$ >/dev/null && exec chrt --other 0 env -i {CLEAN_ENV} 'A=a b' B=2 python -m w"
+    )
+
+
+# -- the CPUs of an unpinned cell ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reserved", [[], [0]], ids=["no-reserved", "reserved"])
+def test_an_unpinned_bm_cell_gets_taskset_over_every_cpu_the_host_allows(reserved):
+    # A harness kept on spare CPUs (platform_run_reserved_cpus) passes its affinity down: the vnl cell gets every
+    # allowed CPU back, the reserved ones included, and the scheduler decides.
+    facts = {**HOST, "cpus_allowed": [0, 1, 2, 5, 6, 7, 9], "numa_nodes": {"0": [0, 1, 2, 5, 6, 7, 9]}}
+    plan = cell_plan(make_cell("bm", "vnl", scaleup=2), facts, {**OPTIONS, "reserved_cpus": reserved})
+    assert plan["cpus"] == [] and plan["cpuset"] == ""
+    assert plan["process"]["argv"] == [
+        "taskset",
+        "--cpu-list",
+        "0-2,5-7,9",
+        "/opt/platbench/venv/bin/python",
+        *plan["argv"],
+    ]
+    assert plan["runtime"]["launcher"] == "process"
+    assert plan["process"]["command"].endswith(
+        " taskset --cpu-list 0-2,5-7,9 /opt/platbench/venv/bin/python " + (shlex.join(plan["argv"]))
+    )
+    # A pinned cell keeps its own CPUs alone.
+    pinned = cell_plan(make_cell("bm", "pin", scaleup=2), facts, {**OPTIONS, "reserved_cpus": reserved})
+    assert pinned["process"]["argv"][:3] == ["taskset", "--cpu-list", pinned["cpuset"]]
+    assert pinned["process"]["argv"].count("taskset") == 1
+
+
+# -- a guest's process cell ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("platform", ["vm", "vmsg", "mvm"])
+@pytest.mark.parametrize("cpu_config", ["pin", "vnl"])
+def test_a_guests_process_cell_gets_neither_a_cgroup_nor_chrt(platform, cpu_config):
+    options = {
+        **OPTIONS,
+        "guest_image": {
+            "container_image_id": "sha256:" + "ab" * 32,
+            "sif_disk": "/var/lib/platbench/guest/sif-abababababab.img",
+            "sif_image_id": "sha256:" + "ab" * 32,
+            "apptainer_version": "1.4.5",
+            "firecracker": {"kernel": "/var/lib/platbench/guest/r.vmlinux", "rootfs": "/var/lib/platbench/guest/r.raw"},
+        },
+    }
+    plan = cell_plan(make_cell(platform, cpu_config), HOST, options)
+    process = plan["process"]
+    assert process["host"] == plan["name"]  # over SSH
+    assert not {"cgroup", "normal_policy", "clean_env"} & set(process)
+    assert "uncapped_cgroup" not in plan["runtime"] and "isolation" not in plan["runtime"]
+    # No taskset over the runner host's CPUs: in a guest the vCPUs are pinned on the host instead.
+    if platform == "vmsg":
+        assert process["argv"][:4] == (
+            ["taskset", "--cpu-list", "0", "apptainer"]
+            if cpu_config == "pin"
+            else [
+                "apptainer",
+                "exec",
+                "--cleanenv",
+                "--containall",
+            ]
+        )
+    else:
+        assert process["argv"] == ["/opt/platbench/venv/bin/python", *plan["argv"]]
+    variables = [f"{name}={value}" for name, value in sorted(process["env"].items())]
+    assert process["command"] == (
+        f"cd {shlex.quote(process['chdir'])} && exec timeout --verbose --kill-after=10 3600 env "
+        + shlex.join(variables + process["argv"])
+    )
