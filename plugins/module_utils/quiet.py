@@ -32,6 +32,8 @@ from __future__ import annotations
 import json
 import os
 
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence
+
 CGROUP_ROOT = "/sys/fs/cgroup"
 PREFIX = "platbench-harness-"
 IDLE_SHARES = "2"  # cgroup v1's least cpu.shares
@@ -58,17 +60,6 @@ def _read(path):
 def _write(path, value):
     with open(path, "w", encoding="utf-8") as stream:
         stream.write(value)
-
-
-def format_cpus(cpus):
-    """[0, 1, 2, 5] -> "0-2,5"."""
-    ranges = []
-    for cpu in sorted(set(cpus)):
-        if ranges and cpu == ranges[-1][1] + 1:
-            ranges[-1][1] = cpu
-        else:
-            ranges.append([cpu, cpu])
-    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in ranges)
 
 
 def layout(cgroup_root=CGROUP_ROOT, pid1_comm=None):
@@ -103,7 +94,7 @@ def placement(found, pid, spare_cpus=(), in_scope=False):
     - ``cpus``: the affinity, a cpu list, or None to keep every CPU;
     - ``accounting``: ``{"kind": "percpu"|"total", "path"}``, the file that counts the harness's CPU time, or None.
     ``in_scope``: the harness already runs in its scope (re-executed): the scope's cgroup counts it."""
-    cpus = format_cpus(spare_cpus) if spare_cpus else None
+    cpus = cpu_fence.format_cpus(spare_cpus) if spare_cpus else None
     name = f"{PREFIX}{int(pid)}"
     chosen = {"method": "policy-only", "policy": "SCHED_IDLE", "cpus": cpus, "cgroups": [], "accounting": None}
     if found.get("systemd") and not in_scope:
@@ -190,7 +181,7 @@ def apply(chosen, pid=None):
         problems.append("the host has no cgroup cpu controller to weigh the harness down")
     if chosen["cpus"]:
         try:
-            os.sched_setaffinity(pid, [int(cpu) for cpu in _cpu_list(chosen["cpus"])])
+            os.sched_setaffinity(pid, cpu_fence.parse_cpus(chosen["cpus"]))
         except OSError as exc:
             problems.append(f"the harness could not be kept on CPUs {chosen['cpus']} ({exc.strerror or exc})")
     accounting = chosen["accounting"] if chosen["accounting"] and (entered or not chosen["cgroups"]) else None
@@ -242,14 +233,6 @@ def describe(chosen, entered=None):
         parts.append(f"cgroup {cgroup['path']} ({settings})")
     parts.append(f"on CPUs {chosen['cpus']}" if chosen["cpus"] else "on the cells' CPUs (no CPU is reserved)")
     return "; ".join(parts)
-
-
-def _cpu_list(text):
-    cpus = []
-    for part in filter(None, (piece.strip() for piece in str(text).split(","))):
-        low, _, high = part.partition("-")
-        cpus.extend(range(int(low), int(high or low) + 1))
-    return cpus
 
 
 def release(state, pid=None):

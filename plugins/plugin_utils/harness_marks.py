@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.platbench.lab.plugins.module_utils import quiet
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, quiet
 
 NOT_THROUGH_PLATBENCH = (
     "the playbook was not started by `platbench run`: nothing kept ansible-playbook off the cells' CPUs; run the "
@@ -24,8 +24,8 @@ REMOTE = "counted on the controller only: this cell ran on another machine, whos
 
 def _cpus(cpuset):
     try:
-        return quiet._cpu_list(cpuset) if cpuset else None
-    except ValueError:
+        return cpu_fence.parse_cpus(cpuset) if cpuset else None
+    except cpu_fence.FenceError:
         return None
 
 

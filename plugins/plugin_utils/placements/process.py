@@ -19,7 +19,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer, cpu_quota, quiet
+from ansible_collections.platbench.lab.plugins.module_utils import apptainer, cpu_fence, cpu_quota, quiet
 from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     Kind,
@@ -228,7 +228,7 @@ def shell_command(process, deadline=None):
 
 
 def _cpu_list(cpus):
-    return quiet.format_cpus(int(cpu) for cpu in cpus)
+    return cpu_fence.format_cpus(int(cpu) for cpu in cpus)
 
 
 def observed(plan, results):
