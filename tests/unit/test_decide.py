@@ -137,12 +137,13 @@ def test_until_precision_runs_on_past_a_decided_budget(tmp_path, passes, capsys,
         assert out.rstrip().endswith("until decided: every ratio to bm is within ±1.0%: decided")
 
 
-def test_make_lab_runs_the_smoke_until_decided_within_fifteen_minutes():
+def test_make_lab_runs_the_smoke_answer_to_one_percent_within_ten_minutes_and_other_sizes_to_three_in_fifteen():
     makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     recipe = makefile.split("\nlab:", 1)[1].split("\n\n", 1)[0]
     assert "$(if $(PRECISION),--precision $(PRECISION) --max-time $(MAX_TIME) --until precision)" in recipe
-    assert "PRECISION ?= 0.03" in makefile and "MAX_TIME ?= 15m" in makefile
-    assert decide.parse_duration("15m") == 900 and decide.precision_problem(0.03) is None
+    assert "PRECISION ?= $(if $(filter answer,$(SIZE)),0.01,0.03)" in makefile
+    assert "MAX_TIME ?= $(if $(filter answer,$(SIZE)),10m,15m)" in makefile
+    assert decide.parse_duration("10m") == 600 and decide.precision_problem(0.01) is None
 
 
 def test_an_experiment_changed_between_passes_is_refused_before_its_cells_mix(tmp_path, monkeypatch, capsys):
