@@ -29,8 +29,10 @@ Paths are arguments, so the unit tests work on a fake cgroup tree.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import time
 
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence
 
@@ -235,7 +237,7 @@ def describe(chosen, entered=None):
     return "; ".join(parts)
 
 
-def release(state, pid=None):
+def release(state, pid=None, grace=10.0):
     """Leave the harness's cgroups and remove them; the problems, [] when every one went. A cgroup another process
     still holds (a worker that has not exited) stays: playbooks/teardown.yml removes it with the other leftovers."""
     pid = os.getpid() if pid is None else pid
@@ -251,10 +253,26 @@ def release(state, pid=None):
         try:
             back = (state.get("came_from") or {}).get(path) or os.path.dirname(path)
             _write(os.path.join(back, "cgroup.procs"), str(pid))
-            os.rmdir(path)
+            _remove_when_empty(path, grace)
         except OSError as exc:
             problems.append(f"the harness's cgroup {path} was not removed ({exc.strerror or exc})")
     return problems
+
+
+def _remove_when_empty(path, grace):
+    """rmdir ``path`` once the harness's last processes have left it: a run stopped by a signal has just killed its
+    playbook's sessions, which may take a moment to exit (EBUSY meanwhile). Bounded by ``grace`` seconds."""
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.1)
 
 
 def leftovers(found):
