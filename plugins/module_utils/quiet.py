@@ -253,15 +253,16 @@ def release(state, pid=None, grace=10.0):
         try:
             back = (state.get("came_from") or {}).get(path) or os.path.dirname(path)
             _write(os.path.join(back, "cgroup.procs"), str(pid))
-            _remove_when_empty(path, grace)
+            _remove_when_empty(path, back, grace)
         except OSError as exc:
             problems.append(f"the harness's cgroup {path} was not removed ({exc.strerror or exc})")
     return problems
 
 
-def _remove_when_empty(path, grace):
-    """rmdir ``path`` once the harness's last processes have left it: a run stopped by a signal has just killed its
-    playbook's sessions, which may take a moment to exit (EBUSY meanwhile). Bounded by ``grace`` seconds."""
+def _remove_when_empty(path, back, grace):
+    """rmdir ``path``, the harness's group. A run stopped by a signal has just killed its playbook's sessions, and a
+    process of the harness may still be exiting in it (EBUSY): each one left is moved to ``back``, where the harness
+    came from, until the group is empty or ``grace`` seconds have passed."""
     deadline = time.monotonic() + grace
     while True:
         try:
@@ -272,6 +273,11 @@ def _remove_when_empty(path, grace):
         except OSError as exc:
             if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
                 raise
+        for pid in (_read(os.path.join(path, "cgroup.procs")) or "").split():
+            try:
+                _write(os.path.join(back, "cgroup.procs"), pid)
+            except OSError:
+                continue  # gone meanwhile
         time.sleep(0.1)
 
 
