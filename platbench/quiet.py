@@ -114,6 +114,9 @@ class Harness:
         if self._thread is not None:
             self._thread.join(timeout=5)
         problems = quiet.release(self.state)
+        # A run killed with SIGKILL left its group, which still held that run's processes when this one started;
+        # they are stopped by now (run._after_a_dead_run).
+        _remove_dead_runs_groups()
         for problem in problems:
             print(f"warning: {problem}", file=sys.stderr)
 
@@ -128,12 +131,17 @@ class Harness:
         }
 
 
+def _remove_dead_runs_groups():
+    """The groups of runs killed with SIGKILL (their pid gone), where nothing is left in them."""
+    for path in quiet.leftovers(quiet.layout()):
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
 def isolate(inventory):
     """Place this process (``platbench run``) below the cells it will measure: a ``Harness``. On a systemd host the
     process is first re-executed inside its scope (this call does not return there, unless that fails)."""
-    for path in quiet.leftovers(quiet.layout()):  # the groups of runs killed with SIGKILL: empty, their pid gone
-        with contextlib.suppress(OSError):
-            os.rmdir(path)
+    _remove_dead_runs_groups()
     chosen = place(inventory)
     if chosen["method"] == "systemd-scope" and chosen.get("scope_argv"):
         problem = reexec_in_scope(chosen)
