@@ -135,11 +135,13 @@ def _run_args(args):
         f"inject={injected_setting(args.inject, args.effect)}",
         "--set",
         f"params.auto_seconds={args.cell_seconds:g}",
-        "--inventory",
-        args.inventory,
-        "--results-dir",
-        args.results_dir,
     ]
+    return _parsed_run_args(parser, args, argv)
+
+
+def _parsed_run_args(parser, args, argv):
+    """``argv`` of a `platbench run` with the calibration's inventory, results directory and host, parsed."""
+    argv = [*argv, "--inventory", args.inventory, "--results-dir", args.results_dir]
     argv += ["--hosts", args.host] if args.host else []
     parsed = parser.parse_args(argv)
     parsed.argv = argv
@@ -191,15 +193,8 @@ def _harness_run_args(args, campaign):
         campaign,
         "--repeats",
         str(args.harness_pairs),
-        "--inventory",
-        args.inventory,
-        "--results-dir",
-        args.results_dir,
     ]
-    argv += ["--hosts", args.host] if args.host else []
-    parsed = parser.parse_args(argv)
-    parsed.argv = argv
-    return parsed
+    return _parsed_run_args(parser, args, argv)
 
 
 def harness(args, out, err):
