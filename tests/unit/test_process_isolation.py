@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
@@ -289,3 +290,97 @@ def test_a_guests_process_cell_gets_neither_a_cgroup_nor_chrt(platform, cpu_conf
         f"cd {shlex.quote(process['chdir'])} && exec timeout --verbose --kill-after=10 3600 env "
         + shlex.join(variables + process["argv"])
     )
+
+
+# -- where systemd is PID 1: a transient scope -----------------------------------------------------------------------
+
+SYSTEMD_HOST = {**HOST, "systemd_pid1": True}
+
+
+def scope_unit(plan):
+    return f"platbench-cell-{instance_name('c1', 'runner-a', plan['cell']).removeprefix('platbench-')}.scope"
+
+
+@pytest.mark.parametrize("platform", ["bm", "sg"])
+def test_on_a_systemd_host_a_process_cell_runs_in_a_transient_scope_instead_of_a_cgroup_of_platbenchs(platform):
+    plan = cell_plan(make_cell(platform, "vnl" if platform == "sg" else "pin"), SYSTEMD_HOST, OPTIONS)
+    # systemd owns the tree: no cgroupfs group to make (process.yml's tasks are skipped), a scope in system.slice.
+    assert "cgroup" not in plan["process"]
+    assert plan["process"]["scope"] == {
+        "unit": scope_unit(plan),
+        "slice": "system.slice",
+        "properties": ["CPUAccounting=yes", "CPUWeight=100"],
+    }
+    assert plan["runtime"]["uncapped_cgroup"] == {
+        "cgroup": f"system.slice/{scope_unit(plan)}",
+        "applied_by": "systemd scope CPUAccounting=yes CPUWeight=100",
+    }
+    words = shlex.split(plan["process"]["command"])
+    scope = words.index("systemd-run")
+    # Nice 0 in the shell, then systemd-run execs the policy reset, the deadline and the clean environment.
+    nice = ["renice", "-n", "0", "-p", "$$", ">/dev/null"]
+    assert words[:scope] == ["cd", plan["process"]["chdir"], "&&", *nice, "&&", "exec"]
+    assert words[scope : words.index("--") + 1] == [
+        "systemd-run",
+        "--scope",
+        "--quiet",
+        "--collect",
+        f"--unit={scope_unit(plan)}",
+        "--slice=system.slice",
+        "--property=CPUAccounting=yes",
+        "--property=CPUWeight=100",
+        "--",
+    ]
+    assert words[words.index("--") + 1 :][:4] == ["chrt", "--other", "0", "timeout"]
+    assert "cgroup.procs" not in plan["process"]["command"]
+    assert_plan_matches_its_specs(plan)
+
+
+@pytest.mark.parametrize("fraction, threads, quota", [(0.95, 1, "95%"), (0.5, 2, "100%"), (0.333, 1, "33.3%")])
+def test_on_a_systemd_host_an_injected_quota_is_the_scopes_cpu_quota_over_the_same_period(fraction, threads, quota):
+    plan = cell_plan(make_cell("bm", "pin", scaleup=threads, inject=f"cpu_quota={fraction}"), SYSTEMD_HOST, OPTIONS)
+    properties = ["CPUAccounting=yes", "CPUWeight=100", f"CPUQuota={quota}", "CPUQuotaPeriodSec=100ms"]
+    assert plan["process"]["scope"]["properties"] == properties
+    assert plan["runtime"]["inject"]["applied_by"] == "systemd scope " + " ".join(properties)
+    assert plan["runtime"]["inject"]["cgroup"] == f"system.slice/{scope_unit(plan)}"
+    assert "uncapped_cgroup" not in plan["runtime"] and "cgroup" not in plan["process"]
+    assert_plan_matches_its_specs(plan)
+
+
+def test_on_a_systemd_host_isolation_none_makes_no_scope():
+    cells = {cell["labels"]["platform"]: cell for cell in expand(experiment(isolation="none"))}
+    plan = cell_plan(cells["bm"], SYSTEMD_HOST, OPTIONS)
+    assert "scope" not in plan["process"] and "systemd-run" not in plan["process"]["command"]
+
+
+def test_the_scope_line_runs_the_workload_through_systemd_run(tmp_path):
+    # A stand-in systemd-run that keeps its arguments and execs what follows `--`, as the real one does once the
+    # scope holds it: the line is a working shell line, and the workload gets systemd-run's pid (exec all the way).
+    fake = tmp_path / "bin" / "systemd-run"
+    fake.parent.mkdir()
+    fake.write_text(
+        '#!/bin/sh\nprintf "%s\\n" $$ "$@" > "$SCOPE_ARGS"\nwhile [ "$1" != -- ]; do shift; done\nshift\nexec "$@"\n'
+    )
+    fake.chmod(0o755)
+    scope = {"unit": "platbench-cell-0123456789ab.scope", "slice": "system.slice", "properties": ["CPUWeight=100"]}
+    process = {
+        "chdir": str(tmp_path),
+        "env": {"A": "1"},
+        "argv": ["sh", "-c", 'echo "$$ $A $PWD"'],
+        "scope": scope,
+        "normal_policy": True,
+        "clean_env": True,
+    }
+    env = {"PATH": f"{fake.parent}:/usr/bin:/bin:/usr/sbin:/sbin", "SCOPE_ARGS": str(tmp_path / "args")}
+    done = subprocess.run(["sh", "-c", shell_command(process)], env=env, capture_output=True, text=True, check=True)
+    pid, *args = (tmp_path / "args").read_text().splitlines()
+    assert args[:7] == [
+        "--scope",
+        "--quiet",
+        "--collect",
+        "--unit=platbench-cell-0123456789ab.scope",
+        "--slice=system.slice",
+        "--property=CPUWeight=100",
+        "--",
+    ]
+    assert done.stdout.split() == [pid, "1", str(tmp_path)]

@@ -12,6 +12,11 @@ in a cgroup of the cell's own with a CFS quota of Q x its CPUs (module_utils/cpu
 creates it before the cell and removes it after, and the shell line moves itself into it before it execs the
 workload. For Apptainer's ``vnl`` that quota takes the place of Apptainer's own ``--cpus``, which would move the
 workload into a cgroup of Apptainer's, out of the cell's.
+
+Where systemd is PID 1 (host_facts' ``systemd_pid1``) systemd owns the cgroup tree, and a cell's cgroup is a transient
+scope instead (``platbench-cell-`` and the same hex digits, in ``system.slice`` beside Docker's containers): the shell
+line execs ``systemd-run --scope`` in front of the workload, systemd makes the scope's cgroup with the cell's
+properties (an injected quota as ``CPUQuota``) and removes it when the workload's last process exits.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common im
 
 # The experiment's ``isolation: none`` (experiment_spec.py): its process cells stay where the harness is.
 ISOLATION_LABEL, NO_ISOLATION = "isolation", "none"
+# The cell's transient systemd scope (where systemd is PID 1): its unit's prefix and slice. A container of Docker's
+# systemd cgroup driver is a scope in system.slice too, so the two sides of a comparison are placed alike.
+SCOPE_PREFIX, SCOPE_SLICE = "platbench-cell-", "system.slice"
 # A process cell's environment on the runner host: the plan's variables on this base, nothing of the controller's.
 BASE_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8")
 
@@ -66,8 +74,9 @@ def runner_machine(ctx):
 
 
 def quota_cgroup(ctx, machine, fraction):
-    """The cell's CPU quota cgroup on the runner host for an injected ``fraction`` of its CPUs (plan["process"]
-    ["cgroup"]: path, cgroup version, quota and period), and what the record says was applied."""
+    """Where the cell runs on the runner host for an injected ``fraction`` of its CPUs: ``{"cgroup": ...}`` (path,
+    cgroup version, quota and period: tasks/process.yml makes it) or, where systemd is PID 1, ``{"scope": ...}``
+    (``cell_scope``); and what the record says was applied."""
     if machine.over_ssh:
         raise PlacementError(
             f"{ctx.where}: inject: the CPU quota cgroup is made around a process on the runner host only, not in "
@@ -84,14 +93,43 @@ def quota_cgroup(ctx, machine, fraction):
         quota = cpu_quota.quota_us(fraction, ctx.threads)
     except cpu_quota.QuotaError as exc:
         raise PlacementError(f"{ctx.where}: inject: {exc}") from None
-    cgroup = _cell_cgroup(ctx, found, quota)
-    applied = {
-        "cpu_quota": fraction,
-        "quota_cpus": ctx.injected_cpus(fraction),
-        "applied_by": cpu_quota.describe(cgroup["version"], quota, cgroup["period_us"]),
+    place, applied = _cell_place(ctx, found, quota)
+    return place, {"cpu_quota": fraction, "quota_cpus": ctx.injected_cpus(fraction), **applied}
+
+
+def _cell_place(ctx, found, quota_us):
+    """The cell's own cgroup with ``quota_us`` (``cpu_quota.UNLIMITED``: none): a scope where systemd is PID 1, else
+    one in the host's cpu hierarchy (``found``: host_facts' cpu_cgroup); and what the record says of it."""
+    if ctx.facts.get("systemd_pid1"):
+        scope = cell_scope(ctx, quota_us)
+        return {"scope": scope}, {
+            "cgroup": f"{scope['slice']}/{scope['unit']}",
+            "applied_by": f"systemd scope {' '.join(scope['properties'])}",
+        }
+    cgroup = _cell_cgroup(ctx, found, quota_us)
+    return {"cgroup": cgroup}, {
         "cgroup": cgroup["path"],
+        "applied_by": cpu_quota.describe(cgroup["version"], quota_us, cgroup["period_us"]),
     }
-    return cgroup, applied
+
+
+def cell_scope(ctx, quota_us=cpu_quota.UNLIMITED):
+    """The cell's transient scope: its unit, slice and properties. CPUWeight is the default, set so that systemd
+    gives the scope the cpu controller (a group of its own, as a container's); a quota is CPUQuota over the same
+    period as the cgroupfs one (Q x CPUs x 100 ms)."""
+    digits = cpu_quota.cgroup_name(ctx.name).removeprefix(cpu_quota.PREFIX)
+    properties = ["CPUAccounting=yes", "CPUWeight=100"]
+    if int(quota_us) != cpu_quota.UNLIMITED:
+        percent = round(int(quota_us) * 100 / cpu_quota.PERIOD_US, 2)
+        properties += [f"CPUQuota={percent:g}%", f"CPUQuotaPeriodSec={cpu_quota.PERIOD_US // 1000}ms"]
+    return {"unit": f"{SCOPE_PREFIX}{digits}.scope", "slice": SCOPE_SLICE, "properties": properties}
+
+
+def scope_argv(scope):
+    """systemd-run in front of the workload: it puts itself in the new scope, then execs what follows ``--``."""
+    properties = [f"--property={setting}" for setting in scope["properties"]]
+    unit = [f"--unit={scope['unit']}", f"--slice={scope['slice']}"]
+    return ["systemd-run", "--scope", "--quiet", "--collect", *unit, *properties, "--"]
 
 
 def _cell_cgroup(ctx, found, quota_us):
@@ -111,12 +149,12 @@ def _cell_cgroup(ctx, found, quota_us):
 
 
 def own_cgroup(ctx, machine):
-    """The cgroup of its own, without a quota, every process cell on the runner host runs in: a container runs in
-    one its engine makes, and a process left in the root cgroup (or the harness's) would compete task by task
-    instead of as a group, so the two sides of a comparison would not be placed alike. The cells of an inject
-    experiment that run without a cap are in one too, so the cells compared differ only by what is injected. None
-    on a machine over SSH (a guest's or an instance's processes are inside it) or where the experiment says
-    ``isolation: none``. A runner host without a cpu controller refuses the cell: it cannot be placed alike."""
+    """The cgroup of its own, without a quota, every process cell on the runner host runs in (``_cell_place``): a
+    container runs in one its engine makes, and a process left in the root cgroup (or the harness's) would compete
+    task by task instead of as a group, so the two sides of a comparison would not be placed alike. The cells of an
+    inject experiment that run without a cap are in one too, so the cells compared differ only by what is injected.
+    (None, None) on a machine over SSH (a guest's or an instance's processes are inside it) or where the experiment
+    says ``isolation: none``. A runner host without a cpu controller refuses the cell: it cannot be placed alike."""
     if machine.over_ssh or ctx.cell["labels"].get(ISOLATION_LABEL) == NO_ISOLATION:
         return None, None
     found = ctx.facts.get("cpu_cgroup")
@@ -127,11 +165,7 @@ def own_cgroup(ctx, machine):
             "with cpu in /sys/fs/cgroup/cgroup.controllers, or v1's cpu mount), or set `isolation: none` in the "
             "experiment, which the report marks"
         )
-    cgroup = _cell_cgroup(ctx, found, cpu_quota.UNLIMITED)
-    return cgroup, {
-        "cgroup": cgroup["path"],
-        "applied_by": cpu_quota.describe(cgroup["version"], cpu_quota.UNLIMITED, cgroup["period_us"]),
-    }
+    return _cell_place(ctx, found, cpu_quota.UNLIMITED)
 
 
 def plan(ctx, plan, machine=None):
@@ -139,8 +173,8 @@ def plan(ctx, plan, machine=None):
     it runs in (``cgroup``)."""
     machine = machine or runner_machine(ctx)
     fraction = ctx.injected_quota
-    cgroup, applied = quota_cgroup(ctx, machine, fraction) if fraction is not None else (None, None)
-    uncapped, uncapped_applied = (None, None) if cgroup else own_cgroup(ctx, machine)
+    capped = fraction is not None
+    place, applied = quota_cgroup(ctx, machine, fraction) if capped else own_cgroup(ctx, machine)
     if ctx.platform.launcher == "apptainer":
         if not machine.sif:
             fix = apptainer.GUEST_FIX if machine.over_ssh else apptainer.INSTALL_FIX
@@ -153,7 +187,7 @@ def plan(ctx, plan, machine=None):
                 binds=machine.binds,
                 scratch=machine.scratch,
                 gpu=ctx.gpu_count > 0,
-                cpu_quota=None if cgroup else ctx.quota,
+                cpu_quota=None if capped else ctx.quota,
                 cpuset=machine.apptainer_cpuset,
             ),
             "chdir": "/",
@@ -161,7 +195,7 @@ def plan(ctx, plan, machine=None):
         }
         plan["runtime"].update(
             launcher="apptainer",
-            cpu_quota_requested=None if cgroup else ctx.quota,
+            cpu_quota_requested=None if capped else ctx.quota,
             sif=machine.sif,
             sif_image_id=machine.sif_image_id,
             apptainer_version=machine.apptainer_version,
@@ -183,12 +217,9 @@ def plan(ctx, plan, machine=None):
         else:
             plan["runtime"]["launcher"] = "taskset" if taskset else "process"
     plan["process"].update(host=machine.host, become=machine.become)
-    if cgroup:
-        plan["process"]["cgroup"] = cgroup
-        plan["runtime"]["inject"] = applied
-    elif uncapped:
-        plan["process"]["cgroup"] = uncapped
-        plan["runtime"]["uncapped_cgroup"] = uncapped_applied
+    if place:
+        plan["process"].update(place)
+        plan["runtime"]["inject" if capped else "uncapped_cgroup"] = applied
     if ctx.cell["labels"].get(ISOLATION_LABEL) == NO_ISOLATION:
         plan["runtime"]["isolation"] = NO_ISOLATION
     if not machine.over_ssh:
@@ -209,8 +240,10 @@ def shell_command(process, deadline=None):
     module on the other side: the half second a module's start costs is no longer part of every cell.
     ``deadline``: the cell's timeout, which coreutils' timeout enforces there on the workload and every process it
     started (plugin_utils/cell_timeout.py); None where a supervisor stops it (a guest's instances). With a
-    ``cgroup`` (an injected CPU quota) the shell writes its own pid into the cgroup first, so that what it execs,
-    and every process that starts, runs under the quota; a write that fails stops the line there."""
+    ``cgroup`` (the cell's own, an injected CPU quota's) the shell writes its own pid into the cgroup first, so that
+    what it execs, and every process that starts, runs in it; a write that fails stops the line there. With a
+    ``scope`` it execs systemd-run first, which does the same through systemd (a scope that cannot be made fails
+    the line with systemd-run's message)."""
     assignments = [f"{name}={value}" for name, value in sorted(process["env"].items())]
     stop = cell_timeout.deadline_argv(deadline) if deadline is not None else []
     enter = ""
@@ -222,7 +255,8 @@ def shell_command(process, deadline=None):
     # environment (env -i), as a container gets its image's.
     policy = quiet.NORMAL_POLICY_ARGV if process.get("normal_policy") else []
     base = ["-i", *BASE_ENV] if process.get("clean_env") else []
-    command = shlex.join([*policy, *stop, "env", *base, *assignments, *process["argv"]])
+    scope = scope_argv(process["scope"]) if process.get("scope") else []
+    command = shlex.join([*scope, *policy, *stop, "env", *base, *assignments, *process["argv"]])
     nice = "renice -n 0 -p $$ >/dev/null && " if process.get("normal_policy") else ""
     return f"cd {shlex.quote(process['chdir'])} && {enter}{nice}exec {command}"
 
