@@ -124,6 +124,7 @@ def process_instance(instance, where, grace=5, runtime_dir=RUNTIME_DIR):
         "stop": ssh_argv(where, process_stop_line(name, grace, runtime_dir)),
         "stop_timeout": stop_timeout(grace),
         "host": where["name"],
+        "place": None,  # the ssh client stays the harness's; sshd starts the instance there
     }
 
 
@@ -140,6 +141,7 @@ def container_instance(instance, where, grace=5):
         "stop": ssh_argv(where, shlex.join(str(arg) for arg in instance["stop"])),
         "stop_timeout": stop_timeout(grace),
         "host": where["name"],
+        "place": None,
     }
 
 

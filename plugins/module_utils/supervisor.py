@@ -22,8 +22,17 @@ Stopping is SIGTERM to the session, then SIGKILL after ``grace`` seconds, then t
 SIGTERM, SIGINT and SIGHUP received by the supervisor (Ctrl-C on the controller, a task timeout) stop
 everything the same way before it exits.
 
-Pure Python with the standard library: the ``run_instances`` module wraps it, and the tests drive it
-directly.
+The supervisor is part of the harness: it runs at ``SCHED_IDLE`` (inherited from ``platbench run`` on a local lab,
+lowered by ``run_instances`` on a runner host of its own; module_utils/quiet.py), in the harness's cgroup. An
+instance that names a ``place`` (a process instance on the runner host, placements/instances.py) is put back before
+it execs: into a cgroup of its own without a quota (``cgroup``: path, version, ``leave``), which the supervisor
+makes before it starts and removes after it is stopped, as a container instance is in its engine's; at the normal
+policy and nice 0 (``normal_policy``); with ``base_env`` instead of the supervisor's environment under the plan's
+variables. A step that fails is said on the instance's stderr and ends it with status 126, so that the cell fails
+with that reason.
+
+Pure Python with the standard library (and cpu_quota, for an instance's cgroup): the ``run_instances`` module wraps
+it, and the tests drive it directly.
 """
 
 from __future__ import annotations
@@ -35,9 +44,12 @@ import subprocess
 import tempfile
 import time
 
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
+
 POLL_SECONDS = 0.05
 TAIL_CHARS = 2000
 FOREGROUND, BACKGROUND = "foreground", "background"
+PLACE_FAILED = 126  # an instance's exit status when it could not be placed (its stderr says why)
 
 
 class SupervisorError(Exception):
@@ -67,6 +79,8 @@ class Instance:
         self.role = spec.get("role") or FOREGROUND
         self.index = spec.get("index", 0)
         self.background = bool(spec.get("background"))
+        self.place = spec.get("place") or {}
+        self.cgroup = None  # the cgroup of its own the supervisor made for it, removed after it
         self.process = None
         self.started = self.ended = None
         self.stopped = False
@@ -76,7 +90,15 @@ class Instance:
         self._err = tempfile.TemporaryFile(mode="w+", dir=workdir)  # noqa: SIM115
 
     def start(self):
-        env = {**os.environ, **{str(k): str(v) for k, v in (self.spec.get("env") or {}).items()}}
+        base = self.place.get("base_env", os.environ)
+        env = {**base, **{str(k): str(v) for k, v in (self.spec.get("env") or {}).items()}}
+        cgroup = self.place.get("cgroup")
+        if cgroup:
+            try:
+                cpu_quota.create(cgroup["path"], cgroup["version"], cpu_quota.UNLIMITED)
+            except cpu_quota.QuotaError as exc:
+                raise SupervisorError(f"{self.describe()} could not be given its cgroup: {exc}", self) from None
+            self.cgroup = cgroup["path"]
         self.started = time.monotonic()
         self.process = subprocess.Popen(  # the plan's argv, never a shell line
             [str(arg) for arg in self.spec["argv"]],
@@ -86,6 +108,7 @@ class Instance:
             stdout=self._out,
             stderr=self._err,
             start_new_session=True,
+            preexec_fn=_placing(self.place) if self.place else None,  # the module starts no thread
         )
 
     @property
@@ -129,6 +152,12 @@ class Instance:
                     timeout=self.spec.get("stop_timeout") or max(grace, 10),
                     check=False,
                 )
+        if self.cgroup:
+            # What is still in it is killed first. One that cannot go is a leftover the next run's prechecks name
+            # and playbooks/teardown.yml removes (its name is a cell cgroup's, cpu_quota.NAME).
+            with contextlib.suppress(cpu_quota.QuotaError):
+                cpu_quota.remove(self.cgroup, grace)
+            self.cgroup = None
 
     def output(self, stream):
         handle = self._out if stream == "stdout" else self._err
@@ -161,6 +190,28 @@ class Instance:
     def failure(self, what):
         stderr = _tail(self.output("stderr")) or _tail(self.output("stdout")) or "(no output)"
         return f"{self.describe()} {what}; its output ends:\n{stderr}"
+
+
+def _placing(place):
+    """The ``preexec_fn`` that puts an instance's process where ``place`` says, between fork and exec: into each
+    ``cgroup.procs`` (its cgroup's, then the ``leave`` roots'), then back at the normal policy and nice 0."""
+    cgroup = place.get("cgroup")
+    procs = [os.path.join(cgroup["path"], cpu_quota.PROCS), *cgroup.get("leave", [])] if cgroup else []
+    normal = bool(place.get("normal_policy"))
+
+    def place_child():
+        try:
+            for path in procs:
+                with open(path, "w", encoding="utf-8") as stream:
+                    stream.write(str(os.getpid()))
+            if normal:
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+                os.setpriority(os.PRIO_PROCESS, 0, 0)
+        except OSError as exc:
+            os.write(2, f"platbench: the instance could not be placed: {exc}\n".encode())
+            os._exit(PLACE_FAILED)
+
+    return place_child
 
 
 def _raise_interrupted(signum, _frame):

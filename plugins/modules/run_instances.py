@@ -20,6 +20,9 @@ description:
     O(grace) seconds), then with its C(stop) command where killing the local process is not enough (C(docker rm -f
     NAME) for a container). The module stops everything the same way when it is sent SIGTERM, SIGINT
     or SIGHUP.
+  - The module waits at C(SCHED_IDLE), as the rest of the harness does. An instance with a C(place) (a process
+    instance on the runner host) is put into a cgroup of its own, which the module makes and removes, at the normal
+    policy, with a fixed base environment, before it execs.
   - The cell plan (C(platbench.lab.cell_plan)) writes the rounds; the module only runs them.
 version_added: "0.9.0"
 author: platbench developers (@platbench)
@@ -28,8 +31,9 @@ options:
     description:
       - The rounds, run one after the other; each a list of instances.
       - 'An instance: C(name), C(role), C(index), C(argv) (a list; no shell), C(env), C(chdir), C(background)
-        (a boolean), C(stop) (an argv run after the instance is stopped, or null) and C(stop_timeout) (seconds
-        the stop argv may take; default the larger of O(grace) and 10).'
+        (a boolean), C(stop) (an argv run after the instance is stopped, or null), C(stop_timeout) (seconds
+        the stop argv may take; default the larger of O(grace) and 10) and C(place) (C(cgroup) with C(path),
+        C(version) and C(leave); C(normal_policy); C(base_env); or null).'
       - An instance on another runner host is an C(ssh) client with an C(ssh) stop line (see
         C(plugins/module_utils/remote_instance.py)); the module runs it like any other argv.
     type: list
@@ -80,6 +84,7 @@ instances:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.platbench.lab.plugins.module_utils import quiet
 from ansible_collections.platbench.lab.plugins.module_utils.supervisor import run_rounds
 
 
@@ -100,6 +105,9 @@ def main():
                 module.fail_json(msg=f"rounds[{number}]: every instance needs a name and an argv, got {instance!r}")
     if module.check_mode:
         module.exit_json(changed=False, instances=[], msg="check mode: no instance was started")
+    # The supervisor is the harness's, on a runner host of its own too: it waits at SCHED_IDLE (a local lab's
+    # inherits it from platbench run), and puts each process instance back at the normal policy (supervisor.py).
+    quiet.lower_policy()
     results, error = run_rounds(rounds, module.params["timeout"], module.params["settle"], module.params["grace"])
     if error:
         module.fail_json(msg=error, instances=results, changed=True)

@@ -7,6 +7,7 @@ import json
 import textwrap
 
 import pytest
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import load_experiment
@@ -235,3 +236,67 @@ def test_a_failed_run_is_the_first_instance_to_fail_not_its_peers_failed_records
     result = {"failed": True, "msg": verdict, "instances": ran}
     seen = placements.observed({"platform": "bm", "placement": "instances"}, {"instances": result})
     assert seen.error == verdict
+
+
+# -- where each instance runs: placed as the process kind places its cell ---------------------------------------------
+
+
+def test_each_bm_instance_gets_a_cgroup_of_its_own_at_the_normal_policy_on_the_base_environment(tmp_path):
+    # The supervisor runs at the harness's SCHED_IDLE, in its cgroup (module_utils/supervisor.py): each process
+    # instance is put back, into a cgroup named as a cell's (teardown and the prechecks find a leftover one).
+    cell = one(cells_of(tmp_path, "noisy", SHARED), "bm/1/pin/cpu|background=cnn_train:model=alexnet,batch_size=512|r0")
+    plan = cell_plan(cell, EIGHT_CPUS, OPTIONS)
+    alone, (background, beside) = plan["instances"]["rounds"]
+    places = [alone[0]["place"], background["place"], beside["place"]]
+    paths = [place["cgroup"]["path"] for place in places]
+    assert alone[0]["name"] == beside["name"] and paths[0] == paths[2] != paths[1]
+    assert all(cpu_quota.NAME.match(path.removeprefix("/sys/fs/cgroup/")) for path in paths)
+    for place in places:
+        assert place["cgroup"]["version"] == "v2" and place["cgroup"]["leave"] == []
+        assert place["normal_policy"] is True
+        assert place["base_env"] == {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME": "/root",
+            "LANG": "C.UTF-8",
+        }
+    # The record names the instances' cgroups, not the one a single process would have had.
+    assert plan["runtime"]["uncapped_cgroup"] == {
+        "cgroups": sorted(set(paths)),
+        "applied_by": "cgroup v2 cpu.max=max 100000",
+    }
+    assert_plan_matches_its_specs(plan)
+
+
+def test_on_a_systemd_host_each_bm_instance_runs_in_a_scope_of_its_own(tmp_path):
+    cell = one(cells_of(tmp_path, "ranks", DISTRIBUTED), "bm/2/pin/cpu|network=bridge|r0")
+    plan = cell_plan(cell, {**EIGHT_CPUS, "systemd_pid1": True}, OPTIONS)
+    ranks = plan["instances"]["rounds"][0]
+    units = []
+    for rank in ranks:
+        argv = rank["argv"]
+        scope = argv.index("systemd-run")
+        assert argv[:scope] == ["ip", "netns", "exec", argv[3]]  # the rank's namespace, then its scope
+        unit = next(arg for arg in argv if arg.startswith("--unit="))
+        units.append(unit.removeprefix("--unit="))
+        assert argv[argv.index("--") + 1 : argv.index("--") + 3] == ["taskset", "--cpu-list"]
+        assert "cgroup" not in rank["place"] and rank["place"]["normal_policy"] is True
+    assert len(set(units)) == len(ranks) and all(unit.startswith("platbench-cell-") for unit in units)
+    assert plan["runtime"]["uncapped_cgroup"]["cgroups"] == sorted(f"system.slice/{unit}" for unit in units)
+
+
+def test_a_podman_instance_starts_at_the_normal_policy_and_a_docker_one_as_it_is(tmp_path):
+    # Podman's CLI forks conmon, which starts the container: both would inherit the supervisor's SCHED_IDLE.
+    # Docker's container is containerd's child, never the CLI's.
+    experiment = SHARED.replace("platforms: [bm, cn, vm]", "platforms: [cn, pd]")
+    cells = cells_of(tmp_path, "noisy", experiment)
+    options = plan_options(
+        host="runner-a",
+        campaign="c1",
+        engines={"podman": {"answers": True, "version": "4.3.1", "image_id": "sha256:" + "cd" * 32}},
+    )
+    for platform, start in (("pd", ["chrt", "--other", "0", "podman", "run"]), ("cn", ["docker", "run"])):
+        cell = one(cells, f"{platform}/1/pin/cpu|background=cnn_train:model=alexnet,batch_size=512|r0")
+        plan = cell_plan(cell, EIGHT_CPUS, options)
+        for spec in (spec for instances in plan["instances"]["rounds"] for spec in instances):
+            assert spec["argv"][: len(start)] == start
+            assert "place" not in spec

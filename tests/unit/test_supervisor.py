@@ -11,7 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
 from ansible_collections.platbench.lab.plugins.module_utils.supervisor import run_rounds
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements import process as process_kind
+
+from tests import skips
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -163,3 +167,57 @@ def test_sigint_to_the_module_stops_every_instance(tmp_path):
 def test_a_round_without_a_foreground_is_refused(rounds):
     results, error = run_rounds(rounds, timeout=5)
     assert error == "a round needs at least one foreground instance: nothing would end it"
+
+
+# -- where an instance runs: the supervisor is the harness's, a placed instance is not -------------------------------
+
+# What an instance reports of where it runs.
+WHERE = (
+    "import json, os; print(json.dumps({'policy': os.sched_getscheduler(0), 'nice': os.getpriority(os.PRIO_PROCESS, 0),"
+    " 'cgroups': open('/proc/self/cgroup').read().split(), 'env': sorted(os.environ)}))"
+)
+BASE_ENV = dict(pair.split("=", 1) for pair in process_kind.BASE_ENV)
+
+
+@pytest.fixture
+def idle_supervisor():
+    """This thread at SCHED_IDLE and nice 5 while the test runs, as the harness runs the supervisor; then back."""
+    policy, nice = os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    os.setpriority(os.PRIO_PROCESS, 0, 5)
+    yield
+    os.setpriority(os.PRIO_PROCESS, 0, nice)
+    os.sched_setscheduler(0, policy, os.sched_param(0))
+
+
+@skips.needs_root("the instance's cgroup is made in this host's cpu hierarchy, and nice 0 is restored")
+def test_a_placed_instance_runs_in_a_cgroup_of_its_own_at_the_normal_policy_and_its_cgroup_goes_after(idle_supervisor):
+    found = cpu_quota.hierarchy()
+    assert found, "this host has no cgroup cpu controller (host_facts' cpu_cgroup)"
+    name = cpu_quota.PREFIX + os.urandom(6).hex()
+    path = os.path.join(found["directory"], name)
+    place = {"cgroup": {"path": path, "version": found["version"], "leave": []}, "normal_policy": True}
+    placed = instance("placed", WHERE, env={"A": "1"}, place={**place, "base_env": BASE_ENV})
+    results, error = run_rounds([[placed, instance("as-is", WHERE, index=1)]], timeout=60)
+    assert error is None, error
+    mine, theirs = (json.loads(result["stdout"]) for result in results)
+    assert (mine["policy"], mine["nice"]) == (os.SCHED_OTHER, 0)
+    assert (theirs["policy"], theirs["nice"]) == (os.SCHED_IDLE, 5)  # unplaced: the supervisor's, inherited
+    assert any(line.endswith(f":/{name}") for line in mine["cgroups"]), mine["cgroups"]
+    assert not any(name in line for line in theirs["cgroups"])
+    assert mine["env"] == ["A", "HOME", "LANG", "PATH"]  # the base and the plan's, nothing of the supervisor's
+    assert "PYTEST_CURRENT_TEST" in theirs["env"]
+    assert not os.path.exists(path)
+
+
+def test_an_instance_that_cannot_be_placed_fails_with_why_and_runs_nothing(tmp_path):
+    (tmp_path / "cpu").mkdir()
+    path = tmp_path / "cpu" / "platbench-inject-0123456789ab"
+    ran = tmp_path / "ran"
+    gone = tmp_path / "gone" / "cgroup.procs"
+    place = {"cgroup": {"path": str(path), "version": "v1", "leave": [str(gone)]}}
+    results, error = run_rounds([[instance("cell", f"open({str(ran)!r}, 'w')", place=place)]], timeout=30)
+    assert error.startswith("worker 0 (cell) exited with status 126; its output ends:\n"), error
+    assert f"platbench: the instance could not be placed: [Errno 2] No such file or directory: '{gone}'" in error
+    assert not ran.exists() and results[0]["rc"] == 126
+    assert (path / "cgroup.procs").read_text().strip().isdigit()  # its own cgroup it entered first

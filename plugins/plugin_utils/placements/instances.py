@@ -30,9 +30,10 @@ import hashlib
 import json
 import time
 
-from ansible_collections.platbench.lab.plugins.module_utils import network_path
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota, duet, network_path
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances, peer
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements import process as process_kind
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError, gpu_env
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.container import CDI_GPU
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import RESULT_PREFIX, SCHEMA_VERSION
@@ -210,16 +211,42 @@ def _process_instance(ctx, plan, member, argv, extra, background=False, env=None
     process = plan["process"]
     taskset = ["taskset", "--cpu-list", member["cpuset"]] if member["cpuset"] else []
     python = f"{ctx.opts['prefix']}/venv/bin/python"
+    place, scope = _process_place(process, member)
     return {
         "name": member["name"],
         "role": member["role"],
         "index": member["index"],
-        "argv": taskset + [python] + argv + _labels_argv(member, extra),
+        "argv": scope + taskset + [python] + argv + _labels_argv(member, extra),
         "env": {**process["env"], **member["gpu_env"], **(env or {})},
         "chdir": process["chdir"],
         "background": background,
         "stop": None,
+        "place": place,
     }
+
+
+def _process_place(process, member):
+    """Where a process instance on the runner host runs, as the process kind places its cell (``process``, that
+    kind's plan; placements/process.py): a cgroup of the instance's own (each container instance has its engine's;
+    named as a cell's, so that teardown and the prechecks find one left behind), or where systemd is PID 1 a scope
+    of its own (``systemd-run`` in front of its argv); at the normal policy, on the fixed base environment. The
+    supervisor, which runs at the harness's SCHED_IDLE in its cgroup, puts it there (module_utils/supervisor.py).
+    ``(place, argv prefix)``; ``(None, [])`` for a process the plan does not place (in a guest, over SSH)."""
+    if not process.get("normal_policy"):
+        return None, []
+    place = {"normal_policy": True}
+    if process.get("clean_env"):
+        place["base_env"] = dict(pair.split("=", 1) for pair in process_kind.BASE_ENV)
+    digits = hashlib.sha1(member["name"].encode("utf-8")).hexdigest()[: len("0123456789ab")]
+    cgroup, scope = process.get("cgroup"), process.get("scope")
+    if cgroup:
+        hierarchy = cgroup["path"].rsplit("/", 1)[0]
+        path = f"{hierarchy}/{cpu_quota.PREFIX}{digits}"
+        place["cgroup"] = {"path": path, "version": cgroup["version"], "leave": list(cgroup.get("leave", []))}
+    if scope:
+        place["scope"] = f"{process_kind.SCOPE_PREFIX}{digits}.scope"  # for the record: systemd-run makes it
+        return place, process_kind.scope_argv({**scope, "unit": place["scope"]})
+    return place, []
 
 
 def _container_instance(ctx, plan, member, argv, extra, background=False, env=None):
@@ -241,11 +268,13 @@ def _container_instance(ctx, plan, member, argv, extra, background=False, env=No
         run += ["--label", f"{name}={value}"]
     run += _gpu_options(engine, gpu_pools.cuda_indexes(member["gpus"], ctx.facts.get("gpus")))
     command = ["python"] + argv + _labels_argv(member, extra)
+    # Podman's CLI forks conmon, which starts the container: each would inherit the supervisor's SCHED_IDLE.
+    policy = duet.NORMAL_POLICY_ARGV if engine in duet.INHERITS_POLICY else []
     return {
         "name": member["name"],
         "role": member["role"],
         "index": member["index"],
-        "argv": run + [container["image"]] + command,
+        "argv": policy + run + [container["image"]] + command,
         "env": {},
         "chdir": None,
         "background": background,
@@ -335,8 +364,20 @@ def observed(plan, results):
 def record_placement(plan, kind, spec, members, rounds, network=None):
     """``plan`` becomes the instances placement (its kind's section gone), with what each instance was asked."""
     plan["placement"] = "instances"
-    plan.pop(kind, None)
+    process = plan.pop(kind, None) or {}
     instances.record_runtime(plan, spec, members, rounds, network)
+    uncapped = plan["runtime"].get("uncapped_cgroup")
+    if kind == "process" and uncapped:
+        # Each instance has a cgroup of its own (_process_place), not the one the single process would have had.
+        places = [instance.get("place") or {} for instances_of_round in rounds for instance in instances_of_round]
+        slice_ = (process.get("scope") or {}).get("slice")
+        uncapped.pop("cgroup", None)
+        shown = [
+            place["cgroup"]["path"] if place.get("cgroup") else f"{slice_}/{place['scope']}"
+            for place in places
+            if place.get("cgroup") or place.get("scope")
+        ]
+        uncapped["cgroups"] = sorted(set(shown))
 
 
 def check_kind(ctx):
