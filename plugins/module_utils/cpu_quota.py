@@ -4,7 +4,7 @@
 plugins/plugin_utils/inject.py): a cgroup of its own per cell.
 
 platbench creates the cell's cgroup in the host's ``cpu`` controller hierarchy before the cell, named after the cell
-(``platbench-inject-`` and the 12 hex digits of the cell's instance name), with a CFS quota of Q x the cell's CPUs x
+(``platbench-cell-`` and the 12 hex digits of the cell's instance name), with a CFS quota of Q x the cell's CPUs x
 the period. The cell's shell line writes its own pid into the cgroup's ``cgroup.procs`` before it execs the workload,
 so the workload and every process it starts run under the quota. The cgroup goes after the cell, whatever happened to
 it; one that a stopped run left is a leftover the precheck names and ``playbooks/teardown.yml`` removes.
@@ -26,8 +26,9 @@ import re
 import signal
 import time
 
-PREFIX = "platbench-inject-"
-NAME = re.compile(r"^platbench-inject-[0-9a-f]{12}$")
+PREFIX = "platbench-cell-"
+# A cell's cgroup, or one that a run of an earlier release left (its cells' cgroups were platbench-inject-*).
+NAME = re.compile(r"^platbench-(cell|inject)-[0-9a-f]{12}$")
 # The CFS period: the kernel's default, 100 ms. A quota is worked out as a share of it.
 PERIOD_US = 100000
 # The smallest quota the kernel takes (1 ms a period).
@@ -89,7 +90,7 @@ def quota_us(fraction, cpus, period_us=PERIOD_US):
 
 
 def cgroup_name(instance_name):
-    """The cell's cgroup: ``platbench-inject-`` and the hex digits of its instance name (campaign, host, cell)."""
+    """The cell's cgroup: ``platbench-cell-`` and the hex digits of its instance name (campaign, host, cell)."""
     return PREFIX + str(instance_name).rsplit("-", 1)[-1]
 
 

@@ -18,7 +18,7 @@ description:
     (C(plugins/plugin_utils/placements/process.py) plans both).
   - With O(state=absent), kills what is still in the cgroup at O(path) (the cell's own processes; nothing else enters
     it), waits up to O(grace) seconds for them to go, and removes it. With O(cleanup_all), every cell's cgroup
-    (C(platbench-inject-) and 12 hex digits) in the hierarchy under O(cgroup_root) goes; in check mode it only lists
+    (C(platbench-cell-) and 12 hex digits, or an earlier release's C(platbench-inject-)) in the hierarchy under O(cgroup_root) goes; in check mode it only lists
     them, which is how the precheck finds those a stopped run left.
   - Idempotent - a cgroup already there with the same quota, or already gone, changes nothing.
 version_added: "0.10.0"
@@ -68,7 +68,7 @@ attributes:
 EXAMPLES = r"""
 - name: Create the cell's CPU quota cgroup (95% of one CPU)
   platbench.lab.cpu_quota_cgroup:
-    path: /sys/fs/cgroup/cpu/platbench-inject-0123456789ab
+    path: /sys/fs/cgroup/cpu/platbench-cell-0123456789ab
     version: v1
     quota_us: 95000
 
@@ -85,7 +85,7 @@ cgroup:
   description: The cgroup created (O(state=present)).
   returned: when state is present
   type: str
-  sample: /sys/fs/cgroup/cpu/platbench-inject-0123456789ab
+  sample: /sys/fs/cgroup/cpu/platbench-cell-0123456789ab
 applied:
   description: Each quota file of the cgroup with the value it reads back (in check mode, the value it would get).
   returned: when state is present

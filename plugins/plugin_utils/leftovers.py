@@ -6,8 +6,8 @@ A run ends its cells cleanly, and platbench run removes what a stopped cell left
 after a run that died). What is still there when a run starts was left by a run that could not clean up (killed,
 its controller crashed, plain ansible-playbook interrupted), or belongs to a campaign running there now: workload
 processes, cells' network paths (namespaces, bridges, veths, VXLAN devices, FORWARD rules, every name starting
-with ``pb`` and 8 hex digits), an idle_cores fence and the CPU quota cgroups of injected cells
-(``platbench-inject-`` and 12 hex digits, module_utils/cpu_quota.py). Measuring beside any of them would distort the
+with ``pb`` and 8 hex digits), an idle_cores fence and the cgroups of process cells
+(``platbench-cell-`` and 12 hex digits, module_utils/cpu_quota.py). Measuring beside any of them would distort the
 cells.
 """
 
@@ -51,7 +51,7 @@ def leftover_problems(paths, fence, processes, host, fence_state_file=None, cgro
     ``paths``: platbench.lab.network_path's result with state absent, cleanup_all and check mode (its
     ``commands``); ``fence``: platbench.lab.cpu_fence's with state absent and check mode (its ``fence``, the state
     in place or None); ``processes``: ``pgrep --list-full`` lines of the workload processes running; ``cgroups``:
-    the CPU quota cgroups of injected cells (platbench.lab.cpu_quota_cgroup's ``removed`` with state absent,
+    the cgroups of process cells (platbench.lab.cpu_quota_cgroup's ``removed`` with state absent,
     cleanup_all and check mode), as paths."""
     found = []
     words = _path_words((paths or {}).get("commands"))
@@ -64,7 +64,7 @@ def leftover_problems(paths, fence, processes, host, fence_state_file=None, cgro
     if cgroups:
         names = [str(path).rstrip("/").rsplit("/", 1)[-1] for path in cgroups]
         where = str(cgroups[0]).rstrip("/").rsplit("/", 1)[0]
-        found.append(f"the CPU quota {_names('cgroup', 'cgroups', names)} of injected cells (in {where})")
+        found.append(f"the process cells' {_names('cgroup', 'cgroups', names)} (in {where})")
     pids = [line.split(None, 1)[0] for line in processes or [] if line.strip()]
     if pids:
         found.append(_names("workload process", "workload processes", pids))

@@ -79,7 +79,7 @@ def test_an_injected_bm_cell_enters_its_cgroup_before_it_execs_the_workload(cpu_
     cgroup = plan["process"]["cgroup"]
     name = instance_name("c1", "runner-a", plan["cell"])
     assert cgroup == {
-        "path": f"/sys/fs/cgroup/cpu/platbench-inject-{name.removeprefix('platbench-')}",
+        "path": f"/sys/fs/cgroup/cpu/platbench-cell-{name.removeprefix('platbench-')}",
         "version": "v1",
         "quota_us": 95000,
         "period_us": 100000,
@@ -122,7 +122,7 @@ def test_a_cell_of_no_inject_experiment_runs_in_an_uncapped_cgroup_of_its_own_to
     name = instance_name("c1", "runner-a", plan["cell"])
     cgroup = plan["process"]["cgroup"]
     assert cgroup == {
-        "path": f"/sys/fs/cgroup/cpu/platbench-inject-{name.removeprefix('platbench-')}",
+        "path": f"/sys/fs/cgroup/cpu/platbench-cell-{name.removeprefix('platbench-')}",
         "version": "v1",
         "quota_us": cpu_quota.UNLIMITED,
         "period_us": 100000,
@@ -183,7 +183,7 @@ def test_the_quota_is_the_fraction_of_the_cells_cpus_of_each_period(fraction, cp
     plan = cell_plan(
         make_cell("bm", scaleup=cpus, injected=f"cpu_quota={fraction:g}"), {**HOST, "cpu_cgroup": V2}, OPTIONS
     )
-    assert plan["process"]["cgroup"]["path"].startswith("/sys/fs/cgroup/platbench-inject-")
+    assert plan["process"]["cgroup"]["path"].startswith("/sys/fs/cgroup/platbench-cell-")
     assert plan["runtime"]["inject"]["applied_by"] == f"cgroup v2 cpu.max={quota} 100000"
     assert cpu_quota.settings("v2", quota) == [("cpu.max", f"{quota} 100000")]
     assert cpu_quota.settings("v1", quota) == [("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", str(quota))]
@@ -320,12 +320,12 @@ def test_the_cpu_controller_is_found_on_cgroup_v2_v1_and_a_hybrid_host(tmp_path)
 
 def test_the_v1_quota_is_written_period_first_and_read_back(tmp_path):
     directory = v1_tree(tmp_path)
-    path = str(directory / "platbench-inject-0123456789ab")
+    path = str(directory / "platbench-cell-0123456789ab")
     assert cpu_quota.create(path, "v1", 95000, check=True) == (
         True,
         {"cgroup": path, "enabled_cpu": False, "applied": {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "95000"}},
     )
-    assert not (directory / "platbench-inject-0123456789ab").exists()  # check mode changes nothing
+    assert not (directory / "platbench-cell-0123456789ab").exists()  # check mode changes nothing
     changed, result = cpu_quota.create(path, "v1", 95000)
     assert changed and result["applied"] == {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "95000"}
     assert cpu_quota.create(path, "v1", 95000)[0] is False  # the same quota again: nothing to change
@@ -334,7 +334,7 @@ def test_the_v1_quota_is_written_period_first_and_read_back(tmp_path):
 
 def test_the_v2_quota_enables_the_cpu_controller_where_it_is_not(tmp_path):
     root = v2_tree(tmp_path, subtree="memory pids")
-    path = str(root / "platbench-inject-0123456789ab")
+    path = str(root / "platbench-cell-0123456789ab")
     changed, result = cpu_quota.create(path, "v2", 190000)
     assert changed and result == {"cgroup": path, "enabled_cpu": True, "applied": {"cpu.max": "190000 100000"}}
     assert (root / "cgroup.subtree_control").read_text() == "+cpu"  # what the kernel takes; it then lists cpu
@@ -347,7 +347,7 @@ def test_the_v2_quota_enables_the_cpu_controller_where_it_is_not(tmp_path):
 
 def test_a_quota_that_does_not_read_back_is_an_error(tmp_path, monkeypatch):
     directory = v1_tree(tmp_path)
-    path = str(directory / "platbench-inject-0123456789ab")
+    path = str(directory / "platbench-cell-0123456789ab")
     written = cpu_quota._write
     monkeypatch.setattr(
         cpu_quota, "_write", lambda file, value: written(file, "-1" if file.endswith("quota_us") else value)
@@ -358,13 +358,14 @@ def test_a_quota_that_does_not_read_back_is_an_error(tmp_path, monkeypatch):
 
 def test_a_hierarchy_that_is_gone_is_named(tmp_path):
     with pytest.raises(cpu_quota.QuotaError, match="does not exist: .*gather the host's facts again"):
-        cpu_quota.create(str(tmp_path / "cpu" / "platbench-inject-0123456789ab"), "v1", 95000)
+        cpu_quota.create(str(tmp_path / "cpu" / "platbench-cell-0123456789ab"), "v1", 95000)
 
 
 def test_the_cells_cgroups_are_found_and_removed_and_only_theirs(tmp_path):
     directory = v1_tree(tmp_path)
-    cells = [directory / "platbench-inject-0123456789ab", directory / "platbench-inject-ba9876543210"]
-    others = [directory / "docker", directory / "platbench-inject-mine", directory / "platbench-0123456789ab"]
+    # A cell's cgroup, and one that a run of an earlier release left (its cells' cgroups were platbench-inject-*).
+    cells = [directory / "platbench-cell-0123456789ab", directory / "platbench-inject-ba9876543210"]
+    others = [directory / "docker", directory / "platbench-cell-mine", directory / "platbench-0123456789ab"]
     for path in cells + others:
         path.mkdir()
     assert cpu_quota.leftovers(str(tmp_path)) == [str(path) for path in cells]
@@ -379,12 +380,11 @@ def test_the_cells_cgroups_are_found_and_removed_and_only_theirs(tmp_path):
 def test_the_precheck_names_a_cgroup_left_behind():
     nothing = ({"changed": False, "commands": []}, {"changed": False, "fence": None}, [])
     assert leftover_problems(*nothing, "lab1", cgroups=[]) == []
-    left = [f"/sys/fs/cgroup/cpu/platbench-inject-{index:012x}" for index in range(5)]
+    left = [f"/sys/fs/cgroup/cpu/platbench-cell-{index:012x}" for index in range(5)]
     [problem] = leftover_problems(*nothing, "lab1", cgroups=left)
     assert problem.splitlines()[1] == (
-        "  the CPU quota cgroups platbench-inject-000000000000, platbench-inject-000000000001, "
-        "platbench-inject-000000000002, platbench-inject-000000000003 and 1 more of injected cells "
-        "(in /sys/fs/cgroup/cpu)."
+        "  the process cells' cgroups platbench-cell-000000000000, platbench-cell-000000000001, "
+        "platbench-cell-000000000002, platbench-cell-000000000003 and 1 more (in /sys/fs/cgroup/cpu)."
     )
 
 
@@ -397,8 +397,8 @@ def test_teardown_removes_the_cgroups_stopped_cells_left_and_only_those(tmp_path
     teardown_cell_networks, whose false (a campaign may be running here) leaves them."""
     root = tmp_path / "cgroup"
     directory = v1_tree(root)
-    cells = [directory / "platbench-inject-0123456789ab", directory / "platbench-inject-ba9876543210"]
-    foreign = directory / "platbench-inject-notacell"
+    cells = [directory / "platbench-cell-0123456789ab", directory / "platbench-inject-ba9876543210"]
+    foreign = directory / "platbench-cell-notacell"
     for path in [*cells, foreign]:
         path.mkdir()
     play = {
@@ -418,7 +418,7 @@ def test_teardown_removes_the_cgroups_stopped_cells_left_and_only_those(tmp_path
 
     first = playbook([play], variables)
     assert first.rc == 0 and first.recap() == (1, 0), first.output[-3000:]
-    (removed,) = [result["removed"] for result in first.results("Remove the CPU quota cgroups of injected cells")]
+    (removed,) = [result["removed"] for result in first.results("Remove the cgroups of process cells")]
     assert removed == [str(path) for path in cells]
     assert not any(path.exists() for path in cells) and foreign.exists()
 

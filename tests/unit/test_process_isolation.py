@@ -74,7 +74,7 @@ def tail(plan):
 
 
 def cgroup_path(plan, directory):
-    return f"{directory}/platbench-inject-{instance_name('c1', 'runner-a', plan['cell']).removeprefix('platbench-')}"
+    return f"{directory}/platbench-cell-{instance_name('c1', 'runner-a', plan['cell']).removeprefix('platbench-')}"
 
 
 # -- a cgroup of its own, or a refusal ---------------------------------------------------------------------------------

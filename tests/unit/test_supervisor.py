@@ -212,7 +212,7 @@ def test_a_placed_instance_runs_in_a_cgroup_of_its_own_at_the_normal_policy_and_
 
 def test_an_instance_that_cannot_be_placed_fails_with_why_and_runs_nothing(tmp_path):
     (tmp_path / "cpu").mkdir()
-    path = tmp_path / "cpu" / "platbench-inject-0123456789ab"
+    path = tmp_path / "cpu" / "platbench-cell-0123456789ab"
     ran = tmp_path / "ran"
     gone = tmp_path / "gone" / "cgroup.procs"
     place = {"cgroup": {"path": str(path), "version": "v1", "leave": [str(gone)]}}
