@@ -250,6 +250,19 @@ def test_an_unpinned_bm_cell_gets_taskset_over_every_cpu_the_host_allows(reserve
     assert pinned["process"]["argv"].count("taskset") == 1
 
 
+def test_an_unpinned_sg_cell_gets_taskset_over_every_cpu_the_host_allows_and_keeps_apptainers_quota():
+    # Apptainer's --cpus is a quota of time, not of where: the harness's affinity would pass through apptainer too.
+    facts = {**HOST, "cpus_allowed": [0, 1, 2, 5, 6, 7, 9], "numa_nodes": {"0": [0, 1, 2, 5, 6, 7, 9]}}
+    plan = cell_plan(make_cell("sg", "vnl", scaleup=2), facts, {**OPTIONS, "reserved_cpus": [0]})
+    argv = plan["process"]["argv"]
+    assert argv[:4] == ["taskset", "--cpu-list", "0-2,5-7,9", "apptainer"]
+    assert argv.count("taskset") == 1 and "--cpus" in argv
+    # Pinned, Apptainer's own taskset keeps the cell's CPUs alone.
+    pinned = cell_plan(make_cell("sg", "pin", scaleup=2), facts, {**OPTIONS, "reserved_cpus": [0]})
+    assert pinned["process"]["argv"][:4] == ["taskset", "--cpu-list", pinned["cpuset"], "apptainer"]
+    assert pinned["process"]["argv"].count("taskset") == 1
+
+
 # -- a guest's process cell ------------------------------------------------------------------------------------------
 
 

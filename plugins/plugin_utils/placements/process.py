@@ -223,9 +223,10 @@ def plan(ctx, plan, machine=None):
     if ctx.cell["labels"].get(ISOLATION_LABEL) == NO_ISOLATION:
         plan["runtime"]["isolation"] = NO_ISOLATION
     if not machine.over_ssh:
-        # A harness kept on spare CPUs passes its affinity down: an unpinned cell gets every CPU back.
+        # A harness kept on spare CPUs passes its affinity down: an unpinned cell gets every CPU back (Apptainer's
+        # too: its vnl quota limits time, not where the workload runs).
         plan["process"].update(normal_policy=True, clean_env=True)
-        if not machine.taskset and ctx.platform.launcher != "apptainer" and ctx.facts.get("cpus_allowed"):
+        if not machine.taskset and ctx.facts.get("cpus_allowed"):
             plan["process"]["argv"] = ["taskset", "--cpu-list", _cpu_list(ctx.facts.get("cpus_allowed"))] + plan[
                 "process"
             ]["argv"]
