@@ -18,8 +18,8 @@ description:
     (C(plugins/plugin_utils/placements/process.py) plans both).
   - With O(state=absent), kills what is still in the cgroup at O(path) (the cell's own processes; nothing else enters
     it), waits up to O(grace) seconds for them to go, and removes it. With O(cleanup_all), every cell's cgroup
-    (C(platbench-cell-) and 12 hex digits, or an earlier release's C(platbench-inject-)) in the hierarchy under O(cgroup_root) goes; in check mode it only lists
-    them, which is how the precheck finds those a stopped run left.
+    (C(platbench-cell-) and 12 hex digits, or an earlier release's C(platbench-inject-)) in the hierarchy under
+    O(cgroup_root) goes; in check mode it only lists them, which is how the precheck finds those a stopped run left.
   - Idempotent - a cgroup already there with the same quota, or already gone, changes nothing.
 version_added: "0.10.0"
 author: platbench developers (@platbench)
