@@ -115,13 +115,14 @@ def _cell_place(ctx, found, quota_us):
 
 def cell_scope(ctx, quota_us=cpu_quota.UNLIMITED):
     """The cell's transient scope: its unit, slice and properties. CPUWeight is the default, set so that systemd
-    gives the scope the cpu controller (a group of its own, as a container's); a quota is CPUQuota over the same
-    period as the cgroupfs one (Q x CPUs x 100 ms)."""
+    gives the scope the cpu controller (a group of its own, as a container's); a quota is CPUQuota, Q x CPUs x 100%
+    over systemd's default period, the kernel's 100 ms (CPUQuotaPeriodSec, which systemd before 242 refuses, would
+    only repeat it)."""
     digits = cpu_quota.cgroup_name(ctx.name).removeprefix(cpu_quota.PREFIX)
     properties = ["CPUAccounting=yes", "CPUWeight=100"]
     if int(quota_us) != cpu_quota.UNLIMITED:
         percent = round(int(quota_us) * 100 / cpu_quota.PERIOD_US, 2)
-        properties += [f"CPUQuota={percent:g}%", f"CPUQuotaPeriodSec={cpu_quota.PERIOD_US // 1000}ms"]
+        properties.append(f"CPUQuota={percent:g}%")
     return {"unit": f"{SCOPE_PREFIX}{digits}.scope", "slice": SCOPE_SLICE, "properties": properties}
 
 
