@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 from workload_run import ENV, REPO_ROOT, metric_values, records_of
@@ -314,6 +315,27 @@ def test_exit_after_record_keeps_the_buffered_output_and_the_exit_status(code, e
     )
     # The record is out, the status is the run's, and nothing of the interpreter's teardown ran.
     assert (done.stdout, done.returncode, done.stderr) == ("PLATBENCH_RESULT {}\n", expected_rc, expected_err)
+
+
+def test_the_temporary_files_a_framework_leaves_to_atexit_go_with_the_processs_own_directory(tmp_path):
+    # TensorFlow's autograph writes one source file per converted function and removes it through atexit, which
+    # exit_after_record's os._exit skips: each run used to leave them in /tmp.
+    script = (
+        "import tempfile\n"
+        "from workloads.common.harness import exit_after_record, private_tempdir\n"
+        "own = private_tempdir()\n"
+        "left = tempfile.NamedTemporaryFile('w', prefix='__autograph_generated_file', suffix='.py', delete=False)\n"
+        "left.write('pass'); left.close()\n"
+        "print(own, left.name, flush=True)\n"
+        "exit_after_record(0)\n"
+    )
+    env = {**ENV, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    own, left = done.stdout.split()
+    assert Path(own).parent == tmp_path and Path(left).parent == Path(own)  # the file went into the run's own
+    assert list(tmp_path.iterdir()) == []  # and the directory with it, at the process's end
 
 
 def test_a_run_keeps_its_files_in_its_ok_record_and_a_file_over_the_limit_is_left_out_with_the_reason(capsys):

@@ -49,6 +49,7 @@ import hashlib
 import os
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -319,12 +320,30 @@ def run_workload(workload, labels, metadata, body):
     return 1
 
 
+# The temporary directory of this process's own (private_tempdir), removed by exit_after_record.
+_private_tempdir = None
+
+
+def private_tempdir():
+    """Give this process's temporary files (the ``tempfile`` module's) a directory of its own, which
+    exit_after_record removes. TensorFlow's autograph writes a source file to the temporary directory for each
+    function it converts and leaves its removal to ``atexit``, which ``os._exit`` skips: every run left its files in
+    /tmp. Returns the directory."""
+    global _private_tempdir  # one per process, as tempfile.tempdir is
+    if _private_tempdir is None:
+        _private_tempdir = tempfile.mkdtemp(prefix="platbench-workload-")
+        tempfile.tempdir = _private_tempdir
+    return _private_tempdir
+
+
 def exit_after_record(code):
     """End the process with ``code`` as soon as its record is out: a framework's interpreter teardown (TensorFlow's
     and PyTorch's take half a second or more) measures nothing and would only make each cell longer. The body and
-    its children are done by now; the streams are flushed and logging shut down first, the rest is left to the OS."""
+    its children are done by now; the streams are flushed and logging shut down first, the process's own temporary
+    directory removed (private_tempdir), the rest is left to the OS."""
     import contextlib
     import logging
+    import shutil
 
     if code is None:  # what sys.exit() makes of a main() that returns nothing
         code = 0
@@ -336,4 +355,6 @@ def exit_after_record(code):
         # A closed pipe: the record is gone anyway, and the exit code still says how the run ended.
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
+    if _private_tempdir is not None:
+        shutil.rmtree(_private_tempdir, ignore_errors=True)
     os._exit(code)
