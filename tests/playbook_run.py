@@ -173,8 +173,10 @@ def workload_processes():
 
 
 def instance_leftovers(campaign):
-    """Links and namespaces of network paths, and containers of ``campaign``, still on the host."""
+    """Links and namespaces of network paths, containers of ``campaign`` and process cells' (or instances')
+    cgroups still on the host."""
     # Here, not at the top: tests/conftest.py imports this module before Ansible's collection loader is set up.
+    from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
     from ansible_collections.platbench.lab.plugins.module_utils.network_path import LINK_NAME, NETNS_NAME
 
     links = [link["ifname"] for link in json.loads(subprocess.check_output(["ip", "-j", "link"], text=True))]
@@ -187,4 +189,4 @@ def instance_leftovers(campaign):
     ).stdout.split()
     paths = [name for name in links if LINK_NAME.match(name)]
     netns = [line.split()[0] for line in namespaces.splitlines() if line.strip() and NETNS_NAME.match(line.split()[0])]
-    return paths + netns + containers
+    return paths + netns + containers + cpu_quota.leftovers()
