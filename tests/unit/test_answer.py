@@ -133,9 +133,9 @@ def test_an_undecided_answer_asks_for_the_rounds_that_decide_it_never_none(tmp_p
     more = int(re.search(r"about (\d+) more round\(s\) \((\d+) min\) to resolve 3% \(±1\.5% decides it\)$", line)[1])
     target = answer.deciding_half_width(compared)
     assert more >= 1 and more == rounds_needed(compared, cn, bm, "throughput", target)
-    # Those rounds, at the pairs' spread, bring the interval to the half-width that decides it.
+    # Those rounds, at the pairs' spread, bring the interval to the half-width that decides it (t at the pairs then).
     spread = report_stats.sample_std(report_stats.log_ratio_series(compared["pairs"]))
-    assert stats.t.ppf(0.975, 9) * spread / math.sqrt(10 + more) <= math.log1p(target)
+    assert stats.t.ppf(0.975, 10 + more - 1) * spread / math.sqrt(10 + more) <= math.log1p(target)
 
 
 def test_a_duet_of_two_regimes_is_said_after_its_answer_and_drawn_on_the_page(tmp_path, capsys):

@@ -121,8 +121,14 @@ def test_pairs_needed_brings_the_half_width_to_the_resolution():
     needed = report_stats.pairs_needed(PAIRS, 0.01)
     logs = [math.log(value / baseline) for value, baseline in PAIRS]
     spread = stats.tstd(logs)
-    t = stats.t.ppf(0.975, len(PAIRS) - 1)
-    assert needed == math.ceil((t * spread / math.log1p(0.01)) ** 2) > len(PAIRS)
+
+    def half_width(count):  # the interval's log half-width with ``count`` pairs of this spread
+        return stats.t.ppf(0.975, count - 1) * spread / math.sqrt(count)
+
+    # The fewest pairs whose interval, at their own degrees of freedom, is within ±1%.
+    assert needed > len(PAIRS) and half_width(needed) <= math.log1p(0.01) < half_width(needed - 1)
+    # t at the pairs there are now would ask for more than that.
+    assert needed < math.ceil((stats.t.ppf(0.975, len(PAIRS) - 1) * spread / math.log1p(0.01)) ** 2)
     assert report_stats.pairs_needed(PAIRS, 0.5) == len(PAIRS)  # already resolved: nothing more
 
 
