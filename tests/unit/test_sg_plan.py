@@ -77,8 +77,9 @@ def make_cell(platform, cpu_config, processor, scaleup=2):
         (
             "vnl",
             "cpu",
-            ["apptainer", "exec", "--cleanenv", "--containall", "--bind", f"{CACHE}:{CACHE}:rw"]
-            + ["--cpus", "2", "--pwd", "/opt/platbench", SIF, "python"],
+            # every CPU the host allows: a harness kept on reserved CPUs would pass its affinity through apptainer
+            ["taskset", "--cpu-list", "0-7", "apptainer", "exec", "--cleanenv", "--containall"]
+            + ["--bind", f"{CACHE}:{CACHE}:rw", "--cpus", "2", "--pwd", "/opt/platbench", SIF, "python"],
         ),
         (
             "pin",
@@ -89,8 +90,8 @@ def make_cell(platform, cpu_config, processor, scaleup=2):
         (
             "vnl",
             "gpu",
-            ["apptainer", "exec", "--cleanenv", "--containall", "--bind", f"{CACHE}:{CACHE}:rw", "--nv"]
-            + ["--cpus", "2", "--pwd", "/opt/platbench", SIF, "python"],
+            ["taskset", "--cpu-list", "0-7", "apptainer", "exec", "--cleanenv", "--containall"]
+            + ["--bind", f"{CACHE}:{CACHE}:rw", "--nv", "--cpus", "2", "--pwd", "/opt/platbench", SIF, "python"],
         ),
     ],
 )
@@ -123,7 +124,7 @@ def test_a_data_dir_is_bound_read_only_before_the_cache():
     cell = make_cell("sg", "vnl", "cpu")
     cell["params"]["data_dir"] = "/data/imagenet"
     argv = cell_plan(cell, FACTS, OPTIONS)["process"]["argv"]
-    assert argv[4:9] == ["--bind", "/data/imagenet:/data/imagenet:ro", "--bind", f"{CACHE}:{CACHE}:rw", "--cpus"]
+    assert argv[7:12] == ["--bind", "/data/imagenet:/data/imagenet:ro", "--bind", f"{CACHE}:{CACHE}:rw", "--cpus"]
 
 
 def test_sg_without_a_sif_says_what_to_run():
