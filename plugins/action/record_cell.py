@@ -18,6 +18,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import (
     cell_outcome,
     failed_output_file,
     kept_files,
+    series_files,
     workload_errors,
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import room_problem
@@ -90,7 +91,7 @@ class ActionModule(ActionBase):
         # The files an ok record keeps (loadgen's logs), or a failed cell's whole output: the callback writes them
         # beside the samples.
         if status == OK:
-            files = kept_files(cell["id"], output, samples)
+            files = {**kept_files(cell["id"], output, samples), **series_files(cell["id"], samples)}
         elif status == FAILED:
             files = failed_output_file(cell["id"], whole_output, samples)
         else:

@@ -12,6 +12,10 @@ says how long both ran.
 A side may name its record file (its plan's ``record_file``: the workload writes its record line there too,
 workloads/common/record.py): one an earlier try left is removed before the sides start, and what the file holds once
 the side ended is returned beside its output, and the file removed, so that a line the attach stream lost is not lost.
+The pair's start-line folder (``duet_dir``, where the sides meet and their record files are) is removed before the
+sides start, so that an earlier try's marks cannot let one side start its window alone, and after they end. A
+container side is inspected through its engine once it ended (``inspect``), for its record. Each of these was a task
+of its own, which cost every pair a second or more of the controller's time.
 
 The process waiting on the sides runs at SCHED_IDLE, so that it never takes a CPU from them. What it starts inherits
 that policy: the process sides set their own back in their shell line; a Podman side's CLI is started through
@@ -22,7 +26,9 @@ started by containerd, which does not).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -41,6 +47,8 @@ RECORD_TEMPORARY_SUFFIX = ".tmp"
 # More than a record line holds (its kept files included): a file past it is not a record.
 RECORD_FILE_MAX_CHARS = 1_000_000
 IDLE = "idle"
+# Seconds an engine's inspect of an ended container may take.
+INSPECT_TIMEOUT = 60
 
 
 class DuetError(Exception):
@@ -87,6 +95,36 @@ def take_record_file(path):
     return text, None
 
 
+def clear_duet_dir(path):
+    """Remove the pair's start-line folder ``path`` and what is in it; DuetError where it cannot go."""
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise DuetError(f"the pair's start-line folder {path} an earlier try left cannot go: {exc}") from None
+
+
+def inspect_container(container, run=subprocess.run):
+    """The engine's inspect of a container side (``{"engine", "name"}``), as its info module returns it:
+    ``(inspect or None, error or None)``."""
+    argv = [container["engine"], "inspect", "--type", "container", container["name"]]
+    try:
+        done = run(argv, capture_output=True, check=False, timeout=INSPECT_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"{' '.join(argv)} failed: {exc}"
+    if done.returncode != 0:
+        error = done.stderr.decode("utf-8", "replace").strip() or f"exit code {done.returncode}"
+        return None, f"{' '.join(argv)} failed: {error}"
+    try:
+        found = json.loads(done.stdout)
+    except ValueError as exc:
+        return None, f"{' '.join(argv)} printed no JSON: {exc}"
+    if not isinstance(found, list) or not found or not isinstance(found[0], dict):
+        return None, f"{' '.join(argv)} printed no container"
+    return found[0], None
+
+
 def _stop(process, side):
     """Stop a side past its timeout: its process group, and its container through the engine."""
     container = side.get("container") or {}
@@ -96,14 +134,20 @@ def _stop(process, side):
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def run_pair(sides, timeout, popen=subprocess.Popen, idle=wait_at_idle_priority):
+def run_pair(sides, timeout, popen=subprocess.Popen, idle=wait_at_idle_priority, duet_dir=None, inspect=None):
     """Start every side of ``sides``, then wait for each (at most ``timeout`` seconds from the start), at the
     policy ``idle()`` sets: ``{"sides", "overlap_seconds", "waiter_policy"}``, a result per side ``{"rc",
     "stdout", "stderr", "started", "ended", "timed_out"}`` (times in seconds since the epoch; rc -9 for a side
     stopped at the timeout), with ``record_text`` (what its record file held, or None) for a side that names
-    a ``record_file`` and ``record_file_error`` where that file could not be read or removed. The policy stays
-    with the calling thread and what it starts after: a caller that goes on (a test) passes its own ``idle``."""
+    a ``record_file`` and ``record_file_error`` where that file could not be read or removed, and ``inspect`` (the
+    engine's inspect of it, by ``inspect``: inspect_container) or ``inspect_error`` for a container side. The
+    folder ``duet_dir`` is removed before the sides start and once they ended (``duet_dir_error`` in the result
+    where it could not be then). The policy stays with the calling thread and what it starts after: a caller that
+    goes on (a test) passes its own ``idle``."""
     argvs = [argv_of(side) for side in sides]
+    inspect = inspect or inspect_container
+    if duet_dir:
+        clear_duet_dir(duet_dir)
     for side in sides:
         if side.get("record_file"):
             try:
@@ -155,5 +199,19 @@ def run_pair(sides, timeout, popen=subprocess.Popen, idle=wait_at_idle_priority)
         waiter.start()
     for waiter in waiters:
         waiter.join()
+    # Once both ended: the engine's daemon answers at its own policy, which must not meet a side still timing.
+    for side, result in zip(sides, results):
+        if side.get("container"):
+            found, error = inspect(side["container"])
+            if found is not None:
+                result["inspect"] = found
+            else:
+                result["inspect_error"] = error
     overlap = min(result["ended"] for result in results) - max(result["started"] for result in results)
-    return {"sides": results, "overlap_seconds": max(0.0, overlap), "waiter_policy": waiter_policy}
+    pair = {"sides": results, "overlap_seconds": max(0.0, overlap), "waiter_policy": waiter_policy}
+    if duet_dir:
+        try:
+            clear_duet_dir(duet_dir)
+        except DuetError as exc:
+            pair["duet_dir_error"] = str(exc)
+    return pair

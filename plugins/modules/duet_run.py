@@ -20,6 +20,8 @@ description:
     it holds once the side ended is returned in RV(sides[].record_text), so that a line the side's output lost
     (C(start --attach) once lost a container's) is not lost. A file an earlier try left is removed before the sides
     start, and the file once it is read.
+  - The pair's start-line folder (O(duet_dir)) is removed before the sides start and once they ended, and each
+    container side is inspected through its engine once both ended (RV(sides[].inspect)), for its record.
   - The module's process waits at the SCHED_IDLE policy (RV(waiter_policy)), so that it never takes a CPU from the
     sides. A process side's shell line sets its own policy back; a V(podman) side's C(podman start) runs under
     C(chrt --other 0), since conmon and the container inherit the CLI's policy (Docker's containers are started
@@ -59,6 +61,13 @@ options:
     description: Seconds after the start at which a side still running is stopped.
     type: int
     required: true
+  duet_dir:
+    description:
+      - The folder where the sides meet at their start line (their plans' C(duet_dir), given to them as
+        C(PLATBENCH_DUET_DIR)), removed with what it holds before the sides start, so that an earlier try's marks
+        cannot let one side start its window alone, and again once they ended.
+    type: path
+    version_added: "0.12.0"
 attributes:
   check_mode:
     description: Runs nothing, and says so.
@@ -113,6 +122,23 @@ sides:
       description: Why the side's record file could not be read or removed.
       returned: where it could not
       type: str
+    inspect:
+      description:
+        - The engine's inspect of a container side once both sides ended (C(docker inspect), C(podman inspect)),
+          as M(community.docker.docker_container_info) and M(containers.podman.podman_container_info) return it.
+      returned: for a container side the engine could inspect
+      type: dict
+      version_added: "0.12.0"
+    inspect_error:
+      description: Why a container side could not be inspected.
+      returned: for a container side the engine could not inspect
+      type: str
+      version_added: "0.12.0"
+duet_dir_error:
+  description: Why O(duet_dir) could not be removed once the sides ended.
+  returned: where it could not
+  type: str
+  version_added: "0.12.0"
 overlap_seconds:
   description: How long both sides ran at the same time.
   returned: success
@@ -152,6 +178,7 @@ def main():
                 "required_one_of": [("command", "container")],
             },
             "timeout": {"type": "int", "required": True},
+            "duet_dir": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -164,7 +191,7 @@ def main():
             msg="check mode: nothing was run",
         )
     try:
-        pair = duet.run_pair(module.params["sides"], module.params["timeout"])
+        pair = duet.run_pair(module.params["sides"], module.params["timeout"], duet_dir=module.params["duet_dir"])
     except duet.DuetError as exc:
         module.fail_json(msg=f"duet_run: {exc}")
     module.exit_json(changed=True, **pair)

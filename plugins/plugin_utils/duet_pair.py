@@ -86,11 +86,12 @@ def inspected(infos):
     return found
 
 
-def results(pair_sides, run, infos):
+def results(pair_sides, run, infos=None):
     """What each side's record reads, in order: ``{"results", "duet"}``, ``results`` being ``{"process": ...}``
     (the raw task's rc, stdout, stderr) or ``{"container": ...}`` (docker_container's ``container`` and ``status``;
-    podman_container's ``container``, ``stdout``, ``stderr``), from ``run`` (platbench.lab.duet_run's result)
-    and ``infos`` (the container sides' inspects, as ``inspected`` takes them); ``duet``: what the record says of
+    podman_container's ``container``, ``stdout``, ``stderr``), from ``run`` (platbench.lab.duet_run's result, whose
+    container sides hold their engine's inspect) and ``infos`` (inspects by the engines' info modules, as
+    ``inspected`` takes them, which win where a play has them); ``duet``: what the record says of
     the pair, and where the side's record was read (``record_from``, for a side with a record file)."""
     infos = inspected(infos)
     outcomes = run.get("sides") or []
@@ -113,7 +114,7 @@ def results(pair_sides, run, infos):
             process = {key: outcome[key] for key in ("rc", "stdout", "stderr") if key in outcome}
             found.append({"results": {"process": process}, "duet": duet})
             continue
-        inspect = dict(infos.get(side["run"]["container"]["name"]) or {})
+        inspect = dict(infos.get(side["run"]["container"]["name"]) or outcome.get("inspect") or {})
         output = outcome.get("stdout", "") + outcome.get("stderr", "")
         if side["kind"] == "docker":
             container = {"container": {**inspect, "Output": output}, "status": outcome.get("rc")}

@@ -9,14 +9,18 @@ writes down what it is handed.
 
 from __future__ import annotations
 
+import json
+
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
     FAILED_METRIC,
     RESULT_PREFIX,
     RecordError,
     Sample,
     cell_files,
+    cell_folder,
     failed_output_path,
     failed_sample,
+    json_safe,
     parse_result_lines,
     samples_from_record,
     skipped_sample,
@@ -27,6 +31,12 @@ OK, FAILED, SKIPPED = "ok", "failed", "skipped"
 # Lin 2018 reports the degradation of its elapsed time.
 SHARE, ALONE, SHARED = "share", "alone", "shared"
 DEGRADED_METRIC, DEGRADATION_METRIC = "elapsed", "degradation"
+# A record's per-step figures (step_times, data_waits, losses: one number per timed step, thousands in a 10 s window)
+# would be repeated in the metadata of each of its samples, a megabyte per cell that every cell's record, the results
+# callback and every report then carry: a list at least this long goes once to a file of the cell's folder instead,
+# which each of its samples names in metadata.series_file.
+SERIES_MIN_ITEMS = 64
+SERIES_FILE_NAME = "series-{index}.json"
 
 
 def cell_labels(cell, campaign_name):
@@ -115,6 +125,31 @@ def kept_files(cell_id, output, samples):
         named = {path.rsplit("/", 1)[1]: path for path in files}
         for sample in samples:
             sample["metadata"]["kept_files"] = dict(named)
+    return files
+
+
+def series_files(cell_id, samples):
+    """Move the long lists (SERIES_MIN_ITEMS or more) out of ``samples``' metadata into files of the cell's folder,
+    one per record (the samples of one record share their lists), as {path relative to the results directory: JSON
+    text of {name: list}}; each sample keeps the path in ``metadata.series_file``. {} where no list is that long."""
+    files, paths = {}, {}
+    for sample in samples:
+        metadata = sample["metadata"]
+        series = {
+            name: value
+            for name, value in metadata.items()
+            if isinstance(value, list) and len(value) >= SERIES_MIN_ITEMS
+        }
+        if not series:
+            continue
+        text = json.dumps(json_safe(series), sort_keys=True, allow_nan=False, default=str)
+        if text not in paths:
+            paths[text] = f"{cell_folder(cell_id)}/{SERIES_FILE_NAME.format(index=len(paths) + 1)}"
+            files[paths[text]] = text
+        sample["metadata"] = {
+            **{name: value for name, value in metadata.items() if name not in series},
+            "series_file": paths[text],
+        }
     return files
 
 

@@ -168,14 +168,15 @@ def failed_sample(cell_labels, error, output, env_metadata, runtime_metadata):
     return Sample.of(FAILED_METRIC, 1, "cell", cell_labels, metadata)
 
 
-def _json_safe(value):
-    # Strict JSON has no NaN/Infinity; metadata from a workload may still carry them.
+def json_safe(value):
+    """``value`` with each NaN and infinity made None and each key a string: strict JSON has neither, and metadata
+    from a workload (a loss that diverged) may still carry them."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {str(key): _json_safe(item) for key, item in value.items()}
+        return {str(key): json_safe(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
+        return [json_safe(item) for item in value]
     return value
 
 
@@ -190,7 +191,7 @@ RECORD_RESERVE_BYTES = 1024 * 1024
 
 def _lines(samples):
     """The bytes of one append: one JSON line per sample, the last one marked as the end of the write."""
-    lines = [json.dumps(_json_safe(sample), allow_nan=False, default=str) for sample in samples]
+    lines = [json.dumps(json_safe(sample), allow_nan=False, default=str) for sample in samples]
     lines[-1] += WRITE_END
     return "".join(line + "\n" for line in lines).encode("utf-8")
 

@@ -11,6 +11,7 @@ import math
 import os
 import re
 import shlex
+import subprocess
 import sys
 import threading
 import time
@@ -227,6 +228,70 @@ def test_duet_run_starts_both_sides_before_either_ends_and_stops_one_at_the_time
         run_pair([{"container": {"engine": "lxc", "name": "x"}}], timeout=1)
 
 
+def test_duet_run_clears_the_pairs_start_line_before_the_sides_start_removes_it_after_and_inspects_each_container(
+    tmp_path,
+):
+    duet_dir = tmp_path / "duet" / "pair"
+    duet_dir.mkdir(parents=True)
+    (duet_dir / "platbench-a.ready").write_text("an earlier try's mark")
+    inspected = []
+
+    def inspect(container):
+        inspected.append((container["name"], sorted(path.name for path in duet_dir.iterdir())))
+        return ({"Id": "abc", "State": {"OOMKilled": False}}, None) if container["name"] == "pb-a" else (None, "gone")
+
+    def fake_engine(argv, **keywords):
+        # `docker start --attach` of a created container: here a shell that looks at the start line.
+        return subprocess.Popen([sys.executable, "-c", "print('started')"], **keywords)
+
+    marks = f"ls {duet_dir} 2>/dev/null | wc -l; mkdir -p {duet_dir}; touch {duet_dir}/platbench-b.ready"
+    sides = [
+        {"command": marks},
+        {"container": {"engine": "docker", "name": "pb-a"}},
+        {"container": {"engine": "docker", "name": "pb-b"}},
+    ]
+    pair = run_pair(sides, timeout=30, duet_dir=str(duet_dir), inspect=inspect, popen=selective_popen(fake_engine))
+    process, container, lost = pair["sides"]
+    assert process["stdout"] == "0\n"  # the earlier try's mark was gone before the sides started
+    assert container["inspect"] == {"Id": "abc", "State": {"OOMKilled": False}} and "inspect_error" not in container
+    assert lost["inspect_error"] == "gone" and "inspect" not in lost and "inspect" not in process
+    # Both containers inspected once both sides ended (the mark the process side left still there), the folder gone.
+    assert inspected == [("pb-a", ["platbench-b.ready"]), ("pb-b", ["platbench-b.ready"])]
+    assert not duet_dir.exists() and "duet_dir_error" not in pair
+
+
+def selective_popen(engine):
+    """A Popen that runs shell lines as they are and hands each engine CLI's argv to ``engine``."""
+
+    def popen(argv, **keywords):
+        if argv[0] in duet_run.ENGINES:
+            return engine(argv, **keywords)
+        return subprocess.Popen(argv, **keywords)
+
+    return popen
+
+
+def test_an_engines_inspect_is_read_from_its_cli_and_each_way_it_fails_is_said():
+    def answering(returncode, stdout=b"", stderr=b""):
+        return lambda argv, **keywords: subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+
+    container = {"engine": "podman", "name": "pb-a"}
+    found, error = duet_run.inspect_container(container, run=answering(0, b'[{"Id": "abc"}]'))
+    assert (found, error) == ({"Id": "abc"}, None)
+    for run, said in (
+        (answering(125, stderr=b"Error: no such container pb-a\n"), "failed: Error: no such container pb-a"),
+        (answering(0, b"not json"), "printed no JSON"),
+        (answering(0, b"[]"), "printed no container"),
+    ):
+        found, error = duet_run.inspect_container(container, run=run)
+        assert found is None and error.startswith("podman inspect --type container pb-a") and said in error
+
+    def missing(argv, **keywords):
+        raise FileNotFoundError(2, "No such file or directory", argv[0])
+
+    assert "No such file or directory" in duet_run.inspect_container(container, run=missing)[1]
+
+
 def policy_of(output):
     """The policy `chrt -p` printed: ``SCHED_IDLE``..."""
     return re.search(r"scheduling policy: (SCHED_\w+)", output).group(1)
@@ -369,6 +434,10 @@ def test_each_sides_record_gets_its_kinds_result_and_the_pair():
         "container": {"Id": "abc", "HostConfig": {"CpusetCpus": "1"}, "Output": "outerr"},
         "status": 0,
     }
+    # Without a play's own inspect, the one duet_run returned with the side.
+    own = {"Id": "def", "HostConfig": {"CpusetCpus": "1"}}
+    with_own = {**run, "sides": [{**run["sides"][0], "inspect": own}, run["sides"][1]]}
+    assert duet_pair.results(sides, with_own)[0]["results"]["container"]["container"] == {**own, "Output": "outerr"}
     assert process["results"]["process"] == {"rc": 0, "stdout": "line", "stderr": ""}
     assert container["duet"] == {
         "partner": "bm/1/pin/cpu|r0|partner=cn/1/pin/cpu",

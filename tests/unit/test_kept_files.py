@@ -1,5 +1,6 @@
-"""Files a run keeps beside the campaign's samples (loadgen's logs): the record's schema, the record_cell action
-and the callback that writes them per cell before the samples (the workload side: test_workload_harness.py)."""
+"""Files a run keeps beside the campaign's samples (loadgen's logs, its per-step figures): the record's schema, the
+record_cell action and the callback that writes them per cell before the samples (the workload side:
+test_workload_harness.py)."""
 
 import json
 
@@ -9,6 +10,7 @@ from ansible.inventory.host import Host
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.task import Task
 from ansible.plugins.loader import callback_loader
+from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import SERIES_MIN_ITEMS
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import cell_folder, write_cell_files
 from record_cell_run import record_cell, record_line
 
@@ -68,3 +70,37 @@ def test_the_callback_writes_an_ok_cells_files_before_its_samples_which_name_the
     # output (test_records_failed_output.py).
     failed = record_cell(results_dir, "cn/2/pin/cpu|r0", output=output, error="docker run exited with 137")
     assert list(failed["platbench_files"]) == [failed["platbench_samples"][0]["metadata"]["output_file"]]
+
+
+def record_with_series(step_times, **labels):
+    """A record line of one ok run whose metadata holds a figure per timed step, and a short list."""
+    record = json.loads(record_line().split(" ", 1)[1])
+    record["labels"].update(labels)
+    record["metadata"].update(step_times=step_times, losses=[1.0] * len(step_times), cpus=[0, 1])
+    return "PLATBENCH_RESULT " + json.dumps(record)
+
+
+def test_a_records_per_step_figures_go_once_to_a_file_of_its_cell_that_each_of_its_samples_names(tmp_path, monkeypatch):
+    callback = callback_loader.get("platbench.lab.results")
+    callback.set_options()
+    monkeypatch.setattr(callback, "_display", type("Quiet", (), {"display": print, "warning": print})())
+    results_dir, cell_id = tmp_path / "campaign", "bm/1/pin/cpu|r3"
+    alone, shared = [0.004] * SERIES_MIN_ITEMS, [0.005] * 2100
+    output = record_with_series(alone, share="alone") + "\n" + record_with_series(shared, share="shared") + "\n"
+    result = record_cell(results_dir, cell_id, output=output)
+    folder = cell_folder(cell_id)
+    assert sorted(result["platbench_files"]) == [f"{folder}/series-1.json", f"{folder}/series-2.json"]
+    task = Task.load({"name": "Record the cell", "platbench.lab.record_cell": {}}, loader=DataLoader())
+    callback.v2_runner_on_ok(_RawTaskResult(Host("lab1"), task, result, {}).as_callback_task_result())
+    samples = [json.loads(line) for line in (results_dir / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 5  # throughput and elapsed of each record, and the degradation
+    for sample in samples:
+        metadata = sample["metadata"]
+        assert "step_times" not in metadata and "losses" not in metadata and metadata["cpus"] == [0, 1]
+        series = json.loads((results_dir / metadata["series_file"]).read_text())
+        expected = shared if sample["labels"].get("share") != "alone" else alone
+        assert series == {"losses": [1.0] * len(expected), "step_times": expected}
+    # A shorter list stays where it was.
+    short = record_cell(results_dir, "bm/1/pin/cpu|r4", output=record_with_series([0.004] * (SERIES_MIN_ITEMS - 1)))
+    assert short["platbench_files"] == {}
+    assert {len(s["metadata"]["step_times"]) for s in short["platbench_samples"]} == {SERIES_MIN_ITEMS - 1}
