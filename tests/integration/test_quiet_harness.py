@@ -4,11 +4,12 @@ the pair's ratio where it is without the loop. Left beside the cells as a proces
 would take about half of that side's core (a task of the root cgroup weighs as much as a cell's whole group).
 
 One pair per campaign, each side timing 4 s of the tiny CNN: the effect it guards against is a factor of about 2,
-far beyond a pair's spread on a 2-core host (a few percent)."""
+beyond what two single pairs differ by on a noisy 2-core host (up to about 1.23x), which bounds the test (LOOP_BOUND)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -24,6 +25,9 @@ REPO = Path(__file__).resolve().parents[2]
 LOOP = "import os\nwhile True:\n    pass\n"
 # The loop is pinned to this CPU: one side of the pair runs there, the other on the other core.
 LOOP_CPU = 0
+# How far the busy loop may move the pair's ratio (a factor): half way, in log terms, to the 2x it would without the
+# isolation.
+LOOP_BOUND = 1.35
 
 
 def run_pair(results, campaign, with_loop):
@@ -97,8 +101,11 @@ def test_a_busy_loop_in_the_harnesss_own_group_leaves_a_real_duet_pairs_ratio_wh
             assert metadata["nice"] == 0
         assert "platbench-" in pair["bm"]["metadata"]["cgroup"]  # bm in a cgroup of its own, as cn is
         assert pair["bm"]["metadata"]["cgroup"] != pair["cn"]["metadata"]["cgroup"]
-    # The side on the loop's core would lose about half its throughput to a loop that is not kept below it.
-    assert ratio(loud_pair) == pytest.approx(ratio(quiet_pair), rel=0.10), (quiet_pair, loud_pair)
+    # The side on the loop's core would lose about half its throughput to a loop that is not kept below it: the ratio
+    # would move by a factor of 2. Two single pairs of a quiet harness differ by up to about 1.23x on a noisy 2-vCPU
+    # host (the AMD host of 2026-12-03: 33 pairs of 10 s read 0.90-1.11), so the bound is a factor of 1.35.
+    moved = math.exp(abs(math.log(ratio(loud_pair) / ratio(quiet_pair))))
+    assert moved < LOOP_BOUND, (moved, quiet_pair, loud_pair)
     for side in quiet_pair.values():
         # What the harness used on each side's CPUs during its timed part is counted, and small.
         assert 0.0 <= side["metadata"]["harness_cpu_share"] < 0.05, side["metadata"]
