@@ -4,7 +4,8 @@ the pair's ratio where it is without the loop. Left beside the cells as a proces
 would take about half of that side's core (a task of the root cgroup weighs as much as a cell's whole group).
 
 One pair per campaign, each side timing 4 s of the tiny CNN: the effect it guards against is a factor of about 2,
-beyond what two single pairs differ by on a noisy 2-core host (up to about 1.23x), which bounds the test (LOOP_BOUND)."""
+beyond what two single pairs differ by on a noisy 2-core host (up to about 1.23x), which bounds the test
+(LOOP_BOUND)."""
 
 from __future__ import annotations
 
