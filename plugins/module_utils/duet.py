@@ -102,7 +102,7 @@ def clear_duet_dir(path):
     except FileNotFoundError:
         pass
     except OSError as exc:
-        raise DuetError(f"the pair's start-line folder {path} an earlier try left cannot go: {exc}") from None
+        raise DuetError(f"the pair's start-line folder {path} cannot be removed: {exc}") from None
 
 
 def inspect_container(container, run=subprocess.run):
@@ -134,7 +134,9 @@ def _stop(process, side):
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def run_pair(sides, timeout, popen=subprocess.Popen, idle=wait_at_idle_priority, duet_dir=None, inspect=None):
+def run_pair(
+    sides, timeout, popen=subprocess.Popen, idle=wait_at_idle_priority, duet_dir=None, inspect=inspect_container
+):
     """Start every side of ``sides``, then wait for each (at most ``timeout`` seconds from the start), at the
     policy ``idle()`` sets: ``{"sides", "overlap_seconds", "waiter_policy"}``, a result per side ``{"rc",
     "stdout", "stderr", "started", "ended", "timed_out"}`` (times in seconds since the epoch; rc -9 for a side
@@ -145,7 +147,6 @@ def run_pair(sides, timeout, popen=subprocess.Popen, idle=wait_at_idle_priority,
     where it could not be then). The policy stays with the calling thread and what it starts after: a caller that
     goes on (a test) passes its own ``idle``."""
     argvs = [argv_of(side) for side in sides]
-    inspect = inspect or inspect_container
     if duet_dir:
         clear_duet_dir(duet_dir)
     for side in sides:

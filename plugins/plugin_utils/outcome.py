@@ -132,7 +132,7 @@ def series_files(cell_id, samples):
     """Move the long lists (SERIES_MIN_ITEMS or more) out of ``samples``' metadata into files of the cell's folder,
     one per record (the samples of one record share their lists), as {path relative to the results directory: JSON
     text of {name: list}}; each sample keeps the path in ``metadata.series_file``. {} where no list is that long."""
-    files, paths = {}, {}
+    files, paths, by_lists = {}, {}, {}
     for sample in samples:
         metadata = sample["metadata"]
         series = {
@@ -142,13 +142,17 @@ def series_files(cell_id, samples):
         }
         if not series:
             continue
-        text = json.dumps(json_safe(series), sort_keys=True, allow_nan=False, default=str)
-        if text not in paths:
-            paths[text] = f"{cell_folder(cell_id)}/{SERIES_FILE_NAME.format(index=len(paths) + 1)}"
-            files[paths[text]] = text
+        # The samples of one record hold the same list objects: each record's lists are encoded once.
+        lists = tuple((name, id(value)) for name, value in series.items())
+        if lists not in by_lists:
+            text = json.dumps(json_safe(series), sort_keys=True, allow_nan=False, default=str)
+            if text not in paths:
+                paths[text] = f"{cell_folder(cell_id)}/{SERIES_FILE_NAME.format(index=len(paths) + 1)}"
+                files[paths[text]] = text
+            by_lists[lists] = paths[text]
         sample["metadata"] = {
             **{name: value for name, value in metadata.items() if name not in series},
-            "series_file": paths[text],
+            "series_file": by_lists[lists],
         }
     return files
 
