@@ -14,8 +14,10 @@ workloads/common/record.py): one an earlier try left is removed before the sides
 the side ended is returned beside its output, and the file removed, so that a line the attach stream lost is not lost.
 The pair's start-line folder (``duet_dir``, where the sides meet and their record files are) is removed before the
 sides start, so that an earlier try's marks cannot let one side start its window alone, and after they end. A
-container side is inspected through its engine once it ended (``inspect``), for its record. Each of these was a task
-of its own, which cost every pair a second or more of the controller's time.
+container side is inspected through its engine once it ended (``inspect``), for its record. A process side's cgroup of
+its own (``cgroup``: the plan's ``process.cgroup``, which its shell line enters) is created before the sides start and
+removed once they ended (module_utils/cpu_quota.py). Each of these was a task of its own, which cost every pair a
+second or more of the controller's time.
 
 The process waiting on the sides runs at SCHED_IDLE, so that it never takes a CPU from them. What it starts inherits
 that policy: the process sides set their own back in their shell line; a Podman side's CLI is started through
@@ -34,7 +36,7 @@ import subprocess
 import threading
 import time
 
-from ansible_collections.platbench.lab.plugins.module_utils import quiet
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota, quiet
 
 ENGINES = ("docker", "podman")
 # The engines whose container inherits the policy of the CLI that starts it, and the command that gives it the
@@ -49,6 +51,8 @@ RECORD_FILE_MAX_CHARS = 1_000_000
 IDLE = "idle"
 # Seconds an engine's inspect of an ended container may take.
 INSPECT_TIMEOUT = 60
+# Seconds a side's cgroup may take to empty once the side ended (cpu_quota.remove kills what is left in it).
+CGROUP_GRACE = 10.0
 
 
 class DuetError(Exception):
@@ -125,6 +129,42 @@ def inspect_container(container, run=subprocess.run):
     return found[0], None
 
 
+def make_cgroups(sides, create=cpu_quota.create, remove=cpu_quota.remove):
+    """Create the cgroup of each side that has one (``{"path", "version", "quota_us", "period_us"}``), in order; on a
+    failure, remove those made before it and raise DuetError naming the cgroup and why."""
+    made = []
+    for side in sides:
+        cgroup = side.get("cgroup")
+        if not cgroup:
+            continue
+        try:
+            create(
+                cgroup["path"], cgroup["version"], cgroup["quota_us"], cgroup.get("period_us") or cpu_quota.PERIOD_US
+            )
+        except (cpu_quota.QuotaError, OSError) as exc:
+            for path in made:
+                with contextlib.suppress(cpu_quota.QuotaError, OSError):
+                    remove(path, CGROUP_GRACE)
+            raise DuetError(f"the cgroup {cgroup['path']} of a side cannot be made: {exc}") from None
+        made.append(cgroup["path"])
+
+
+def remove_cgroups(sides, results, remove=cpu_quota.remove):
+    """Remove the cgroup of each side that has one, once the sides ended: the paths that could not go, each side's
+    error in its result's ``cgroup_error``."""
+    left = []
+    for side, result in zip(sides, results):
+        cgroup = side.get("cgroup")
+        if not cgroup:
+            continue
+        try:
+            remove(cgroup["path"], CGROUP_GRACE)
+        except (cpu_quota.QuotaError, OSError) as exc:
+            result["cgroup_error"] = str(exc)
+            left.append(cgroup["path"])
+    return left
+
+
 def _stop(process, side):
     """Stop a side past its timeout: its process group, and its container through the engine."""
     container = side.get("container") or {}
@@ -135,7 +175,13 @@ def _stop(process, side):
 
 
 def run_pair(
-    sides, timeout, popen=subprocess.Popen, idle=wait_at_idle_priority, duet_dir=None, inspect=inspect_container
+    sides,
+    timeout,
+    popen=subprocess.Popen,
+    idle=wait_at_idle_priority,
+    duet_dir=None,
+    inspect=inspect_container,
+    cgroups=(cpu_quota.create, cpu_quota.remove),
 ):
     """Start every side of ``sides``, then wait for each (at most ``timeout`` seconds from the start), at the
     policy ``idle()`` sets: ``{"sides", "overlap_seconds", "waiter_policy"}``, a result per side ``{"rc",
@@ -144,8 +190,10 @@ def run_pair(
     a ``record_file`` and ``record_file_error`` where that file could not be read or removed, and ``inspect`` (the
     engine's inspect of it, by ``inspect``: inspect_container) or ``inspect_error`` for a container side. The
     folder ``duet_dir`` is removed before the sides start and once they ended (``duet_dir_error`` in the result
-    where it could not be then). The policy stays with the calling thread and what it starts after: a caller that
-    goes on (a test) passes its own ``idle``."""
+    where it could not be then). A side's ``cgroup`` is made before the sides start and removed once they ended, by
+    ``cgroups`` (create, remove: cpu_quota's); one that could not go is in the result's ``cgroups_left`` and its
+    side's ``cgroup_error``. The policy stays with the calling thread and what it starts after: a caller that goes on
+    (a test) passes its own ``idle``."""
     argvs = [argv_of(side) for side in sides]
     if duet_dir:
         clear_duet_dir(duet_dir)
@@ -155,6 +203,8 @@ def run_pair(
                 _remove_record_file(side["record_file"])
             except OSError as exc:
                 raise DuetError(f"the record file {side['record_file']} an earlier try left cannot go: {exc}") from None
+    create_cgroup, remove_cgroup = cgroups
+    make_cgroups(sides, create_cgroup, remove_cgroup)
     waiter_policy = idle()
     processes, results = [], []
     for argv in argvs:
@@ -170,6 +220,7 @@ def run_pair(
         except OSError as exc:
             for earlier, side in zip(processes, sides):
                 _stop(earlier, side)
+            remove_cgroups(sides, [{} for _ in sides], remove_cgroup)
             raise DuetError(f"{argv[0]} could not be started: {exc}") from None
         processes.append(process)
         results.append({"started": started})
@@ -210,6 +261,9 @@ def run_pair(
                 result["inspect_error"] = error
     overlap = min(result["ended"] for result in results) - max(result["started"] for result in results)
     pair = {"sides": results, "overlap_seconds": max(0.0, overlap), "waiter_policy": waiter_policy}
+    left = remove_cgroups(sides, results, remove_cgroup)
+    if left:
+        pair["cgroups_left"] = left
     if duet_dir:
         try:
             clear_duet_dir(duet_dir)

@@ -22,6 +22,9 @@ description:
     start, and the file once it is read.
   - The pair's start-line folder (O(duet_dir)) is removed before the sides start and once they ended, and each
     container side is inspected through its engine once both ended (RV(sides[].inspect)), for its record.
+  - A process side's cgroup of its own (O(sides[].cgroup), which its shell line enters) is created before the sides
+    start, as M(platbench.lab.cpu_quota_cgroup) creates it, and removed once they ended; one that cannot be created
+    fails the module before any side starts.
   - The module's process waits at the SCHED_IDLE policy (RV(waiter_policy)), so that it never takes a CPU from the
     sides. A process side's shell line sets its own policy back; a V(podman) side's C(podman start) runs under
     C(chrt --other 0), since conmon and the container inherit the CLI's policy (Docker's containers are started
@@ -44,6 +47,30 @@ options:
           - The file the side's workload writes its record line to (its plan's C(record_file), given to it as
             C(PLATBENCH_RECORD_FILE)), on this host.
         type: path
+      cgroup:
+        description:
+          - The process side's cgroup of its own (its plan's C(process.cgroup)), made before the sides start with its
+            CPU quota and removed, with what is still in it, once they ended.
+        type: dict
+        version_added: "0.12.0"
+        suboptions:
+          path:
+            description: The cgroup, in the host's cpu controller hierarchy.
+            type: path
+            required: true
+          version:
+            description: The cgroup version of that hierarchy.
+            type: str
+            choices: [v1, v2]
+            required: true
+          quota_us:
+            description: Microseconds of CPU time it may use every period, or V(-1) for no quota.
+            type: int
+            required: true
+          period_us:
+            description: The CFS period, in microseconds.
+            type: int
+            default: 100000
       container:
         description: A created container to start and attach to.
         type: dict
@@ -134,6 +161,18 @@ sides:
       returned: for a container side the engine could not inspect
       type: str
       version_added: "0.12.0"
+    cgroup_error:
+      description: Why the side's cgroup (O(sides[].cgroup)) could not be removed once the sides ended.
+      returned: for a side whose cgroup could not go
+      type: str
+      version_added: "0.12.0"
+cgroups_left:
+  description: The sides' cgroups (O(sides[].cgroup)) that could not be removed once the sides ended; each side's
+    RV(sides[].cgroup_error) says why.
+  returned: where any could not
+  type: list
+  elements: str
+  version_added: "0.12.0"
 duet_dir_error:
   description: Why O(duet_dir) could not be removed once the sides ended.
   returned: where it could not
@@ -153,7 +192,7 @@ waiter_policy:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.platbench.lab.plugins.module_utils import duet
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota, duet
 
 
 def main():
@@ -166,6 +205,15 @@ def main():
                 "options": {
                     "command": {"type": "str"},
                     "record_file": {"type": "path"},
+                    "cgroup": {
+                        "type": "dict",
+                        "options": {
+                            "path": {"type": "path", "required": True},
+                            "version": {"type": "str", "choices": ["v1", "v2"], "required": True},
+                            "quota_us": {"type": "int", "required": True},
+                            "period_us": {"type": "int", "default": cpu_quota.PERIOD_US},
+                        },
+                    },
                     "container": {
                         "type": "dict",
                         "options": {

@@ -33,6 +33,10 @@ def sides(plans):
     for plan in plans:
         if plan.get("process"):
             kind, run = "process", {"command": plan["process"]["command"]}
+            if plan["process"].get("cgroup"):  # duet_run makes it before the sides start, and removes it after
+                run["cgroup"] = {
+                    name: plan["process"]["cgroup"][name] for name in ("path", "version", "quota_us", "period_us")
+                }
         elif plan.get("container"):
             kind = plan["container"]["engine"]
             run = {"container": {"engine": kind, "name": plan["container"]["name"]}}

@@ -260,6 +260,62 @@ def test_duet_run_clears_the_pairs_start_line_before_the_sides_start_removes_it_
     assert not duet_dir.exists() and "duet_dir_error" not in pair
 
 
+def test_duet_run_makes_a_process_sides_cgroup_before_the_sides_start_and_removes_it_once_they_ended(tmp_path):
+    cgroup = {"path": str(tmp_path / "platbench-cell-0123456789ab"), "version": "v2", "quota_us": -1, "period_us": 100}
+    made, removed = [], []
+
+    def create(path, version, quota, period_us):
+        made.append((path, version, quota, period_us))
+        os.mkdir(path)
+        return True, {}
+
+    def remove(path, grace):
+        removed.append(path)
+        os.rmdir(path)
+        return True, []
+
+    # The side sees its cgroup there when it starts, as its shell line enters it.
+    sides = [{"command": f"test -d {cgroup['path']} && echo there", "cgroup": cgroup}, {"command": "echo other"}]
+    pair = run_pair(sides, timeout=30, cgroups=(create, remove))
+    assert pair["sides"][0]["stdout"] == "there\n" and not os.path.exists(cgroup["path"])
+    assert made == [(cgroup["path"], "v2", -1, 100)] and removed == [cgroup["path"]] and "cgroups_left" not in pair
+
+    # One that cannot go is said, per side and for the pair; the measurement stands.
+    def stuck(path, grace):
+        raise duet_run.cpu_quota.QuotaError(f"cannot remove the cgroup {path}: Device or resource busy")
+
+    pair = run_pair(sides, timeout=30, cgroups=(create, stuck))
+    assert pair["sides"][0]["rc"] == 0 and pair["cgroups_left"] == [cgroup["path"]]
+    assert "Device or resource busy" in pair["sides"][0]["cgroup_error"] and "cgroup_error" not in pair["sides"][1]
+    os.rmdir(cgroup["path"])
+
+    # One that cannot be made fails the pair before any side starts, and those made before it go.
+    second = {**cgroup, "path": str(tmp_path / "platbench-cell-ba9876543210")}
+    mark = tmp_path / "ran"
+
+    def refusing(path, version, quota, period_us):
+        if path == second["path"]:
+            raise duet_run.cpu_quota.QuotaError(f"cannot create the cgroup {path}: Permission denied")
+        return create(path, version, quota, period_us)
+
+    removed.clear()
+    two = [{"command": f"touch {mark}", "cgroup": cgroup}, {"command": f"touch {mark}", "cgroup": second}]
+    with pytest.raises(duet_run.DuetError, match=r"platbench-cell-ba9876543210 of a side cannot be made.*denied"):
+        run_pair(two, timeout=30, cgroups=(refusing, remove))
+    assert not mark.exists() and removed == [cgroup["path"]] and not os.path.exists(cgroup["path"])
+
+
+def test_duet_runs_module_takes_a_sides_cgroup_and_names_the_one_it_cannot_make(tmp_path, capsys):
+    # Before any side starts, and before the module's process goes idle: the real cpu_quota.create.
+    path = tmp_path / "no-hierarchy" / "platbench-cell-0123456789ab"
+    side = {"command": f"touch {tmp_path / 'ran'}", "cgroup": {"path": str(path), "version": "v1", "quota_us": -1}}
+    with patch_module_args({"sides": [side], "timeout": 30}), pytest.raises(SystemExit):
+        duet_run_module.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed"] and f"the cgroup {path} of a side cannot be made" in result["msg"]
+    assert "does not exist" in result["msg"] and not (tmp_path / "ran").exists()
+
+
 def selective_popen(engine):
     """A Popen that runs shell lines as they are and hands each engine CLI's argv to ``engine``."""
 
@@ -449,6 +505,10 @@ def test_each_sides_record_gets_its_kinds_result_and_the_pair():
     # What the container kind reads from it: the engine's cpuset and the output.
     observed = placements.observed({"platform": "cn", "container": {"engine": "docker"}}, container["results"])
     assert observed.output == "outerr" and observed.runtime["engine_cpuset_cpus"] == "1"
+    # A process side's cgroup of its own goes to duet_run, which makes and removes it.
+    cgroup = {"path": "/sys/fs/cgroup/cpu/platbench-cell-0123456789ab", "version": "v1", "quota_us": -1}
+    planned = {**plans[1], "process": {"command": "echo hi", "cgroup": {**cgroup, "period_us": 100000, "leave": []}}}
+    assert duet_pair.sides([planned])[0]["run"] == {"command": "echo hi", "cgroup": {**cgroup, "period_us": 100000}}
     with pytest.raises(duet_pair.DuetPlanError, match="only a process's or a container's cells run as a duet pair"):
         duet_pair.sides([{"cell": "vm/1/pin/cpu|r0", "placement": "guest"}])
 
