@@ -1,13 +1,15 @@
 """Run an experiment: plan it here, then drive playbooks/experiment.yml through ansible-runner and follow it.
 
-The experiment is planned in this process first, as the playbook's lookup plans it (load, validate, check the
-workload parameters): bad input stops here with its message alone, before any host is touched. Then the
-playbook runs; its events drive a line per cell (i/N, the cell, its time, the ETA per platform kind) and a
-closing summary. Exit status: 0 every cell ok (or skipped by design; or none left to run in a resumed
-campaign), 1 a cell or the playbook failed, 2 bad input, no host can run any cell of the plan, or another run holds
-the campaign (its lock, platbench/campaign_lock.py), 130 Ctrl-C, 143 SIGTERM (after the running cell is stopped and
-cleaned up: rerun the same command, same --campaign, to resume). A run that finds the campaign left by a run that
-died (SIGKILL, a crashed controller) first stops what is left of it and removes the cells' leftovers (teardown.yml).
+The experiment (a name in experiments/, or any experiment file's path) is planned in this process, once (load,
+validate, check the workload parameters, expand): bad input stops here with its message alone, before any host is
+touched. The plan is written to the campaign's plan file (results/CAMPAIGN/plan.json, plugins/plugin_utils/
+plan_file.py), which the playbook executes without planning again. Then the playbook runs; its events drive a line
+per cell (i/N, the cell, its time, the ETA per platform kind) and a closing summary. Exit status: 0 every cell ok (or
+skipped by design; or none left to run in a resumed campaign), 1 a cell or the playbook failed, 2 bad input, no host can
+run any cell of the plan, or another run holds the campaign (its lock, platbench/campaign_lock.py), 130 Ctrl-C, 143
+SIGTERM (after the running cell is stopped and cleaned up: rerun the same command, same --campaign, to resume). A run
+that finds the campaign left by a run that died (SIGKILL, a crashed controller) first stops what is left of it and
+removes the cells' leftovers (teardown.yml).
 
 With ``--precision P`` the run goes on until the answer is decided (platbench/decide.py): after each pass it reads
 the comparisons the report prints first and adds rounds (``--repeats``, the same campaign resumed) until every ratio's
@@ -33,13 +35,15 @@ import ansible_runner
 import yaml
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout
+from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout, plan_file
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import (
     EMULATED_FIELDS,
     OPTIONAL_FIELDS,
     REQUIRED_FIELDS,
     ExperimentError,
+    experiment_name,
+    is_experiment_path,
     load_experiment,
     workloads_of,
 )
@@ -93,7 +97,9 @@ _NOT_SET = ("name", "sizes")  # the file's own: its name, and the sizes --size p
 SET_KEYS = {field: _MAPPINGS.get(field) for field in (*REQUIRED_FIELDS, *OPTIONAL_FIELDS) if field not in _NOT_SET}
 # The options that set a field themselves, and the extra variables they own.
 _OPTION_FIELDS = {"platforms": "--platforms", "workload": "--workloads", "repeats": "--repeats"}
-_RESERVED_VARS = ("experiment", "campaign", "experiment_overrides", "size", "platbench_results_dir")
+# The plan file the playbook executes (plan_file.py; playbooks/experiment.yml).
+PLAN_FILE_VAR = "platbench_plan_file"
+_RESERVED_VARS = ("experiment", "campaign", "experiment_overrides", "size", "platbench_results_dir", PLAN_FILE_VAR)
 
 
 class UsageError(Exception):
@@ -101,7 +107,10 @@ class UsageError(Exception):
 
 
 def add_arguments(parser):
-    parser.add_argument("experiment", help="an experiment of experiments/ (its file name without .yml)")
+    parser.add_argument(
+        "experiment",
+        help="an experiment of experiments/ (its file name without .yml), or the path of an experiment file (PATH.yml)",
+    )
     parser.add_argument(
         "--campaign",
         help="the campaign's name, results/CAMPAIGN (default: EXPERIMENT-YYYYmmdd-HHMMSS); "
@@ -283,7 +292,9 @@ def extra_vars(items):
 
 def prepare(args):
     """Check the input and plan the experiment: ``(plan, warnings, extravars)``. Raises UsageError."""
-    args.campaign = args.campaign or f"{args.experiment}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if is_experiment_path(args.experiment):  # the playbook, the rerun command and the record name it absolutely
+        args.experiment = os.path.abspath(os.path.expanduser(args.experiment))
+    args.campaign = args.campaign or f"{experiment_name(args.experiment)}-{time.strftime('%Y%m%d-%H%M%S')}"
     if not _CAMPAIGN_NAME.match(args.campaign):
         raise UsageError(f"--campaign {args.campaign}: use letters, digits, '.', '_' and '-' (a directory name)")
     _check_until_decided(args)
@@ -318,6 +329,31 @@ def prepare(args):
     if args.size:
         variables["size"] = args.size
     return plan, warnings, variables
+
+
+def keep_plan(args, plan, extravars):
+    """Write the pass's plan to the campaign's plan file (plan_file.py), which the playbook executes, and return the
+    extra variables that hand it over. A plan file an earlier pass or run of the campaign wrote must plan every cell
+    both hold alike: a pass that only adds rounds passes, an edited experiment is refused (UsageError) before a
+    cell of it mixes with the campaign's."""
+    directory = Path(extravars["platbench_results_dir"]) / args.campaign
+    path = plan_file.path_in(directory)
+    if os.path.exists(path):
+        try:
+            planned, _ = plan_file.read(path)
+        except plan_file.PlanFileError as exc:
+            raise UsageError(f"{exc}; move it away to plan the campaign again") from None
+        changed = plan_file.changed_cell(planned, plan)
+        if changed:
+            raise UsageError(
+                f"{plan['experiment_file']['path']} is planned otherwise than campaign {args.campaign} was "
+                f"({path}): {changed}; another pass would mix cells of both in results/{args.campaign}. Restore the "
+                "file and rerun the same command (the campaign resumes), or run the new version as a campaign of "
+                "its own (--campaign NEW)"
+            )
+    directory.mkdir(parents=True, exist_ok=True)
+    plan_file.write(path, plan, args.campaign)
+    return {**extravars, PLAN_FILE_VAR: path}
 
 
 def _limit(hosts):
@@ -372,48 +408,16 @@ def _until_decided(args, code, plan, lock, kept, started, out, err):
         repeats += add
         args.repeats = repeats
         try:
-            previous = plan
             plan, warnings, extravars = prepare(args)
-            changed = changed_cell(previous, plan)
-            if changed:
-                raise UsageError(
-                    f"until decided: experiments/{args.experiment}.yml changed while the campaign ran: {changed}; "
-                    f"another pass would mix cells of both in results/{args.campaign}. Restore the file and rerun "
-                    "the same command (the campaign resumes), or run the new version as a campaign of its own "
-                    "(--campaign NEW)"
-                )
+            extravars = keep_plan(args, plan, extravars)
         except UsageError as exc:
-            print(exc, file=err)
+            print(f"until decided: {exc}", file=err)
             return EXIT_BAD_INPUT
         for warning in warnings:
             print(f"warning: {warning}", file=err)
         print(f"until decided: adding {add} round(s), {repeats} in all", file=out)
         code = _run(args, plan, extravars, lock, kept, out, err)
     return code
-
-
-def changed_cell(before, after):
-    """How a cell that both plans hold (the same id) is planned differently in ``after``, in words; None when every
-    shared cell is planned alike (its labels and parameters), as a pass that only adds rounds plans them."""
-    planned = {cell["id"]: cell for cell in after["cells"]}
-    for cell in before["cells"]:
-        again = planned.get(cell["id"])
-        if again is None:
-            continue
-        for part in ("labels", "params"):
-            old, new = cell.get(part) or {}, again.get(part) or {}
-            keys = [key for key in dict.fromkeys([*old, *new]) if old.get(key, _ABSENT) != new.get(key, _ABSENT)]
-            if keys:
-                shown = "; ".join(f"{key}: {_shown(old, key)} -> {_shown(new, key)}" for key in keys)
-                return f"cell {cell['id']} was planned with other {part} ({shown})"
-    return None
-
-
-_ABSENT = object()
-
-
-def _shown(values, key):
-    return repr(values[key]) if key in values else "(not set)"
 
 
 # -- driving ansible-runner ---------------------------------------------------------------------------------
@@ -688,6 +692,12 @@ def _placed(args, harness, out, err):
         return EXIT_BAD_INPUT
     except OSError as exc:
         print(f"the campaign's directory {directory} cannot be written: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    try:
+        extravars = keep_plan(args, plan, extravars)
+    except UsageError as exc:
+        lock.release(keep=lock.stale is not None)  # a dead run's leftovers are still the next run's to remove
+        print(exc, file=err)
         return EXIT_BAD_INPUT
     kept = [True]  # the lock file stays, for the next run to clean up, unless this run ends cleaned up
     harness.start_series(directory)

@@ -21,9 +21,13 @@ description:
     generated dataset's C(--data-dir)) is handed to C(python -m workloads.NAME --check-args ...), in parallel; so are
     the C(dataset) generator's C(args). Every refused value is reported at once, with the parser's own words for
     what is allowed. An unknown C(workload) lists the workloads available.
+  - With O(plan_file) it plans nothing. It returns the plan that C(platbench run) planned and wrote to the
+    campaign's plan file (C(results/CAMPAIGN/plan.json)), so that a campaign is planned once.
 options:
   _terms:
-    description: Names of experiments (file names without C(.yml)).
+    description:
+      - Names of experiments (file names without C(.yml)) in O(experiments_dir), or paths of experiment files (a
+        term that ends in C(.yml) or C(.yaml), or holds a C(/); relative to the working directory).
     type: list
     elements: str
     required: true
@@ -52,6 +56,15 @@ options:
       - Empty uses the experiment's name (the campaign's name when none is given).
     type: str
     default: ""
+  plan_file:
+    description:
+      - A campaign's plan file, written by C(platbench run). The plan is read from it and nothing is planned again;
+        O(experiments_dir), O(overrides) and O(size) are not used.
+      - The plan file must be of the version this collection reads, and of O(campaign) when one is given.
+      - Empty plans the experiment named by the term.
+    type: str
+    default: ""
+    version_added: "0.12.0"
 seealso:
   - plugin_type: filter
     plugin: platbench.lab.expand_matrix
@@ -94,6 +107,7 @@ import os
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
+from ansible_collections.platbench.lab.plugins.plugin_utils import plan_file
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import (
     COLLECTION_EXPERIMENTS,
     plan_experiment,
@@ -113,6 +127,9 @@ class LookupModule(LookupBase):
         overrides = self.get_option("overrides")
         size = self.get_option("size") or None
         campaign = self.get_option("campaign") or None
+        planned = self.get_option("plan_file") or None
+        if planned:
+            return [self._from_plan_file(planned, terms, campaign)]
 
         experiments = []
         for name in terms:
@@ -124,3 +141,19 @@ class LookupModule(LookupBase):
                 display.warning(f"experiment {name}: {warning}")
             experiments.append(experiment)
         return experiments
+
+    @staticmethod
+    def _from_plan_file(path, terms, campaign):
+        """The plan ``platbench run`` wrote, checked to be of this campaign; nothing is planned."""
+        if len(terms) > 1:
+            raise AnsibleLookupError(f"plan_file {path}: a plan file holds one experiment's plan, not {len(terms)}")
+        try:
+            plan, planned_for = plan_file.read(path)
+        except plan_file.PlanFileError as exc:
+            raise AnsibleLookupError(str(exc)) from None
+        if campaign and planned_for != campaign:
+            raise AnsibleLookupError(
+                f"plan file {path}: planned for campaign {planned_for!r}, not {campaign!r}; give that campaign's "
+                "own plan file (results/CAMPAIGN/plan.json), or leave platbench_plan_file unset to plan again"
+            )
+        return plan

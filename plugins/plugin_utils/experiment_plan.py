@@ -2,18 +2,24 @@
 # Apache License 2.0 (see galaxy.yml)
 """An experiment planned on the controller: loaded, validated, its workload parameters checked, expanded.
 
-One function for the two ways in: the ``platbench.lab.experiment`` lookup (``playbooks/experiment.yml``) and
-``platbench run``, which plans in-process before it starts the playbook, so that the same input is refused with
-the same message either way.
+One function for the two ways in: ``platbench run``, which plans in-process before it starts the playbook and
+writes the plan to the campaign's plan file (plan_file.py), which the playbook executes; and the
+``platbench.lab.experiment`` lookup, which plans with it when ``playbooks/experiment.yml`` runs without a plan file.
+The same input is refused with the same message either way.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 from ansible_collections.platbench.lab.plugins.module_utils.workload_needs import tools_for
 from ansible_collections.platbench.lab.plugins.plugin_utils import schedule
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import load_experiment, workloads_of
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import (
+    experiment_file,
+    load_experiment,
+    workloads_of,
+)
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import dropped_cells, expand, schedule_fallbacks
 from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import checked_params
 
@@ -23,12 +29,15 @@ COLLECTION_EXPERIMENTS = os.path.join(COLLECTION_ROOT, "experiments")
 
 
 def plan_experiment(experiments_dir, name, overrides=None, size=None, root=COLLECTION_ROOT, campaign=None):
-    """``(plan, warnings)``: experiment ``name`` of ``experiments_dir`` with its ``size`` and ``overrides``
-    merged in, validated (experiment_spec.load_experiment) and its workload parameters checked by the workloads' own
-    parsers under ``root`` (params_check.checked_params); the plan is the experiment with ``cells`` (run order),
-    ``dropped``, ``tools`` and ``as_run`` (the size and overrides given, which run.json keeps beside the merged
-    experiment). Raises experiment_spec.ExperimentError naming the file, every problem listed once."""
-    source = os.path.join(experiments_dir, f"{name}.yml")
+    """``(plan, warnings)``: experiment ``name`` (a name in ``experiments_dir``, or a file's path:
+    experiment_spec.experiment_file) with its ``size`` and ``overrides`` merged in, validated
+    (experiment_spec.load_experiment) and its workload parameters checked by the workloads' own parsers under ``root``
+    (params_check.checked_params); the plan is the experiment with ``cells`` (run order), ``dropped``, ``tools``,
+    ``as_run`` (the size and overrides given, which run.json keeps beside the merged experiment) and
+    ``experiment_file`` (its path and SHA-256). Raises experiment_spec.ExperimentError naming the file, every problem
+    listed once."""
+    path, _ = experiment_file(experiments_dir, name)
+    source = path
     if size:
         source += f" (size {size})"
     if overrides:
@@ -44,5 +53,13 @@ def plan_experiment(experiments_dir, name, overrides=None, size=None, root=COLLE
         "schedule_fallbacks": schedule_fallbacks(experiment),
         "tools": tools_for(workloads_of(experiment)),
         "as_run": {"size": size or None, "overrides": overrides or {}},
+        # Which file was planned, and its bytes' digest: a campaign's plan file and run.json say what ran.
+        "experiment_file": {"path": path, "sha256": file_sha256(path)},
     }
     return plan, warnings
+
+
+def file_sha256(path):
+    """The SHA-256 of the file's bytes, in hex."""
+    with open(path, "rb") as stream:
+        return hashlib.sha256(stream.read()).hexdigest()

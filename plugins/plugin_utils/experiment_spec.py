@@ -114,18 +114,48 @@ def _with_size(data, size, path):
     return deep_merge({key: value for key, value in data.items() if key != "sizes"}, sizes[size])
 
 
-def load_experiment(experiments_dir, name, overrides=None, size=None):
-    """Load the experiment ``name``, merge its named ``size`` then ``overrides`` into it, and validate it.
+def is_experiment_path(reference):
+    """Whether ``reference`` names an experiment file by its path (it ends in .yml or .yaml, or holds a /) rather
+    than by its name in the experiments directory."""
+    return isinstance(reference, str) and (reference.endswith((".yml", ".yaml")) or "/" in reference)
+
+
+def experiment_name(reference):
+    """The experiment's name: a name as it is, a path's file stem."""
+    if is_experiment_path(reference):
+        return os.path.basename(reference).rsplit(".", 1)[0]
+    return reference
+
+
+def experiment_file(experiments_dir, reference):
+    """``(path, name)`` of the experiment ``reference``: a name finds ``experiments_dir/NAME.yml``; a path (see
+    is_experiment_path; relative to the working directory) is taken as it is, and its name is the file's stem, which
+    the file's ``name`` field repeats. Raises ExperimentError saying what exists instead."""
+    if is_experiment_path(reference):
+        path = os.path.abspath(os.path.expanduser(reference))
+        if not os.path.isfile(path):
+            raise ExperimentError(
+                f"experiment file {reference}: no such file ({path}); give an experiment file's path, or the name "
+                f"of one in {experiments_dir}"
+            )
+        return path, experiment_name(path)
+    available = available_experiments(experiments_dir)
+    if reference not in available:
+        raise ExperimentError(
+            f"unknown experiment {reference!r} in {experiments_dir}; available: "
+            + (", ".join(available) if available else "none (no NAME.yml files there)")
+            + "; or give the path of an experiment file (PATH.yml)"
+        )
+    return os.path.join(experiments_dir, reference + ".yml"), reference
+
+
+def load_experiment(experiments_dir, reference, overrides=None, size=None):
+    """Load the experiment ``reference`` (a name in ``experiments_dir`` or a file's path: experiment_file), merge
+    its named ``size`` then ``overrides`` into it, and validate it.
 
     A size is a set of overrides the file itself names (``sizes: {small: {...}}``): the study's sizes stay
     the file's own fields, and ``-e size=small`` runs a cut-down campaign that anyone can reproduce."""
-    available = available_experiments(experiments_dir)
-    if name not in available:
-        raise ExperimentError(
-            f"unknown experiment {name!r} in {experiments_dir}; available: "
-            + (", ".join(available) if available else "none (no NAME.yml files there)")
-        )
-    path = os.path.join(experiments_dir, name + ".yml")
+    path, name = experiment_file(experiments_dir, reference)
     try:
         with open(path, encoding="utf-8") as stream:
             data = yaml.safe_load(stream)

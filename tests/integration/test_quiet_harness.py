@@ -9,9 +9,11 @@ beyond what two single pairs differ by on a noisy 2-core host (up to about 1.23x
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -31,13 +33,14 @@ LOOP_CPU = 0
 LOOP_BOUND = 1.35
 
 
-def run_pair(results, campaign, with_loop):
-    """One duet pair through `platbench run`, with the busy loop in the harness's cgroup when ``with_loop``: the
-    pair's throughputs by the CPU each side ran on, and the harness marks of its records."""
+def run_pair(results, campaign, with_loop, experiment="smoke"):
+    """One duet pair through `platbench run` of ``experiment`` (a name or a file's path), with the busy loop in the
+    harness's cgroup when ``with_loop``: the pair's throughputs by the CPU each side ran on, and the harness marks of
+    its records."""
     argv = [
         str(REPO / ".venv/bin/platbench"),
         "run",
-        "smoke",
+        experiment,
         "--size",
         "answer",
         "--repeats",
@@ -84,7 +87,16 @@ def run_pair(results, campaign, with_loop):
 
 
 def test_a_busy_loop_in_the_harnesss_own_group_leaves_a_real_duet_pairs_ratio_where_it_was(lab, tmp_path):
-    quiet_pair = run_pair(tmp_path / "results", "it-quiet-alone", with_loop=False)
+    # The quiet pair runs from a copy of the smoke experiment outside experiments/: a user's own file is taken by its
+    # path, and the campaign's plan file, which the playbook executed, says which file and which bytes it planned.
+    own = tmp_path / "mine" / "smoke.yml"
+    own.parent.mkdir()
+    shutil.copyfile(REPO / "experiments" / "smoke.yml", own)
+    quiet_pair = run_pair(tmp_path / "results", "it-quiet-alone", with_loop=False, experiment=str(own))
+    planned = json.loads((tmp_path / "results" / "it-quiet-alone" / "plan.json").read_text())
+    assert planned["campaign"] == "it-quiet-alone" and len(planned["plan"]["cells"]) == 2
+    digest = hashlib.sha256(own.read_bytes()).hexdigest()
+    assert planned["plan"]["experiment_file"] == {"path": str(own), "sha256": digest}
     found = quiet.layout()
     left = [entry for key in ("cpu", "cpuacct") for entry in os.listdir(found[key] or "/") if quiet.PREFIX in entry]
     assert not left, f"platbench run left its harness cgroups: {left}"

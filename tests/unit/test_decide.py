@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from ansible_collections.platbench.lab.plugins.plugin_utils import plan_file
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 from round_samples import throughput_sample
 
@@ -162,7 +163,8 @@ def test_an_experiment_changed_between_passes_is_refused_before_its_cells_mix(tm
     assert run.main(args_for(tmp_path, 0.001)) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert asked == [2]
-    assert "until decided: experiments/smoke.yml changed while the campaign ran: cell " in err
+    assert "until decided: " in err and "experiments/smoke.yml is planned otherwise than campaign until was (" in err
+    assert "plan.json): cell " in err
     assert "was planned with other labels (steps: 100 -> 50); another pass would mix cells of both" in err
     assert "Restore the file and rerun the same command" in err
 
@@ -170,9 +172,10 @@ def test_an_experiment_changed_between_passes_is_refused_before_its_cells_mix(tm
 def test_a_cell_planned_alike_but_for_more_rounds_is_unchanged():
     first = {"cells": [{"id": "bm|r0", "labels": {"steps": "auto"}, "params": {"steps": "auto"}}]}
     more = {"cells": [*first["cells"], {"id": "bm|r1", "labels": {"steps": "auto"}, "params": {"steps": "auto"}}]}
-    assert run.changed_cell(first, more) is None
+    assert plan_file.changed_cell(first, more) is None
     edited = {"cells": [{"id": "bm|r0", "labels": {"steps": "auto"}, "params": {"steps": "auto", "auto_seconds": 20}}]}
-    assert run.changed_cell(first, edited) == "cell bm|r0 was planned with other params (auto_seconds: (not set) -> 20)"
+    expected = "cell bm|r0 was planned with other params (auto_seconds: (not set) -> 20)"
+    assert plan_file.changed_cell(first, edited) == expected
 
 
 def test_an_interval_within_the_precision_that_the_answer_calls_undecided_does_not_stop_the_run(tmp_path):
