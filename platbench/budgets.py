@@ -29,7 +29,6 @@ cell and by the report: its ratio is 1 whatever the platforms do.
 
 import difflib
 import math
-import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -38,8 +37,13 @@ import yaml
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import CPU_CONFIGS, PROCESSORS
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import (
+    CPU_CONFIGS,
+    PROCESSORS,
+    Scenario,
+    ScenarioError,
+)
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
 from platbench.report_load import BASELINE, measured
@@ -60,7 +64,6 @@ SPEC_FIELDS = ("ref", "scenarios")
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 TITLE = "Budgets"
 CSV_NAME = "budgets.csv"
-_SCENARIO = re.compile(r"^(?P<platform>[^/]+)/(?P<scaleup>[1-9][0-9]*)/(?P<cpu_config>[^/]+)/(?P<processor>[^/]+)$")
 
 
 class BudgetError(ValueError):
@@ -149,13 +152,17 @@ def _triple_problems(triple, better):
 
 def _scenario_problems(scenario, platform):
     """What is wrong with a scenario key of ``platform``'s budget; [] when nothing."""
-    match = _SCENARIO.match(scenario) if isinstance(scenario, str) else None
-    if not match or match["cpu_config"] not in CPU_CONFIGS or match["processor"] not in PROCESSORS:
+    try:
+        parsed = Scenario.parse(scenario)
+    except ScenarioError:
+        parsed = None
+    known = parsed is not None and parsed.cpu_config in CPU_CONFIGS and parsed.processor in PROCESSORS
+    if not known or not isinstance(parsed.scaleup, int) or parsed.scaleup < 1 or parsed.varies:
         return [
             f"unknown scenario {scenario!r}: a scenario is PLATFORM/SCALEUP/CPUCFG/PROC "
             f"(CPUCFG {', '.join(CPU_CONFIGS)}; PROC {', '.join(PROCESSORS)}), e.g. {platform}/2/pin/cpu"
         ]
-    if match["platform"] != platform:
+    if parsed.platform != platform:
         return [f"unknown scenario {scenario!r} for {platform}: a scenario of {platform} starts with {platform}/"]
     return []
 
@@ -256,7 +263,7 @@ def check_scenarios(budgets, scenarios, source, where):
     problems = []
     for budget in budgets:
         if budget.scenario is not None and budget.scenario not in known:
-            own = sorted(scenario for scenario in known if scenario.startswith(f"{budget.platform}/"))
+            own = sorted(scenario for scenario in known if Scenario.parse(scenario).platform == budget.platform)
             problems.append(
                 f"{budget.key}: unknown scenario {budget.scenario!r}: not a scenario of {where} "
                 f"(its {budget.platform} scenarios: {', '.join(own) or 'none'})"
@@ -273,7 +280,7 @@ def check_same_window(budgets, duet_scenarios, source, where):
     for budget in budgets:
         if budget.metric not in SAME_WINDOW_METRICS:
             continue
-        own = sorted(scenario for scenario in duet_scenarios if scenario.startswith(f"{budget.platform}/"))
+        own = sorted(scenario for scenario in duet_scenarios if Scenario.parse(scenario).platform == budget.platform)
         judged = own if budget.scenario is None else [scenario for scenario in own if scenario == budget.scenario]
         if judged:
             problems.append(

@@ -33,6 +33,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import (
     sizing,
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
+from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
 from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
 from ansible_collections.platbench.lab.workloads.common.record import RECORD_FILE_ENV
 
@@ -189,7 +190,7 @@ def _platform(cell):
 def _resources(platform, cell, facts, opts, where):
     """The runner's CPUs (and their NUMA node) and GPUs the cell gets, and how many GPUs it gets."""
     labels = cell["labels"]
-    threads, pinned = labels["scaleup"], labels["cpu_config"] == "pin"
+    threads, pinned = labels["scaleup"], is_pinned(labels)
     wants_gpu = labels["processor"] == "gpu"
     needed = instances.cpus_needed(cell)  # the scale-up, times the instances that each get their own cores
     if pinned and needed != threads and not platform.remote:
@@ -287,7 +288,7 @@ def cell_plan(cell, facts, options=None):
     except idle_cores.IdleCoresError as exc:
         raise CellPlanError(str(exc)) from None
     cpus, node, gpus, gpu_count = _resources(platform, cell, facts, opts, where)
-    threads, pinned = labels["scaleup"], labels["cpu_config"] == "pin"
+    threads, pinned = labels["scaleup"], is_pinned(labels)
     cpuset = ",".join(str(cpu) for cpu in cpus)
     quota = None if pinned else float(threads)
 

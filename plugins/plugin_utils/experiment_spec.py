@@ -21,12 +21,12 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import (
     inject,
     instances,
     placements,
+    scenario,
     schedule,
     sizing,
 )
 
-CPU_CONFIGS = ("pin", "vnl")
-PROCESSORS = ("cpu", "gpu")
+CPU_CONFIGS, PROCESSORS = scenario.CPU_CONFIGS, scenario.PROCESSORS
 # single: one instance; distributed and shared: several (plugins/plugin_utils/instances.py).
 MODES = ("single", *instances.MODES_WITH_INSTANCES)
 

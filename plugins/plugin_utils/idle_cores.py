@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
 
 NONE = "none"
 # The kinds whose placement runs on the runner host itself, so that the fence confines their neighbours, declare
@@ -65,7 +66,7 @@ def cell_problems(cell, facts, reserved_cpus, where):
             f"{labels['scaleup']}: set scaleup: {len(cores)} (or all) for this host"
         )
     reserved = sorted({int(cpu) for cpu in reserved_cpus or ()})
-    if labels["cpu_config"] == "pin" and reserved:
+    if is_pinned(labels) and reserved:
         problems.append(
             f"{where}: idle_cores: none with pin needs every core, but platbench_reserved_cpus keeps {reserved} from "
             "pinned cells on this host: set platbench_reserved_cpus: [] for it, or use cpu_config: vnl with "

@@ -17,6 +17,7 @@ import itertools
 from ansible_collections.platbench.lab.plugins.module_utils import platforms, workload_needs
 from ansible_collections.platbench.lab.plugins.plugin_utils import inject, instances, schedule, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import as_list, workloads_of
+from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import Scenario
 
 
 def deployment_dimensions(experiment):
@@ -44,8 +45,8 @@ def _leaves_cores_idle(extra, scaleup, experiment):
 
 
 def scenario_name(platform, scaleup, cpu_config, processor):
-    """The seed studies' scenario name, e.g. ``cn/2/pin/cpu``."""
-    return f"{platform}/{scaleup}/{cpu_config}/{processor}"
+    """The seed studies' scenario name, e.g. ``cn/2/pin/cpu`` (scenario.Scenario.name)."""
+    return Scenario(platform, scaleup, cpu_config, processor).name
 
 
 def workload_cell_params(experiment, workload):
@@ -81,19 +82,19 @@ def _all_cells(experiment):
                 combinations_of[workload], dimensions
             ):
                 cell_params = {**params, **dict(zip(varying, combination, strict=False))}
-                # One workload: the variant names the parameters only, as before (old campaigns resume).
-                variant = ",".join(
-                    ([f"workload={workload}"] if several else [])
-                    + [f"{key}={value}" for key, value in zip(varying, combination, strict=False)]
-                    + [f"{key}={value}" for key, value in extra.items()]
+                # One workload: what varies names the parameters only, as before (old campaigns resume).
+                varies = (
+                    ([("workload", workload)] if several else [])
+                    + list(zip(varying, combination, strict=False))
+                    + list(extra.items())
                 )
                 for scaleup, cpu_config, processor, platform in itertools.product(
                     experiment["scaleup"], experiment["cpu_config"], experiment["processor"], experiment["platforms"]
                 ):
                     if _leaves_cores_idle(extra, scaleup, experiment):
                         continue
-                    scenario = scenario_name(platform, scaleup, cpu_config, processor)
-                    cell_id = "|".join(part for part in (scenario, variant, f"r{repeat}") if part)
+                    made = Scenario(platform, scaleup, cpu_config, processor, tuple(varies))
+                    scenario, cell_id = made.name, made.cell_id(repeat)
                     labels = {
                         **cell_params,
                         "experiment": experiment["name"],

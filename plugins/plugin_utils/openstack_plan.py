@@ -25,6 +25,7 @@ import ipaddress
 import re
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import Scenario, is_pinned
 
 # The platforms provisioned from the cloud (the registry's cloud_instance kind), in registry order.
 OPENSTACK_PLATFORMS = platforms.REMOTE
@@ -175,7 +176,7 @@ def flavor(name, labels, opts):
             },
         }
     specs = {}
-    if labels["cpu_config"] == "pin":
+    if is_pinned(labels):
         specs[PIN_SPEC] = "dedicated"
     if labels["processor"] == "gpu":
         specs[PCI_SPEC] = f"{opts['pci_alias']}:{opts['gpus_per_cell']}"
@@ -308,7 +309,7 @@ def instances_plan(cells, options=None):
             "name": name,
             "platform": platform,
             "group": group_name(platform),
-            "scenario": f"{platform}/{scaleup}/{cpu_config}/{processor}",
+            "scenario": Scenario(platform, scaleup, cpu_config, processor).name,
             "flavor": flavor_name,
             "cells": cell_ids,
         }

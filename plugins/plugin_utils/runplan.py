@@ -21,6 +21,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_p
 from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, duet_cpus
 from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_hosts, instances_k8s
+from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
 
 
 def _wanted(plan):
@@ -109,7 +110,7 @@ def plan_problems(
             f"Lower 'scaleup' in experiments/{name}.yml or run on a bigger host."
         )
     # Pinned instances with cores of their own (plugins/plugin_utils/instances.py) need the scale-up each.
-    pinned = [cell for cell in local if cell["labels"]["cpu_config"] == "pin" and cell.get("instances")]
+    pinned = [cell for cell in local if is_pinned(cell["labels"]) and cell.get("instances")]
     widest = max(pinned, key=instances.cpus_needed, default=None)
     if widest is not None and most <= offered < instances.cpus_needed(widest):
         problems.append(
@@ -169,7 +170,7 @@ def _node_problems(name, cells, status, skipped):
                 "advertises no nvidia.com/gpu; run platbench.lab.kubernetes on a GPU node (it deploys the device "
                 f"plugin), or drop the {label} gpu scenarios."
             )
-        pinned = [int(labels["scaleup"]) for labels in own if labels["cpu_config"] == "pin"]
+        pinned = [int(labels["scaleup"]) for labels in own if is_pinned(labels)]
         if pinned and max(pinned) > node.get("allocatable_cpus", 0):
             problems.append(
                 f"Experiment '{name}' pins scale-up {max(pinned)} on {label}, but node {node['name']} has "

@@ -31,6 +31,7 @@ import zlib
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import cell_labels, inject, peer, placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
 
 SCHEDULES = ("rounds", "sequential", "duet")
 DEFAULT = "rounds"
@@ -115,7 +116,7 @@ def alone_reason(cell):
     kind = platforms.get(platform).kind if platform in platforms.LABELS else None
     if kind not in placements.DUET:
         return f"{platform} is a {kind or 'unknown'} platform; only a process's or a container's cells run in pairs"
-    if labels.get("cpu_config") != "pin":
+    if not is_pinned(labels):
         return "its cores are not pinned (cpu_config vnl): a pair needs disjoint CPU sets"
     if labels.get("processor") != "cpu":
         return "it is a gpu cell: a pair needs one device each"

@@ -25,6 +25,7 @@ import re
 
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import cell_labels, instances
+from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
 
 ALL, HALF = "all", "half"
 _ALL_BUT = re.compile(r"^all-but-([1-9][0-9]*)$")
@@ -211,7 +212,7 @@ def cell_sizing(cell, facts, reserved=(), host="the host", cpus=None):
     platform = platforms.BY_LABEL.get(labels.get("platform"))
     remote = platform is not None and platform.remote
     sizing[CHR_LABEL] = None if remote else container_to_host_ratio(cores, len(usable))
-    pinned = labels.get("cpu_config") == "pin" and not remote
+    pinned = is_pinned(labels) and not remote
     if pinned and platform is not None and platform.pinning == "cpu_manager":
         pinned = False  # kubelet's CPU manager picks the cores: which nodes is not the plan's
     if pinned and cpus is None:
@@ -254,7 +255,7 @@ def plan_sizing(name, cells, facts, reserved, host, numa_intent=None):
         widest = max(widest, sizing[NUMA_LABEL] or 0)
     problems = list(dict.fromkeys(problems))
     numa = (facts or {}).get("numa_nodes") or {}
-    pinned = [cell for cell in cells if cell["labels"].get("cpu_config") == "pin"]
+    pinned = [cell for cell in cells if is_pinned(cell["labels"])]
     if numa_intent == "spill" and not problems and widest <= 1:
         if len(numa) <= 1:
             why = f"{host} has one NUMA node, so nothing spills: its pinned cells run in one node (numa_nodes: 1)"

@@ -32,6 +32,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import network_path,
 from ansible_collections.platbench.lab.plugins.plugin_utils import instances, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances as placing
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import PlacementError
+from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
 
 RUNNERS_GROUP = "platbench_runners"
 ADDRESS_VARIABLE = "platbench_underlay_address"
@@ -311,7 +312,7 @@ def _member_cpu_problems(name, cells, runners):
     problems = {}
     for cell in cells:
         spec, labels = cell["instances"], cell["labels"]
-        if labels["cpu_config"] != "pin" or labels["platform"] in platforms.REMOTE:
+        if not is_pinned(labels) or labels["platform"] in platforms.REMOTE:
             continue
         hosts, scaleup = spread(spec), int(labels["scaleup"])
         for at, runner in enumerate(runners[1:hosts], start=1):

@@ -37,6 +37,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import instances
 from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job as jobs
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import RESULT_PREFIX
+from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
 
 RESULT = "k8s_instances"  # the registered result record_cell reads (placements.RESULTS)
 RESULTS = {RESULT: "platform_run_k8s_instances"}
@@ -79,9 +80,7 @@ def node_problems(name, label, cells, node):
     problems = []
     cpus, gpus = node.get("allocatable_cpus", 0), node.get("allocatable_gpus", 0)
     placed = [cell for cell in cells if cell.get("instances")]
-    pinned = [
-        cell for cell in placed if cell["labels"]["cpu_config"] == "pin" and int(cell["labels"]["scaleup"]) <= cpus
-    ]
+    pinned = [cell for cell in placed if is_pinned(cell["labels"]) and int(cell["labels"]["scaleup"]) <= cpus]
     widest = max(pinned, key=instances.cpus_needed, default=None)
     if widest is not None and instances.cpus_needed(widest) > cpus:
         problems.append(
