@@ -34,9 +34,11 @@ from pathlib import Path
 import pandas as pd  # noqa: F401  (the tests build their frames as report.pd)
 
 from platbench import (
+    __version__,
     answer,
     budgets,
     calibration,
+    figures_stamp,
     inference_report,
     instances_report,
     report_html,
@@ -167,6 +169,15 @@ def add_arguments(parser):
             default=default,
             help=f'mark a row {what} (default {default:g}; docs/src/reading-a-report.md "Run validity")',
         )
+    drawing = parser.add_mutually_exclusive_group()
+    drawing.add_argument(
+        "--figures",
+        action="store_true",
+        help="draw the figures and write report.html even when the campaign has not changed since they were drawn",
+    )
+    drawing.add_argument(
+        "--no-figures", action="store_true", help="write the tables only: no figure, no report.html (the fastest)"
+    )
     parser.add_argument("--check", action="store_true", help="with --budgets: exit 1 when a budget fails")
     parser.add_argument("--strict", action="store_true", help="--check, and exit 1 on inconclusive verdicts too")
     parser.set_defaults(handler=run)
@@ -249,17 +260,7 @@ def run(args):
     markdown = answer_markdown + ("\n" if answer_markdown else "") + render_markdown(header, lines) + notes
 
     table.to_csv(results_dir / "report.csv", index=False)
-    written = ["report.csv", "report.md"]
-    note = (
-        write_chart(report, results_dir / "report.png", rows, keys, metrics[0], units[metrics[0]])
-        if metrics
-        else "report.png skipped: no successful cell to plot"
-    )
-    if note is None:
-        written.append("report.png")
-    notes_after = [note] if note else []
-    chr_written, chr_note = write_chr_chart(report, results_dir / CHR_CHART, rows, keys, metrics)
-    written, notes_after = written + chr_written, notes_after + ([chr_note] if chr_note else [])
+    written, notes_after = ["report.csv", "report.md"], []
 
     split, split_text, split_markdown = h2d_split(report), "", ""
     if split:
@@ -275,14 +276,6 @@ def run(args):
     written += instances_written
     split_text, split_markdown = split_text + instances_text, split_markdown + instances_markdown
     (results_dir / "report.md").write_text(markdown + split_markdown + "\n", encoding="utf-8")
-
-    points, roofs = roofline_points(frame)
-    if points:
-        roofline_note = write_roofline(results_dir / "roofline.png", points, roofs, report.title)
-        if roofline_note is None:
-            written.append("roofline.png")
-        else:
-            notes_after.append(roofline_note)
 
     # Printed: the Diff% of the main table's metrics (of every metric, for micro-benchmarks without --metric);
     # every metric with a direction is in the diff_*.md files.
@@ -300,9 +293,21 @@ def run(args):
         with (results_dir / "report.md").open("a", encoding="utf-8") as stream:
             stream.write(budget_markdown.removeprefix("\n") + "\n")
 
-    # The page's main table from the rows the text table has: the context's summary, not computed again.
-    page = report_html.write(results_dir, report, metrics, judgement, args.strict, metadata)
-    written.append(report_html.PAGE)
+    # The figures and the page, drawn only when the campaign or what they show changed since they were drawn
+    # (report_figures_stamp.py), or when asked (--figures); never with --no-figures.
+    page = results_dir / report_html.PAGE
+    stamp = figures_stamp.inputs(results_dir, args, __version__)
+    if args.no_figures:
+        notes_after.append("figures and report.html not written (--no-figures)")
+    elif args.figures or not figures_stamp.current(results_dir, stamp):
+        drawn, drawn_notes = _draw(results_dir, report, rows, keys, metrics, units, judgement, args.strict, metadata)
+        figures_stamp.write(results_dir, stamp, drawn)
+        written, notes_after = written + drawn, notes_after + drawn_notes
+    else:
+        notes_after.append(
+            "figures and report.html are as drawn for this campaign before (it has not changed since); "
+            "--figures draws them again"
+        )
 
     if args.format == "csv":
         print(table.to_csv(index=False), end="")
@@ -315,10 +320,38 @@ def run(args):
     print(f"platbench report: wrote {', '.join(written)} in {results_dir}", file=sys.stderr)
     for line in notes_after:
         print(f"note: {line}", file=sys.stderr)
-    if args.format == "table":  # last, so that `make lab` ends with where the whole report is
+    if args.format == "table" and page.is_file():  # last, so that `make lab` ends with where the whole report is
         sys.stderr.flush()
         print(f"\nreport: {page}")
     return budgets.exit_status(judgement, args.strict) if judgement and (args.check or args.strict) else 0
+
+
+def _draw(results_dir, report, rows, keys, metrics, units, judgement, strict, metadata):
+    """Draw the campaign's figures (report.png, chr.png, roofline.png) and write report.html: ``(written, notes)``.
+    The plotting and page libraries (matplotlib, Jinja) are imported by what draws, so that a text report never
+    loads them."""
+    written = []
+    note = (
+        write_chart(report, results_dir / "report.png", rows, keys, metrics[0], units[metrics[0]])
+        if metrics
+        else "report.png skipped: no successful cell to plot"
+    )
+    if note is None:
+        written.append("report.png")
+    notes = [note] if note else []
+    chr_written, chr_note = write_chr_chart(report, results_dir / CHR_CHART, rows, keys, metrics)
+    written, notes = written + chr_written, notes + ([chr_note] if chr_note else [])
+    points, roofs = roofline_points(report.frame)
+    if points:
+        roofline_note = write_roofline(results_dir / "roofline.png", points, roofs, report.title)
+        if roofline_note is None:
+            written.append("roofline.png")
+        else:
+            notes.append(roofline_note)
+    # The page's main table from the rows the text table has: the context's summary, not computed again.
+    report_html.write(results_dir, report, metrics, judgement, strict, metadata)
+    written.append(report_html.PAGE)
+    return written, notes
 
 
 def main(argv=None):

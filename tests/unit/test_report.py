@@ -562,7 +562,8 @@ def test_a_gpu_campaign_gets_the_roofline_figure_and_the_host_to_device_split(gp
     skips.require(modules=["matplotlib"])
     assert report.main([str(gpu_campaign)]) == 0
     out = capsys.readouterr()
-    assert "wrote report.csv, report.md, report.png, h2d_split.csv, roofline.png" in out.err
+    assert "wrote report.csv, report.md, h2d_split.csv" in out.err
+    assert "report.png, roofline.png, report.html in" in out.err  # the figures and the page, drawn last
     assert (gpu_campaign / "roofline.png").read_bytes().startswith(b"\x89PNG")
     text = after_answer(out.out).split("\n\n")
     # The main table, the validity note (bm's repeats differ by over 5%), then the host-to-device split.

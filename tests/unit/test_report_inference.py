@@ -139,7 +139,8 @@ def test_a_campaign_with_one_processor_has_no_speedup_table(campaign, capsys):
 def test_the_cli_prints_the_tables_and_writes_phases_csv_and_report_md(campaign, capsys):
     assert cli.main(["report", str(campaign)]) == 0
     out, err = capsys.readouterr()
-    assert "wrote report.csv, report.md, report.png, phases.csv, gpu_speedup.csv, diff_training.csv" in err
+    assert "wrote report.csv, report.md, phases.csv, gpu_speedup.csv, diff_training.csv" in err
+    assert "report.png, report.html in" in err
     main, ic, nlp, speedup = (
         out.index("throughput / bm"),
         out.index("Phase breakdown of end-to-end inference (inference_e2e), app ic:"),
