@@ -12,6 +12,7 @@ from pathlib import Path
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.plugin_utils import inject
 
+from platbench import distributions
 from platbench.campaign import human
 from platbench.direct_duet import BASELINE, PLATFORM, log_spread, summary
 from platbench.report_context import ReportContext
@@ -90,11 +91,9 @@ def pooled_spread(*pair_lists):
 def detectable_effect(spread, pairs):
     """The smallest ratio difference a paired campaign of ``pairs`` rounds detects at 95% confidence (two-sided)
     with 80% power, from the spread of the log-ratios: exp((t_.975 + t_.80) * s / sqrt(n)) - 1."""
-    from scipy import stats
-
     if spread is None or pairs < 2:
         return None
-    factor = stats.t.ppf((1 + CONFIDENCE) / 2, pairs - 1) + stats.t.ppf(POWER, pairs - 1)
+    factor = distributions.t_quantile((1 + CONFIDENCE) / 2, pairs - 1) + distributions.t_quantile(POWER, pairs - 1)
     return math.expm1(factor * spread / math.sqrt(pairs))
 
 

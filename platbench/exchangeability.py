@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 import numpy
 
+from platbench import distributions
+
 ALPHA = 0.01
 TESTS = ("change", "trend", "runs")
 # Fewer pairs cannot show a change of level against the noise: no test is run, nothing is flagged.
@@ -171,14 +173,10 @@ def change_of_level(values, permutations=PERMUTATIONS, seed=SEED):
 
 
 def trend(values):
-    """(p, tau): Kendall's tau of ``values`` against their order, with scipy's two-sided p-value (exact for a short
-    series without ties); (1.0, 0.0) where it is undefined."""
-    from scipy import stats
-
-    found = stats.kendalltau(numpy.arange(len(values)), values)
-    if math.isnan(found.pvalue):
-        return 1.0, 0.0
-    return float(found.pvalue), float(found.statistic)
+    """(p, tau): Kendall's tau of ``values`` against their order, with its two-sided p-value (exact for a short
+    series without ties: distributions.kendall_trend); (1.0, 0.0) where it is undefined."""
+    found = distributions.kendall_trend(values)
+    return (1.0, 0.0) if found is None else found
 
 
 def runs_about_median(values):

@@ -10,6 +10,8 @@ import statistics
 
 import numpy
 
+from platbench import distributions
+
 CONFIDENCE = 0.95
 
 
@@ -35,10 +37,9 @@ def difference_interval(values, baseline_values, confidence=CONFIDENCE):
         return None
     if sample_std(values) == 0 and sample_std(baseline_values) == 0:
         return None
-    from scipy import stats
-
-    interval = stats.ttest_ind(values, baseline_values, equal_var=False).confidence_interval(confidence)
-    return float(interval.low), float(interval.high)
+    difference, error, df = distributions.welch(values, baseline_values)
+    half = distributions.t_quantile((1.0 + confidence) / 2.0, df) * error
+    return difference - half, difference + half
 
 
 def within_noise(values, baseline_values):
@@ -78,15 +79,13 @@ def _log_ratio_fit(pairs, sides=None):
         return None
     if sides is None or len(sides) != len(logs) or not blocks_on_sides(sides):
         return statistics.fmean(logs), statistics.stdev(logs), len(logs) - 1, len(logs)
-    from scipy import stats
-
     first = sides[0]
     signs = [1.0 if side == first else -1.0 for side in sides]
-    fit = stats.linregress(signs, logs)
-    residuals = [log - fit.intercept - fit.slope * sign for log, sign in zip(logs, signs, strict=True)]
+    intercept, slope, intercept_error = distributions.line_fit(signs, logs)
+    residuals = [log - intercept - slope * sign for log, sign in zip(logs, signs, strict=True)]
     spread = math.sqrt(sum(value * value for value in residuals) / (len(logs) - 2))
-    count = (spread / fit.intercept_stderr) ** 2 if fit.intercept_stderr else len(logs)
-    return fit.intercept, spread, len(logs) - 2, count
+    count = (spread / intercept_error) ** 2 if intercept_error else len(logs)
+    return intercept, spread, len(logs) - 2, count
 
 
 def log_ratio_series(pairs, sides=None):
@@ -98,10 +97,8 @@ def log_ratio_series(pairs, sides=None):
         return None
     if sides is None or len(sides) != len(logs) or not blocks_on_sides(sides):
         return logs
-    from scipy import stats
-
     signs = [1.0 if side == sides[0] else -1.0 for side in sides]
-    slope = stats.linregress(signs, logs).slope
+    slope = distributions.line_fit(signs, logs)[1]
     return [log - slope * sign for log, sign in zip(logs, signs, strict=True)]
 
 
@@ -118,9 +115,7 @@ def paired_ratio_interval(pairs, confidence=CONFIDENCE, sides=None):
     center, spread, df, count = fit
     if not spread:
         return (math.exp(center),) * 3
-    from scipy import stats
-
-    half = stats.t.ppf((1.0 + confidence) / 2.0, df) * spread / math.sqrt(count)
+    half = distributions.t_quantile((1.0 + confidence) / 2.0, df) * spread / math.sqrt(count)
     return math.exp(center), math.exp(center - half), math.exp(center + half)
 
 
@@ -133,14 +128,12 @@ def pairs_needed(pairs, half_width, confidence=CONFIDENCE, sides=None):
     fit = _log_ratio_fit(pairs, sides)
     if fit is None:
         return None
-    from scipy import stats
-
     _, spread, df, _ = fit
     fitted = len(pairs) - df  # the fit's parameters: the mean, and the CPU-set term where it is blocked
     quantile, target = (1.0 + confidence) / 2.0, math.log1p(half_width)
     # The normal quantile gives a lower bound; t > z, so count up from there (a few steps: t nears z quickly).
-    needed = max(len(pairs), fitted + 1, math.ceil((stats.norm.ppf(quantile) * spread / target) ** 2))
-    while stats.t.ppf(quantile, needed - fitted) * spread / math.sqrt(needed) > target:
+    needed = max(len(pairs), fitted + 1, math.ceil((distributions.normal_quantile(quantile) * spread / target) ** 2))
+    while distributions.t_quantile(quantile, needed - fitted) * spread / math.sqrt(needed) > target:
         needed += 1
     return needed
 
@@ -153,9 +146,7 @@ def mean_interval(values, confidence=CONFIDENCE):
     center, spread = mean(values), sample_std(values)
     if not spread:
         return center, center
-    from scipy import stats
-
-    half = stats.t.ppf((1.0 + confidence) / 2.0, len(values) - 1) * spread / math.sqrt(len(values))
+    half = distributions.t_quantile((1.0 + confidence) / 2.0, len(values) - 1) * spread / math.sqrt(len(values))
     return center - half, center + half
 
 
@@ -191,9 +182,8 @@ def welch_p(values, baseline_values):
     or no spread on both (t is then undefined)."""
     if len(values) < 2 or len(baseline_values) < 2 or (sample_std(values) == 0 and sample_std(baseline_values) == 0):
         return None
-    from scipy import stats
-
-    return _p_value(stats.ttest_ind(values, baseline_values, equal_var=False).pvalue)
+    difference, error, df = distributions.welch(values, baseline_values)
+    return _p_value(distributions.t_two_sided_p(difference / error, df))
 
 
 def _p_value(p):
@@ -226,10 +216,8 @@ _EXACT_PAIRS = 10_000
 def _u_critical(m, n, tail):
     """The number k of pairwise differences cut off at each end: P(U <= k - 1) <= tail < P(U <= k)."""
     if m * n > _EXACT_PAIRS:
-        from scipy import stats
-
         spread = math.sqrt(m * n * (m + n + 1) / 12.0)
-        return max(0, math.floor(m * n / 2.0 - stats.norm.isf(tail) * spread + 0.5))
+        return max(0, math.floor(m * n / 2.0 + distributions.normal_quantile(tail) * spread + 0.5))
     cumulative = numpy.cumsum(_u_counts(m, n))
     cumulative /= cumulative[-1]
     return int(numpy.searchsorted(cumulative, tail, side="right"))

@@ -23,6 +23,7 @@ samples record the source as unavailable. No pandas in the rules: numbers in, re
 import math
 from dataclasses import dataclass
 
+from platbench import distributions
 from platbench.report_stats import CONFIDENCE
 
 # The frame's columns (platbench/report_load.py) that carry what a sample's metadata say of its cell.
@@ -100,13 +101,11 @@ def repeats_needed(cv, ci_half_width, confidence=CONFIDENCE):
     t(n-1) * cv / sqrt(n) <= ci_half_width, that is n >= (t(n-1) * cv / ci_half_width)^2, with t(n-1) the two-sided
     Student quantile for n-1 degrees of freedom. t shrinks as n grows, so n starts at the normal approximation's
     bound and rises until it holds."""
-    from scipy import stats
-
     if cv <= 0:
         return 2
     quantile = 1 - (1 - confidence) / 2
-    repeats = max(2, math.ceil((stats.norm.ppf(quantile) * cv / ci_half_width) ** 2))
-    while stats.t.ppf(quantile, repeats - 1) * cv / math.sqrt(repeats) > ci_half_width:
+    repeats = max(2, math.ceil((distributions.normal_quantile(quantile) * cv / ci_half_width) ** 2))
+    while distributions.t_quantile(quantile, repeats - 1) * cv / math.sqrt(repeats) > ci_half_width:
         repeats += 1
     return repeats
 
