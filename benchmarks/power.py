@@ -61,8 +61,8 @@ from platbench.calibration import (
     injected_entry,
     injected_label,
 )
-from platbench.report_load import SAMPLE_TIME, load_samples, measured
-from platbench.report_stats import paired_ratio_interval, ratio_interval
+from platbench.report.load import SAMPLE_TIME, load_samples, measured
+from platbench.report.stats import paired_ratio_interval, ratio_interval
 
 SCHEDULES = ("sequential", "rounds", "duet")
 # duet's A/A: an injection that changes nothing, which the pair rule pairs with A (module docstring).

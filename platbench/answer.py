@@ -33,9 +33,9 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import inject, sizin
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
 from platbench import exchangeability, validity
-from platbench.report_load import ACCELERATOR, BASELINE, SAMPLE_TIME, is_emulated
-from platbench.report_stats import log_ratio_series
-from platbench.report_tables import (
+from platbench.report.load import ACCELERATOR, BASELINE, SAMPLE_TIME, is_emulated
+from platbench.report.stats import log_ratio_series
+from platbench.report.tables import (
     PAIRED_METHODS,
     SAME_WINDOW,
     comparison,

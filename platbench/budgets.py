@@ -46,8 +46,8 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import (
 )
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
-from platbench.report_load import BASELINE, measured
-from platbench.report_tables import (
+from platbench.report.load import BASELINE, measured
+from platbench.report.tables import (
     NOT_AVAILABLE,
     SAME_WINDOW_METRICS,
     SCHEDULE,

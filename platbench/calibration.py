@@ -15,10 +15,10 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import inject
 from platbench import distributions
 from platbench.campaign import human
 from platbench.direct_duet import BASELINE, PLATFORM, log_spread, summary
-from platbench.report_context import ReportContext
-from platbench.report_load import SAMPLE_TIME, load_samples, measured
-from platbench.report_stats import CONFIDENCE, paired_ratio_interval
-from platbench.report_tables import DUET_PAIRED, DUET_PAIRED_UNBLOCKED, comparison
+from platbench.report.context import ReportContext
+from platbench.report.load import SAMPLE_TIME, load_samples, measured
+from platbench.report.stats import CONFIDENCE, paired_ratio_interval
+from platbench.report.tables import DUET_PAIRED, DUET_PAIRED_UNBLOCKED, comparison
 
 METRIC = "throughput"
 POWER = 0.80

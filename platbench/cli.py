@@ -12,7 +12,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="platbench", description=__doc__)
     parser.add_argument("--version", action="version", version=f"platbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    report.add_arguments(commands.add_parser("report", help=report.__doc__.splitlines()[0], description=report.__doc__))
+    report.add_arguments(
+        commands.add_parser("report", help=report.command.__doc__.splitlines()[0], description=report.command.__doc__)
+    )
     compare.add_arguments(
         commands.add_parser("compare", help=compare.__doc__.splitlines()[0], description=compare.__doc__)
     )

@@ -24,7 +24,7 @@ import pandas as pd
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
 from platbench import store
-from platbench.report_load import (
+from platbench.report.load import (
     ACCELERATOR,
     HOST,
     SCENARIO_LABELS,
@@ -33,7 +33,7 @@ from platbench.report_load import (
     load_samples,
     measured,
 )
-from platbench.report_stats import (
+from platbench.report.stats import (
     geometric_mean,
     mann_whitney_p,
     mean,
@@ -43,7 +43,7 @@ from platbench.report_stats import (
     ratio_interval,
     welch_p,
 )
-from platbench.report_tables import NOISE_MARK, NOT_AVAILABLE, measure_cell, render_markdown, render_text, summarize
+from platbench.report.tables import NOISE_MARK, NOT_AVAILABLE, measure_cell, render_markdown, render_text, summarize
 
 ALPHA = 0.05  # a change is significant below this p-value; the intervals are 95% (report_stats.CONFIDENCE)
 SAMPLES_FILE = "samples.jsonl"
@@ -476,7 +476,7 @@ def csv_frame(comparison):
 
 def write_html(path, comparison):
     """The comparison as one HTML page (templates/compare.html.j2): inline CSS, nothing to load."""
-    from platbench.report_html import page_template
+    from platbench.report.page import page_template
 
     sections = []
     for section in comparison.metrics:

@@ -22,9 +22,9 @@ from typing import NamedTuple
 
 from platbench import answer, budgets
 from platbench.answer import seconds_per_round
-from platbench.report_context import ReportContext
-from platbench.report_load import choose_metrics, load_samples
-from platbench.report_tables import comparison, rounds_needed, same_window
+from platbench.report.context import ReportContext
+from platbench.report.load import choose_metrics, load_samples
+from platbench.report.tables import comparison, rounds_needed, same_window
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 

@@ -55,7 +55,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan impo
 from ansible_collections.platbench.lab.workloads.common.duet import DIR_ENV, SIDE_ENV
 from ansible_collections.platbench.lab.workloads.common.record import RECORD_FILE_ENV, RecordError, parse_result_lines
 
-from platbench.report_stats import paired_ratio_interval
+from platbench.report.stats import paired_ratio_interval
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = REPO / "experiments"

@@ -14,10 +14,12 @@ import datetime
 import sys
 from pathlib import Path
 
-from platbench import report_figures, report_tables, store
+from platbench import store
 from platbench.compare import ENVIRONMENT_FIELDS, VERSION_SUFFIX
-from platbench.report_context import ReportContext
-from platbench.report_load import BASELINE, SCENARIO_LABELS, ReportError, choose_metrics, frame_of_columns
+from platbench.report import figures as report_figures
+from platbench.report import tables as report_tables
+from platbench.report.context import ReportContext
+from platbench.report.load import BASELINE, SCENARIO_LABELS, ReportError, choose_metrics, frame_of_columns
 
 # The environment fields whose change is named beside a campaign: compare's, without the host (--host picks it) and
 # the image's name (its id says whether it changed).
@@ -208,7 +210,7 @@ def history_figure(lines):
 
 def write_page(path, lines, selection):
     """history.html at ``path``: the figure inlined as SVG, then the table; returns the path."""
-    from platbench.report_html import page_template
+    from platbench.report.page import page_template
 
     figure = history_figure(lines)
     page = page_template("history.html.j2").render(

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
 
-from platbench import compare, history, report_load
+from platbench import compare, history
+from platbench.report import load as report_load
 from platbench.store import (
     PARQUET_DIR,
     SAMPLES_FILE,

@@ -63,7 +63,7 @@ from platbench.campaign import (
 )
 from platbench.processes import kill_sessions, process_table, sessions_below
 from platbench.progress import display_for
-from platbench.report import table_so_far
+from platbench.report.command import table_so_far
 
 REPO = Path(__file__).resolve().parent.parent
 PLAYBOOK = REPO / "playbooks" / "experiment.yml"

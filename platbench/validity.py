@@ -24,9 +24,9 @@ import math
 from dataclasses import dataclass
 
 from platbench import distributions
-from platbench.report_stats import CONFIDENCE
+from platbench.report.stats import CONFIDENCE
 
-# The frame's columns (platbench/report_load.py) that carry what a sample's metadata say of its cell.
+# The frame's columns (platbench/report/load.py) that carry what a sample's metadata say of its cell.
 TIMED_SECONDS = "timed_seconds"
 TIMED_STEPS = "timed_steps"
 STEAL_PERCENT = "steal_percent"

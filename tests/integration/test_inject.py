@@ -11,8 +11,8 @@ import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
 from playbook_run import read_samples, run_lab_playbook, workload_processes
 
-from platbench.report_load import load_samples
-from platbench.report_tables import DUET_PAIRED, baseline_rows, comparison, summarize
+from platbench.report.load import load_samples
+from platbench.report.tables import DUET_PAIRED, baseline_rows, comparison, summarize
 
 # `quiet`: it asserts what it measured, so it runs last, with no test cloud beside it (tests/suite.py).
 pytestmark = [pytest.mark.lab, pytest.mark.quiet]

@@ -13,9 +13,10 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import appen
 from round_samples import throughput_sample
 from scipy import stats
 
-from platbench import answer, cli, report_stats
-from platbench.report_load import load_samples
-from platbench.report_tables import (
+from platbench import answer, cli
+from platbench.report import stats as report_stats
+from platbench.report.load import load_samples
+from platbench.report.tables import (
     DUET_NOTE,
     NOT_COMPARED,
     PAIRED,
@@ -163,7 +164,7 @@ def test_a_duet_of_two_regimes_is_said_after_its_answer_and_drawn_on_the_page(tm
 
 
 def test_the_pairs_figure_shows_each_ratio_in_time_order_and_the_two_levels(tmp_path):
-    from platbench import report_figures
+    from platbench.report import figures as report_figures
 
     logs = [0.12 + 0.004 * deviation for deviation in DEVIATIONS * 2] + [-0.05] * 20
     rows, keys, baselines, _, _ = compared_cn(duet_campaign(tmp_path, logs))

@@ -12,7 +12,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec impo
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 
 from platbench import budgets, cli, report, run
-from platbench.report_context import ReportContext
+from platbench.report.context import ReportContext
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_BUDGETS = REPO / "experiments" / "budgets" / "smoke.yml"

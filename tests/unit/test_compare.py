@@ -15,7 +15,8 @@ import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 from scipy import stats
 
-from platbench import cli, compare, report_stats
+from platbench import cli, compare
+from platbench.report import stats as report_stats
 
 REPO = Path(__file__).resolve().parents[2]
 # bm: B = 1.2 x A exactly, little spread; cn: B within A's spread.

@@ -18,7 +18,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan impo
 from plan_options import cell_plan, plan_options
 
 from platbench import direct_duet
-from platbench.report_stats import paired_ratio_interval
+from platbench.report.stats import paired_ratio_interval
 
 V1 = {"version": "v1", "directory": "/sys/fs/cgroup/cpu"}
 FACTS = {"cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}, "gpus": [], "cpu_cgroup": V1}

@@ -35,9 +35,10 @@ from record_cell_run import record_line
 from round_samples import throughput_sample
 from scipy import stats
 
-from platbench import cli, report_stats
-from platbench.report_load import load_samples
-from platbench.report_tables import (
+from platbench import cli
+from platbench.report import stats as report_stats
+from platbench.report.load import load_samples
+from platbench.report.tables import (
     DUET_NOTE,
     DUET_PAIRED,
     DUET_PAIRED_UNBLOCKED,

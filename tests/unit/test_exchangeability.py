@@ -8,7 +8,8 @@ import math
 import numpy
 import pytest
 
-from platbench import exchangeability, report_stats
+from platbench import exchangeability
+from platbench.report import stats as report_stats
 
 
 def noise(seed, count, spread=0.01):

@@ -9,8 +9,8 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 from round_samples import throughput_sample
 
-from platbench.report_load import load_samples
-from platbench.report_tables import baseline_rows, comparison, summarize
+from platbench.report.load import load_samples
+from platbench.report.tables import baseline_rows, comparison, summarize
 
 EXPERIMENT = {
     "name": "known",

@@ -4,12 +4,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 
 from platbench import cli, report
-from platbench.report_context import ReportContext
+from platbench.report.context import ReportContext
 from tests import skips
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,7 +120,7 @@ def test_bm_rows_come_first_then_known_platform_order(campaign):
 
 def test_scaleup_sorts_by_number():
     rows, _, _ = report.summarize(
-        report.pd.DataFrame(
+        pd.DataFrame(
             [
                 {
                     "metric": "throughput",

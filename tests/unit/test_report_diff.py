@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from platbench import cli, report
-from platbench.report_context import ReportContext
+from platbench.report.context import ReportContext
 
 DATA = Path(__file__).resolve().parent / "data" / "handmade_diff_samples.jsonl"
 

@@ -1,5 +1,5 @@
-"""platbench report draws the figures and report.html once per change of the campaign (platbench/figures_stamp.py),
-and a text report loads no plotting or page library."""
+"""platbench report draws the figures and report.html once per change of the campaign
+(platbench/report/figures_stamp.py), and a text report loads no plotting or page library."""
 
 import json
 import subprocess
@@ -10,7 +10,8 @@ import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 from test_report import cell
 
-from platbench import cli, figures_stamp
+from platbench import cli
+from platbench.report import figures_stamp as figures_stamp
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = ("report.png", "report.html")

@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from platbench import cli, report_figures, report_html, report_meta
-from platbench.report_context import ReportContext
-from platbench.report_load import choose_metrics, load_samples
-from platbench.report_tables import summarize
+from platbench import cli
+from platbench.report import figures as report_figures
+from platbench.report import meta as report_meta
+from platbench.report import page as report_html
+from platbench.report.context import ReportContext
+from platbench.report.load import choose_metrics, load_samples
+from platbench.report.tables import summarize
 from tests import skips
 
 DATA = Path(__file__).parent / "data"

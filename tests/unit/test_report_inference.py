@@ -22,8 +22,10 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from platbench import cli, inference_report, report, report_load
-from platbench.report_context import ReportContext
+from platbench import cli, report
+from platbench.report import inference as inference_report
+from platbench.report import load as report_load
+from platbench.report.context import ReportContext
 
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLES = DATA / "handmade_inference_samples.jsonl"

@@ -12,8 +12,9 @@ import json
 
 import pytest
 
-from platbench import cli, instances_report, report
-from platbench.report_context import ReportContext
+from platbench import cli, report
+from platbench.report import instances as instances_report
+from platbench.report.context import ReportContext
 
 
 def sample(metric, value, unit, **labels):

@@ -16,10 +16,11 @@ import csv
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from platbench import cli, report
-from platbench.report_context import ReportContext
+from platbench.report.context import ReportContext
 
 DATA = Path(__file__).resolve().parent / "data" / "handmade_micro_samples.jsonl"
 REASON = "the write directory /tmp is a tmpfs: no disk to measure there"
@@ -132,7 +133,7 @@ def test_skipped_notes_group_cells_by_workload_and_reason(frame):
     extra = frame[frame["metric"] == "skipped"].assign(
         platform="bm", scenario="bm/2/pin/cpu", cell="bm/2/pin/cpu|workload=micro_disk|r2"
     )
-    note = report.skipped_note(report.pd.concat([frame, extra, extra], ignore_index=True))
+    note = report.skipped_note(pd.concat([frame, extra, extra], ignore_index=True))
     assert note.splitlines() == [
         report.SKIPPED_TITLE.format(cells=2),
         f"- micro_disk on cn/2/pin/cpu, bm/2/pin/cpu (2 cell(s)): {REASON}",

@@ -1,4 +1,4 @@
-"""The report's CHR and NUMA columns and chr.png (platbench/report_sizing.py), over a campaign whose cells carry
+"""The report's CHR and NUMA columns and chr.png (platbench/report/sizing_columns.py), over a campaign whose cells carry
 the sizing labels cells_to_run gives them (plugins/plugin_utils/sizing.py)."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ import csv
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 from test_report import sample as report_sample
 
-from platbench import report, report_figures, report_sizing
-from platbench.report_context import ReportContext
+from platbench import report
+from platbench.report import figures as report_figures
+from platbench.report import sizing_columns as report_sizing
+from platbench.report.context import ReportContext
 
 USABLE = 16
 

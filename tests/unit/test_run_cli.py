@@ -777,7 +777,7 @@ def test_teardown_stops_leftover_workload_processes_and_only_those(tmp_path, pla
 
 def test_the_table_so_far_waits_for_every_cell_it_must_show_and_leaves_the_guests_out(tmp_path):
     """The results callback writes a cell's samples about when its event arrives: before that, no table."""
-    from platbench.report import table_so_far
+    from platbench.report.command import table_so_far
 
     def sample(cell_id, platform, emulated=None):
         labels = {"platform": platform, "scaleup": 1, "cpu_config": "pin", "processor": "cpu", "cell": cell_id}

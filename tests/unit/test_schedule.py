@@ -14,10 +14,11 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import appen
 from round_samples import throughput_sample
 from scipy import stats
 
-from platbench import answer, budgets, cli, report_stats
-from platbench.report_context import ReportContext
-from platbench.report_load import load_samples
-from platbench.report_tables import PAIRED, UNPAIRED, baseline_rows, comparison, summarize
+from platbench import answer, budgets, cli
+from platbench.report import stats as report_stats
+from platbench.report.context import ReportContext
+from platbench.report.load import load_samples
+from platbench.report.tables import PAIRED, UNPAIRED, baseline_rows, comparison, summarize
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"

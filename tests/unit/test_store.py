@@ -11,9 +11,11 @@ import pytest
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
 from pandas.testing import assert_frame_equal
 
-from platbench import cli, figures_stamp, history, indexing, report_load, store
-from platbench.report_context import ReportContext
-from platbench.report_load import frame_of, load_samples
+from platbench import cli, history, indexing, store
+from platbench.report import figures_stamp as figures_stamp
+from platbench.report import load as report_load
+from platbench.report.context import ReportContext
+from platbench.report.load import frame_of, load_samples
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ["handmade_html_samples.jsonl", "handmade_diff_samples.jsonl", "handmade_inference_samples.jsonl"]

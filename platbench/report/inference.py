@@ -19,7 +19,10 @@ import pandas as pd
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
-from platbench import report_load, report_shares, report_stats, report_tables
+from platbench.report import load as report_load
+from platbench.report import shares as report_shares
+from platbench.report import stats as report_stats
+from platbench.report import tables as report_tables
 
 WORKLOAD = "inference_e2e"
 APP, TIMING, REQUESTS = "app", "timing", "requests"

@@ -18,7 +18,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
 )
 
 from platbench import validity
-from platbench.report_load import (
+from platbench.report.load import (
     ACCELERATOR,
     BASELINE,
     HOST,
@@ -40,7 +40,7 @@ from platbench.report_load import (
     varying_labels,
     workload_keys,
 )
-from platbench.report_stats import (
+from platbench.report.stats import (
     blocks_on_sides,
     coefficient_of_variation,
     mean,

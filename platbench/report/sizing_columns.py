@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy
 import pandas as pd
 
-from platbench import report_figures
-from platbench.report_load import ACCELERATOR, BASELINE
+from platbench.report import figures as report_figures
+from platbench.report.load import ACCELERATOR, BASELINE
 
 CHR = "chr"
 NUMA_NODES = "numa_nodes"

@@ -5,19 +5,15 @@ matplotlib and inlined as SVG; the metadata from report_meta. Nothing is compute
 
 from pathlib import Path
 
-from platbench import (
-    answer,
-    budgets,
-    inference_report,
-    instances_report,
-    report_diff,
-    report_figures,
-    report_load,
-    report_meta,
-    report_sizing,
-    validity,
-)
-from platbench.report_load import (
+from platbench import answer, budgets, validity
+from platbench.report import diff as report_diff
+from platbench.report import figures as report_figures
+from platbench.report import inference as inference_report
+from platbench.report import instances as instances_report
+from platbench.report import load as report_load
+from platbench.report import meta as report_meta
+from platbench.report import sizing_columns as report_sizing
+from platbench.report.load import (
     ACCELERATOR,
     BASELINE,
     EMULATED,
@@ -27,8 +23,8 @@ from platbench.report_load import (
     SCALED_DOWN,
     is_emulated,
 )
-from platbench.report_shares import H2D_TITLE, h2d_display, h2d_split
-from platbench.report_tables import (
+from platbench.report.shares import H2D_TITLE, h2d_display, h2d_split
+from platbench.report.tables import (
     NOISE_MARK,
     NOT_AVAILABLE,
     count_columns,

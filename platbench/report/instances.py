@@ -8,7 +8,7 @@ distributed cells' throughput per network path.
   path, with the path's own figures beside it (``path_throughput`` by iperf3, ``path_rtt`` by ping,
   ``path_mtu``), and the overlay against the bridge per platform; written to distributed.csv.
 
-Rows follow the main table's rules (platbench/report_tables.py's summarize): keys are the scenario and the labels that
+Rows follow the main table's rules (platbench/report/tables.py's summarize): keys are the scenario and the labels that
 vary, emulated (tcg) rows get no ratio unless ``--include-emulated``.
 """
 
@@ -19,7 +19,9 @@ import pandas as pd
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import OUTCOME_METRICS
 
-from platbench import report_load, report_stats, report_tables
+from platbench.report import load as report_load
+from platbench.report import stats as report_stats
+from platbench.report import tables as report_tables
 
 MODE = "mode"
 NETWORK = "network"

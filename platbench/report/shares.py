@@ -4,8 +4,8 @@ elapsed: h2d_split.csv, printed and in report.md."""
 
 import pandas as pd
 
-from platbench.report_load import HOST
-from platbench.report_tables import key_cells, mean_std_cell, mean_std_columns
+from platbench.report.load import HOST
+from platbench.report.tables import key_cells, mean_std_cell, mean_std_columns
 
 H2D_TIME = "h2d_time"
 H2D_SHARE = "h2d share of elapsed"

@@ -19,7 +19,7 @@ import textwrap
 import numpy
 import pandas as pd
 
-from platbench.report_load import (
+from platbench.report.load import (
     ACCELERATOR,
     BASELINE,
     GPU_DEVICE,
@@ -28,8 +28,8 @@ from platbench.report_load import (
     platform_rank,
     varying_labels,
 )
-from platbench.report_stats import mean_interval
-from platbench.report_tables import PAIRED_METHODS, loadgen_mark
+from platbench.report.stats import mean_interval
+from platbench.report.tables import PAIRED_METHODS, loadgen_mark
 
 # A GPU sample's roofline metrics (workloads/common/roofline.py).
 ROOFLINE_INTENSITY = "roofline_arithmetic_intensity"

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, SKIPPED_METRIC
 
 from platbench import store
-from platbench.report_load import HOST
+from platbench.report.load import HOST
 
 NOT_RECORDED = "not recorded"
 RUN_FILE = "run.json"  # written by the results callback (plugins/callback/results.py)

@@ -15,41 +15,33 @@ lists them with their reasons. An inference_e2e cell is in one of three states: 
 and loadgen called it VALID), INVALID (loadgen called it so) or scaled-down (below MLPerf's minimums: timed, never an
 MLPerf result). Every table counts a row's cells in a column per state, loadgen_samples_per_sec is marked with
 its cells' state, and notes give loadgen's reasons for the INVALID cells and what fell short for the scaled-down.
-Inference campaigns also get a phase breakdown and a GPU-vs-CPU speedup (platbench/inference_report.py); campaigns
-of shared and distributed cells their degradation and their throughput per network path (platbench/instances_report.py).
+Inference campaigns also get a phase breakdown and a GPU-vs-CPU speedup (platbench/report/inference.py); campaigns
+of shared and distributed cells their degradation and their throughput per network path (platbench/report/instances.py).
 With --budgets FILE, every budgeted row is marked pass, fail or inconclusive against its bound, after the tables, and
 budgets.csv is written; --check exits 1 when a budget fails, --strict also when one is inconclusive
 (platbench/budgets.py).
 """
 
 # This module is the command line (``platbench report``, ``python -m platbench.report``); the report's parts
-# live in modules by trade: report_load (samples to a frame), report_stats (statistics), report_tables (the
-# summary tables and their notes), report_figures (charts), report_shares (the host-to-device split),
-# report_diff (Diff% tables), inference_report and instances_report (the sections of such campaigns).
+# live beside it in platbench/report/ by trade: load (samples to a frame), stats (statistics), tables (the summary
+# tables and their notes), figures (charts), shares (the host-to-device split), diff (Diff% tables), inference and
+# instances (the sections of such campaigns), page (report.html). Callers import them as report_<part>.
 
 import argparse
 import sys
 from pathlib import Path
 
-import pandas as pd  # noqa: F401  (the tests build their frames as report.pd)
-
-from platbench import (
-    __version__,
-    answer,
-    budgets,
-    calibration,
-    figures_stamp,
-    inference_report,
-    instances_report,
-    report_html,
-    report_meta,
-    validity,
-)
+from platbench import __version__, answer, budgets, calibration, validity
 from platbench.answer import seconds_per_round
-from platbench.report_context import ReportContext
-from platbench.report_diff import DIFF_NOTE, diff_percent, diff_tables, write_diff_tables
-from platbench.report_figures import chart_rows, roofline_points, write_chart, write_roofline
-from platbench.report_load import (
+from platbench.report import figures_stamp as figures_stamp
+from platbench.report import inference as inference_report
+from platbench.report import instances as instances_report
+from platbench.report import meta as report_meta
+from platbench.report import page as report_html
+from platbench.report.context import ReportContext
+from platbench.report.diff import DIFF_NOTE, diff_percent, diff_tables, write_diff_tables
+from platbench.report.figures import chart_rows, roofline_points, write_chart, write_roofline
+from platbench.report.load import (
     BASELINE,
     LOADGEN_SPEED,
     ReportError,
@@ -58,11 +50,11 @@ from platbench.report_load import (
     is_micro_campaign,
     load_samples,
 )
-from platbench.report_load import platform_rank as _platform_rank
-from platbench.report_shares import H2D_TITLE, h2d_csv_frame, h2d_display, h2d_split
-from platbench.report_sizing import CHR_CHART, sizing_keys, write_chr_chart
-from platbench.report_stats import coefficient_of_variation, difference_interval, mean, ratio, sample_std, within_noise
-from platbench.report_tables import (
+from platbench.report.load import platform_rank as _platform_rank
+from platbench.report.shares import H2D_TITLE, h2d_csv_frame, h2d_display, h2d_split
+from platbench.report.sizing_columns import CHR_CHART, sizing_keys, write_chr_chart
+from platbench.report.stats import coefficient_of_variation, difference_interval, mean, ratio, sample_std, within_noise
+from platbench.report.tables import (
     EMULATED_INCLUDED_NOTE,
     EMULATED_NOTE,
     INVALID_TITLE,

@@ -11,8 +11,8 @@ figure titles one by one.
 """
 
 from platbench import validity
-from platbench.report_load import is_emulated
-from platbench.report_tables import (
+from platbench.report.load import is_emulated
+from platbench.report.tables import (
     EMULATED_INCLUDED_NOTE,
     EMULATED_NOTE,
     baseline_rows,

@@ -7,7 +7,7 @@ import pandas as pd
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
-from platbench.report_load import (
+from platbench.report.load import (
     ACCELERATOR,
     BASELINE,
     EMULATED,
@@ -16,8 +16,8 @@ from platbench.report_load import (
     SCALED_DOWN,
     measured,
 )
-from platbench.report_stats import ratio, ratio_interval
-from platbench.report_tables import (
+from platbench.report.stats import ratio, ratio_interval
+from platbench.report.tables import (
     NOISE_MARK,
     NOISE_NOTE,
     NOT_AVAILABLE,
