@@ -334,8 +334,8 @@ def prepare(args):
 def keep_plan(args, plan, extravars):
     """Write the pass's plan to the campaign's plan file (plan_file.py), which the playbook executes, and return the
     extra variables that hand it over. A plan file an earlier pass or run of the campaign wrote must plan every cell
-    both hold alike: a pass that only adds rounds passes, an edited experiment is refused (UsageError) before a
-    cell of it mixes with the campaign's."""
+    the campaign measured alike: a pass that only adds rounds passes, an edited experiment is refused (UsageError)
+    before a cell of it mixes with the campaign's; the cells that failed or never ran are planned anew."""
     directory = Path(extravars["platbench_results_dir"]) / args.campaign
     path = plan_file.path_in(directory)
     if os.path.exists(path):
@@ -343,7 +343,13 @@ def keep_plan(args, plan, extravars):
             planned, _ = plan_file.read(path)
         except plan_file.PlanFileError as exc:
             raise UsageError(f"{exc}; move it away to plan the campaign again") from None
-        changed = plan_file.changed_cell(planned, plan)
+        samples = directory / SAMPLES_FILE
+        measured = {
+            sample.labels.get("cell")
+            for sample in (read_samples(samples) if samples.is_file() else [])
+            if sample.metric != "failed"
+        }
+        changed = plan_file.changed_cell(planned, plan, measured)
         if changed:
             raise UsageError(
                 f"{plan['experiment_file']['path']} is planned otherwise than campaign {args.campaign} was "

@@ -4,8 +4,9 @@
 
 ``platbench run`` plans the experiment (experiment_plan.plan_experiment) and writes the plan here before it starts
 the playbook; ``playbooks/experiment.yml`` reads it back through the ``platbench.lab.experiment`` lookup's
-``plan_file`` and does not plan again. A resumed campaign is checked against the file: a pass that would run a cell
-of it with other labels or parameters is refused (``changed_cell``), as the passes of ``--precision`` are.
+``plan_file`` and does not plan again. A resumed campaign is checked against the file: a pass that would plan a cell
+the campaign measured with other labels or parameters is refused (``changed_cell``), as the passes of ``--precision``
+are; a cell that failed or never ran is planned anew.
 
 The file is one JSON document: ``plan_version`` (PLAN_VERSION; a file of another version is refused, naming it), the
 ``campaign``, and the ``plan`` itself: every cell with its labels, parameters, schedule position and pairing, the
@@ -65,13 +66,15 @@ def read(path):
     return plan, document.get("campaign")
 
 
-def changed_cell(before, after):
+def changed_cell(before, after, measured=None):
     """How a cell that both plans hold (the same id) is planned differently in ``after``, in words; None when every
-    shared cell is planned alike (its labels and parameters), as a pass that only adds rounds plans them."""
+    shared cell is planned alike (its labels and parameters), as a pass that only adds rounds plans them. With
+    ``measured`` (the ids of the cells the campaign holds samples of), only those are compared: a cell that failed
+    or never ran is run again as the new plan says, and mixes with nothing."""
     planned = {cell["id"]: cell for cell in after["cells"]}
     for cell in before["cells"]:
         again = planned.get(cell["id"])
-        if again is None:
+        if again is None or (measured is not None and cell["id"] not in measured):
             continue
         for part in ("labels", "params"):
             old, new = cell.get(part) or {}, again.get(part) or {}

@@ -4,6 +4,7 @@ planning again, a resumed campaign is checked against it, and an experiment file
 import argparse
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from ansible.plugins.loader import lookup_loader
 from ansible_collections.platbench.lab.plugins.plugin_utils import plan_file
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
 
 from platbench import run
 
@@ -145,5 +147,24 @@ def test_a_resumed_campaign_is_checked_against_its_plan_file(tmp_path, tiny):
     assert len(plan_file.read(plan_file.path_in(tmp_path / "results" / "c1"))[0]["cells"]) == 6
     edited = parse(*argv, "--set", "params.steps=5")
     plan, _, variables = run.prepare(edited)
-    with pytest.raises(run.UsageError, match=r"is planned otherwise than campaign c1 was .*plan\.json\): cell "):
-        run.keep_plan(edited, plan, variables)
+    run.keep_plan(edited, plan, variables)  # no cell measured yet (or only failed ones): planned anew, nothing mixes
+    measured = plan["cells"][0]
+    append_samples(tmp_path / "results" / "c1" / "samples.jsonl", [sample_of(measured, "throughput")])
+    append_samples(tmp_path / "results" / "c1" / "samples.jsonl", [sample_of(plan["cells"][1], "failed")])
+    again = parse(*argv, "--set", "params.steps=7")
+    plan, _, variables = run.prepare(again)
+    with pytest.raises(
+        run.UsageError, match=rf"is planned otherwise than campaign c1 was .*: cell {re.escape(measured['id'])} "
+    ):
+        run.keep_plan(again, plan, variables)
+
+
+def sample_of(cell, metric):
+    return {
+        "metric": metric,
+        "value": 1.0,
+        "unit": "images/sec",
+        "timestamp": 1.0,
+        "labels": cell["labels"],
+        "metadata": {},
+    }
