@@ -13,7 +13,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent / "collections"))
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 
-CAPABILITIES = ("fenced", "emulator", "takes_quota", "duet")
+CAPABILITIES = ("fenced", "emulator", "takes_quota", "duet", "through_api")
 
 
 def _cell(values):
@@ -30,9 +30,9 @@ def page():
         "platform registry when the site is built. [Adding a platform or a kind](adding-a-platform.md) says what each",
         "part means.",
         "",
-        "| kind | what a cell of it is | platforms | task file | results | teardown | holds | capabilities | "
-        "several instances | cell roles |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| kind | what a cell of it is | platforms | task file | results | teardown | holds | started by | "
+        "capabilities | several instances | cell roles |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, kind in placements.KINDS.items():
         labels = [p.label for p in platforms.PLATFORMS if p.kind == name]
@@ -40,7 +40,8 @@ def page():
         results = [f"{result}: {variable}" for result, variable in kind.results.items()]
         lines.append(
             f"| `{name}` | {kind.summary} | {_cell(labels)} | `{kind.task_file}` | {_cell(results)} | "
-            f"{_cell(kind.teardown)} | {_cell(kind.inner)} | {_cell(capabilities)} | {kind.instances or '-'} | "
+            f"{_cell(kind.teardown)} | {_cell(kind.inner)} | {kind.started_by or '-'} | {_cell(capabilities)} | "
+            f"{kind.instances or '-'} | "
             f"{_cell(kind.cell_roles)} |"
         )
     return "\n".join(lines) + "\n"

@@ -448,10 +448,7 @@ def entry_problems(platform):
     for field, allowed in enums.items():
         if getattr(platform, field) not in allowed:
             problems.append(f"{field} {getattr(platform, field)!r} is not one of {allowed}")
-    if (platform.launcher is None) == (platform.workload_kind == "process"):
-        problems.append("a launcher is set exactly when the workload runs as a process")
-    if (platform.engine is None) == (platform.workload_kind == "container"):
-        problems.append("an engine is set exactly when the workload runs in a container")
+    # Whether it names a launcher or an engine follows from its workload's kind: placements.registry_problems.
     if platform.runtime is not None and (platform.engine != "docker" or "runtime" not in platform.requires):
         problems.append("a runtime is set only for a Docker container, which then requires it")
     if (platform.instance is None) == platform.remote:

@@ -27,19 +27,19 @@ class DuetPlanError(Exception):
 
 
 def sides(plans):
-    """One entry per plan: ``{"cell", "kind", "run", "plan"}``; ``kind`` is process, docker or podman, ``run``
-    the side as platbench.lab.duet_run takes it."""
+    """One entry per plan: ``{"cell", "engine", "run", "plan"}``; ``engine`` is the container side's engine (the
+    registry's: docker or podman), None for a process side; ``run`` the side as platbench.lab.duet_run takes it."""
     entries = []
     for plan in plans:
         if plan.get("process"):
-            kind, run = "process", {"command": plan["process"]["command"]}
+            engine, run = None, {"command": plan["process"]["command"]}
             if plan["process"].get("cgroup"):  # duet_run makes it before the sides start, and removes it after
                 run["cgroup"] = {
                     name: plan["process"]["cgroup"][name] for name in ("path", "version", "quota_us", "period_us")
                 }
         elif plan.get("container"):
-            kind = plan["container"]["engine"]
-            run = {"container": {"engine": kind, "name": plan["container"]["name"]}}
+            engine = plan["container"]["engine"]
+            run = {"container": {"engine": engine, "name": plan["container"]["name"]}}
         else:
             raise DuetPlanError(
                 f"cell {plan.get('cell')}: only a process's or a container's cells run as a duet pair "
@@ -47,7 +47,7 @@ def sides(plans):
             )
         if plan.get("record_file"):
             run["record_file"] = plan["record_file"]
-        entries.append({"cell": plan.get("cell"), "kind": kind, "run": run, "plan": plan})
+        entries.append({"cell": plan.get("cell"), "engine": engine, "run": run, "plan": plan})
     return entries
 
 
@@ -114,13 +114,13 @@ def results(pair_sides, run, infos=None):
         }
         if side["run"].get("record_file"):
             duet["record_from"] = record_from
-        if side["kind"] == "process":
+        if side["engine"] is None:
             process = {key: outcome[key] for key in ("rc", "stdout", "stderr") if key in outcome}
             found.append({"results": {"process": process}, "duet": duet})
             continue
         inspect = dict(infos.get(side["run"]["container"]["name"]) or outcome.get("inspect") or {})
         output = outcome.get("stdout", "") + outcome.get("stderr", "")
-        if side["kind"] == "docker":
+        if side["engine"] == "docker":
             container = {"container": {**inspect, "Output": output}, "status": outcome.get("rc")}
         else:
             container = {"container": inspect, "stdout": outcome.get("stdout", ""), "stderr": outcome.get("stderr", "")}

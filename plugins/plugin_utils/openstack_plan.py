@@ -25,6 +25,7 @@ import ipaddress
 import re
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import Scenario, is_pinned
 
 # The platforms provisioned from the cloud (the registry's cloud_instance kind), in registry order.
@@ -600,12 +601,12 @@ def inventory(plan, server_outcomes, cluster_results, ssh_user):
         }
         if up and outcome["address"]:
             host_vars.update(ansible_host=outcome["address"], ansible_user=ssh_user)
-        workload_kind = platforms.get(instance["platform"]).workload_kind
-        if workload_kind == "k8s_job":
-            # Its cells are Jobs created from the runner through the cluster's kubeconfig.
+        workload = placements.KINDS[platforms.get(instance["platform"]).workload_kind]
+        if workload.through_api:
+            # Its cells are created from the runner through the platform's API (a Job through the kubeconfig).
             host_vars["ansible_connection"] = "local"
         # Instances that run the workload as a process also join one group, which gets the bare-metal environment.
-        shared = [platforms.PROCESS_INSTANCES_GROUP] if up and workload_kind == "process" else []
+        shared = [platforms.PROCESS_INSTANCES_GROUP] if up and workload.launched else []
         hosts.append(
             {
                 "name": instance["name"],

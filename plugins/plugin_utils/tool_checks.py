@@ -11,6 +11,7 @@ the words of ``workloads/common/tools.py``, whose tool-to-package table this mod
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.workloads.common.tools import TOOLS
 
 # Prints the arguments that are no command on the PATH, one a line.
@@ -30,7 +31,7 @@ def checks(plan, status, image):
     tools = list(plan.get("tools") or [])
     planned = _planned(plan.get("platforms"))
     found = []
-    on_host = [p.label for p in planned if p.kind == "process" and p.launcher == "venv"]
+    on_host = [p.label for p in planned if placements.declaration(p).launched and p.launcher == "venv"]
     if on_host:
         found.append(
             {
@@ -41,7 +42,7 @@ def checks(plan, status, image):
         )
     engines = {}
     for platform in planned:
-        if platform.kind == "container" and (status or {}).get(platform.label, {}).get("ready"):
+        if placements.declaration(platform).engine_run and (status or {}).get(platform.label, {}).get("ready"):
             engines.setdefault(platform.engine, []).append(platform.label)
     for engine, labels in engines.items():
         found.append(

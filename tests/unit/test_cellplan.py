@@ -367,6 +367,7 @@ def _serve_argv(address, lifetime, port="5201", pingpong_port="5202"):
 def test_micro_net_on_bm_runs_beside_its_peer_a_second_process_on_loopback(cpu_config):
     plan = cell_plan(micro_net_cell("bm", cpu_config=cpu_config), ONE_NODE, {**OPTIONS, "timeout": 900})
     assert plan["placement"] == "instances" and plan["instances"]["cpus"] == "shared"
+    assert plan["task_file"] == "instances.yml"  # what cell.yml includes
     assert plan["instances"]["network"]["path"] == "loopback" and plan["instances"]["network"]["measure"] is None
     serve, workload = _peer_round(plan)
     python = f"{OPTIONS['prefix']}/venv/bin/python"

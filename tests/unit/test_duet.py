@@ -461,8 +461,8 @@ def test_each_duet_sides_plan_names_its_record_file_in_the_pairs_directory_and_g
         assert plan["env"][RECORD_FILE_ENV] == plan["record_file"]
         assert plan["record_file"].startswith(options["peak_cache_dir"] + "/")  # mounted at its own path in a container
     assert len({plan["record_file"] for plan in plans}) == 2
-    assert {side["kind"]: side["run"]["record_file"] for side in duet_pair.sides(plans)} == {
-        plan["kind"] if plan["kind"] == "process" else "docker": plan["record_file"] for plan in plans
+    assert {side["engine"]: side["run"]["record_file"] for side in duet_pair.sides(plans)} == {
+        (plan["container"]["engine"] if "container" in plan else None): plan["record_file"] for plan in plans
     }
     alone = cell_plan(duet_cells(platforms=["bm"], schedule="rounds", repeats=1)[0], facts, options)
     assert "record_file" not in alone and RECORD_FILE_ENV not in alone["env"]

@@ -125,6 +125,7 @@ def test_a_distributed_k8s_cell_is_an_indexed_job_behind_a_headless_service(tmp_
     plan = plan_of(tmp_path, DISTRIBUTED, "k8s/2/pin/cpu|network=overlay|r0")
     placed = plan["k8s_instances"]
     assert plan["placement"] == "k8s_instances" and "job" not in plan
+    assert plan["task_file"] == "k8s_instances.yml"  # what cell.yml includes
     service, [only] = placed["service"], placed["rounds"]
     job = only["foreground"]
     assert only["background"] is None

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible_collections.platbench.lab.plugins.filter.placements import placement_results
 from ansible_collections.platbench.lab.plugins.module_utils import engines, lxc, platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
@@ -75,6 +77,19 @@ def test_cell_yml_forgets_and_record_cell_reads_only_the_declared_table():
     assert "platbench.lab.placement_results" in cell_yml
     for variable in placements.RESULTS.values():
         assert variable not in cell_yml, f"{variable} is named in cell.yml: the table names it"
+
+
+def test_cell_yml_includes_the_task_file_the_plan_names_from_the_declaration():
+    (place,) = [
+        task
+        for task in yaml.safe_load((REPO / "roles" / "platform_run" / "tasks" / "cell.yml").read_text())[0]["block"]
+        if "ansible.builtin.include_tasks" in task
+    ]
+    assert place["ansible.builtin.include_tasks"] == "{{ platform_run_cell_plan.task_file }}"
+    facts = {**ONE_NODE, "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"}}
+    for platform in ("bm", "cn", "lx"):
+        plan = cell_plan(make_cell(platform), facts, OPTIONS)
+        assert plan["task_file"] == placements.KINDS[plan["kind"]].task_file == f"{plan['kind']}.yml"
 
 
 def test_a_declaration_missing_a_part_is_refused_naming_the_kind_and_the_part():
@@ -141,19 +156,103 @@ def test_no_kind_fact_is_written_outside_its_declaration():
     assert found == [], "declare these in placements/<kind>.py (Kind(...)) and read placements' tables instead"
 
 
-def test_the_guard_finds_a_kind_list_written_elsewhere(tmp_path):
-    stray = tmp_path / "idle_cores.py"
-    stray.write_text('FENCED_KINDS = ("process", "container")\nSINGLE = ("process",)\n')
-    assert [line.split(": ", 1)[1] for line in _kind_lists_at(stray, tmp_path)] == ["['process', 'container']"]
+# Comparisons with a kind's name that stay, by file: module_utils is shipped to the hosts with the modules, where the
+# declarations (controller code) are not, so the registry's own properties (remote, guest, data_view) and
+# network_path's loopback check still name their kinds there. The count is exact: a new one anywhere fails.
+MODULE_SIDE = {"plugins/module_utils/platforms.py": 3, "plugins/module_utils/network_path.py": 1}
+# Jinja that picks by a kind's name: `selectattr('kind', ...)`, `kind == 'x'`, `'x' in kinds`, `equalto 'x'`.
+JINJA_KIND = re.compile(
+    r"selectattr\(\s*['\"](?:kind|placement|inner)['\"]|\b(?:kind|placement|inner)\s*(?:==|!=)\s*['\"]"
+    r"|['\"](?:{names})['\"]\s*(?:==|!=|in)\b|(?:equalto|==|!=)[\s,(]*['\"](?:{names})['\"]"
+)
 
 
-def _kind_lists_at(path, root):
+def _constants(node, kinds):
+    if isinstance(node, ast.Constant):
+        return [node.value] if node.value in kinds else []
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [item.value for item in node.elts if isinstance(item, ast.Constant) and item.value in kinds]
+    return []
+
+
+def _kind_comparisons(path):
+    """Comparisons of ``path`` with a kind's name: ``x == "process"``, ``x != "guest"``, ``x in ("container",)``
+    (not ``"container" in result``, which asks whether a mapping holds a result of that name)."""
+    kinds = set(placements.KINDS)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        for index, op in enumerate(node.ops):
+            left, right = operands[index], operands[index + 1]
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                names = _constants(left, kinds) + _constants(right, kinds)
+            elif isinstance(op, (ast.In, ast.NotIn)):
+                names = _constants(right, kinds) if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else []
+            else:
+                names = []
+            if names:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_kind_name_is_compared_outside_its_declaration():
+    """A kind's behaviour is asked of its declaration (``started_by``, ``through_api``, ``supervised``, ...), never
+    by comparing its name; only a holder kind's own module names the kinds it holds."""
+    sources = [path for folder in ("plugins", "platbench") for path in sorted((REPO / folder).rglob("*.py"))]
+    found = {}
+    for path in sources:
+        if path in DECLARING:
+            continue
+        for line in _kind_comparisons(path):
+            found.setdefault(str(path.relative_to(REPO)), []).append(line)
+    stray = [line for where, lines in found.items() if len(lines) != MODULE_SIDE.get(where) for line in lines]
+    assert stray == [], "ask the kind's declaration (placements.declaration(platform)) for a capability instead"
+    assert {where: len(lines) for where, lines in found.items()} == MODULE_SIDE
+    pattern = re.compile(JINJA_KIND.pattern.format(names="|".join(placements.KINDS)))
+    yaml_files = sorted({*REPO.glob("roles/**/*.yml"), *REPO.glob("playbooks/**/*.yml"), REPO / "site.yml"})
+    in_jinja = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in yaml_files
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert in_jinja == [], "let Python (a filter reading the declarations) choose by kind, not Jinja"
+
+
+def test_the_guard_finds_a_single_kind_comparison(tmp_path):
+    stray = tmp_path / "tool_checks.py"
+    stray.write_text(
+        'if platform.kind == "process":\n    pass\n'
+        'ok = "container" in result\n'
+        'if inner in ("guest",):\n    pass\n'
+        'if engine == "docker":\n    pass\n'
+    )
+    assert [line.split(": ", 1)[1] for line in _at_root(_kind_comparisons, stray, tmp_path)] == [
+        "platform.kind == 'process'",
+        "inner in ('guest',)",
+    ]
+    pattern = re.compile(JINJA_KIND.pattern.format(names="|".join(placements.KINDS)))
+    assert pattern.search("loop: \"{{ sides | selectattr('kind', 'equalto', 'docker') }}\"")
+    assert pattern.search("when: platform_run_cell_plan.placement == 'guest'")
+    assert pattern.search("when: \"'lxc' in planned_kinds\"")
+    assert not pattern.search("loop: \"{{ sides | selectattr('engine', 'equalto', 'docker') }}\"")
+
+
+def _at_root(finder, path, root):
     global REPO
     saved, REPO = REPO, root
     try:
-        return _kind_lists(path)
+        return finder(path)
     finally:
         REPO = saved
+
+
+def test_the_guard_finds_a_kind_list_written_elsewhere(tmp_path):
+    stray = tmp_path / "idle_cores.py"
+    stray.write_text('FENCED_KINDS = ("process", "container")\nSINGLE = ("process",)\n')
+    assert [line.split(": ", 1)[1] for line in _at_root(_kind_lists, stray, tmp_path)] == ["['process', 'container']"]
 
 
 # -- the planning core has no import cycle ---------------------------------------------------------------------------
@@ -294,6 +393,7 @@ def toy_platform(monkeypatch):
         results={"toy": "toy_result"},
         teardown=("process",),
         fenced=True,
+        started_by="launcher",
     )
     placements.register(kind)
     entry = platforms.BY_LABEL["bm"]._replace(label="ty", kind="toy", baseline=False, requires=())
@@ -309,6 +409,7 @@ def test_a_kind_declared_in_test_code_plans_and_runs_a_real_cell(toy_platform):
     assert placements.registry_problems([toy_platform]) == []
     plan = cell_plan(make_cell("ty"), ONE_NODE, OPTIONS)
     assert plan["placement"] == plan["kind"] == "toy" and plan["cpus"] == [1]
+    assert plan["task_file"] == str(Path(__file__))  # what cell.yml includes: the declared task file, not a name
     toy = plan["toy"]
     run = subprocess.run(
         toy["argv"],

@@ -42,7 +42,15 @@ def test_every_entry_is_well_typed(platform):
 def test_a_badly_typed_entry_is_named():
     problems = platforms.entry_problems(platforms.BY_LABEL["vmcn"]._replace(engine=None, gpu_view="renumbered"))
     assert "platform vmcn: gpu_view 'renumbered' is not one of" in problems[0]
-    assert "platform vmcn: an engine is set exactly when the workload runs in a container" in problems
+    # Whether a launcher or an engine is named follows from the workload's kind, as its declaration says.
+    assert placements.registry_problems([platforms.BY_LABEL["vmcn"]._replace(engine=None)]) == [
+        "platform vmcn: names no engine, but its workload's kind container is started by one (its declaration's "
+        "started_by: 'engine')"
+    ]
+    assert placements.registry_problems([platforms.BY_LABEL["lx"]._replace(launcher="venv")]) == [
+        "platform lx: names launcher, but its workload's kind lxc is not started by one (its declaration's "
+        "started_by: None)"
+    ]
     # The kind and its inner kind are the declarations' to check (placements.registry_problems).
     entry = platforms.BY_LABEL["vm"]._replace(inner="k8s_job", launcher=None)
     assert placements.registry_problems([entry]) == ["platform vm: a guest holds process or container, not 'k8s_job'"]

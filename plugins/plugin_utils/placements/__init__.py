@@ -105,6 +105,22 @@ def registry_problems(entries=None):
             problems.append(f"platform {platform.label}: a {kind.name} holds no other kind, not {platform.inner!r}")
         elif platform.inner is not None and platform.inner not in KINDS:
             problems.append(f"platform {platform.label}: inner kind {platform.inner!r} is declared by no module")
+        else:
+            problems.extend(_starter_problems(platform, KINDS[platform.workload_kind]))
+    return problems
+
+
+def _starter_problems(platform, workload):
+    """A platform names a launcher exactly when its workload's kind is started by one, and an engine likewise."""
+    problems = []
+    for field, starter in (("launcher", "launcher"), ("engine", "engine")):
+        named = getattr(platform, field) is not None
+        if named != (workload.started_by == starter):
+            problems.append(
+                f"platform {platform.label}: {'names' if named else 'names no'} {field}, but its workload's kind "
+                f"{workload.name} is {'not ' if named else ''}started by one (its declaration's started_by: "
+                f"{workload.started_by!r})"
+            )
     return problems
 
 
@@ -184,6 +200,7 @@ def plan_sections(ctx, plan):
                 f"{spec.get('count', 'several')}: inject into a single-instance experiment"
             )
     ctx.declaration.plan(ctx, plan)
+    plan["task_file"] = ctx.declaration.task_file  # roles/platform_run/tasks/cell.yml includes what this names
     # A kind that hands no GPU over may say why itself (micro_vm); the others are refused here.
     if ctx.gpu_count and ctx.platform.gpu_view == "none":
         raise PlacementError(
@@ -198,6 +215,7 @@ def plan_sections(ctx, plan):
         else:
             placing = instances_hosts if instances_hosts.places(spec) else instances
         placing.plan(ctx, plan, spec)
+        plan["task_file"] = placing.TASK_FILE
 
 
 def observed(plan, results):

@@ -15,7 +15,8 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_pla
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import k8s_job, process
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind
 
-INNER = {"process": process, "k8s_job": k8s_job}
+# The kinds an instance holds, by their declared names.
+INNER = {module.KIND.name: module for module in (process, k8s_job)}
 
 
 def plan(ctx, plan):
@@ -30,7 +31,7 @@ def plan(ctx, plan):
         "noun": "cluster" if ctx.platform.instance == "coe_cluster" else "instance",
     }
     plan["runtime"].update(openstack_instance=instance, gpus_requested=ctx.gpu_count or None)
-    if ctx.platform.inner == "k8s_job":
+    if INNER[ctx.platform.inner].KIND.through_api:
         kubeconfig = f"{str(ctx.opts['openstack_kubeconfig_dir']).rstrip('/')}/{instance}.kubeconfig"
         k8s_job.plan(ctx, plan, k8s_job.Cluster(kubeconfig=kubeconfig, node=None, pull=True))
         return
@@ -48,9 +49,10 @@ def plan(ctx, plan):
 def observed(plan, results):
     """The inner kind's outcome, and the instance's flavor and address."""
     section = plan.get("openstack") or {}
-    inner = INNER[section.get("inner", "process")].observed(plan, results)
+    held = INNER[section.get("inner", process.KIND.name)]
+    inner = held.observed(plan, results)
     instance = results.get("instance") or {}
-    if instance and section.get("inner", "process") == "process":
+    if instance and held.KIND.launched:
         inner.runtime.update(
             openstack_flavor=instance.get("platbench_openstack_flavor"), openstack_address=instance.get("ansible_host")
         )

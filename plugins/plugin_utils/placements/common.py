@@ -32,6 +32,14 @@ class KindError(ValueError):
 #   pods        pods of the runner's cluster (placements/instances_k8s.py)
 #   None        not placed: a cell of several instances of the kind is refused
 INSTANCE_PLACEMENTS = ("supervised", "guests", "pods", None)
+# What starts a kind's workload, which its platforms then name (the registry's field of that name):
+#   launcher  a process of the machine's own OS, started by the platform's `launcher` (the venv's python, apptainer
+#             exec): its instances share that OS's loopback, enter a network namespace with `ip netns exec`, and need
+#             the machine's workload environment
+#   engine    a container of the workload image, run by the platform's `engine`: the image holds its tools, and its
+#             instances join a network through a holder container
+#   None      neither: the kind holds another (a guest, an instance), or starts the workload its own way (LXC, a Job)
+STARTERS = ("launcher", "engine", None)
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,10 @@ class Kind:
     takes_quota: bool = False  # an injected CPU quota (inject: cpu_quota) is applied to its cells
     duet: bool = False  # its cells run as a side of a duet pair (schedule: duet; platbench.lab.duet_run)
     instances: str | None = None  # INSTANCE_PLACEMENTS: how a cell of several instances of it is placed
+    started_by: str | None = None  # STARTERS: what starts its workload (its platforms name their launcher or engine)
+    # Its cells are submitted from the runner through the platform's API (a kubeconfig), not run on the machine that
+    # holds it: an instance holding it is reached with a local connection.
+    through_api: bool = False
     # Roles its task files apply to each cell (a guest's boot): its platforms' registry entries may list them, but no
     # lab build applies them (platform_roles leaves them out).
     cell_roles: tuple = ()
@@ -78,11 +90,23 @@ class Kind:
             raise KindError(f"kind {name}: 'teardown' and 'inner' are tuples of names, not a string")
         if self.instances not in INSTANCE_PLACEMENTS:
             raise KindError(f"kind {name}: 'instances' {self.instances!r} is not one of {INSTANCE_PLACEMENTS}")
+        if self.started_by not in STARTERS:
+            raise KindError(f"kind {name}: 'started_by' {self.started_by!r} is not one of {STARTERS}")
 
     @property
     def supervised(self):
         """Several instances of it are run side by side by the runner's supervisor (platbench.lab.run_instances)."""
         return self.instances == "supervised"
+
+    @property
+    def launched(self):
+        """Its workload is a process of the machine's own OS, started by its platform's launcher."""
+        return self.started_by == "launcher"
+
+    @property
+    def engine_run(self):
+        """Its workload is a container of the workload image, run by its platform's engine."""
+        return self.started_by == "engine"
 
 
 _PART_HELP = {

@@ -171,4 +171,5 @@ KIND = Kind(
     takes_quota=True,
     duet=True,
     instances="supervised",
+    started_by="engine",
 )

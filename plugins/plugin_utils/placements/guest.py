@@ -21,7 +21,8 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common im
     PlacementError,
 )
 
-INNER = {"process": process, "container": container}
+# The kinds a guest holds, by their declared names.
+INNER = {module.KIND.name: module for module in (process, container)}
 # An emulated guest (QEMU TCG, no KVM) runs oneDNN's kernels no higher than SSE4.1: the AVX2 code its JIT emits for
 # PyTorch's LSTMs (sr's RNN-T) crashed under TCG (SIGSEGV in vmcn, a lost guest in vm), while the same cell ran with
 # this set. Emulated cells are functional only (left out of the ratios), so their speed is not what changes.
@@ -51,7 +52,7 @@ def plan(ctx, plan):
         "numa": numa,
         "memory_mb": memory,
         "hugepages": bool(ctx.opts["vm_hugepages"]),
-        "with_container_disk": ctx.platform.inner == "container",
+        "with_container_disk": INNER[ctx.platform.inner].KIND.engine_run,
         "hostdevs": list(ctx.gpus),
         "extra_disks": sif + ([_attached(data)] if data else []),
         "data_disk": {name: data[name] for name in ("source", "path", "label")} if data else None,
@@ -71,7 +72,7 @@ def plan(ctx, plan):
         plan["runtime"]["emulated_env"] = dict(EMULATED_ENV)
     # The guest's vCPUs are pinned on the host; in the guest the workload takes them all.
     in_guest = ",".join(str(vcpu) for vcpu in range(ctx.threads)) if ctx.pinned else ""
-    if ctx.platform.inner == "container":
+    if INNER[ctx.platform.inner].KIND.engine_run:
         image_id = image.get("container_image_id")
         inside = container.EngineHost(
             host=ctx.name,
@@ -119,7 +120,7 @@ def _attached(data):
 def observed(plan, results):
     """The inner kind's outcome, and how the guest ran: its accelerator (KVM or TCG), the vCPU threads'
     affinity as the host sees it, its boot time, rootfs and SSH port."""
-    inner = INNER[(plan.get("guest") or {}).get("inner", "process")].observed(plan, results)
+    inner = INNER[(plan.get("guest") or {}).get("inner", process.KIND.name)].observed(plan, results)
     guest, vcpus = results.get("guest") or {}, results.get("vcpus") or {}
     if guest:
         inner.runtime.update(

@@ -42,6 +42,7 @@ RESULT = "instances"  # the registered result record_cell reads (placements.RESU
 PATH_RESULT = "path"  # network_path_measure's result: the path's throughput, RTT and MTU
 # The registered results tasks/instances.yml leaves for record_cell (result name -> variable).
 RESULTS = {RESULT: "platform_run_instances", PATH_RESULT: "platform_run_path"}
+TASK_FILE = "instances.yml"  # roles/platform_run/tasks/instances.yml
 STOP_GRACE_SECONDS = 5
 # The ranks' rendezvous: the chief's TCP store (torch) or each worker's gRPC server (TensorFlow) listens on a port
 # of this range, derived from the cell's key (each worker its own on a shared loopback).
@@ -57,11 +58,10 @@ def plan(ctx, plan, spec):
     """Turn ``plan`` (its kind's single instance planned) into the instances placement of ``spec``
     (``cell["instances"]``): plan["instances"] with the rounds run_instances runs."""
     check_kind(ctx)
-    kind = ctx.platform.kind
     count, sharing = spec["count"], spec["cpus"]
     cpus = instances.split_cpus(ctx.cpus, count, ctx.threads, sharing) if ctx.pinned else [[]] * count
     names = [f"{ctx.name}-{index}" for index in range(count)]
-    build = _process_instance if kind == "process" else _container_instance
+    build = _process_instance if ctx.declaration.launched else _container_instance
     roles = spec["roles"]
     gpu_sharing = spec.get("gpus", "disjoint")
     gpus = instances.split_gpus(ctx.gpus, count, gpu_sharing)
@@ -88,7 +88,7 @@ def plan(ctx, plan, spec):
         settle = 0.0
     none = {"path": None, "built": False, "key": ctx.key, "holders": [], "engine": None, "measure": None}
     plan["instances"] = instances.plan_section(spec, members, rounds, settle, STOP_GRACE_SECONDS, network or none)
-    record_placement(plan, kind, spec, members, rounds, network)
+    record_placement(plan, ctx.declaration, spec, members, rounds, network)
     if "peer" in spec:
         plan["runtime"]["peer_address"] = network["members"][1]["address"]
 
@@ -107,7 +107,7 @@ def _network(ctx, plan, spec):
         for entry in planned["instances"]
     ]
     holders = []
-    if path != "loopback" and ctx.platform.kind == "container":
+    if path != "loopback" and ctx.declaration.engine_run:
         container = plan["container"]
         holders = [
             {
@@ -181,7 +181,7 @@ def _on_path(ctx, instance, network):
     """The instance in its place on the cell's path: a bm process in its namespace, a container in its holder's."""
     if network["path"] != "loopback" and network["built"]:
         own = network["members"][instance["index"]]
-        if ctx.platform.kind == "process":
+        if ctx.declaration.launched:
             instance["argv"] = ["ip", "netns", "exec", own["netns"], *instance["argv"]]
         else:
             at = instance["argv"].index("--network") + 1
@@ -361,13 +361,13 @@ def observed(plan, results):
     return Observed(output=output, runtime=runtime if result else {}, error=error)
 
 
-def record_placement(plan, kind, spec, members, rounds, network=None):
+def record_placement(plan, declaration, spec, members, rounds, network=None):
     """``plan`` becomes the instances placement (its kind's section gone), with what each instance was asked."""
     plan["placement"] = "instances"
-    process = plan.pop(kind, None) or {}
+    process = plan.pop(declaration.name, None) or {}
     instances.record_runtime(plan, spec, members, rounds, network)
     uncapped = plan["runtime"].get("uncapped_cgroup")
-    if kind == "process" and uncapped:
+    if declaration.launched and uncapped:
         # Each instance has a cgroup of its own (_process_place), not the one the single process would have had.
         places = [instance.get("place") or {} for instances_of_round in rounds for instance in instances_of_round]
         slice_ = (process.get("scope") or {}).get("slice")
@@ -383,12 +383,11 @@ def record_placement(plan, kind, spec, members, rounds, network=None):
 def check_kind(ctx):
     """Several instances of a platform are the runner host's processes and containers (the supervised kinds: their
     declaration's ``instances``)."""
-    kind = ctx.platform.kind
     if ctx.declaration is None or not ctx.declaration.supervised or ctx.platform.remote:
         raise PlacementError(
             f"{ctx.where}: a cell with several instances (mode {ctx.cell['labels'].get('mode')}) runs in this release "
             f"on the runner host's processes and containers (bm, cn, pd), a guest each (vm, vmcn) and pods (k8s), not "
             f"on {ctx.platform.label}: leave {ctx.platform.label} out of this experiment"
         )
-    if kind == "process" and ctx.platform.launcher != "venv":
+    if ctx.declaration.launched and ctx.platform.launcher != "venv":
         raise PlacementError(f"{ctx.where}: several instances of {ctx.platform.label} are not placed in this release")

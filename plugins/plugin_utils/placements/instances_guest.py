@@ -36,7 +36,8 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements import in
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import process
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import GUEST_PREFIX, PlacementError
 
-PLACEMENT = "guest_instances"  # roles/platform_run/tasks/guest_instances.yml
+PLACEMENT = "guest_instances"
+TASK_FILE = f"{PLACEMENT}.yml"  # roles/platform_run/tasks/guest_instances.yml
 RESULT = "guests"  # the registered result record_cell reads (placements.RESULTS): each guest's vm_guest, by name
 RESULTS = {RESULT: "platform_run_guests"}
 SSH_CONFIG = "ssh_config-{name}"  # beside the guest image's key on the controller (platbench.lab.vm writes it)
@@ -91,7 +92,7 @@ def plan(ctx, plan, spec):
         _guest(plan["guest"], member, path, guest_kind.numa_layout(ctx, member["cpus"], plan["guest"]["memory_mb"]))
         for member in members
     ]
-    build = _container_instance if ctx.platform.inner == "container" else _process_instance
+    build = _container_instance if guest_kind.INNER[ctx.platform.inner].KIND.engine_run else _process_instance
     if ctx.cell["labels"].get("mode") == "shared":
         rounds, settle = instances.shared_rounds(ctx, plan, build, members, spec["background"])
     else:

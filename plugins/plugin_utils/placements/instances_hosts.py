@@ -39,6 +39,8 @@ ADDRESS_VARIABLE = "platbench_underlay_address"
 RESERVED_VARIABLE = "platbench_reserved_cpus"
 SSH_SETTINGS = "platform_run_runner_ssh_user and platform_run_runner_ssh_key"
 
+TASK_FILE = placing.TASK_FILE  # its ranks are run as the supervised instances are (tasks/instances.yml)
+
 
 def places(spec):
     """Whether ``spec`` (``cell["instances"]``) is this placement's: ranks over the hosts' own network."""
@@ -168,7 +170,6 @@ def plan(ctx, plan, spec):
     """``plan`` (its kind's single instance planned) as the instances placement of a distributed cell on the
     ``host`` path: plan["instances"] with each rank on its runner host, the remote ones over SSH."""
     placing.check_kind(ctx)
-    kind = ctx.platform.kind
     count, sharing, hosts = spec["count"], spec["cpus"], spread(spec)
     if ctx.cell["labels"].get("mode") != "distributed" or "peer" in spec:
         raise PlacementError(f"{ctx.where}: network {network_path.HOST_PATH} joins the ranks of a distributed cell")
@@ -199,7 +200,7 @@ def plan(ctx, plan, spec):
         for index in range(count)
     ]
     network = _network(ctx, runners, members)
-    build = placing._process_instance if kind == "process" else _host_container
+    build = placing._process_instance if ctx.declaration.launched else _host_container
     rounds = [[_placed(ctx, placing._rank(ctx, plan, build, member, network), runners, hosts) for member in members]]
     plan["instances"] = {
         "count": count,
@@ -214,7 +215,7 @@ def plan(ctx, plan, spec):
         "grace": placing.STOP_GRACE_SECONDS,
         "network": network,
     }
-    placing.record_placement(plan, kind, spec, members, rounds, network)
+    placing.record_placement(plan, ctx.declaration, spec, members, rounds, network)
     plan["runtime"]["instance_hosts"] = [member["host"] for member in members]
 
 
@@ -258,7 +259,7 @@ def _placed(ctx, instance, runners, hosts):
     if runner["name"] == ctx.opts["host"]:
         return {**instance, "host": runner["name"]}
     where = _target(runner)
-    if ctx.platform.kind == "process":
+    if ctx.declaration.launched:
         return remote_instance.process_instance(instance, where, placing.STOP_GRACE_SECONDS)
     return remote_instance.container_instance(instance, where, placing.STOP_GRACE_SECONDS)
 

@@ -41,7 +41,8 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_p
 
 RESULT = "k8s_instances"  # the registered result record_cell reads (placements.RESULTS)
 RESULTS = {RESULT: "platform_run_k8s_instances"}
-PLACEMENT = "k8s_instances"  # roles/platform_run/tasks/k8s_instances.yml
+PLACEMENT = "k8s_instances"
+TASK_FILE = f"{PLACEMENT}.yml"  # roles/platform_run/tasks/k8s_instances.yml
 # What the cluster's CNI gives pods to talk over: flannel's VXLAN backend (module_utils/network_path.py builds
 # the same path between processes and containers). A cell cannot choose another.
 NETWORK_PATHS = ("overlay",)

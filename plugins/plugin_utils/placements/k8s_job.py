@@ -123,4 +123,5 @@ KIND = Kind(
     results={"k8s_job": "platform_run_k8s_job", "k8s_pods": "platform_run_k8s_pods", "k8s_log": "platform_run_k8s_log"},
     teardown=("k8s_job",),
     instances="pods",
+    through_api=True,
 )

@@ -284,4 +284,5 @@ KIND = Kind(
     takes_quota=True,
     duet=True,
     instances="supervised",
+    started_by="launcher",
 )
