@@ -17,7 +17,7 @@ import sys
 
 from _runs import REPO_ROOT, run_workload  # first: it puts the repository and its collection on the path
 from ansible_collections.platbench.lab.plugins.filter.experiments import workload_argv
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import load_experiment
 
 
 def parse_args(argv=None):

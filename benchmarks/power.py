@@ -48,7 +48,7 @@ from pathlib import Path
 
 import pandas as pd
 from _runs import REPO_ROOT  # first: it puts the repository and its collection on the path
-from ansible_collections.platbench.lab.plugins.plugin_utils import inject
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import inject
 
 from platbench import cli
 from platbench.calibration import (

@@ -128,7 +128,7 @@ def cell_lines(campaign, number, started, rng):
         "framework_version": "2.21.0",
         "model_params": 38088,
         "device": "/CPU:0",
-        # The per-step figures are in a file of the cell's folder (plugin_utils/outcome.py series_files), not here.
+        # The per-step figures are in a file of the cell's folder (records/outcome.py series_files), not here.
         "series_file": f"files/{scenario.replace('/', '_')}_r{repeat}-{number:08x}/series-1.json",
         "peak_gemm_best_gflops": 243.772,
     }

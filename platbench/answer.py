@@ -27,9 +27,10 @@ import math
 from typing import NamedTuple
 
 import pandas as pd
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import sizing
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.plugin_utils import inject, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import inject
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
 from platbench import exchangeability, validity

@@ -37,8 +37,8 @@ import yaml
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import (
     CPU_CONFIGS,
     PROCESSORS,
     Scenario,

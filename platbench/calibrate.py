@@ -5,7 +5,7 @@
 four cells a round in a shuffled order: two seeds as they are (A and A': the A/A pair) and the same two with a known
 overhead of ``effect`` injected (B: with A, the A/B pair). The overhead is a discard by default: the job trains every
 timed step and leaves ``effect`` of them out of its throughput, so its throughput is 1 - effect of the same steps'
-whatever the host does (plugins/plugin_utils/inject.py). ``--inject spin`` busy-spins after each step instead (exact
+whatever the host does (plugin_utils/experiment/inject.py). ``--inject spin`` busy-spins after each step instead (exact
 beside nothing, not beside a duet partner); ``--inject cpu_quota`` caps B at 1 - effect of its core: what a CFS quota
 costs this host's job, which on a VM may be well above its share. It then prints
 
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import write_json
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import write_json
 
 from platbench import decide, direct_duet, run
 from platbench.calibration import (

@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.plugin_utils import inject
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import inject
 
 from platbench import distributions
 from platbench.campaign import human
@@ -24,7 +24,7 @@ METRIC = "throughput"
 POWER = 0.80
 RUN_KEY = "calibration"  # the run.json key the result is kept under
 SEED, SEEDS = "seed", (1, 2)  # the A/A pair: the same cell with two seeds, nothing injected
-# How the A/B pair's known overhead is made (plugins/plugin_utils/inject.py). discard is exact under every schedule;
+# How the A/B pair's known overhead is made (plugin_utils/experiment/inject.py). discard is exact under every schedule;
 # spin is exact beside nothing, not beside a duet partner; cpu_quota is what a CFS quota costs this host's job, which
 # may be more than its share (inject.py).
 KNOBS = ("discard", "spin", "cpu_quota")

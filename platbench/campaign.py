@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, SKIPPED_METRIC
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import FAILED_METRIC, SKIPPED_METRIC
 
 RECORD_ACTION = "platbench.lab.record_cell"
 CHECK_FACT = "platform_run_check"

@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from ansible_collections.platbench.lab.plugins.plugin_utils.file_modes import no_world_write
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.file_modes import no_world_write
 
 from platbench import __version__, calibrate, compare, history, indexing, report, run, store
 

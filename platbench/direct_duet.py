@@ -50,8 +50,9 @@ import yaml
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota, engines, platforms
 from ansible_collections.platbench.lab.plugins.modules.host_facts import numa_nodes
-from ansible_collections.platbench.lab.plugins.plugin_utils import cellplan, schedule, sizing
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cellplan, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import schedule
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_plan import plan_experiment
 from ansible_collections.platbench.lab.workloads.common.duet import DIR_ENV, SIDE_ENV
 from ansible_collections.platbench.lab.workloads.common.record import RECORD_FILE_ENV, RecordError, parse_result_lines
 

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import read_samples
 
 from platbench import compare, history
 from platbench.report import load as report_load

@@ -35,9 +35,10 @@ import ansible_runner
 import yaml
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout, plan_file
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cell_timeout
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import plan_file
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_plan import plan_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
     EMULATED_FIELDS,
     OPTIONAL_FIELDS,
     REQUIRED_FIELDS,
@@ -47,7 +48,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec impo
     load_experiment,
     workloads_of,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import read_samples
 from ansible_collections.platbench.lab.workloads.common.args import positive_int
 
 from platbench import budgets, campaign_lock, decide, quiet

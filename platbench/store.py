@@ -31,7 +31,11 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import OUTCOME_METRICS, Sample, read_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import (
+    OUTCOME_METRICS,
+    Sample,
+    read_samples,
+)
 
 SCHEMA_VERSION = 1
 STORE_FILE = "platbench.duckdb"

@@ -48,7 +48,7 @@ def chart_rows(report, rows, metric):
 FIGURE_DPI = 120
 TITLE_WIDTH = 80  # characters of a title line at its font size on the narrowest figure (6 in)
 INTERVAL_NOTE = "error bars: 95% CI"
-# Row keys that change with the scale-up on one host (plugins/plugin_utils/sizing.py's labels).
+# Row keys that change with the scale-up on one host (plugins/plugin_utils/cells/sizing.py's labels).
 SCALEUP_FOLLOWERS = ("chr", "numa_nodes", "scaleup_requested")
 PHASE_COLORS = {"pre_time": "#8da0cb", "inference_time": "#fc8d62", "post_time": "#66c2a5"}
 

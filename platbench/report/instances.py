@@ -17,7 +17,7 @@ import warnings
 import pandas as pd
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import OUTCOME_METRICS
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import OUTCOME_METRICS
 
 from platbench.report import load as report_load
 from platbench.report import stats as report_stats

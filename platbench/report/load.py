@@ -12,7 +12,7 @@ import pandas as pd
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import (
     OUTCOME_METRICS,
     SKIPPED_METRIC,
     Sample,
@@ -29,7 +29,7 @@ DEFAULT_METRICS = ("throughput", "elapsed")
 MICRO_METRICS = ("hpl_gflops", "stream_triad", "mem_latency", "dd_write", "net_throughput", "gpu_sgemm")
 SCENARIO_LABELS = ["platform", "scaleup", "cpu_config", "processor"]
 # Labels that identify a run rather than what was run: never a row of their own.
-# A duet campaign's cells also carry their pair, side, partner and role (plugins/plugin_utils/schedule.py). The
+# A duet campaign's cells also carry their pair, side, partner and role (plugin_utils/experiment/schedule.py). The
 # schedule is no run label: in a duet campaign, the cells that ran alone (under rounds) are rows of their own.
 RUN_LABELS = {"scenario", "cell", "repeat", "campaign", "duet_pair", "duet_side", "duet_partner", "duet_role"}
 # The sample's own timestamp (seconds since the epoch): a column of the frame, never a label; the answer's time per

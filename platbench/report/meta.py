@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import FAILED_METRIC, SKIPPED_METRIC
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import FAILED_METRIC, SKIPPED_METRIC
 
 from platbench import store
 from platbench.report.load import HOST

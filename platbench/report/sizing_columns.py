@@ -1,4 +1,4 @@
-"""The report's view of how cells were sized (plugins/plugin_utils/sizing.py): the CHR and NUMA columns of the
+"""The report's view of how cells were sized (plugins/plugin_utils/cells/sizing.py): the CHR and NUMA columns of the
 main table, and chr.png, the overhead (ratio to bm) against the container-to-host ratio.
 
 A campaign whose cells all have one CHR (one scale-up on one host) shows none of it: the scale-up column says

@@ -10,8 +10,8 @@ import numpy
 import pandas as pd
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
-from ansible_collections.platbench.lab.plugins.plugin_utils import inject
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import inject
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import (
     FAILED_METRIC,
     OUTCOME_METRICS,
     SKIPPED_METRIC,
@@ -61,7 +61,7 @@ NOISE_NOTE = (
     "in a rounds campaign and by duet pair in a duet one; Welch's t over the repeats otherwise): it cannot be told "
     "from noise. More rounds (platbench run --precision) or a quieter host may resolve it."
 )
-# The column of the rounds (repeats) a rounds campaign pairs its platforms by (plugins/plugin_utils/schedule.py).
+# The column of the rounds (repeats) a rounds campaign pairs its platforms by (plugin_utils/experiment/schedule.py).
 ROUND = "repeat"
 SCHEDULE = "schedule"
 # The pair a duet campaign's cell ran in (schedule.DUET_PAIR: the lead's id, on both sides).

@@ -6,7 +6,7 @@ and which go to guests (``platbench_gpu_assignment``), so that no role re-derive
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab import gpus as gpu_pools
 
 # Read from the task's variables (the inventory) when the task does not pass gpu_assignment.
 ASSIGNMENT_VAR = gpu_pools.SETTING

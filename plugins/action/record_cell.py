@@ -9,9 +9,13 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.release import __version__ as ansible_version
-from ansible_collections.platbench.lab.plugins.plugin_utils import harness_marks, placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.failures import describe_failure, failure_output
-from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import (
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import harness_marks
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.failures import (
+    describe_failure,
+    failure_output,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.outcome import (
     FAILED,
     OK,
     cell_labels,
@@ -21,7 +25,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import (
     series_files,
     workload_errors,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import room_problem
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import room_problem
 
 # Output parsed for the record: enough to find the record line and the tail of a failure, without parsing
 # megabytes of framework logs. A failed cell's whole output is kept in a file of its own (outcome.failed_output_file).
@@ -83,7 +87,7 @@ class ActionModule(ActionBase):
         )
         env = self._environment(task_vars, args.get("engines") or {})
         status, error, samples = cell_outcome(cell_labels(cell, campaign["name"]), output, error, env, runtime)
-        # Where the harness was, and what it cost the cell's CPUs during its timed part (plugin_utils/harness_marks.py).
+        # Where the harness was, and what it cost the cell's CPUs during its timed part (records/harness_marks.py).
         local = task_vars.get("ansible_connection") == "local" or task_vars.get("inventory_hostname") == "localhost"
         samples = harness_marks.with_marks(
             samples, task_vars.get("platbench_harness"), (args.get("plan") or {}).get("cpuset"), local

@@ -35,7 +35,7 @@ description:
     C(RESULTS_DIR/files/<cell folder>/) before its samples, which name them in C(metadata.kept_files).
   - Honours C(no_log) - a hidden result is not recorded, and a warning says so.
   - Makes the results directory and its files with the invoking user's umask, never writable by others
-    (plugins/plugin_utils/file_modes.py).
+    (plugins/plugin_utils/records/file_modes.py).
 requirements:
   - Enable with C(callbacks_enabled = platbench.lab.results) in C(ansible.cfg).
 """
@@ -50,8 +50,8 @@ import time
 import yaml
 from ansible.plugins.callback import CallbackBase
 from ansible.release import __version__ as ansible_version
-from ansible_collections.platbench.lab.plugins.plugin_utils.file_modes import no_world_write
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.file_modes import no_world_write
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import (
     FAILED_METRIC,
     SKIPPED_METRIC,
     append_samples,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.module_utils import apptainer as _apptainer
-from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan as _plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import apptainer_plan as _plan
 
 
 def apptainer_sif_path(image_id, sif_dir=_apptainer.SIF_DIR):

@@ -8,7 +8,7 @@ Each filter is documented in the YAML file of its own name next to this one.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.plugin_utils import architectures as _architectures
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab import architectures as _architectures
 
 
 def debian_arch(architecture):

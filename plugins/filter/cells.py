@@ -11,27 +11,27 @@ from __future__ import annotations
 import os
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.plugin_utils import tool_checks as _tool_checks
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import tool_checks as _tool_checks
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import (
     CellPlanError,
     choose_cpus,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import (
     cell_plan as _cell_plan,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.filter_args import mapping as _mapping
-from ansible_collections.platbench.lab.plugins.plugin_utils.filter_args import runner_list as _runner_list
-from ansible_collections.platbench.lab.plugins.plugin_utils.leftovers import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.leftovers import (
     leftover_problems as _leftover_problems,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import done_cells as _done_cells
-from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.runplan import (
     cells_to_run as _cells_to_run,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.runplan import (
     plan_problems as _plan_problems,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.sizing import SizingError
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.sizing import SizingError
+from ansible_collections.platbench.lab.plugins.plugin_utils.filter_args import mapping as _mapping
+from ansible_collections.platbench.lab.plugins.plugin_utils.filter_args import runner_list as _runner_list
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import done_cells as _done_cells
 
 
 def _cpu_number(value, what):

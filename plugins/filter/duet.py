@@ -8,11 +8,11 @@ Each filter is documented in the YAML file of its own name next to this one.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.plugin_utils import duet_pair as _duet_pair
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import duet_pair as _duet_pair
 
 
 def duet_sides(plans):
-    """Each plan of a duet pair as a side of platbench.lab.duet_run (plugin_utils/duet_pair.py)."""
+    """Each plan of a duet pair as a side of platbench.lab.duet_run (plugin_utils/cells/duet_pair.py)."""
     try:
         return _duet_pair.sides(list(plans))
     except _duet_pair.DuetPlanError as exc:
@@ -20,7 +20,7 @@ def duet_sides(plans):
 
 
 def duet_results(sides, run, infos=None):
-    """What each side's record reads from the pair's run (plugin_utils/duet_pair.py)."""
+    """What each side's record reads from the pair's run (plugin_utils/cells/duet_pair.py)."""
     return _duet_pair.results(list(sides), dict(run or {}), list(infos or []))
 
 

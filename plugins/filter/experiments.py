@@ -10,19 +10,22 @@ from __future__ import annotations
 import os
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import (
     dataset_dir as _dataset_dir,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset as _emulated_subset
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand, scenario_name
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import done_cells as _done_cells
-from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+    ExperimentError,
+    validate_experiment,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import emulated_subset as _emulated_subset
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand, scenario_name
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.workload_args import (
     WorkloadArgsError,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.workload_args import (
     workload_argv as _workload_argv,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import done_cells as _done_cells
 
 
 def expand_matrix(experiment):

@@ -8,7 +8,7 @@ Each filter is documented in the YAML file of its own name next to this one.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as _gpus
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab import gpus as _gpus
 
 
 def _gpu_list(gpus, name):

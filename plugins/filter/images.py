@@ -8,8 +8,8 @@ Each filter is documented in the YAML file of its own name next to this one.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.plugin_utils import identities as _identities
 from ansible_collections.platbench.lab.plugins.plugin_utils.filter_args import mapping as _mapping
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab import identities as _identities
 
 
 def base_image_tag(packages, suite):

@@ -1,11 +1,11 @@
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
-"""platbench.lab filters of the openstack_deploy role (the logic lives in plugin_utils/kolla.py)."""
+"""platbench.lab filters of the openstack_deploy role (the logic lives in plugin_utils/openstack/kolla.py)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.plugin_utils import kolla as _kolla
+from ansible_collections.platbench.lab.plugins.plugin_utils.openstack import kolla as _kolla
 
 
 def _settings(settings, name):

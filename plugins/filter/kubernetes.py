@@ -8,9 +8,9 @@ Each filter is documented in the YAML file of its own name next to this one.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job as _k8s_job
-from ansible_collections.platbench.lab.plugins.plugin_utils import kubernetes_config as _kubernetes
 from ansible_collections.platbench.lab.plugins.plugin_utils.filter_args import mapping as _mapping
+from ansible_collections.platbench.lab.plugins.plugin_utils.kubernetes import job_spec as _k8s_job
+from ansible_collections.platbench.lab.plugins.plugin_utils.kubernetes import kubernetes_config as _kubernetes
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_k8s as _instances_k8s
 
 

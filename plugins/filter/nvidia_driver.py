@@ -1,11 +1,11 @@
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
-"""platbench.lab filters of the NVIDIA driver role (the logic lives in plugin_utils/nvidia_driver.py)."""
+"""platbench.lab filters of the NVIDIA driver role (the logic lives in plugin_utils/lab/nvidia_driver.py)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.plugin_utils import nvidia_driver as _nvidia
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab import nvidia_driver as _nvidia
 
 
 def nvidia_driver_plan(facts, branch, repo="nvidia", open_modules=False, cuda_repo_base_url=""):

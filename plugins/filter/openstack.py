@@ -3,13 +3,13 @@
 """Filters of the openstack_instances role: the campaign's plan on the cloud, and what the cloud answered.
 
 Each filter is documented in the YAML file of its own name next to this one; the logic is in
-plugin_utils/openstack_plan.py.
+plugin_utils/openstack/openstack_plan.py.
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan as _plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.openstack import openstack_plan as _plan
 
 
 def openstack_instances_plan(cells, options):

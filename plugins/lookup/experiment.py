@@ -107,12 +107,12 @@ import os
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
-from ansible_collections.platbench.lab.plugins.plugin_utils import plan_file
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import plan_file
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_plan import (
     COLLECTION_EXPERIMENTS,
     plan_experiment,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import ExperimentError
 
 display = Display()
 

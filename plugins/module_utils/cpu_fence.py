@@ -46,7 +46,7 @@ def parse_cpus(text):
 
 def format_cpus(cpus):
     """The shortest cpuset list of ``cpus`` (``[0, 1, 2, 5]`` -> ``0-2,5``), also the syntax libvirt reads (a guest's
-    NUMA cells, plugins/plugin_utils/sizing.py)."""
+    NUMA cells, plugins/plugin_utils/cells/sizing.py)."""
     ranges, cpus = [], sorted(set(cpus))
     for cpu in cpus:
         if ranges and cpu == ranges[-1][1] + 1:

@@ -1,7 +1,7 @@
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
 """The CPU-bandwidth quota of an injected overhead around a process cell (an experiment's ``inject: {cpu_quota: Q}``,
-plugins/plugin_utils/inject.py): a cgroup of its own per cell.
+plugins/plugin_utils/experiment/inject.py): a cgroup of its own per cell.
 
 platbench creates the cell's cgroup in the host's ``cpu`` controller hierarchy before the cell, named after the cell
 (``platbench-cell-`` and the 12 hex digits of the cell's instance name), with a CFS quota of Q x the cell's CPUs x

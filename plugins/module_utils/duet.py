@@ -1,6 +1,6 @@
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
-"""Both sides of a duet pair (plugins/plugin_utils/schedule.py, schedule: duet) started at the same moment on the
+"""Both sides of a duet pair (plugin_utils/experiment/schedule.py, schedule: duet) started at the same moment on the
 runner host, each waited for, each stopped at the pair's timeout: the work of the platbench.lab.duet_run module.
 
 A side is a process cell's shell line (its plan's ``process.command``, which enters the cell's CPU quota cgroup

@@ -46,7 +46,7 @@ NETWORK = ipaddress.ip_network("198.18.0.0/15")
 TAP_PREFIX = 30
 # Every tap a cell makes (guest_network), and nothing else: what teardown removes of a stopped cell's network.
 TAP_NAME = re.compile(r"^pbfc[0-9a-f]{8}$")
-# The jailer ids of the cells' micro-VMs: their guest names, plugin_utils/cellplan.py's NAME_PREFIX and a hash (a
+# The jailer ids of the cells' micro-VMs: their guest names, plugin_utils/cells/cellplan.py's NAME_PREFIX and a hash (a
 # cell's instance adds -<i>). Teardown stops the Firecracker processes and removes the cgroups of these ids only.
 CELL_VM_ID = re.compile(r"^platbench-[0-9a-f]+(-[0-9]+)?$")
 # Paths inside the jail (the jailer chroots Firecracker into <base>/firecracker/<id>/root).

@@ -32,7 +32,7 @@ and ``NETNS_NAME`` match exactly what some cell left, and nothing else. Interfac
 (15 characters).
 
 Addresses come from 198.18.0.0/15 (RFC 2544's benchmarking range), a /24 per cell derived from its key, as
-plugins/plugin_utils/peer.py gives micro_net's Docker networks. 198.18.0.0/24 is never allocated: it is left
+plugins/plugin_utils/cells/peer.py gives micro_net's Docker networks. 198.18.0.0/24 is never allocated: it is left
 to tests and hand-made set-ups, which may name it as an explicit ``subnet``.
 """
 

@@ -66,9 +66,9 @@ GPU_VIEWS = ("host", "own", "passthrough", "scheduled", "none")
 # How `pin` gives the scenario its CPUs (vcpu_affinity: each vCPU thread's sched_setaffinity, in a jailer cpuset).
 PINNINGS = ("taskset", "cpuset", "vcpupin", "cpu_manager", "flavor", "vcpu_affinity", "lxc_cgroup")
 # Where micro_net's network peer runs, on platforms that can host one: a second process on the loopback,
-# or a second container on a bridge network of the cell's own (plugins/plugin_utils/peer.py).
+# or a second container on a bridge network of the cell's own (plugins/plugin_utils/cells/peer.py).
 PEERS = ("loopback", "bridge")
-# What a cloud instance is, for the plan that provisions it (plugins/plugin_utils/openstack_plan.py).
+# What a cloud instance is, for the plan that provisions it (plugins/plugin_utils/openstack/openstack_plan.py).
 INSTANCES = ("baremetal_node", "server", "coe_cluster")
 # The inventory group every cloud instance whose workload runs as a venv process joins (besides its
 # platform's group), so that one play installs the workload environment on all of them.

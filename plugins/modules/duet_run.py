@@ -11,7 +11,7 @@ module: duet_run
 short_description: Run both sides of a duet pair at the same time and wait for both
 description:
   - Starts every side of O(sides) before waiting for any, so that the two cells of a duet pair (an experiment's
-    C(schedule) V(duet), C(plugins/plugin_utils/schedule.py)) run at the same time on their disjoint CPU sets, then
+    C(schedule) V(duet), C(plugin_utils/experiment/schedule.py)) run at the same time on their disjoint CPU sets, then
     waits for each, and stops a side still running after O(timeout) seconds (its process group, and its container
     through the engine).
   - A side is a process cell's shell line (its plan's C(process.command), run by C(/bin/sh)), or a container the

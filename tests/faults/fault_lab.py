@@ -233,7 +233,7 @@ def assert_nothing_left(before, campaign, grace=10):
 
 def samples_of(campaign_dir):
     """The campaign's samples as every reader of the file reads them (lines a crash cut short are skipped)."""
-    from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
+    from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import read_samples
 
     path = Path(campaign_dir) / "samples.jsonl"
     return read_samples(path) if path.exists() else []

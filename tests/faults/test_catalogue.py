@@ -285,7 +285,7 @@ def fill(path):
 
 
 def test_a_full_results_file_system_stops_the_campaign_whole_and_the_rerun_completes(clean_host, tmp_path):
-    from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+    from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 
     campaign, results = "fault-full", tmp_path / "results"
     argv = campaign_argv(campaign, BUSY_STEPS)

@@ -11,9 +11,10 @@ import threading
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import duet
-from ansible_collections.platbench.lab.plugins.plugin_utils import duet_pair, placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import OK, cell_outcome
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import duet_pair
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import FIXED_ENV, THREAD_ENV
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.outcome import OK, cell_outcome
 
 from tests import skips
 from workloads.common.record import RECORD_FILE_ENV, RESULT_PREFIX, metric_value, parse_result_lines

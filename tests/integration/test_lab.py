@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils import harness_marks
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import harness_marks
 from playbook_run import REPO, read_samples, run_lab_playbook, workload_processes
 
 from tests import skips
@@ -181,7 +181,7 @@ def test_run_json_and_report(smoke):
     assert report.startswith("Answer: throughput, each platform against bm (95% interval, "), report
     answers = [line for line in report.splitlines() if line.startswith("cn/bm throughput (")]
     # The campaign ran through ansible-playbook itself, not `platbench run`: nothing placed the harness, and every
-    # answer line says so (plugins/plugin_utils/harness_marks.py).
+    # answer line says so (plugins/plugin_utils/records/harness_marks.py).
     not_quiet = f"; harness not isolated: {harness_marks.NOT_THROUGH_PLATBENCH}"
     assert len(answers) == 4 and all(
         line.endswith(f"undecided: no interval (fewer than 2 rounds on a side){not_quiet}") for line in answers

@@ -17,7 +17,8 @@ from playbook_run import run_playbook
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan, sizing  # noqa: E402
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import sizing  # noqa: E402
+from ansible_collections.platbench.lab.plugins.plugin_utils.openstack import openstack_plan  # noqa: E402
 
 pytestmark = pytest.mark.openstack
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import cellplan, sizing
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import OPTIONS
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cellplan, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS_FILE = REPO / "roles/platform_run/defaults/main.yml"

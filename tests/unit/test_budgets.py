@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import load_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 
 from platbench import budgets, cli, report, run
 from platbench.report.context import ReportContext

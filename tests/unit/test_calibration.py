@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 from round_samples import throughput_sample
 from scipy import stats
 

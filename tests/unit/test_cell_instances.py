@@ -9,10 +9,10 @@ import textwrap
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import load_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import cell_outcome
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.outcome import cell_outcome
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 EIGHT_CPUS = {

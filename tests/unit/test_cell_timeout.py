@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.process import shell_command
 
 

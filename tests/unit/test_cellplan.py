@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.platbench.lab.plugins.filter.cells import cell_plan as cell_plan_filter
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota, platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import (
     CellPlanError,
     choose_cpus,
     dataset_dir,

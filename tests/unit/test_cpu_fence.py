@@ -10,14 +10,14 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence
 from ansible_collections.platbench.lab.plugins.modules import cpu_fence as module
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.runplan import plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
     ExperimentError,
     load_experiment,
     validate_experiment,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 

@@ -10,8 +10,8 @@ import statistics
 from pathlib import Path
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils import plan_file
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import plan_file
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 from round_samples import throughput_sample
 
 from platbench import budgets, cli, decide, run

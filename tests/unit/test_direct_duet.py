@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_plan import plan_experiment
 from plan_options import cell_plan, plan_options
 
 from platbench import direct_duet

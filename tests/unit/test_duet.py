@@ -22,14 +22,16 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.platbench.lab.plugins.module_utils import duet as duet_run
 from ansible_collections.platbench.lab.plugins.modules import duet_run as duet_run_module
-from ansible_collections.platbench.lab.plugins.plugin_utils import duet_pair, placements, schedule
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, duet_cpus
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import cell_outcome
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
-from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, duet_problems, run_units
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import duet_pair
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError, duet_cpus
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.runplan import cells_to_run, duet_problems, run_units
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import schedule
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_plan import plan_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.outcome import cell_outcome
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 from plan_options import cell_plan, plan_options
 from record_cell_run import record_line
 from round_samples import throughput_sample

@@ -17,9 +17,9 @@ from ansible_collections.platbench.lab.plugins.filter.architectures import (
     wheel_platforms,
     wheelhouse_download_problem,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import load_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.identities import wheelhouse_name
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab.identities import wheelhouse_name
 from playbook_run import REPO, run_playbook
 
 EDGE_INVENTORY = REPO / "inventories/examples/edge-arm64"

@@ -12,15 +12,15 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
 from ansible_collections.platbench.lab.plugins.filter.experiments import workload_argv
 from ansible_collections.platbench.lab.plugins.module_utils import workload_needs
-from ansible_collections.platbench.lab.plugins.plugin_utils import sizing
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
     ExperimentError,
     available_experiments,
     load_experiment,
     workloads_of,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset, expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import check_experiment_params
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import emulated_subset, expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.params_check import check_experiment_params
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 

@@ -1,7 +1,7 @@
 """A failed cell's error names its cause: failed task results, shaped as the real modules return them."""
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils.failures import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.failures import (
     describe_failure,
     exit_code,
     failure_output,

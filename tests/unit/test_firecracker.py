@@ -11,7 +11,7 @@ import lzma
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import firecracker
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 from test_cellplan import ONE_NODE, make_cell
 

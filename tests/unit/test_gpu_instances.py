@@ -10,11 +10,14 @@ import types
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import platforms as registry
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import several
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.runplan import plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+    ExperimentError,
+    validate_experiment,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 FIRST, SECOND, THIRD, FOURTH = "0000:1a:00.0", "0000:3b:00.0", "0000:5e:00.0", "0000:af:00.0"
@@ -81,11 +84,11 @@ def expected(*bus_ids):
 def test_the_instances_gpus_default_to_disjoint_and_the_cell_takes_a_gpu_per_instance():
     entry = cell("bm")
     assert entry["instances"]["gpus"] == "disjoint"
-    assert instances.gpus_needed(entry, 1) == 2 and instances.gpus_needed(entry, 2) == 4
+    assert several.gpus_needed(entry, 1) == 2 and several.gpus_needed(entry, 2) == 4
     shared = cell("bm", instances={"count": 3, "gpus": "shared"})
-    assert instances.gpus_needed(shared, 2) == 2
-    assert instances.split_gpus([FIRST, SECOND, THIRD, FOURTH], 2, "disjoint") == [[FIRST, SECOND], [THIRD, FOURTH]]
-    assert instances.split_gpus([FIRST], 2, "shared") == [[FIRST], [FIRST]]
+    assert several.gpus_needed(shared, 2) == 2
+    assert several.split_gpus([FIRST, SECOND, THIRD, FOURTH], 2, "disjoint") == [[FIRST, SECOND], [THIRD, FOURTH]]
+    assert several.split_gpus([FIRST], 2, "shared") == [[FIRST], [FIRST]]
 
 
 def test_an_unknown_gpu_sharing_is_refused_with_the_allowed_values():

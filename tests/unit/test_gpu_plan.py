@@ -13,10 +13,10 @@ from ansible_collections.platbench.lab.plugins.filter import cells as cell_filte
 from ansible_collections.platbench.lab.plugins.filter import gpus as filters
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
 from ansible_collections.platbench.lab.plugins.modules.host_facts import slot_functions
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.gpus import assignment_problems, cuda_indexes
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab.gpus import assignment_problems, cuda_indexes
 from plan_options import cell_plan, plan_options
 
 HOST_GPU, GUEST_GPU = "0000:3b:00.0", "0000:af:00.0"

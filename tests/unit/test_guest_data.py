@@ -14,7 +14,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.platbench.lab.plugins.module_utils import data_disk, platforms
 from ansible_collections.platbench.lab.plugins.modules import data_disk as module
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, dataset_dir
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError, dataset_dir
 from plan_options import cell_plan, plan_options
 
 GUEST_DIR = "/opt/platbench/data"

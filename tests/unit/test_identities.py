@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from ansible_collections.platbench.lab.plugins.plugin_utils.identities import base_image_tag, wheelhouse_name
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab.identities import base_image_tag, wheelhouse_name
 from playbook_run import REPO
 
 SETTINGS = yaml.safe_load((REPO / "inventories/local/group_vars/all.yml").read_text())

@@ -1,12 +1,15 @@
-"""The known overhead injected into a platform's cells (plugins/plugin_utils/inject.py): the field's refusals, each
+"""The known overhead injected into a platform's cells (plugin_utils/experiment/inject.py): the field's refusals, each
 naming it; the dimension's labels and cell ids; the platforms that cannot take it; the injected rows compared with
 the same rows without injection."""
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils import inject
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import inject
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+    ExperimentError,
+    validate_experiment,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 from round_samples import throughput_sample
 
 from platbench.report.load import load_samples

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, instance_name
-from ansible_collections.platbench.lab.plugins.plugin_utils.leftovers import leftover_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError, instance_name
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.leftovers import leftover_problems
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 V1 = {"version": "v1", "directory": "/sys/fs/cgroup/cpu"}

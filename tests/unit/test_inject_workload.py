@@ -1,4 +1,4 @@
-"""The overheads the workload injects itself (plugins/plugin_utils/inject.py). The spin (``inject: {spin: S}``): its
+"""The overheads the workload injects itself (plugin_utils/experiment/inject.py). The spin (``inject: {spin: S}``): its
 arithmetic on a fake clock, the share of the timed part it takes in a loop of real steps. The discard
 (``inject: {discard: D}``): how many timed steps it leaves out, a loop whose throughput is exactly the kept share of
 the same steps', the distributed aggregate. For both: the refusal of a bad value, and a real cnn_train run that reads

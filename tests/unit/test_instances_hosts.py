@@ -17,11 +17,14 @@ import pytest
 from ansible_collections.platbench.lab.plugins.filter.runners import runner_ssh_checks as ssh_checks_filter
 from ansible_collections.platbench.lab.plugins.module_utils import remote_instance
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.runplan import cells_to_run, plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+    ExperimentError,
+    validate_experiment,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_hosts
-from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 from platbench.campaign import EXIT_OK, RECORD_ACTION, Campaign

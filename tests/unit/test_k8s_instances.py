@@ -15,12 +15,12 @@ import kubernetes_validate
 import pytest
 from ansible_collections.platbench.lab.plugins.filter.kubernetes import k8s_pods_started
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import load_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.k8s_job import label_value, qos_class
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.runplan import plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import load_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.kubernetes.job_spec import label_value, qos_class
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_k8s
-from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 from unreachable_cluster import TOKEN, place_on_unreachable_cluster, unreachable_kubeconfig
 

@@ -10,8 +10,8 @@ import kubernetes_validate
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.filter.kubernetes import k8s_job_outcome as outcome_filter
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
-from ansible_collections.platbench.lab.plugins.plugin_utils.k8s_job import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError
+from ansible_collections.platbench.lab.plugins.plugin_utils.kubernetes.job_spec import (
     K8sJobError,
     job_outcome,
     label_value,

@@ -12,9 +12,9 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
 from ansible_collections.platbench.lab.plugins.modules import platform_status as module
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.runplan import plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
 from plan_options import cell_plan, plan_options
 from unreachable_cluster import place_on_unreachable_cluster
 

@@ -10,8 +10,8 @@ from ansible.inventory.host import Host
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.task import Task
 from ansible.plugins.loader import callback_loader
-from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import SERIES_MIN_ITEMS
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import cell_folder, write_cell_files
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.outcome import SERIES_MIN_ITEMS
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import cell_folder, write_cell_files
 from record_cell_run import record_cell, record_line
 
 from workloads.common.record import KEPT_FILES_CHARS, RecordError, emit_record, metric, parse_result_lines

@@ -322,7 +322,7 @@ def cycles(graph):
 
 def test_plugins_and_platbench_import_no_cycle():
     graph = import_graph(REPO)
-    assert len(graph) > 100 and "plugins.plugin_utils.cellplan" in graph
+    assert len(graph) > 100 and "plugins.plugin_utils.cells.cellplan" in graph
     assert cycles(graph) == []
 
 

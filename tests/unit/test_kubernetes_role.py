@@ -21,7 +21,7 @@ from playbook_run import ENV, run_playbook
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import kubernetes_config as kc  # noqa: E402
+from ansible_collections.platbench.lab.plugins.plugin_utils.kubernetes import kubernetes_config as kc  # noqa: E402
 
 SCHEMAS = REPO / "tests/unit/data/kubernetes/schemas"
 KUBERNETES_SCHEMA_VERSION = "1.33.0"

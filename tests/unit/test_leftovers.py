@@ -1,10 +1,10 @@
-"""What an earlier run left on a runner host, named by the precheck (plugins/plugin_utils/leftovers.py): the
+"""What an earlier run left on a runner host, named by the precheck (plugins/plugin_utils/cells/leftovers.py): the
 results of network_path and cpu_fence in check mode and pgrep's lines, as the precheck registers them."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.filter import cells as filters
-from ansible_collections.platbench.lab.plugins.plugin_utils.leftovers import leftover_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.leftovers import leftover_problems
 
 PATHS = {
     "changed": True,

@@ -2,13 +2,13 @@ import textwrap
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils.platforms import LABELS
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
     ExperimentError,
     available_experiments,
     load_experiment,
     validate_experiment,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import (
     cores_needed,
     emulated_subset,
     expand,

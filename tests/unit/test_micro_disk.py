@@ -369,14 +369,22 @@ def failed_run(capsys, *argv):
     return record
 
 
-def test_a_dir_that_cannot_be_created_fails_before_anything_is_written(in_process, capsys):
+@pytest.fixture
+def tools_found(monkeypatch):
+    """dd and ioping found on PATH whether this host has them or not: the tests that use it check --dir and a failed
+    run's cleanup, which come after the tools are found (a fresh host runs the unit tests before site.yml installs
+    ioping)."""
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+
+
+def test_a_dir_that_cannot_be_created_fails_before_anything_is_written(in_process, tools_found, capsys):
     record = failed_run(capsys, "--dir", "/proc/platbench-disk/d")
     assert record["error"].startswith("--dir /proc/platbench-disk/d cannot be created")
     assert "give --dir a directory on the platform's own disk that this user may write" in record["error"]
     assert record["metadata"]["tool_versions"].keys() == {"dd", "ioping"}
 
 
-def test_a_dir_that_is_a_file_fails(in_process, capsys, tmp_path):
+def test_a_dir_that_is_a_file_fails(in_process, tools_found, capsys, tmp_path):
     (tmp_path / "f").write_text("")
     assert "exists and is not a directory" in failed_run(capsys, "--dir", tmp_path / "f")["error"]
 
@@ -399,7 +407,7 @@ def test_a_missing_tool_names_its_package_and_the_role(in_process, capsys, monke
     assert not (tmp_path / "d").exists()
 
 
-def test_a_tool_failing_midway_removes_its_files(in_process, capsys, monkeypatch, tmp_path):
+def test_a_tool_failing_midway_removes_its_files(in_process, tools_found, capsys, monkeypatch, tmp_path):
     def full_disk(argv, timeout, **kw):
         Path(argv[2].removeprefix("of=")).write_bytes(b"\0" * 4096)
         raise WorkloadFailed("dd exited with 1: dd: error writing: No space left on device")

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils import tool_checks
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import tool_checks
 
 from workloads.common import tools
 from workloads.common.harness import WorkloadFailed

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.platbench.lab.plugins.action.host_facts import gpu_facts
-from ansible_collections.platbench.lab.plugins.plugin_utils import nvidia_driver
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab import nvidia_driver
 from playbook_run import run_playbook
 
 from tests import skips

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.filter import kolla as kolla_filters
-from ansible_collections.platbench.lab.plugins.plugin_utils import kolla
+from ansible_collections.platbench.lab.plugins.plugin_utils.openstack import kolla
 from playbook_run import ENV, REPO, run_playbook
 
 INVENTORY = REPO / "inventories/examples/lin2018-openstack"

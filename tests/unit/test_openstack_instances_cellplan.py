@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.openstack import openstack_plan
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 # The runner: 2 CPUs and no GPU; the cells ask for more, which their flavors give on the cloud.

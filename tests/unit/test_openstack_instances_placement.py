@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.openstack import openstack_plan
 
 CAMPAIGN = "placement1"
 LABELS = {

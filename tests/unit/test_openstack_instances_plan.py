@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan as op
+from ansible_collections.platbench.lab.plugins.plugin_utils.openstack import openstack_plan as op
 
 
 def cell(platform, scaleup=1, cpu_config="vnl", processor="cpu", repeat=0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.openstack import openstack_plan
 from playbook_run import run_playbook
 
 PLAYBOOK = {

@@ -9,8 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+    ExperimentError,
+    validate_experiment,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.params_check import (
     DATA_DIR_PLACEHOLDER,
     available_generators,
     available_workloads,
@@ -247,7 +250,7 @@ def test_checked_params_raises_one_error_naming_the_file(fake):
 
 def test_the_shared_argv_rule_builds_what_placement_builds():
     from ansible_collections.platbench.lab.plugins.filter.experiments import workload_argv as filter_argv
-    from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
+    from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.workload_args import (
         WorkloadArgsError,
         key_of,
         workload_argv,

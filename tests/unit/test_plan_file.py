@@ -12,10 +12,10 @@ import pytest
 from ansible.errors import AnsibleLookupError
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
-from ansible_collections.platbench.lab.plugins.plugin_utils import plan_file
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import plan_file
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_plan import plan_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import ExperimentError
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 
 from platbench import run
 

@@ -27,7 +27,7 @@ NOT_A_PLATFORM = {
     ("roles/openstack_deploy/", "ironic"),
     ("roles/openstack_deploy/", "nova"),
     ("roles/openstack_deploy/", "magnum"),
-    ("plugins/plugin_utils/kolla.py", "ironic"),
+    ("plugins/plugin_utils/openstack/kolla.py", "ironic"),
 }
 # YAML keys whose values are prose for people.
 PROSE_KEYS = {"description", "short_description", "msg", "fail_msg", "success_msg", "name", "label", "summary"}

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import yaml
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import OPTIONAL, OPTIONS
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import OPTIONAL, OPTIONS
 
 ROLE = Path(__file__).resolve().parents[2] / "roles/platform_run"
 DEFAULTS = yaml.safe_load((ROLE / "defaults/main.yml").read_text())

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import experiment_spec, placements
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import experiment_spec
 from plan_options import cell_plan, plan_options
 from unbuilt import REASON, make_unbuilt
 

@@ -11,9 +11,12 @@ import subprocess
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, instance_name
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError, instance_name
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+    ExperimentError,
+    validate_experiment,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.process import shell_command
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 

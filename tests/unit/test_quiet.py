@@ -1,5 +1,5 @@
 """The quiet instrument's placement of the harness (plugins/module_utils/quiet.py, platbench/quiet.py), the CPU time
-it counts, and the marks a cell's record gets (plugins/plugin_utils/harness_marks.py), on fake cgroup trees."""
+it counts, and the marks a cell's record gets (plugins/plugin_utils/records/harness_marks.py), on fake cgroup trees."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import quiet
-from ansible_collections.platbench.lab.plugins.plugin_utils import harness_marks
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import harness_marks
 
 
 def _tree(root, files):

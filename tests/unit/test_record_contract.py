@@ -8,7 +8,7 @@ import math
 import os
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils import records as controller
+from ansible_collections.platbench.lab.plugins.plugin_utils.records import records as controller
 from ansible_collections.platbench.lab.workloads.common import record as collection_record
 
 from workloads.common import record as producer

@@ -2,8 +2,8 @@ import json
 import os
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils.outcome import OK, SKIPPED, cell_outcome
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.outcome import OK, SKIPPED, cell_outcome
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import (
     RESULT_PREFIX,
     SKIPPED_METRIC,
     RecordError,

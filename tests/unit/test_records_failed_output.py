@@ -12,7 +12,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.task import Task
 from ansible.plugins.loader import callback_loader
 from ansible_collections.platbench.lab.plugins.action.record_cell import MAX_OUTPUT_CHARS
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import (
     TAIL_CHARS,
     cell_folder,
     failed_output_path,

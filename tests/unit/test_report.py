@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 
 from platbench import cli, report
 from platbench.report.context import ReportContext

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 from test_report import cell
 
 from platbench import cli

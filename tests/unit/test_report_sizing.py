@@ -1,11 +1,11 @@
 """The report's CHR and NUMA columns and chr.png (platbench/report/sizing_columns.py), over a campaign whose cells carry
-the sizing labels cells_to_run gives them (plugins/plugin_utils/sizing.py)."""
+the sizing labels cells_to_run gives them (plugins/plugin_utils/cells/sizing.py)."""
 
 from __future__ import annotations
 
 import csv
 
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 from test_report import sample as report_sample
 
 from platbench import report

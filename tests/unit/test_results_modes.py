@@ -1,6 +1,6 @@
 """Results directories and files follow the invoking user's umask and are never writable by others: what the results
 callback writes of a campaign (samples, run.json, kept files) and what `platbench report` adds
-(plugins/plugin_utils/file_modes.py)."""
+(plugins/plugin_utils/records/file_modes.py)."""
 
 import os
 import stat
@@ -12,8 +12,11 @@ from ansible.inventory.host import Host
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.task import Task
 from ansible.plugins.loader import callback_loader
-from ansible_collections.platbench.lab.plugins.plugin_utils.file_modes import no_world_write, world_writable
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import cell_folder
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.file_modes import (
+    no_world_write,
+    world_writable,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import cell_folder
 from record_cell_run import record_cell
 
 from platbench import cli

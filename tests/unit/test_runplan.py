@@ -8,10 +8,10 @@ import pytest
 from ansible_collections.platbench.lab.plugins.filter.cells import cells_to_run as cells_to_run_filter
 from ansible_collections.platbench.lab.plugins.filter.experiments import done_cells as done_cells_filter
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples, done_cells
-from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.runplan import cells_to_run, plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import validate_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples, done_cells
 from unbuilt import make_unbuilt
 
 FACTS = {

@@ -1,17 +1,17 @@
-"""A scenario is one value (plugins/plugin_utils/scenario.py): one string form, one parser, and whether its CPUs are
+"""A scenario is one value (plugin_utils/experiment/scenario.py): one string form, one parser, and whether its CPUs are
 pinned asked of it, never compared where it is used."""
 
 import ast
 from pathlib import Path
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils import scenario
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import scenario
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
     available_experiments,
     load_experiment,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import Scenario, ScenarioError
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import Scenario, ScenarioError
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"

@@ -6,11 +6,14 @@ import math
 from pathlib import Path
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils import schedule
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_plan import plan_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import schedule
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_plan import plan_experiment
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+    ExperimentError,
+    validate_experiment,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 from round_samples import throughput_sample
 from scipy import stats
 

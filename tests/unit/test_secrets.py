@@ -26,7 +26,8 @@ import stat
 from pathlib import Path
 
 import yaml
-from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.openstack import openstack_plan
 from playbook_run import ANSIBLE_ENV, run_playbook
 
 CAMPAIGN = "secrets1"

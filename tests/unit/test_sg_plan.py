@@ -13,7 +13,7 @@ from ansible_collections.platbench.lab.plugins.filter import apptainer as filter
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status
 from ansible_collections.platbench.lab.plugins.modules import platform_status as module
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError
 from plan_options import cell_plan, plan_options
 
 IMAGE = "sha256:" + "cd" * 32

@@ -1,4 +1,4 @@
-"""Sizing a cell on its runner host (plugins/plugin_utils/sizing.py): relative scale-ups, CHR, NUMA spill-over and
+"""Sizing a cell on its runner host (plugins/plugin_utils/cells/sizing.py): relative scale-ups, CHR, NUMA spill-over and
 the guests' NUMA layout, over injected two- and four-node topologies."""
 
 from __future__ import annotations
@@ -7,12 +7,15 @@ import guest_domain
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.filter.cells import cells_to_run as cells_to_run_filter
-from ansible_collections.platbench.lab.plugins.plugin_utils import sizing
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, choose_cpus
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import cell_plan as real_cell_plan
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.runplan import cells_to_run, plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError, choose_cpus
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import cell_plan as real_cell_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.runplan import cells_to_run, plan_problems
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+    ExperimentError,
+    validate_experiment,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 # Two sockets of 8 cores each, numbered in blocks.

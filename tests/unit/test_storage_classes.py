@@ -9,9 +9,12 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.platbench.lab.plugins.module_utils import storage
 from ansible_collections.platbench.lab.plugins.modules import storage_classes as module
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, dataset_dir
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError, dataset_dir
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+    ExperimentError,
+    validate_experiment,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
 MOUNTINFO = """\

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import read_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import read_samples
 from pandas.testing import assert_frame_equal
 
 from platbench import cli, history, indexing, store

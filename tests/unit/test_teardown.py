@@ -1,5 +1,5 @@
 """Teardown per kind: every kind of the registry declares its teardown and playbooks/teardown.yml runs each one
-(plugins/plugin_utils/teardown.py), and the micro-VM part removes what a stopped micro-VM cell left.
+(plugins/plugin_utils/cells/teardown.py), and the micro-VM part removes what a stopped micro-VM cell left.
 
 Firecracker cannot run here (no KVM): the micro-VM test fakes what a stopped cell leaves - a process named
 firecracker started with the jailer's --id, its jail with the pid file, a jail whose Firecracker has ended, an orphan
@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, firecracker
-from ansible_collections.platbench.lab.plugins.plugin_utils import cellplan, placements, teardown
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cellplan, teardown
 
 from tests import skips
 

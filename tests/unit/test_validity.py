@@ -4,7 +4,7 @@ import csv
 import math
 
 import pytest
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import append_samples
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 
 from platbench import report, validity
 

@@ -1,6 +1,6 @@
 """A workload run with exactly the environment the cell plan gives: a CPU cell sees no GPU and says so.
 
-The variables are the ones plugins/plugin_utils/cellplan.py computes for a cell: a CPU cell
+The variables are the ones plugins/plugin_utils/cells/cellplan.py computes for a cell: a CPU cell
 hides every GPU (CUDA_VISIBLE_DEVICES="", NVIDIA_VISIBLE_DEVICES=void for the container runtime) and
 plans none (PLATBENCH_EXPECTED_GPUS). On a GPU host the same run proves the frameworks obey it.
 """

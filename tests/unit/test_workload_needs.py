@@ -3,8 +3,11 @@
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import workload_needs
 from ansible_collections.platbench.lab.plugins.module_utils.workload_needs import NEEDS, Needs, needs_of, tools_for
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, validate_experiment
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import dropped_cells, expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+    ExperimentError,
+    validate_experiment,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import dropped_cells, expand
 
 
 def micro(**changes):

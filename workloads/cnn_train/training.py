@@ -44,8 +44,8 @@ class Calibration(NamedTuple):
     target_seconds: float
 
 
-# An injected known overhead (the experiment's inject: {discard: D} or {spin: S}, plugins/plugin_utils/inject.py): the
-# plan puts the fraction in the workload's environment; the workload cannot import the collection (it runs in guests
+# An injected known overhead (the experiment's inject: {discard: D} or {spin: S}, plugin_utils/experiment/inject.py):
+# the plan puts the fraction in the workload's environment; the workload cannot import the collection (it runs in guests
 # and images without it).
 DISCARD_ENV = "PLATBENCH_INJECT_DISCARD"
 SPIN_ENV = "PLATBENCH_INJECT_SPIN"

@@ -1,10 +1,10 @@
 """The result record: one `PLATBENCH_RESULT <json>` line on stdout per run.
 
 This module owns the format on both sides: workloads print records with ``emit_record``,
-the controller (plugins/plugin_utils/records.py, the callback) and the tests read them with
+the controller (plugins/plugin_utils/records/records.py, the callback) and the tests read them with
 ``parse_result_lines``. Stdlib only and cheap to import: the collection imports it too.
 
-Where the plan sets ``PLATBENCH_RECORD_FILE`` (a duet pair's sides, plugins/plugin_utils/cellplan.py), the line
+Where the plan sets ``PLATBENCH_RECORD_FILE`` (a duet pair's sides, plugins/plugin_utils/cells/cellplan.py), the line
 also goes to that file, whole or not at all, so that a stream that loses it on its way out (``docker start
 --attach``) does not lose the cell: the controller reads the file where the stream holds no valid record.
 """
@@ -25,7 +25,7 @@ STATUSES = ("ok", "failed", "skipped")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 _QUOTE_CHARS = 200
 # Files a run keeps beside the campaign's samples (a tool's own logs): ``files`` maps a plain file name to its
-# text. The controller writes them per cell (plugins/plugin_utils/records.py, write_cell_files). They travel in
+# text. The controller writes them per cell (plugins/plugin_utils/records/records.py, write_cell_files). They travel in
 # the record line, which the controller reads from the last 200,000 characters of the output: at most this many.
 KEPT_FILES_CHARS = 120_000
 KEPT_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

@@ -11,7 +11,7 @@ whole machine; GPUs are counted, the flavor's PCI alias chooses them.
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import openstack_plan
+from ansible_collections.platbench.lab.plugins.plugin_utils.openstack import openstack_plan
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import k8s_job, process
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind
 

@@ -8,8 +8,8 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import inject
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import inject
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab import gpus as gpu_pools
 
 # Every thread pool the frameworks start gets the scenario's core count.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
@@ -150,7 +150,7 @@ class Placing:
     @property
     def injected_quota(self):
         """The fraction of its CPUs' time an injected overhead leaves the cell (its ``inject`` label, ``cpu_quota``:
-        plugins/plugin_utils/inject.py), or None for a cell without one."""
+        plugins/plugin_utils/experiment/inject.py), or None for a cell without one."""
         try:
             return inject.parse(self.cell["labels"].get(inject.LABEL)).get("cpu_quota")
         except ValueError as exc:

@@ -7,7 +7,7 @@ registry's ``runtime`` names (gVisor's ``runsc``, which the engine must have reg
 ``pin`` = ``--cpuset-cpus``, ``vnl`` = a ``--cpus`` quota; no network (``none``: the instances of a cell with
 several, micro_net's peer among them, join the cell's network path, placements/instances.py); never privileged.
 GPUs: Docker's ``device_requests`` for the NVIDIA runtime, Podman's CDI devices (``nvidia.com/gpu=INDEX``).
-An injected overhead (``inject: {cpu_quota: Q}``, plugins/plugin_utils/inject.py) is the engine's own ``--cpus``
+An injected overhead (``inject: {cpu_quota: Q}``, plugin_utils/experiment/inject.py) is the engine's own ``--cpus``
 quota of Q x the cell's CPUs: beside ``pin``'s ``--cpuset-cpus``, or in place of ``vnl``'s quota of its CPUs.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ansible_collections.platbench.lab.plugins.module_utils import engines, quiet
-from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind, Observed, PlacementError
 
 # The CDI device kind nvidia-ctk generates for each GPU (platbench.lab.podman writes the spec).

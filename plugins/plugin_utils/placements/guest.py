@@ -12,7 +12,7 @@ label at ``data_disk.GUEST_DATA_DIR``: the workload's --data-dir, bound read-onl
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import apptainer, data_disk
-from ansible_collections.platbench.lab.plugins.plugin_utils import sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import container, process
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     GUEST_PREFIX,

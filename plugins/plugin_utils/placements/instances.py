@@ -13,7 +13,7 @@ command again with its own CPUs, GPUs, name and record labels:
   inside (the supervisor runs the client in the foreground; ``rm -f NAME`` is its stop command, since killing
   the client leaves the container running).
 
-A gpu cell's GPUs are split among its instances by ``instances.gpus`` (``instances.split_gpus``); the record's
+A gpu cell's GPUs are split among its instances by ``instances.gpus`` (``several.split_gpus``); the record's
 runtime lists each instance's (``instance_gpus``). Distributed torch ranks on GPUs train with NCCL, which runs
 one rank per GPU: ranks sharing one are refused.
 
@@ -31,12 +31,12 @@ import json
 import time
 
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota, duet, network_path
-from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances, peer
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import peer, several
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import process as process_kind
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError, gpu_env
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.container import CDI_GPU
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import RESULT_PREFIX, SCHEMA_VERSION
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import RESULT_PREFIX, SCHEMA_VERSION
 
 RESULT = "instances"  # the registered result record_cell reads (placements.RESULTS)
 PATH_RESULT = "path"  # network_path_measure's result: the path's throughput, RTT and MTU
@@ -59,12 +59,12 @@ def plan(ctx, plan, spec):
     (``cell["instances"]``): plan["instances"] with the rounds run_instances runs."""
     check_kind(ctx)
     count, sharing = spec["count"], spec["cpus"]
-    cpus = instances.split_cpus(ctx.cpus, count, ctx.threads, sharing) if ctx.pinned else [[]] * count
+    cpus = several.split_cpus(ctx.cpus, count, ctx.threads, sharing) if ctx.pinned else [[]] * count
     names = [f"{ctx.name}-{index}" for index in range(count)]
     build = _process_instance if ctx.declaration.launched else _container_instance
     roles = spec["roles"]
     gpu_sharing = spec.get("gpus", "disjoint")
-    gpus = instances.split_gpus(ctx.gpus, count, gpu_sharing)
+    gpus = several.split_gpus(ctx.gpus, count, gpu_sharing)
     members = [
         {
             "name": names[index],
@@ -82,12 +82,12 @@ def plan(ctx, plan, spec):
     if "peer" in spec:
         rounds, settle = _peer_rounds(ctx, plan, build, members, network, spec), PEER_SETTLE_SECONDS
     elif ctx.cell["labels"].get("mode") == "shared":
-        rounds, settle = instances.shared_rounds(ctx, plan, build, members, spec["background"])
+        rounds, settle = several.shared_rounds(ctx, plan, build, members, spec["background"])
     else:
         rounds = [[_rank(ctx, plan, build, member, network) for member in members]]
         settle = 0.0
     none = {"path": None, "built": False, "key": ctx.key, "holders": [], "engine": None, "measure": None}
-    plan["instances"] = instances.plan_section(spec, members, rounds, settle, STOP_GRACE_SECONDS, network or none)
+    plan["instances"] = several.plan_section(spec, members, rounds, settle, STOP_GRACE_SECONDS, network or none)
     record_placement(plan, ctx.declaration, spec, members, rounds, network)
     if "peer" in spec:
         plan["runtime"]["peer_address"] = network["members"][1]["address"]
@@ -203,8 +203,8 @@ def _labels_argv(member, extra):
     """The record labels an instance's workload is given; none for a program that writes no record (extra None)."""
     if extra is None:
         return []
-    labels = {instances.ROLE_LABEL: member["role"], instances.INDEX_LABEL: member["index"], **extra}
-    return instances.labels_argv(labels)
+    labels = {several.ROLE_LABEL: member["role"], several.INDEX_LABEL: member["index"], **extra}
+    return several.labels_argv(labels)
 
 
 def _process_instance(ctx, plan, member, argv, extra, background=False, env=None):
@@ -365,7 +365,7 @@ def record_placement(plan, declaration, spec, members, rounds, network=None):
     """``plan`` becomes the instances placement (its kind's section gone), with what each instance was asked."""
     plan["placement"] = "instances"
     process = plan.pop(declaration.name, None) or {}
-    instances.record_runtime(plan, spec, members, rounds, network)
+    several.record_runtime(plan, spec, members, rounds, network)
     uncapped = plan["runtime"].get("uncapped_cgroup")
     if declaration.launched and uncapped:
         # Each instance has a cgroup of its own (_process_place), not the one the single process would have had.

@@ -5,7 +5,7 @@ instance, run side by side by ``platbench.lab.run_instances`` (``roles/platform_
 
 The guest kind plans its one guest first (placements/guest.py: vCPUs, memory, data disk, the inner kind's command
 in the guest); each instance is that guest again, named ``<cell name>-<i>``, its vCPUs pinned to its slice of the
-cell's CPUs (``instances.split_cpus``: its own for ``disjoint``, the cell's for ``shared``), and its command run in
+cell's CPUs (``several.split_cpus``: its own for ``disjoint``, the cell's for ``shared``), and its command run in
 it over SSH from the controller (``ssh -F`` the config platbench.lab.vm writes beside the guest's known_hosts):
 
 - vm: the guest venv's python, its environment and argv as one quoted shell line; stopped with ``pkill`` there;
@@ -30,7 +30,7 @@ import posixpath
 import shlex
 
 from ansible_collections.platbench.lab.plugins.module_utils import guest_path, network_path, path_measure
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import several
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import guest as guest_kind
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances as placed
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import process
@@ -70,7 +70,7 @@ def plan(ctx, plan, spec):
             "run site.yml (platbench.lab.guest_image) on this host"
         )
     count, sharing = spec["count"], spec["cpus"]
-    cpus = instances.split_cpus(ctx.cpus, count, ctx.threads, sharing) if ctx.pinned else [[]] * count
+    cpus = several.split_cpus(ctx.cpus, count, ctx.threads, sharing) if ctx.pinned else [[]] * count
     members = [
         {
             "name": f"{ctx.name}-{index}",
@@ -94,7 +94,7 @@ def plan(ctx, plan, spec):
     ]
     build = _container_instance if guest_kind.INNER[ctx.platform.inner].KIND.engine_run else _process_instance
     if ctx.cell["labels"].get("mode") == "shared":
-        rounds, settle = instances.shared_rounds(ctx, plan, build, members, spec["background"])
+        rounds, settle = several.shared_rounds(ctx, plan, build, members, spec["background"])
     else:
         ranks = [
             build(ctx, plan, member, ctx.argv, {}, env=placed.rank_env(ctx, member["index"], network))
@@ -102,15 +102,13 @@ def plan(ctx, plan, spec):
         ]
         rounds, settle = [ranks], 0.0
     none = {"path": None, "key": ctx.key, "bridge": None, "measure": None}
-    plan["instances"] = instances.plan_section(
-        spec, members, rounds, settle, placed.STOP_GRACE_SECONDS, network or none
-    )
+    plan["instances"] = several.plan_section(spec, members, rounds, settle, placed.STOP_GRACE_SECONDS, network or none)
     plan["guests"] = guests
     plan["placement"] = PLACEMENT
     plan.pop("guest")
     plan["runtime"].pop("guest_domain", None)
     plan["runtime"]["guest_domains"] = [member["name"] for member in members]
-    instances.record_runtime(plan, spec, members, rounds, network)
+    several.record_runtime(plan, spec, members, rounds, network)
 
 
 def _path(ctx, spec, members):
@@ -177,7 +175,7 @@ def _guest(guest, member, path, numa):
 
 
 def _labels(member, extra):
-    return {instances.ROLE_LABEL: member["role"], instances.INDEX_LABEL: member["index"], **extra}
+    return {several.ROLE_LABEL: member["role"], several.INDEX_LABEL: member["index"], **extra}
 
 
 def _process_instance(ctx, plan, member, argv, extra, background=False, env=None):
@@ -187,7 +185,7 @@ def _process_instance(ctx, plan, member, argv, extra, background=False, env=None
         {
             "chdir": inside["chdir"],
             "env": {**inside["env"], **(env or {})},
-            "argv": [f"{GUEST_PREFIX}/venv/bin/python", *argv, *instances.labels_argv(_labels(member, extra))],
+            "argv": [f"{GUEST_PREFIX}/venv/bin/python", *argv, *several.labels_argv(_labels(member, extra))],
         }
     )
     return {

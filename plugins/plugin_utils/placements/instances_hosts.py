@@ -29,10 +29,10 @@ a gpu cell spread over hosts is refused before any cell.
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import network_path, platforms, remote_instance
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import several, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import is_pinned
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances as placing
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import PlacementError
-from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
 
 RUNNERS_GROUP = "platbench_runners"
 ADDRESS_VARIABLE = "platbench_underlay_address"
@@ -152,7 +152,7 @@ def _cpus(ctx, runner, count, sharing, home):
     if not ctx.pinned:
         return [[]] * count
     if home:
-        return instances.split_cpus(ctx.cpus, count, ctx.threads, sharing)
+        return several.split_cpus(ctx.cpus, count, ctx.threads, sharing)
     facts = runner["facts"]
     wanted = ctx.threads if sharing == "shared" else ctx.threads * count
     try:
@@ -163,7 +163,7 @@ def _cpus(ctx, runner, count, sharing, home):
         raise PlacementError(
             f"{ctx.where}: on runner host {runner['name']}, {count} pinned instance(s) x scale-up {ctx.threads}: {exc}"
         ) from None
-    return instances.split_cpus(cpus, count, ctx.threads, sharing)
+    return several.split_cpus(cpus, count, ctx.threads, sharing)
 
 
 def plan(ctx, plan, spec):
@@ -181,7 +181,7 @@ def plan(ctx, plan, spec):
     runners = _members_hosts(ctx, hosts)
     gpu_sharing = spec.get("gpus", "disjoint")
     on_host = [[index for index in range(count) if host_of(index, hosts) == at] for at in range(hosts)]
-    cpus, gpus = [None] * count, instances.split_gpus(ctx.gpus, count, gpu_sharing)
+    cpus, gpus = [None] * count, several.split_gpus(ctx.gpus, count, gpu_sharing)
     for at, indexes in enumerate(on_host):
         for index, chosen in zip(indexes, _cpus(ctx, runners[at], len(indexes), sharing, at == 0), strict=True):
             cpus[index] = chosen

@@ -20,7 +20,7 @@ labels and, on the runner's cluster, the runner's node (a provisioned cluster's 
   seconds, and the foreground's Job again beside it on the same node (the runner's; on a provisioned cluster a
   pod affinity to the background's pod); the background, which must still run then (or the cell fails), is
   deleted once the foreground ended. Each Job's command
-  carries its record labels (``instances.labels_argv``), as the other kinds' instances do.
+  carries its record labels (``several.labels_argv``), as the other kinds' instances do.
 
 The ranks' network path is the cluster's CNI, flannel's VXLAN: ``overlay``. A k8s cell asking for another path is
 refused by the prechecks (``network_problems``, called by runplan) before any cell runs, and again here.
@@ -33,11 +33,11 @@ from __future__ import annotations
 import copy
 import json
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import instances
-from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job as jobs
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import several
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import is_pinned
+from ansible_collections.platbench.lab.plugins.plugin_utils.kubernetes import job_spec as jobs
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Observed, PlacementError
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import RESULT_PREFIX
-from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import RESULT_PREFIX
 
 RESULT = "k8s_instances"  # the registered result record_cell reads (placements.RESULTS)
 RESULTS = {RESULT: "platform_run_k8s_instances"}
@@ -82,11 +82,11 @@ def node_problems(name, label, cells, node):
     cpus, gpus = node.get("allocatable_cpus", 0), node.get("allocatable_gpus", 0)
     placed = [cell for cell in cells if cell.get("instances")]
     pinned = [cell for cell in placed if is_pinned(cell["labels"]) and int(cell["labels"]["scaleup"]) <= cpus]
-    widest = max(pinned, key=instances.cpus_needed, default=None)
-    if widest is not None and instances.cpus_needed(widest) > cpus:
+    widest = max(pinned, key=several.cpus_needed, default=None)
+    if widest is not None and several.cpus_needed(widest) > cpus:
         problems.append(
             f"Experiment '{name}' pins {widest['instances']['count']} pods x scale-up {widest['labels']['scaleup']} "
-            f"= {instances.cpus_needed(widest)} CPUs on {label} (cell {widest['id']}), but node {node['name']} has "
+            f"= {several.cpus_needed(widest)} CPUs on {label} (cell {widest['id']}), but node {node['name']} has "
             f"{cpus} allocatable CPUs: lower 'scaleup' or 'instances.count' in experiments/{name}.yml, or let vnl "
             "pods share the node's CPUs."
         )
@@ -157,7 +157,7 @@ def plan(ctx, plan, spec):
     plan["runtime"].update(
         instances=count,
         instance_cpus=sharing,
-        instance_rounds=instances.describe_rounds(described),
+        instance_rounds=several.describe_rounds(described),
         k8s_jobs=[item["name"] for item in objects if item["kind"] == "Job"],
     )
     if service:
@@ -244,24 +244,20 @@ def _shared_rounds(ctx, single, members, background, node):
     command = ["python", *ctx.argv]
 
     def labelled(member, share=None):
-        extra = {instances.SHARE_LABEL: share} if share else {}
-        return instances.labels_argv(
-            {instances.ROLE_LABEL: member["role"], instances.INDEX_LABEL: member["index"], **extra}
-        )
+        extra = {several.SHARE_LABEL: share} if share else {}
+        return several.labels_argv({several.ROLE_LABEL: member["role"], several.INDEX_LABEL: member["index"], **extra})
 
     def job_for(member, name, argv):
         job = _job_of(single, name, {ROLE_LABEL: member["role"], INSTANCE_LABEL: member["name"]})
         _container(job)["command"] = argv
         return job
 
-    alone = job_for(
-        foreground, f"{foreground['name']}-{instances.ALONE}", command + labelled(foreground, instances.ALONE)
-    )
+    alone = job_for(foreground, f"{foreground['name']}-{several.ALONE}", command + labelled(foreground, several.ALONE))
     beside = job_for(
-        foreground, f"{foreground['name']}-{instances.SHARED}", command + labelled(foreground, instances.SHARED)
+        foreground, f"{foreground['name']}-{several.SHARED}", command + labelled(foreground, several.SHARED)
     )
     noise_job = job_for(
-        noise, noise["name"], ["python", *instances.background_argv(background, ctx.threads)] + labelled(noise)
+        noise, noise["name"], ["python", *several.background_argv(background, ctx.threads)] + labelled(noise)
     )
     if not node:
         # No node to pin both to: the scheduler puts the foreground beside the background's pod.
@@ -339,7 +335,7 @@ def observed(plan, results):
             index = _pod_index(pod) if distributed else 0
             log = logs.get(pod_name) or ""
             if distributed and index is not None:
-                log = _labelled_records(log, {instances.ROLE_LABEL: roles[index], instances.INDEX_LABEL: index})
+                log = _labelled_records(log, {several.ROLE_LABEL: roles[index], several.INDEX_LABEL: index})
             outputs.append(log)
             ran.append(
                 {

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import k8s_job as jobs
+from ansible_collections.platbench.lab.plugins.plugin_utils.kubernetes import job_spec as jobs
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind, Observed, PlacementError
 
 

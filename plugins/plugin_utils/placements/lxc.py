@@ -13,7 +13,7 @@ in as a container bind-mounts them. No GPU is passed in. The command stops itsel
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import lxc
-from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     Kind,
     command_observed,

@@ -7,7 +7,7 @@ Its launcher (the registry's ``launcher``) is the workload environment's python 
 ``taskset`` in front; in a guest the vCPUs are pinned on the host instead, and on an instance its
 flavor or ``taskset`` over its own CPUs does (the machine says which).
 
-An injected overhead (``inject: {cpu_quota: Q}``, plugins/plugin_utils/inject.py) puts the process on the runner host
+An injected overhead (``inject: {cpu_quota: Q}``, plugin_utils/experiment/inject.py) puts the process on the runner host
 in a cgroup of the cell's own with a CFS quota of Q x its CPUs (module_utils/cpu_quota.py): tasks/process.yml
 creates it before the cell and removes it after, and the shell line moves itself into it before it execs the
 workload. For Apptainer's ``vnl`` that quota takes the place of Apptainer's own ``--cpus``, which would move the
@@ -25,7 +25,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ansible_collections.platbench.lab.plugins.module_utils import apptainer, cpu_fence, cpu_quota, quiet
-from ansible_collections.platbench.lab.plugins.plugin_utils import apptainer_plan, cell_timeout
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import apptainer_plan, cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
     Kind,
     PlacementError,
@@ -241,7 +241,7 @@ def shell_command(process, deadline=None):
     process.yml hands it to ansible.builtin.raw, which runs it through the connection's shell without a Python
     module on the other side: the half second a module's start costs is no longer part of every cell.
     ``deadline``: the cell's timeout, which coreutils' timeout enforces there on the workload and every process it
-    started (plugin_utils/cell_timeout.py); None where a supervisor stops it (a guest's instances). With a
+    started (plugin_utils/cells/cell_timeout.py); None where a supervisor stops it (a guest's instances). With a
     ``cgroup`` (the cell's own, an injected CPU quota's) the shell writes its own pid into the cgroup first, so that
     what it execs, and every process that starts, runs in it; a write that fails stops the line there. With a
     ``scope`` it execs systemd-run first, which does the same through systemd (a scope that cannot be made fails

@@ -9,19 +9,14 @@ filters by ``roles/platform_run/tasks/precheck.yml``.
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import (
-    cell_timeout,
-    idle_cores,
-    instances,
-    placements,
-    schedule,
-    sizing,
-)
-from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils.cellplan import CellPlanError, duet_cpus
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cell_timeout, several, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError, duet_cpus
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import idle_cores, schedule
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import emulated_subset
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import is_pinned
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab import gpus as gpu_pools
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances_hosts, instances_k8s
-from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
 
 
 def _wanted(plan):
@@ -109,19 +104,19 @@ def plan_problems(
             f"({len(allowed)} allowed, {len(reserved)} reserved by platbench_reserved_cpus). "
             f"Lower 'scaleup' in experiments/{name}.yml or run on a bigger host."
         )
-    # Pinned instances with cores of their own (plugins/plugin_utils/instances.py) need the scale-up each.
+    # Pinned instances with cores of their own (plugins/plugin_utils/cells/several.py) need the scale-up each.
     pinned = [cell for cell in local if is_pinned(cell["labels"]) and cell.get("instances")]
-    widest = max(pinned, key=instances.cpus_needed, default=None)
-    if widest is not None and most <= offered < instances.cpus_needed(widest):
+    widest = max(pinned, key=several.cpus_needed, default=None)
+    if widest is not None and most <= offered < several.cpus_needed(widest):
         problems.append(
             f"Experiment '{name}' pins {widest['instances']['count']} instances x scale-up "
-            f"{widest['labels']['scaleup']} = {instances.cpus_needed(widest)} CPUs in a cell, but {host} offers "
+            f"{widest['labels']['scaleup']} = {several.cpus_needed(widest)} CPUs in a cell, but {host} offers "
             f"{offered} CPUs: lower 'scaleup' in experiments/{name}.yml, or let the instances share their CPUs "
             "(instances: {cpus: shared})."
         )
-    # schedule: duet runs each pair's sides at once, on CPUs of their own (plugins/plugin_utils/schedule.py).
+    # schedule: duet runs each pair's sides at once, on CPUs of their own (plugins/plugin_utils/experiment/schedule.py).
     problems.extend(duet_problems(name, local, facts, reserved_cpus, host))
-    # idle_cores: none: every core to the instance, none kept back (plugins/plugin_utils/idle_cores.py).
+    # idle_cores: none: every core to the instance, none kept back (plugins/plugin_utils/experiment/idle_cores.py).
     problems.extend(idle_cores.plan_problems(name, local, facts, reserved_cpus, host))
     # A Kubernetes platform's pods only talk over the cluster's CNI (placements/instances_k8s.py).
     problems.extend(instances_k8s.network_problems(name, cells, placements.instance_platforms("pods")))
@@ -197,10 +192,10 @@ def _instance_gpu_problems(name, cells, facts, host, assignment, per_instance):
         # k8s: the device plugin gives each pod its GPUs; the node's capacity is instances_k8s.node_problems'.
         and platforms.BY_LABEL[cell["labels"]["platform"]].gpu_view != "scheduled"
     ]
-    widest = max(wide, key=lambda cell: instances.gpus_needed(cell, per_instance), default=None)
+    widest = max(wide, key=lambda cell: several.gpus_needed(cell, per_instance), default=None)
     if widest is None or not gpus:
         return []
-    needed, pool = instances.gpus_needed(widest, per_instance), gpu_pools.host_pool(assignment, gpus, host)
+    needed, pool = several.gpus_needed(widest, per_instance), gpu_pools.host_pool(assignment, gpus, host)
     if needed <= len(pool):
         return []
     count = widest["instances"]["count"]

@@ -38,7 +38,7 @@ import json
 import shlex
 
 from ansible_collections.platbench.lab.plugins.module_utils import network_path, platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import cell_labels
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import cell_labels
 
 MODES_WITH_INSTANCES = ("distributed", "shared")
 NETWORK_PATHS = (*network_path.PATHS, network_path.HOST_PATH)
@@ -295,7 +295,7 @@ def labels_argv(labels):
 
 def background_argv(job, threads):
     """The background job's python arguments: its workload and params, training until it is stopped."""
-    from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import workload_argv
+    from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.workload_args import workload_argv
 
     params = {"threads": threads, **job["params"]}
     if job["workload"] == "cnn_train":

@@ -30,8 +30,10 @@ import random
 import zlib
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import cell_labels, inject, peer, placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import peer
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import cell_labels, inject
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import is_pinned
 
 SCHEDULES = ("rounds", "sequential", "duet")
 DEFAULT = "rounds"

@@ -15,9 +15,10 @@ from __future__ import annotations
 import itertools
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms, workload_needs
-from ansible_collections.platbench.lab.plugins.plugin_utils import inject, instances, schedule, sizing
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import as_list, workloads_of
-from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import Scenario
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import several, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import inject, schedule
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import as_list, workloads_of
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import Scenario
 
 
 def deployment_dimensions(experiment):
@@ -63,7 +64,7 @@ def _all_cells(experiment):
     run next to each other in time.
     """
     workloads = workloads_of(experiment)
-    several = len(workloads) > 1
+    many_workloads = len(workloads) > 1
     combinations_of = {}
     for workload in workloads:
         params = workload_cell_params(experiment, workload)
@@ -74,7 +75,7 @@ def _all_cells(experiment):
     dimensions = [
         ({**deployment, **extra}, spec)
         for deployment in deployment_dimensions(experiment)
-        for extra, spec in instances.cell_dimensions(experiment)
+        for extra, spec in several.cell_dimensions(experiment)
     ]
     for repeat in range(experiment["repeats"]):
         for workload in workloads:
@@ -84,7 +85,7 @@ def _all_cells(experiment):
                 cell_params = {**params, **dict(zip(varying, combination, strict=False))}
                 # One workload: what varies names the parameters only, as before (old campaigns resume).
                 varies = (
-                    ([("workload", workload)] if several else [])
+                    ([("workload", workload)] if many_workloads else [])
                     + list(zip(varying, combination, strict=False))
                     + list(extra.items())
                 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import is_pinned
 
 NONE = "none"
 # The kinds whose placement runs on the runner host itself, so that the fence confines their neighbours, declare

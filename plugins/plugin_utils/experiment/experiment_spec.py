@@ -16,19 +16,13 @@ import re
 
 import yaml
 from ansible_collections.platbench.lab.plugins.module_utils import platforms, workload_needs
-from ansible_collections.platbench.lab.plugins.plugin_utils import (
-    cell_labels,
-    inject,
-    instances,
-    placements,
-    scenario,
-    schedule,
-    sizing,
-)
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import several, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import cell_labels, inject, scenario, schedule
 
 CPU_CONFIGS, PROCESSORS = scenario.CPU_CONFIGS, scenario.PROCESSORS
-# single: one instance; distributed and shared: several (plugins/plugin_utils/instances.py).
-MODES = ("single", *instances.MODES_WITH_INSTANCES)
+# single: one instance; distributed and shared: several (plugins/plugin_utils/cells/several.py).
+MODES = ("single", *several.MODES_WITH_INSTANCES)
 
 REQUIRED_FIELDS = ("name", "workload", "platforms", "scaleup", "cpu_config", "processor", "repeats")
 OPTIONAL_FIELDS = {
@@ -39,7 +33,7 @@ OPTIONAL_FIELDS = {
     "dataset": None,
     "emulated": None,
     "sizes": {},
-    # Cells with several instances (plugins/plugin_utils/instances.py): their count and CPUs, the distributed
+    # Cells with several instances (plugins/plugin_utils/cells/several.py): their count and CPUs, the distributed
     # cells' network paths (a dimension), the shared cells' background job.
     "instances": None,
     "network": None,
@@ -48,13 +42,13 @@ OPTIONAL_FIELDS = {
     # the inventory's classes; idle_cores: none gives the instance every host core and leaves none idle.
     "storage": None,
     "idle_cores": None,
-    # numa: spill says the biggest pinned scale-up is meant to cross a NUMA node (plugins/plugin_utils/sizing.py).
+    # numa: spill says the biggest pinned scale-up is meant to cross a NUMA node (plugins/plugin_utils/cells/sizing.py).
     "numa": None,
-    # The order the cells run in (plugins/plugin_utils/schedule.py): rounds shuffled per round, or sequential; the
+    # The order the cells run in (plugin_utils/experiment/schedule.py): rounds shuffled per round, or sequential; the
     # seed of the shuffle (absent: one made from the campaign's name, so a resumed campaign keeps its order).
     "schedule": schedule.DEFAULT,
     "schedule_seed": None,
-    # A known overhead injected into the cells (plugins/plugin_utils/inject.py): {spin: S} or {cpu_quota: Q}, or a
+    # A known overhead injected into the cells (plugin_utils/experiment/inject.py): {spin: S} or {cpu_quota: Q}, or a
     # dimension of them.
     "inject": None,
     # How a process cell on the runner host is placed (placements/process.py): in a cgroup of its own, as a
@@ -482,7 +476,7 @@ def validate_experiment(data, source="experiment", expected_name=None):
         )
     if experiment["mode"] not in MODES:
         problems.append(f"mode: unknown value {experiment['mode']!r}; allowed: {', '.join(MODES)}")
-    instances.check_experiment(experiment, problems)
+    several.check_experiment(experiment, problems)
     repeats = experiment.get("repeats")
     if "repeats" in data and not (isinstance(repeats, int) and not isinstance(repeats, bool) and repeats >= 1):
         problems.append(f"repeats: {repeats!r} must be an integer >= 1")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import write_json
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import write_json
 
 PLAN_FILE = "plan.json"
 PLAN_VERSION = 1

@@ -19,7 +19,7 @@ import time
 
 # The record format is the workloads' own (workloads/common/record.py): one definition of the
 # prefix, the schema and the parser, re-exported here for the controller side.
-from ansible_collections.platbench.lab.plugins.plugin_utils.cell_labels import CELL_LABELS
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.cell_labels import CELL_LABELS
 from ansible_collections.platbench.lab.workloads.common import record as _record
 
 RESULT_PREFIX = _record.RESULT_PREFIX

@@ -26,7 +26,7 @@ import re
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import Scenario, is_pinned
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import Scenario, is_pinned
 
 # The platforms provisioned from the cloud (the registry's cloud_instance kind), in registry order.
 OPENSTACK_PLATFORMS = platforms.REMOTE

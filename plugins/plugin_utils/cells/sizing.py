@@ -24,8 +24,9 @@ from __future__ import annotations
 import re
 
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils import cell_labels, instances
-from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import several
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import cell_labels
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import is_pinned
 
 ALL, HALF = "all", "half"
 _ALL_BUT = re.compile(r"^all-but-([1-9][0-9]*)$")
@@ -114,7 +115,7 @@ def instance_share(spec):
     instances that share their CPUs)."""
     if not spec or spec.get("cpus") == "shared":
         return 1
-    return instances.home_share(spec["count"], spec.get("hosts", 1))
+    return several.home_share(spec["count"], spec.get("hosts", 1))
 
 
 def resolve(requested, usable, share=1, host="the host"):

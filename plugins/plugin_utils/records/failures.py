@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import signal
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import cell_timeout
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cell_timeout
 
 MAX_MESSAGE_CHARS = 2000
 _LINE_CHARS = 300

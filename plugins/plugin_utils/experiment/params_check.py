@@ -16,10 +16,13 @@ import re
 import subprocess
 import sys
 
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import ExperimentError, workloads_of
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import emulated_subset, expand
-from ansible_collections.platbench.lab.plugins.plugin_utils.sizing import is_number
-from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells.sizing import is_number
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+    ExperimentError,
+    workloads_of,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import emulated_subset, expand
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.workload_args import (
     WorkloadArgsError,
     flag_of,
     key_of,

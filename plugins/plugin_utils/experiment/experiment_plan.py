@@ -14,17 +14,21 @@ import hashlib
 import os
 
 from ansible_collections.platbench.lab.plugins.module_utils.workload_needs import tools_for
-from ansible_collections.platbench.lab.plugins.plugin_utils import schedule
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment_spec import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import schedule
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
     experiment_file,
     load_experiment,
     workloads_of,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils.matrix import dropped_cells, expand, schedule_fallbacks
-from ansible_collections.platbench.lab.plugins.plugin_utils.params_check import checked_params
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import (
+    dropped_cells,
+    expand,
+    schedule_fallbacks,
+)
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.params_check import checked_params
 
-# plugins/plugin_utils/experiment_plan.py -> the collection root, which holds the workloads package
-COLLECTION_ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+# plugins/plugin_utils/experiment/experiment_plan.py -> the collection root, which holds the workloads package
+COLLECTION_ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 COLLECTION_EXPERIMENTS = os.path.join(COLLECTION_ROOT, "experiments")
 
 

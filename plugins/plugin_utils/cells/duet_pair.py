@@ -15,7 +15,7 @@ A side's output that holds no valid record line (``start --attach`` lost it) tak
 from __future__ import annotations
 
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import (
     RESULT_PREFIX,
     RecordError,
     parse_result_lines,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import (
     FAILED_METRIC,
     RESULT_PREFIX,
     RecordError,
@@ -27,7 +27,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records import (
 )
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
-# A shared cell's foreground is measured alone and beside its background (plugins/plugin_utils/instances.py);
+# A shared cell's foreground is measured alone and beside its background (plugins/plugin_utils/cells/several.py);
 # Lin 2018 reports the degradation of its elapsed time.
 SHARE, ALONE, SHARED = "share", "alone", "shared"
 DEGRADED_METRIC, DEGRADATION_METRIC = "elapsed", "degradation"

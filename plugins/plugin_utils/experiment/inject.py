@@ -31,7 +31,7 @@ settings.
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.plugin_utils import cell_labels
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import cell_labels
 
 LABEL = cell_labels.INJECT
 NONE = "none"

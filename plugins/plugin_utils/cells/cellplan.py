@@ -22,19 +22,15 @@ import json
 
 from ansible_collections.platbench.lab.plugins.module_utils import data_disk, platforms
 from ansible_collections.platbench.lab.plugins.module_utils import storage as storage_classes
-from ansible_collections.platbench.lab.plugins.plugin_utils import (
-    cell_timeout,
-    idle_cores,
-    inject,
-    instances,
-    peer,
-    placements,
-    schedule,
-    sizing,
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cell_timeout, peer, several, sizing
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import idle_cores, inject, schedule
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import is_pinned
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.workload_args import (
+    WorkloadArgsError,
+    workload_argv,
 )
-from ansible_collections.platbench.lab.plugins.plugin_utils import gpus as gpu_pools
-from ansible_collections.platbench.lab.plugins.plugin_utils.scenario import is_pinned
-from ansible_collections.platbench.lab.plugins.plugin_utils.workload_args import WorkloadArgsError, workload_argv
+from ansible_collections.platbench.lab.plugins.plugin_utils.lab import gpus as gpu_pools
 from ansible_collections.platbench.lab.workloads.common.record import RECORD_FILE_ENV
 
 NAME_PREFIX = "platbench-"
@@ -192,7 +188,7 @@ def _resources(platform, cell, facts, opts, where):
     labels = cell["labels"]
     threads, pinned = labels["scaleup"], is_pinned(labels)
     wants_gpu = labels["processor"] == "gpu"
-    needed = instances.cpus_needed(cell)  # the scale-up, times the instances that each get their own cores
+    needed = several.cpus_needed(cell)  # the scale-up, times the instances that each get their own cores
     if pinned and needed != threads and not platform.remote:
         try:
             free = sizing.cpu_numbers(facts.get("cpus_allowed", []), "the host's allowed CPUs") - sizing.cpu_numbers(
@@ -224,7 +220,7 @@ def _resources(platform, cell, facts, opts, where):
         # GPUs of its own for each instance of a cell with several (instances.gpus: disjoint), or one set for all.
         # k8s: each pod asks the device plugin for its own; the host pool only names the node's GPUs.
         scheduled = platform.gpu_view == "scheduled"
-        wanted = int(opts["gpus_per_cell"]) if scheduled else instances.gpus_needed(cell, opts["gpus_per_cell"])
+        wanted = int(opts["gpus_per_cell"]) if scheduled else several.gpus_needed(cell, opts["gpus_per_cell"])
         gpus = (
             choose_gpus(platform, facts, opts["gpu_assignment"], wanted, opts["host"])
             if wants_gpu and platform.gpu_pool
@@ -279,7 +275,7 @@ def cell_plan(cell, facts, options=None):
     if not sizing.is_sized(cell):
         raise CellPlanError(
             f"{where}: the cell is not sized for this host (its labels lack {sizing.CHR_LABEL}): plan the cells "
-            "cells_to_run returns, which sizes each for the host that runs it (plugins/plugin_utils/sizing.py)"
+            "cells_to_run returns, which sizes each for the host that runs it (plugins/plugin_utils/cells/sizing.py)"
         )
     labels = cell["labels"]
     opts, storage_runtime = _with_storage_class(cell, opts, where)
@@ -314,7 +310,7 @@ def cell_plan(cell, facts, options=None):
     key = instance_key(opts["campaign"], opts["host"], cell["id"])
     with_peer = peer.needs_peer(labels["workload"])
     if with_peer:
-        # micro_net's peer is the cell's second instance (plugins/plugin_utils/peer.py).
+        # micro_net's peer is the cell's second instance (plugins/plugin_utils/cells/peer.py).
         try:
             cell = {**cell, "instances": peer.instances_spec(platform, params, where)}
         except peer.PeerPlanError as exc:
