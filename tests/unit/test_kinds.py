@@ -18,6 +18,7 @@ import yaml
 from ansible_collections.platbench.lab.plugins.filter.placements import placement_results
 from ansible_collections.platbench.lab.plugins.module_utils import engines, lxc, platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements import registry
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind, KindError, Observed
 from ansible_collections.platbench.lab.workloads.common.record import parse_result_lines
 from plan_options import cell_plan, plan_options
@@ -260,13 +261,32 @@ def test_the_guard_finds_a_kind_list_written_elsewhere(tmp_path):
 PREFIX = "ansible_collections.platbench.lab."
 
 
+def reexports_only(path):
+    """Whether a package's ``__init__`` only re-exports: a docstring, imports, ``__all__`` or a tuple of names, and
+    a lazy ``__getattr__``/``__dir__`` (PEP 562); anything else runs code when a submodule of it is imported."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__dir__"):
+            continue
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Tuple, ast.List, ast.Constant, ast.JoinedStr)):
+            continue
+        return False
+    return True
+
+
 def import_graph(root):
-    """Module -> the project's modules it imports, anywhere in it (an import inside a function hides no cycle)."""
+    """Module -> the project's modules it imports, anywhere in it (an import inside a function hides no cycle). A
+    module importing anything of its own package imports that package's ``__init__`` first: an edge too, unless the
+    ``__init__`` only re-exports."""
     files = [path for folder in ("plugins", "platbench") for path in (root / folder).rglob("*.py")]
     names = {}
     for path in files:
         parts = list(path.relative_to(root).with_suffix("").parts)
         names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    running = {name for name, path in names.items() if path.name == "__init__.py" and not reexports_only(path)}
     graph = {}
     for name, path in names.items():
         targets = set()
@@ -285,6 +305,9 @@ def import_graph(root):
                     parts.pop()
                 if parts and ".".join(parts) != name:
                     targets.add(".".join(parts))
+        package = name.rpartition(".")[0] if names[name].name != "__init__.py" else None
+        if package in running and any(target.startswith(f"{package}.") or target == package for target in targets):
+            targets.add(package)
         graph[name] = targets
     return graph
 
@@ -328,6 +351,30 @@ def test_plugins_and_platbench_import_no_cycle():
 
 def test_the_cycle_check_finds_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_a_submodules_import_of_its_package_that_runs_code_is_an_edge(tmp_path):
+    package = tmp_path / "plugins" / "pkg"
+    package.mkdir(parents=True)
+    (tmp_path / "platbench").mkdir()
+    (package / "a.py").write_text(f"from {PREFIX}plugins.pkg import b\n")
+    (package / "b.py").write_text("VALUE = 1\n")
+    # An __init__ that imports a and builds something: importing b from a runs it, which imports a.
+    (package / "__init__.py").write_text(f"from {PREFIX}plugins.pkg import a\nTABLE = {{a.b.VALUE: 1}}\n")
+    assert cycles(import_graph(tmp_path)) == [["plugins.pkg", "plugins.pkg.a"]]
+    # One that only re-exports, lazily, is no edge.
+    (package / "__init__.py").write_text(
+        '"""Re-exports."""\nEXPORTS = ("b",)\n\n\ndef __getattr__(name):\n    return name\n'
+    )
+    assert cycles(import_graph(tmp_path)) == []
+
+
+def test_the_placements_package_reexports_the_registry_and_nothing_else():
+    assert reexports_only(PLACEMENTS / "__init__.py")
+    assert set(placements.EXPORTS) == set(registry.__all__)
+    assert placements.KINDS is registry.KINDS
+    with pytest.raises(AttributeError):
+        placements.TABLES_BY_HAND  # noqa: B018 (an attribute the registry does not export)
 
 
 # -- gv and lx plan what their declarations say ----------------------------------------------------------------------

@@ -26,7 +26,7 @@ class KindError(ValueError):
     """A kind's declaration, or a platform's use of a kind, is wrong; the message names the kind and the part."""
 
 
-# How a kind's cells of several instances are placed (placements/__init__.py picks the placement):
+# How a kind's cells of several instances are placed (placements/registry.py picks the placement):
 #   supervised  processes and containers of the runner host, run by platbench.lab.run_instances
 #   guests      a guest each, on a bridge of the runner host (placements/instances_guest.py)
 #   pods        pods of the runner's cluster (placements/instances_k8s.py)
@@ -45,7 +45,7 @@ STARTERS = ("launcher", "engine", None)
 @dataclass(frozen=True)
 class Kind:
     """One kind of placement, declared once in its module (``KIND = Kind(...)`` in placements/<kind>.py): every table
-    of the kinds (placements/__init__.py) is built from these declarations, and nothing else names a kind's facts.
+    of the kinds (placements/registry.py) is built from these declarations, and nothing else names a kind's facts.
 
     Required: ``name``, ``summary``, ``plan``, ``observed``, ``task_file``, ``results`` and ``teardown``. The rest are
     capabilities, off unless declared."""
