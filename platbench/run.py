@@ -2,7 +2,7 @@
 
 The experiment (a name in experiments/, or any experiment file's path) is planned in this process, once (load,
 validate, check the workload parameters, expand): bad input stops here with its message alone, before any host is
-touched. The plan is written to the campaign's plan file (results/CAMPAIGN/plan.json, plugins/plugin_utils/
+touched. The plan is written to the campaign's plan file (results/CAMPAIGN/plan.json, plugin_utils/experiment/
 plan_file.py), which the playbook executes without planning again. Then the playbook runs; its events drive a line
 per cell (i/N, the cell, its time, the ETA per platform kind) and a closing summary. Exit status: 0 every cell ok (or
 skipped by design; or none left to run in a resumed campaign), 1 a cell or the playbook failed, 2 bad input, no host can

@@ -165,7 +165,8 @@ def engine_answers():
 
 def test_dockerd_stopped_mid_cell_fails_that_cell_and_the_rerun_measures_it(clean_host, tmp_path):
     campaign, results = "fault-dockerd", tmp_path / "results"
-    run = Run(campaign_argv(campaign, BUSY_STEPS), results)
+    argv = campaign_argv(campaign, BUSY_STEPS)  # the rerun is the same command: its plan file refuses another
+    run = Run(argv, results)
     try:
         run.wait_line(cell_line(CELLS[0], "ok"))
         wait_for(lambda: workload_pid("cn"), CELL_SECONDS, "cn workload")
@@ -188,7 +189,7 @@ def test_dockerd_stopped_mid_cell_fails_that_cell_and_the_rerun_measures_it(clea
     assert f"  {CELLS[1]} on localhost: the Docker engine stopped answering" in run.output
 
     # The container the engine held when it stopped is exited, not removed: the rerun's cell replaces it.
-    code, output = until_done(campaign_argv(campaign), results)
+    code, output = until_done(argv, results)
     assert code == 0, output
     assert "localhost: 1 cells to run, 1 already measured" in output
     assert_resumed(results / campaign, kept=first, failed=[CELLS[1]])
@@ -376,6 +377,7 @@ def measured(lab, tmp_path_factory):
         first.stop()
     return {
         "dir": results / MEASURED,
+        "argv": argv,  # a rerun of the campaign is the same command: its plan file refuses another
         "before": before,
         "first": (code, first.output, first.process.pid, first_running),
         "second": (second_code, second.output),
@@ -422,7 +424,7 @@ def test_a_truncated_last_line_is_named_skipped_and_its_cell_runs_again(measured
     cell = json.loads(last)["labels"]["cell"]  # whose write it cut
     kept = [sample for sample in samples_of(results / MEASURED) if sample["labels"]["cell"] != cell]
 
-    code, output = until_done(campaign_argv(MEASURED), results)
+    code, output = until_done(measured["argv"], results)
     assert code == 0, output
     assert f"warning: {samples} line {len(lines)} is no whole sample (a write cut short by a crash?): skipped" in output
     assert f"the rest of cell {cell}'s samples, whose write was cut short: skipped; that cell runs again" in output
