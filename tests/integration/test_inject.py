@@ -1,4 +1,4 @@
-"""A known overhead injected into the lab's cells is found: a 30% CPU cap (``inject: {cpu_quota: 0.7}``) on bm (a
+"""A known overhead injected into the lab's cells is found: a 50% CPU cap (``inject: {cpu_quota: 0.5}``) on bm (a
 cgroup platbench makes around the process) and on cn (Docker's own --cpus), each compared by the report with the same
 platform's cells without it, in one short campaign of the smoke experiment run as duet pairs (``schedule: duet``):
 each capped cell beside its platform's uncapped one, cn beside bm, on the host's two cores, which swap every round."""
@@ -18,7 +18,11 @@ from platbench.report.tables import DUET_PAIRED, baseline_rows, comparison, summ
 pytestmark = [pytest.mark.lab, pytest.mark.quiet]
 
 CAMPAIGN = "it-inject"
-CAP = 0.7
+# Half a CPU, not 0.7: on a VM host the hypervisor takes time from both sides (steal), but a capped cell still gets
+# its quota out of what is left, so a cap of Q reads Q / (1 - steal) against its uncapped partner. A 0.7 cap read
+# 0.92 in a pair on a host stealing about a quarter of a core and the interval crossed 1 (0.680 [0.316, 1.465]);
+# 0.5 stays below 1 until half of a core is stolen.
+CAP = 0.5
 INJECTED = f"cpu_quota={CAP:g}"
 # Four rounds of three duet pairs (bm capped + bm, cn + bm, cn capped + cn): 24 cells, 12 runs. Each cell times
 # 3 s of the tiny CNN's steps (steps: auto), long enough for a CFS quota (100 ms periods) to take its share on any
@@ -84,7 +88,7 @@ def test_the_report_finds_the_cap_on_bm_and_on_cn(campaign):
         estimate, method = compared["estimate"], compared["method"]
         print(f"{row['platform']} capped at {CAP}: {estimate:.3f} [{low:.3f}, {high:.3f}] ({method})")
         # The interval excludes 1 and lies below it, and the estimate is a large overhead; the host is noisy, so no
-        # tight value (a CFS quota costs a little more than its share: 0.6-0.7 here).
+        # tight value (a CFS quota costs a little more than its share, and less under steal).
         assert 0 < low <= high < 1, (row["platform"], compared)
         assert estimate < 0.85, (row["platform"], compared)
         assert method == DUET_PAIRED and len(compared["pairs"]) == 4

@@ -56,7 +56,7 @@ def render(playbook, tmp_path, platform, processor, facts, options, params=None)
     assert len(rendered) == 1, run.failed_messages() or run.output[-5000:]
     # Nothing failed on the way: what stopped the run (libvirt, or a guest that cannot boot in check mode) came after.
     failed = [event for event in run.events if event.get("event") == "runner_on_failed"]
-    render_event = next(event for event in run.events if event["event_data"].get("task") == RENDER)
+    render_event = next(event for event in run.events if event.get("event_data", {}).get("task") == RENDER)
     assert all(event["counter"] > render_event["counter"] for event in failed), run.failed_messages()
     assert not (tmp_path / "vms").exists()  # check mode wrote nothing
     return ET.fromstring(rendered[0]["ansible_facts"]["vm_domain_xml"]), run
