@@ -13,11 +13,18 @@ sys.path.append(str(Path(__file__).resolve().parent.parent / "collections"))
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 
+REPO = Path(__file__).resolve().parent.parent
 CAPABILITIES = ("fenced", "emulator", "takes_quota", "duet", "through_api")
 
 
 def _cell(values):
     return ", ".join(f"`{value}`" for value in values) if values else "-"
+
+
+def _where(name):
+    """A task file as the reader finds it: a kind's own folder's by its path in the repository, a shared one by name."""
+    path = Path(name)
+    return str(path.resolve().relative_to(REPO)) if path.is_absolute() else name
 
 
 def page():
@@ -26,7 +33,8 @@ def page():
         "# The kinds",
         "",
         "Each kind of placement, as its module declares it (`KIND = Kind(...)` in",
-        "`plugins/plugin_utils/placements/<kind>.py`); this page is generated from those declarations and the",
+        "`plugins/plugin_utils/placements/<kind>.py`, or in `placements/<kind>/__init__.py` for a kind kept in a",
+        "folder of its own with its task files); this page is generated from those declarations and the",
         "platform registry when the site is built. [Adding a platform or a kind](adding-a-platform.md) says what each",
         "part means.",
         "",
@@ -39,8 +47,9 @@ def page():
         capabilities = [capability for capability in CAPABILITIES if getattr(kind, capability)]
         results = [f"{result}: {variable}" for result, variable in kind.results.items()]
         lines.append(
-            f"| `{name}` | {kind.summary} | {_cell(labels)} | `{kind.task_file}` | {_cell(results)} | "
-            f"{_cell(kind.teardown)} | {_cell(kind.inner)} | {kind.started_by or '-'} | {_cell(capabilities)} | "
+            f"| `{name}` | {kind.summary} | {_cell(labels)} | `{_where(kind.task_file)}` | {_cell(results)} | "
+            f"{_cell([_where(entry) for entry in kind.teardown])} | {_cell(kind.inner)} | {kind.started_by or '-'} | "
+            f"{_cell(capabilities)} | "
             f"{kind.instances or '-'} | "
             f"{_cell(kind.cell_roles)} |"
         )

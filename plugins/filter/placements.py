@@ -26,8 +26,15 @@ def placement_results(kinds="all"):
     return list(dict.fromkeys(var for kind in kinds for var in _placements.KINDS[kind].results.values()))
 
 
+def kind_teardown(groups):
+    """The teardown task files kept in kinds' own folders for a host of the inventory ``groups`` (its group_names)."""
+    if isinstance(groups, str) or not isinstance(groups, (list, tuple)):
+        raise AnsibleFilterError(f"kind_teardown: expected a list of inventory groups (group_names), got {groups!r}")
+    return _placements.own_teardown(groups)
+
+
 class FilterModule:
     """platbench.lab placement filters."""
 
     def filters(self):
-        return {"placement_results": placement_results}
+        return {"placement_results": placement_results, "kind_teardown": kind_teardown}

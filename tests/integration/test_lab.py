@@ -360,8 +360,9 @@ def test_study_experiments_run_on_both_platforms(lab, tmp_path, experiment, over
     assert seen == {("bm", False), ("cn", True)}
 
 
-def test_the_sandboxes_gv_and_lx_run_cells_and_record_their_runtime_cpuset_and_quota(lab, tmp_path):
-    """gVisor (gv: Docker with runsc) and LXC (lx: lxc-execute), pinned and vanilla, one cell each, for real."""
+def test_the_sandboxes_gv_and_lx_and_the_chroot_run_cells_and_record_their_runtime_cpuset_and_quota(lab, tmp_path):
+    """gVisor (gv: Docker with runsc), LXC (lx: lxc-execute) and the image's root by chroot (cr, the kind kept in a
+    folder of its own), pinned and vanilla, one cell each, for real."""
     results = tmp_path / "results"
     runner = run_lab_playbook(
         "playbooks/experiment.yml",
@@ -370,7 +371,7 @@ def test_the_sandboxes_gv_and_lx_run_cells_and_record_their_runtime_cpuset_and_q
             "experiment": "smoke",
             "campaign": "it-sandboxes",
             "platbench_results_dir": str(results),
-            "experiment_overrides": {**SMOKE_OVERRIDES, "platforms": ["gv", "lx"], "scaleup": [1]},
+            "experiment_overrides": {**SMOKE_OVERRIDES, "platforms": ["gv", "lx", "cr"], "scaleup": [1]},
         },
     )
     assert runner.rc == 0, "%s\n%s" % (runner.failed_messages(), runner.output[-6000:])
@@ -378,7 +379,7 @@ def test_the_sandboxes_gv_and_lx_run_cells_and_record_their_runtime_cpuset_and_q
     assert by_metric(samples, "failed") == []
     throughput = by_metric(samples, "throughput")
     assert {(s["labels"]["platform"], s["labels"]["cpu_config"]) for s in throughput} == {
-        (platform, config) for platform in ("gv", "lx") for config in ("pin", "vnl")
+        (platform, config) for platform in ("gv", "lx", "cr") for config in ("pin", "vnl")
     }
     for sample in throughput:
         labels, meta = sample["labels"], sample["metadata"]
@@ -393,6 +394,15 @@ def test_the_sandboxes_gv_and_lx_run_cells_and_record_their_runtime_cpuset_and_q
                 assert parse_cpuset(meta["engine_cpuset_cpus"]) == parse_cpuset(meta["cpuset_requested"])
             else:
                 assert int(meta["engine_nano_cpus"]) == 10**9
+        elif labels["platform"] == "cr":
+            # The image's root, chrooted with no namespace: the workload saw the host's hostname and no container, ran
+            # in a cgroup of its own, and pinned by taskset where asked.
+            assert meta["launcher"] == ("taskset chroot" if pinned else "chroot")
+            assert meta["chroot_root"] == "/var/lib/platbench/lxc/rootfs"
+            assert meta["virt"] not in ("docker", "podman", "lxc", "container-other")
+            assert meta["container_id"] is None and meta["uncapped_cgroup"]["cgroup"]
+            if pinned:
+                assert parse_cpuset(meta["cpuset"]) == parse_cpuset(meta["cpuset_requested"])
         else:
             # lxc-execute started it with the cell's cgroup keys: the cpuset the workload saw is the one asked for.
             assert meta["launcher"] == "lxc-execute" and meta["lxc_name"]

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cellplan, sizing
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import OPTIONS
 
@@ -57,6 +58,25 @@ def plan_options(**overrides):
 SPECS = yaml.safe_load((REPO / "roles/platform_run/meta/argument_specs.yml").read_text())["argument_specs"]
 
 
+def kind_spec(name):
+    """The argument spec a plan of kind (or instances placement) ``name`` is checked against: its entry point's in
+    platform_run's argument_specs, or, for a kind kept in a folder of its own, the common keys of every plan with the
+    sections of its folder's plan_spec.yml (and those of the kind it ``extends``)."""
+    kind = placements.KINDS.get(name)
+    if kind is None or kind.folder is None:
+        return SPECS[name]
+    own = yaml.safe_load((Path(kind.folder) / "plan_spec.yml").read_text())
+    # The process entry point's plan is the common keys and its one section, `process`.
+    base = SPECS["process"]["options"]["platform_run_cell_plan"]
+    options = dict(base["options"])
+    if own.get("extends") != "process":
+        options.pop("process")
+        if own.get("extends"):
+            options.update(SPECS[own["extends"]]["options"]["platform_run_cell_plan"]["options"])
+    options.update(own["options"])
+    return {"options": {"platform_run_cell_plan": {**base, "options": options}}}
+
+
 # Sections only some plans of a kind have: micro_net's `peer` (a bridge peer), and the inner kind's section of a
 # guest or a cloud instance (`process` or `container`; `process` or `job` and `kubernetes`).
 WORKLOAD_SECTIONS = {"peer"}
@@ -64,7 +84,7 @@ INNER_SECTIONS = {"process": {"process"}, "container": {"container"}, "k8s_job":
 
 
 def assert_plan_matches_its_specs(plan, sections=frozenset()):
-    spec = SPECS[plan["placement"]]["options"]
+    spec = kind_spec(plan["placement"])["options"]
     declared = spec["platform_run_cell_plan"]["options"]
     inner = platforms.get(plan["platform"]).inner
     inner_sections = set().union(*INNER_SECTIONS.values()) & set(declared) if inner else set()

@@ -50,15 +50,28 @@ def make_cell(platform, cpu_config="pin", scaleup=1, **params):
 
 def test_every_kind_module_declares_its_kind_and_the_tables_are_built_from_them():
     modules = {path.stem for path in PLACEMENTS.glob("*.py")} - {"__init__", "common"}
-    assert set(placements.KINDS) == {"process", "container", "guest", "k8s_job", "cloud_instance", "micro_vm", "lxc"}
+    folders = {path.parent.name for path in PLACEMENTS.glob("*/__init__.py")}
+    assert set(placements.KINDS) == {
+        "process",
+        "container",
+        "guest",
+        "k8s_job",
+        "cloud_instance",
+        "micro_vm",
+        "lxc",
+        "chroot",
+    }
     for name, kind in placements.KINDS.items():
-        assert kind.name == name and name in modules, name
-        assert (REPO / "roles" / "platform_run" / "tasks" / kind.task_file).is_file(), kind.task_file
+        assert kind.name == name and name in modules | folders, name
+        if name in folders:  # a kind in a folder of its own keeps its task files there
+            assert Path(kind.task_file).is_file() and Path(kind.task_file).parent.parent.name == name, kind.task_file
+        else:
+            assert (REPO / "roles" / "platform_run" / "tasks" / kind.task_file).is_file(), kind.task_file
     # The tables are the declarations' facts, gathered: no kind is in one without declaring it.
     assert tuple(n for n, k in placements.KINDS.items() if k.fenced) == placements.FENCED
-    assert set(placements.FENCED) == {"container", "lxc", "micro_vm", "process"}
-    assert placements.EMULATOR == ("guest",) and placements.DUET == ("container", "process")
-    assert placements.TAKES_QUOTA == ("container", "process")
+    assert set(placements.FENCED) == {"chroot", "container", "lxc", "micro_vm", "process"}
+    assert placements.EMULATOR == ("guest",) and placements.DUET == ("chroot", "container", "process")
+    assert placements.TAKES_QUOTA == ("chroot", "container", "process")
     assert placements.INNER_KINDS == {
         "cloud_instance": ("process", "k8s_job"),
         "guest": ("process", "container"),
@@ -69,7 +82,7 @@ def test_every_kind_module_declares_its_kind_and_the_tables_are_built_from_them(
     assert placements.RESULTS["k8s_instances"] == "platform_run_k8s_instances"
     assert placement_results("all") == list(dict.fromkeys(placements.RESULTS.values()))
     assert placement_results(["guest"]) == ["vm_guest", "platform_run_vcpus"]
-    with pytest.raises(Exception, match="unknown kind.*nope; declared: cloud_instance, container"):
+    with pytest.raises(Exception, match="unknown kind.*nope; declared: chroot, cloud_instance, container"):
         placement_results(["nope"])
 
 

@@ -12,7 +12,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import experiment_spec
-from plan_options import cell_plan, plan_options
+from plan_options import cell_plan, kind_spec, plan_options
 from unbuilt import REASON, make_unbuilt
 
 from platbench import report
@@ -67,15 +67,24 @@ def test_every_built_platform_has_its_roles_and_its_kind(platform):
 
 def test_every_kind_has_its_module_task_file_and_argument_spec():
     assert set(placements.KINDS) >= {platform.kind for platform in platforms.PLATFORMS}
+    in_folders = {name for name, kind in placements.KINDS.items() if kind.folder}
+    assert in_folders == {"chroot"}
     for kind in placements.KINDS:
-        assert (ROLE / "tasks" / placements.KINDS[kind].task_file).is_file(), kind
-        plan = SPECS[kind]["options"]["platform_run_cell_plan"]
+        declared = placements.KINDS[kind]
+        if declared.folder:  # its task files and its plan's spec in its own folder, nothing in platform_run
+            assert Path(declared.task_file) == Path(declared.folder) / "tasks" / "place.yml"
+            assert Path(declared.task_file).is_file() and (Path(declared.folder) / "plan_spec.yml").is_file()
+            assert not (ROLE / "tasks" / f"{kind}.yml").exists() and kind not in SPECS
+        else:
+            assert (ROLE / "tasks" / declared.task_file).is_file(), kind
+        plan = kind_spec(kind)["options"]["platform_run_cell_plan"]
         assert plan["type"] == "dict" and plan["required"] is True
         assert set(plan["options"]) >= {"cell", "kind", "placement", "argv", "env", "cpuset", "gpus", "runtime"}
-    # Entry points: the role's own (main, capabilities), one per kind, and the instances placements that run a cell's
-    # several instances of a kind (plugins/plugin_utils/placements/instances.py; pods: instances_k8s.py; a guest each:
-    # instances_guest.py), no more.
-    assert set(SPECS) == {"main", "capabilities", "instances", "k8s_instances", "guest_instances", *placements.KINDS}
+    # Entry points: the role's own (main, capabilities), one per kind of this role, and the instances placements that
+    # run a cell's several instances of a kind (plugins/plugin_utils/placements/instances.py; pods: instances_k8s.py;
+    # a guest each: instances_guest.py), no more.
+    role_kinds = set(placements.KINDS) - in_folders
+    assert set(SPECS) == {"main", "capabilities", "instances", "k8s_instances", "guest_instances", *role_kinds}
     assert (ROLE / "tasks" / "instances.yml").is_file() and (ROLE / "tasks" / "k8s_instances.yml").is_file()
     assert (ROLE / "tasks" / "guest_instances.yml").is_file()
 
@@ -256,7 +265,7 @@ def test_unknown_labels_are_named_with_the_known_ones():
     with pytest.raises(
         platforms.UnknownPlatform,
         match=r"platbench_platforms: unknown platform\(s\) 'docker'; "
-        r"known: bm, cn, pd, gv, lx, vm, vmcn, vmsg, mvm, sg",
+        r"known: bm, cr, cn, pd, gv, lx, vm, vmcn, vmsg, mvm, sg",
     ):
         platforms.check_labels(["bm", "docker"], "platbench_platforms")
     with pytest.raises(platforms.UnknownPlatform, match="must be a list"):

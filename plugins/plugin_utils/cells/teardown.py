@@ -18,6 +18,9 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 PLAYBOOK = os.path.join("playbooks", "teardown.yml")
 TASKS_DIR = os.path.join("playbooks", "tasks", "teardown")
 IMPORTS = ("ansible.builtin.import_tasks", "import_tasks", "ansible.builtin.include_tasks", "include_tasks")
+# What the play that runs the kinds' own teardown files (kept in their folders, named by path) loops over.
+OWN_FILTER = "platbench.lab.kind_teardown"
+OWN = "(the kinds' own)"
 # The file of the `fence` and `data_disks` teardowns, which some kinds share.
 FENCE = "fence"
 DATA_DISKS = "data_disks"
@@ -25,7 +28,8 @@ DATA_DISKS = "data_disks"
 
 def imported(playbook):
     """What each play of the teardown playbook at ``playbook`` runs: a list of (play name, hosts, [task file name])
-    in order, each file named as a kind's ``teardown`` names it (its name in TASKS_DIR, without .yml)."""
+    in order, each file named as a kind's ``teardown`` names it (its name in TASKS_DIR, without .yml), and OWN for
+    the loop over the files kinds keep in their own folders (OWN_FILTER)."""
     with open(playbook, encoding="utf-8") as stream:
         plays = yaml.safe_load(stream) or []
     found = []
@@ -37,6 +41,9 @@ def imported(playbook):
                     if action in task:
                         target = task[action]
                         target = target.get("file") if isinstance(target, dict) else target
+                        if OWN_FILTER in str(task.get("loop", "")):
+                            files.append(OWN)
+                            continue
                         directory, name = os.path.split(os.path.normpath(str(target)))
                         if directory == os.path.relpath(TASKS_DIR, os.path.dirname(PLAYBOOK)) and name.endswith(".yml"):
                             files.append(name[: -len(".yml")])
@@ -61,7 +68,16 @@ def problems(repo, teardown=None, kinds=None, instances=None):
             )
     if not instances:
         found.append("a cell of several instances declares no teardown (placements.INSTANCES_TEARDOWN)")
-    declared = {name for kind in kinds for name in teardown.get(kind) or ()} | set(instances)
+    declared = {name for kind in kinds for name in teardown.get(kind) or () if not os.path.isabs(name)} | set(instances)
+    for kind in kinds:
+        for path in (name for name in teardown.get(kind) or () if os.path.isabs(name)):
+            if not os.path.isfile(path):
+                found.append(f"kind {kind}: its teardown {path} does not exist: write it in the kind's folder")
+            elif OWN not in run:
+                found.append(
+                    f"kind {kind} keeps its teardown in its folder ({path}), but {PLAYBOOK} has no play that includes "
+                    f"the kinds' own teardown files (a loop over {OWN_FILTER}): add it"
+                )
     for name in sorted(declared):
         if not os.path.isfile(os.path.join(repo, TASKS_DIR, f"{name}.yml")):
             found.append(f"teardown {name} is declared but {TASKS_DIR}/{name}.yml does not exist: write it")

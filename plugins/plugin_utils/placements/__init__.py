@@ -34,6 +34,7 @@ EXPORTS = (
     "declaration",
     "instance_platforms",
     "observed",
+    "own_teardown",
     "plan_sections",
     "register",
     "registry_problems",

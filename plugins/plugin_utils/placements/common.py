@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -54,9 +55,13 @@ class Kind:
     summary: str  # what a cell of the kind is, one line (the docs, `platbench.lab.platforms`)
     plan: Callable  # plan(ctx, plan): adds the kind's sections to a cell plan
     observed: Callable  # observed(plan, results): what its engine reported, as an Observed
-    task_file: str  # its placement entry point: roles/platform_run/tasks/<task_file>, or an absolute path
+    # Its placement entry point: a name of roles/platform_run/tasks/, or, for a kind kept in a folder of its own
+    # (placements/<kind>/), the absolute path of its tasks/place.yml there.
+    task_file: str
     results: Mapping  # the registered results its task files leave for record_cell: result name -> variable name
-    teardown: tuple  # the task files of playbooks/tasks/teardown/ that remove what a stopped cell of it leaves
+    # What removes what a stopped cell of it leaves: names of playbooks/tasks/teardown/ (shared with other kinds), or
+    # absolute paths of task files in its own folder (playbooks/teardown.yml's last play runs those).
+    teardown: tuple
     inner: tuple = ()  # the kinds it may hold (a guest's, an instance's workload): their plan runs inside it
     fenced: bool = False  # runs on the runner's own cores: idle_cores none fences the host's other work onto them
     emulator: bool = False  # a guest of the runner, whose emulator threads share its cores (idle_cores none)
@@ -92,6 +97,14 @@ class Kind:
             raise KindError(f"kind {name}: 'instances' {self.instances!r} is not one of {INSTANCE_PLACEMENTS}")
         if self.started_by not in STARTERS:
             raise KindError(f"kind {name}: 'started_by' {self.started_by!r} is not one of {STARTERS}")
+
+    @property
+    def folder(self):
+        """The kind's own folder (``placements/<kind>/``, its task files in ``tasks/``), or None for a kind whose task
+        file is one of roles/platform_run's."""
+        if os.path.isabs(self.task_file):
+            return os.path.dirname(os.path.dirname(self.task_file))
+        return None
 
     @property
     def supervised(self):

@@ -25,6 +25,7 @@ several instances is placed by ``instances*.py``, which the kind's ``instances``
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -158,6 +159,19 @@ def declaration(platform):
     return KINDS[platform.kind]
 
 
+def own_teardown(groups):
+    """The teardown task files kept in kinds' own folders (a ``teardown`` entry that is a path, not a name of
+    playbooks/tasks/teardown/) for a host in the inventory ``groups``: those of the kinds whose platforms are built on
+    one of them (their ``host_group``), in the kinds' order, each once. playbooks/teardown.yml's last play includes
+    them, so that a kind's teardown needs no line of that playbook."""
+    groups = set(groups or ())
+    found = []
+    for name, kind in KINDS.items():
+        if any(p.kind == name and p.host_group in groups for p in platforms.PLATFORMS):
+            found += [entry for entry in kind.teardown if os.path.isabs(entry) and entry not in found]
+    return found
+
+
 def instance_platforms(placement):
     """The registry's labels whose kind places a cell of several instances as ``placement`` (common.py's
     INSTANCE_PLACEMENTS: supervised, guests, pods)."""
@@ -187,6 +201,7 @@ __all__ = [
     "declaration",
     "instance_platforms",
     "observed",
+    "own_teardown",
     "plan_sections",
     "register",
     "registry_problems",
