@@ -1,6 +1,6 @@
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
-"""Write the documentation site's page of the kinds, from their declarations (placements/<kind>.py) and the
+"""Write the documentation site's page of the kinds, from their declarations (placements/<kind>/) and the
 platform registry: `python docs/kinds_page.py OUT.md` (`make docs` runs it into the build directory)."""
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ def page():
     lines = [
         "# The kinds",
         "",
-        "Each kind of placement, as its module declares it (`KIND = Kind(...)` in",
-        "`plugins/plugin_utils/placements/<kind>.py`, or in `placements/<kind>/__init__.py` for a kind kept in a",
-        "folder of its own with its task files); this page is generated from those declarations and the",
+        "Each kind of placement, as its folder declares it (`KIND = Kind(...)` in",
+        "`plugins/plugin_utils/placements/<kind>/__init__.py`, beside its task files and its plan's spec); this page",
+        "is generated from those declarations and the",
         "platform registry when the site is built. [Adding a platform or a kind](adding-a-platform.md) says what each",
         "part means.",
         "",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements as _placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import teardown as _teardown
 
 
 def placement_results(kinds="all"):
@@ -26,11 +27,12 @@ def placement_results(kinds="all"):
     return list(dict.fromkeys(var for kind in kinds for var in _placements.KINDS[kind].results.values()))
 
 
-def kind_teardown(groups):
-    """The teardown task files kept in kinds' own folders for a host of the inventory ``groups`` (its group_names)."""
+def kind_teardown(groups, playbook):
+    """The kinds' own teardown files for a host of the inventory ``groups`` (its group_names) that the teardown
+    ``playbook`` imports in no play of its own (plugin_utils/cells/teardown.py, own_files)."""
     if isinstance(groups, str) or not isinstance(groups, (list, tuple)):
         raise AnsibleFilterError(f"kind_teardown: expected a list of inventory groups (group_names), got {groups!r}")
-    return _placements.own_teardown(groups)
+    return _teardown.own_files(groups, playbook)
 
 
 class FilterModule:

@@ -3,7 +3,7 @@
 """The read-only disk a guest reads the runner host's data files from (a generated dataset or a
 ``params.data_dir``): its name on the host, its size, whether it is stale, and where the guest mounts it.
 
-Shared by the cell plan (``plugins/plugin_utils/placements/guest.py``), the module that makes the disk
+Shared by the cell plan (``plugins/plugin_utils/placements/guest/``), the module that makes the disk
 (``platbench.lab.data_disk``) and ``playbooks/teardown.yml``, which finds the disks by their suffix.
 """
 

@@ -47,7 +47,7 @@ REQUIREMENTS = (
     "lxc",
 )
 # The kinds of placement (how a cell's workload is put on its platform) are declared, each once, by its module
-# plugins/plugin_utils/placements/<kind>.py (KIND = Kind(...): its plan, results, task files, teardown and
+# plugins/plugin_utils/placements/<kind>/ (KIND = Kind(...): its plan, results, task files, teardown and
 # capabilities); that package refuses a platform here whose kind no module declares.
 # How a process kind starts the workload: the workload environment's python, or `apptainer exec` of the SIF.
 LAUNCHERS = ("venv", "apptainer")

@@ -20,7 +20,7 @@ CPUs), read once a second into the campaign's ``harness-cpu.jsonl``; ``cpu_betwe
 during a cell's timed part, which its record keeps.
 
 A workload must not inherit any of this: each kind's launch puts it back at the normal policy (``chrt --other 0``,
-placements/process.py ``shell_command``) in a cgroup of its own, or is started by a daemon that never had it
+placements/process/ ``shell_command``) in a cgroup of its own, or is started by a daemon that never had it
 (dockerd, libvirtd). Nothing here raises for a host that refuses a step: the state says what was not done and why,
 and every answer line of the campaign repeats it.
 
@@ -43,7 +43,7 @@ IDLE_WEIGHT = "1"  # cgroup v2's least cpu.weight
 SERIES_FILE = "harness-cpu.jsonl"  # in the campaign's directory
 SAMPLE_SECONDS = 1.0  # how often the series is read: no faster, the reader is the harness too
 SCOPE_ENV = "PLATBENCH_HARNESS_SCOPE"  # set inside the systemd scope platbench run re-executed itself in
-# What a cell's launch puts its workload back to (placements/process.py): the policy every container gets from its
+# What a cell's launch puts its workload back to (placements/process/): the policy every container gets from its
 # engine's daemon.
 NORMAL_POLICY_ARGV = ["chrt", "--other", "0"]
 # Podman has no daemon: its CLI forks conmon, which starts the container, and each inherits the CLI's SCHED_IDLE. The

@@ -15,7 +15,7 @@ description:
     then reads the values back; one that does not read back as written fails the module. On cgroup v2 it enables the
     C(cpu) controller for the parent's children where it is not, and says so.
   - The cell's shell line moves itself into the cgroup (C(cgroup.procs)) before it execs the workload
-    (C(plugins/plugin_utils/placements/process.py) plans both).
+    (C(plugins/plugin_utils/placements/process/) plans both).
   - With O(state=absent), kills what is still in the cgroup at O(path) (the cell's own processes; nothing else enters
     it), waits up to O(grace) seconds for them to go, and removes it. With O(cleanup_all), every cell's cgroup
     (C(platbench-cell-) and 12 hex digits, or an earlier release's C(platbench-inject-)) in the hierarchy under

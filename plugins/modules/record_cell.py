@@ -54,7 +54,7 @@ options:
         C(k8s_instances), C(guests) (each guest's C(vm_guest) of a cell with a guest per instance, by name); empty for
         those it did not run.
       - Omitted, each result is read from the variable its kind declares it in (C(results) of the kind's declaration,
-        C(plugins/plugin_utils/placements/<kind>.py)).
+        C(plugins/plugin_utils/placements/<kind>/)).
     type: dict
     version_added: "0.9.0"
   output:

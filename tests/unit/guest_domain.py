@@ -1,6 +1,6 @@
-"""The domain XML of one guest cell, as platbench.lab.vm renders it when the cell goes through
-platbench.lab.platform_run's guest kind (tasks/guest.yml) in check mode: the plan from platbench.lab.cell_plan,
-guest.yml's mapping of it to the vm role's variables, the role's template. Nothing is written, libvirt's own
+"""The domain XML of one guest cell, as platbench.lab.vm renders it when the cell goes through the guest kind
+(plugins/plugin_utils/placements/guest/tasks/place.yml) in check mode: the plan from platbench.lab.cell_plan,
+place.yml's mapping of it to the vm role's variables, the role's template. Nothing is written, libvirt's own
 test driver answers in the process, and the run stops once a guest would have to boot."""
 
 from __future__ import annotations

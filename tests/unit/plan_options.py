@@ -3,6 +3,7 @@ place each option's default lives), with plain test values where a default is wo
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import yaml
@@ -58,21 +59,41 @@ def plan_options(**overrides):
 SPECS = yaml.safe_load((REPO / "roles/platform_run/meta/argument_specs.yml").read_text())["argument_specs"]
 
 
+def _folder_spec(kind):
+    """The plan_spec.yml of a kind's own folder."""
+    return yaml.safe_load((Path(placements.KINDS[kind].folder) / "plan_spec.yml").read_text())
+
+
+def _optional(section):
+    return {**section, "required": False}
+
+
 def kind_spec(name):
-    """The argument spec a plan of kind (or instances placement) ``name`` is checked against: its entry point's in
-    platform_run's argument_specs, or, for a kind kept in a folder of its own, the common keys of every plan with the
-    sections of its folder's plan_spec.yml (and those of the kind it ``extends``)."""
-    kind = placements.KINDS.get(name)
-    if kind is None or kind.folder is None:
-        return SPECS[name]
-    own = yaml.safe_load((Path(kind.folder) / "plan_spec.yml").read_text())
-    # The process entry point's plan is the common keys and its one section, `process`.
-    base = SPECS["process"]["options"]["platform_run_cell_plan"]
-    options = dict(base["options"])
-    if own.get("extends") != "process":
-        options.pop("process")
-        if own.get("extends"):
-            options.update(SPECS[own["extends"]]["options"]["platform_run_cell_plan"]["options"])
+    """The argument spec a plan of kind (or instances placement) ``name`` is checked against, composed as the plans
+    are: the keys every plan has (platform_run's argument_specs, &plan_common) with the sections of the kind's
+    plan_spec.yml, those of the kinds it holds (``inner``: one of them is there), and of those it ``extends``; an
+    instances placement's entry point with the sections it names from their kinds' folders."""
+    if name in SPECS:
+        spec = copy.deepcopy(SPECS[name])
+        options = spec["options"]["platform_run_cell_plan"]["options"]
+        for section, kind in (("process", "process"), ("container", "container")):
+            if section in options:
+                options[section] = _optional(_folder_spec(kind)["options"][section])
+        if "guests" in options:  # each guest: the guest kind's section, with the instance's own fields
+            options["guests"]["options"] = {
+                **_folder_spec("guest")["options"]["guest"]["options"],
+                **options["guests"]["options"],
+            }
+        if "kubernetes" in options:
+            options["kubernetes"] = _folder_spec("k8s_job")["options"]["kubernetes"]
+        return spec
+    base = SPECS["instances"]["options"]["platform_run_cell_plan"]
+    options = {key: value for key, value in base["options"].items() if key != "instances"}
+    own = _folder_spec(name)
+    for inner in placements.KINDS[name].inner:
+        options.update({key: _optional(value) for key, value in _folder_spec(inner)["options"].items()})
+    for extended in own.get("extends") or ():
+        options.update(_folder_spec(extended)["options"])
     options.update(own["options"])
     return {"options": {"platform_run_cell_plan": {**base, "options": options}}}
 

@@ -73,6 +73,7 @@ BUILT = [p.label for p in platforms.PLATFORMS if p.placement and not p.remote]
 # Each built platform's kind, its placement (roles/platform_run/tasks/<kind>.yml); a guest's inner kind.
 KINDS = {
     "bm": "process",
+    "cr": "chroot",
     "cn": "container",
     "pd": "container",
     "gv": "container",
@@ -134,6 +135,7 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
     sections = {key for key in ("process", "container", "guest") if key in plan}
     expected = {
         "bm": {"process"},
+        "cr": {"process"},  # and its `chroot`: tests/unit/test_chroot_kind.py
         "cn": {"container"},
         "pd": {"container"},
         "gv": {"container"},
@@ -175,7 +177,7 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         # Docker's exited containers on the runner host are pruned with the campaign; the others go with their cell.
         expected_removal = "campaign" if platform in ("cn", "gv") else "cell"
         assert plan["container"]["removal"] == expected_removal
-    if "process" in plan:
+    if "process" in plan and "chroot" not in plan:  # a chroot's line wraps its process's: test_chroot_kind.py
         # A process runs on the runner, or in the guest (reached over ssh by its name).
         assert plan["process"]["host"] == (plan["name"] if {"guest", "micro_vm"} & set(plan) else "runner-a")
         # The shell line that ansible.builtin.raw runs is the same directory, environment and argv, quoted, under

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
-from ansible_collections.platbench.lab.plugins.plugin_utils.cells import duet_pair
+from ansible_collections.platbench.lab.plugins.plugin_utils.cells import duet_pair, teardown
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import chroot
 from plan_options import assert_plan_matches_its_specs, cell_plan
 from test_kinds import OPTIONS, make_cell
@@ -22,6 +22,7 @@ from test_kinds import OPTIONS, make_cell
 from tests import skips
 
 REPO = Path(__file__).resolve().parents[2]
+TEARDOWN = REPO / "playbooks" / "teardown.yml"
 FACTS = {
     "cpus_allowed": [0, 1],
     "numa_nodes": {"0": [0, 1]},
@@ -120,7 +121,7 @@ def test_the_kind_s_teardown_found_from_its_declaration_takes_down_a_leftover_vi
                 "tasks": [
                     {
                         "ansible.builtin.include_tasks": "{{ item }}",
-                        "loop": "{{ group_names | platbench.lab.kind_teardown }}",
+                        "loop": f"{{{{ group_names | platbench.lab.kind_teardown('{TEARDOWN}') }}}}",
                     }
                 ],
             }
@@ -133,9 +134,11 @@ def test_the_kind_s_teardown_found_from_its_declaration_takes_down_a_leftover_vi
 
 
 def test_teardown_yml_runs_the_kinds_own_teardown_files_from_the_declarations():
-    own = placements.own_teardown(["platbench_container_hosts"])
-    assert own == [str(Path(chroot.HERE) / "tasks" / "teardown.yml")]
-    assert placements.own_teardown(["platbench_mvm_hosts"]) == []
-    plays = yaml.safe_load((REPO / "playbooks" / "teardown.yml").read_text())
-    last = plays[-1]
+    own = Path(chroot.HERE) / "tasks" / "teardown.yml"
+    # The process kind's own teardown stops a leftover workload first: a play of teardown.yml imports it, with the
+    # other first kinds'; the last play runs the chroot kind's, from its declaration.
+    assert placements.KINDS["chroot"].teardown[:2] == (placements.KINDS["process"].teardown[0], str(own))
+    assert teardown.own_files(["platbench_container_hosts"], str(TEARDOWN)) == [str(own)]
+    assert teardown.own_files(["platbench_mvm_hosts"], str(TEARDOWN)) == []
+    last = yaml.safe_load(TEARDOWN.read_text())[-1]
     assert "platbench_container_hosts" in last["hosts"] and "kind_teardown" in last["tasks"][0]["loop"]

@@ -1,8 +1,8 @@
 """Cells with several instances of a guest platform (vm, vmcn): a guest per instance, each with a NIC on the cell's
 bridge. Guests run under TCG on this machine, too slow for a live multi-guest cell in the suite's budget, so what is
-checked here is static: the plans, each guest's domain XML as platbench.lab.vm renders it (guest_boot.yml in check
-mode), the commands that configure each guest's end of the path, the ranks' command lines and environment, the
-refusals. A live run needs a KVM host (README, "What is verified where")."""
+checked here is static: the plans, each guest's domain XML as platbench.lab.vm renders it (the guest kind's
+tasks/boot.yml in check mode), the commands that configure each guest's end of the path, the ranks' command lines and
+environment, the refusals. A live run needs a KVM host (README, "What is verified where")."""
 
 from __future__ import annotations
 

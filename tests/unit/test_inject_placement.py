@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError, instance_name
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells.leftovers import leftover_problems
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
@@ -408,7 +409,7 @@ def test_teardown_removes_the_cgroups_stopped_cells_left_and_only_those(tmp_path
         "gather_facts": False,
         "vars_files": [str(REPO / "playbooks/vars/teardown.yml")],
         "vars": {"ansible_python_interpreter": sys.executable},
-        "tasks": [{"ansible.builtin.import_tasks": str(REPO / "playbooks/tasks/teardown/process.yml")}],
+        "tasks": [{"ansible.builtin.import_tasks": str(placements.KINDS["process"].teardown[0])}],
     }
     # As -e, over the settings' own: no workload of this test's prefix runs, and the cgroup tree is the test's.
     variables = {"platform_run_prefix": str(tmp_path / "prefix"), "teardown_cgroup_root": str(root)}

@@ -1,5 +1,5 @@
 """The k8s platform around its Job: readiness (kubeconfig, cluster, node, image), the prechecks of the
-runner's node, and the k8s_job kind (k8s_job.yml) against an API server that does not answer (the Job is still
+runner's node, and the k8s_job kind (its tasks/place.yml) against an API server that does not answer (the Job is still
 deleted)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A kind is one declared unit (placements/<kind>.py: KIND = Kind(...)): every table of the kinds is built from the
+"""A kind is one declared unit (placements/<kind>/: KIND = Kind(...)): every table of the kinds is built from the
 declarations, a bad declaration or a platform naming an undeclared kind is refused when the registry loads, no kind
 fact is written anywhere else, the planning core has no import cycle, and a kind declared only here, in test code,
 plans and runs a real cell with no shared file changed."""
@@ -49,7 +49,6 @@ def make_cell(platform, cpu_config="pin", scaleup=1, **params):
 
 
 def test_every_kind_module_declares_its_kind_and_the_tables_are_built_from_them():
-    modules = {path.stem for path in PLACEMENTS.glob("*.py")} - {"__init__", "common"}
     folders = {path.parent.name for path in PLACEMENTS.glob("*/__init__.py")}
     assert set(placements.KINDS) == {
         "process",
@@ -61,12 +60,9 @@ def test_every_kind_module_declares_its_kind_and_the_tables_are_built_from_them(
         "lxc",
         "chroot",
     }
-    for name, kind in placements.KINDS.items():
-        assert kind.name == name and name in modules | folders, name
-        if name in folders:  # a kind in a folder of its own keeps its task files there
-            assert Path(kind.task_file).is_file() and Path(kind.task_file).parent.parent.name == name, kind.task_file
-        else:
-            assert (REPO / "roles" / "platform_run" / "tasks" / kind.task_file).is_file(), kind.task_file
+    for name, kind in placements.KINDS.items():  # each in a folder of its own, its task files there
+        assert kind.name == name and name in folders, name
+        assert Path(kind.task_file).is_file() and Path(kind.task_file).parent.parent.name == name, kind.task_file
     # The tables are the declarations' facts, gathered: no kind is in one without declaring it.
     assert tuple(n for n, k in placements.KINDS.items() if k.fenced) == placements.FENCED
     assert set(placements.FENCED) == {"chroot", "container", "lxc", "micro_vm", "process"}
@@ -103,7 +99,8 @@ def test_cell_yml_includes_the_task_file_the_plan_names_from_the_declaration():
     facts = {**ONE_NODE, "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"}}
     for platform in ("bm", "cn", "lx"):
         plan = cell_plan(make_cell(platform), facts, OPTIONS)
-        assert plan["task_file"] == placements.KINDS[plan["kind"]].task_file == f"{plan['kind']}.yml"
+        assert plan["task_file"] == placements.KINDS[plan["kind"]].task_file
+        assert Path(plan["task_file"]).resolve() == PLACEMENTS / plan["kind"] / "tasks" / "place.yml"
 
 
 def test_a_declaration_missing_a_part_is_refused_naming_the_kind_and_the_part():
@@ -167,7 +164,7 @@ def _kind_lists(path):
 def test_no_kind_fact_is_written_outside_its_declaration():
     sources = [path for folder in ("plugins", "platbench") for path in sorted((REPO / folder).rglob("*.py"))]
     found = [line for path in sources if path not in DECLARING for line in _kind_lists(path)]
-    assert found == [], "declare these in placements/<kind>.py (Kind(...)) and read placements' tables instead"
+    assert found == [], "declare these in placements/<kind>/ (Kind(...)) and read placements' tables instead"
 
 
 # Comparisons with a kind's name that stay, by file: module_utils is shipped to the hosts with the modules, where the

@@ -19,6 +19,7 @@ from platbench import report
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "platform_run"
+PLACEMENTS = REPO / "plugins" / "plugin_utils" / "placements"
 BUILT = [platform for platform in platforms.PLATFORMS if platform.placement]
 SPECS = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]
 
@@ -65,26 +66,22 @@ def test_every_built_platform_has_its_roles_and_its_kind(platform):
     assert not platform.unbuilt
 
 
-def test_every_kind_has_its_module_task_file_and_argument_spec():
+def test_every_kind_has_its_folder_with_its_task_files_and_plan_spec():
     assert set(placements.KINDS) >= {platform.kind for platform in platforms.PLATFORMS}
-    in_folders = {name for name, kind in placements.KINDS.items() if kind.folder}
-    assert in_folders == {"chroot"}
-    for kind in placements.KINDS:
-        declared = placements.KINDS[kind]
-        if declared.folder:  # its task files and its plan's spec in its own folder, nothing in platform_run
-            assert Path(declared.task_file) == Path(declared.folder) / "tasks" / "place.yml"
-            assert Path(declared.task_file).is_file() and (Path(declared.folder) / "plan_spec.yml").is_file()
-            assert not (ROLE / "tasks" / f"{kind}.yml").exists() and kind not in SPECS
-        else:
-            assert (ROLE / "tasks" / declared.task_file).is_file(), kind
+    for kind, declared in placements.KINDS.items():
+        # Its declaration, its task files and its plan's spec in its own folder, nothing of it in platform_run.
+        folder = PLACEMENTS / kind
+        assert Path(declared.folder).resolve() == folder.resolve(), kind
+        assert Path(declared.task_file).resolve() == folder / "tasks" / "place.yml"
+        assert (folder / "tasks" / "teardown.yml").resolve() in {Path(entry).resolve() for entry in declared.teardown}
+        assert (folder / "plan_spec.yml").is_file() and not (ROLE / "tasks" / f"{kind}.yml").exists()
         plan = kind_spec(kind)["options"]["platform_run_cell_plan"]
         assert plan["type"] == "dict" and plan["required"] is True
         assert set(plan["options"]) >= {"cell", "kind", "placement", "argv", "env", "cpuset", "gpus", "runtime"}
-    # Entry points: the role's own (main, capabilities), one per kind of this role, and the instances placements that
-    # run a cell's several instances of a kind (plugins/plugin_utils/placements/instances.py; pods: instances_k8s.py;
-    # a guest each: instances_guest.py), no more.
-    role_kinds = set(placements.KINDS) - in_folders
-    assert set(SPECS) == {"main", "capabilities", "instances", "k8s_instances", "guest_instances", *role_kinds}
+    # Entry points: the role's own (main, capabilities) and the instances placements that run a cell's several
+    # instances of a kind (plugins/plugin_utils/placements/instances.py; pods: instances_k8s.py; a guest each:
+    # instances_guest.py), no more: a kind's placement is its folder's.
+    assert set(SPECS) == {"main", "capabilities", "instances", "k8s_instances", "guest_instances"}
     assert (ROLE / "tasks" / "instances.yml").is_file() and (ROLE / "tasks" / "k8s_instances.yml").is_file()
     assert (ROLE / "tasks" / "guest_instances.yml").is_file()
 
@@ -169,7 +166,7 @@ def add_platform(monkeypatch, label, **fields):
 
 def validate(plan):
     """The plan against its kind's entry point, as include_role validates it."""
-    options = SPECS[plan["placement"]]["options"]
+    options = kind_spec(plan["placement"])["options"]
     result = ArgumentSpecValidator(options).validate({"platform_run_cell_plan": plan})
     return result.error_messages
 

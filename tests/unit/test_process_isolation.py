@@ -1,6 +1,6 @@
 """Where a process cell runs on the runner host, now that the harness runs at SCHED_IDLE in a cgroup of its own
 (plugins/module_utils/quiet.py): in a cgroup of the cell's own, at the normal policy and nice 0, in a clean
-environment, an unpinned one over every CPU the host allows (placements/process.py); or, in an experiment of
+environment, an unpinned one over every CPU the host allows (placements/process/); or, in an experiment of
 ``isolation: none``, where the harness is. A guest's process cell is inside its guest: none of this."""
 
 from __future__ import annotations
@@ -320,7 +320,8 @@ def scope_unit(plan):
 @pytest.mark.parametrize("platform", ["bm", "sg"])
 def test_on_a_systemd_host_a_process_cell_runs_in_a_transient_scope_instead_of_a_cgroup_of_platbenchs(platform):
     plan = cell_plan(make_cell(platform, "vnl" if platform == "sg" else "pin"), SYSTEMD_HOST, OPTIONS)
-    # systemd owns the tree: no cgroupfs group to make (process.yml's tasks are skipped), a scope in system.slice.
+    # systemd owns the tree: no cgroupfs group to make (the process kind's place.yml skips its tasks), a scope in
+    # system.slice.
     assert "cgroup" not in plan["process"]
     assert plan["process"]["scope"] == {
         "unit": scope_unit(plan),

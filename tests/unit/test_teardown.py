@@ -26,6 +26,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cellpla
 from tests import skips
 
 REPO = Path(__file__).resolve().parents[2]
+PLACEMENTS = REPO / "plugins" / "plugin_utils" / "placements"
 MICRO_VM_TASK = "Stop the micro-VMs that cells left, and remove their jails, cgroups and taps"
 
 
@@ -38,9 +39,15 @@ def test_every_kind_of_the_registry_declares_a_teardown_that_teardown_yml_runs()
     plays = {}
     for _, hosts, files in teardown.imported(str(REPO / teardown.PLAYBOOK)):
         plays.setdefault(hosts, []).extend(files)
+
+    def own(kind):  # a kind's own teardown file, in its folder, as the playbook's import resolves it
+        return str((PLACEMENTS / kind / "tasks" / "teardown.yml").resolve())
+
     # The micro-VM part runs where micro-VMs run, with the fence and data disks such a cell may leave.
-    assert plays["platbench_mvm_hosts"] == ["micro_vm", "fence", "data_disks"]
-    assert plays["platbench_runners"] == ["process", "fence", "instances", "lxc", "k8s_job"]
+    assert plays["platbench_mvm_hosts"] == [own("micro_vm"), "fence", "data_disks"]
+    assert plays["platbench_runners"] == [own("process"), "fence", "instances", own("lxc"), own("k8s_job")]
+    # The last play runs the kinds' own files no play imports (the chroot kind's), from the declarations.
+    assert plays["platbench_runners:platbench_container_hosts:platbench_vm_hosts:platbench_mvm_hosts"] == [teardown.OWN]
     # The kinds the fence confines, and those that read a data disk, are the declarations', not a second list.
     assert {kind for kind, files in placements.TEARDOWN.items() if "fence" in files} == set(placements.FENCED)
     # The cells' micro-VM ids are their guest names: what cleanup_all takes for a cell's is what cells are named.
@@ -54,24 +61,28 @@ def tree(tmp_path):
         source, target = REPO / relative, tmp_path / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if source.is_dir() else shutil.copy)(source, target)
+    (tmp_path / "plugins").symlink_to(REPO / "plugins")  # the kinds' own files, which the playbook imports by path
     return tmp_path
 
 
 def test_the_check_names_a_kind_without_a_teardown_and_a_teardown_never_run(tree):
     without = {kind: files for kind, files in placements.TEARDOWN.items() if kind != "micro_vm"}
     assert teardown.problems(str(tree), teardown=without) == [
-        f"kind micro_vm declares no teardown: name the task files of {teardown.TASKS_DIR}/ that remove what a "
-        f"stopped cell of it leaves in its declaration's teardown, and import them in {teardown.PLAYBOOK}",
-        f"{teardown.TASKS_DIR}/micro_vm.yml is no kind's teardown: declare it in a kind's teardown "
-        "(placements/<kind>.py) or remove it",
+        "kind micro_vm declares no teardown: write its tasks/teardown.yml in its folder "
+        "(plugins/plugin_utils/placements/micro_vm/) and name it in its declaration's teardown"
     ]
-    # teardown.yml without its micro-VM play: the kind's own file is never run.
+    # teardown.yml without its micro-VM play and without the play of the kinds' own files: the micro-VM's and the
+    # chroot's own files are never run.
     playbook = tree / teardown.PLAYBOOK
-    plays = [play for play in yaml.safe_load(playbook.read_text()) if play["hosts"] != "platbench_mvm_hosts"]
-    playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
-    assert teardown.problems(str(tree)) == [
-        f"teardown micro_vm ({teardown.TASKS_DIR}/micro_vm.yml) is declared but {teardown.PLAYBOOK} never imports it"
+    plays = [
+        play
+        for play in yaml.safe_load(playbook.read_text())
+        if play["hosts"] != "platbench_mvm_hosts" and "kind_teardown" not in str(play["tasks"])
     ]
+    playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
+    found = teardown.problems(str(tree))
+    assert [line.split(" keeps")[0] for line in found] == ["kind chroot", "kind micro_vm"], found
+    assert all("has the play that runs the kinds' own teardown files" in line for line in found), found
     # A declared file that does not exist; a fenced kind without the fence; a disk-reading kind without data disks.
     broken = {**placements.TEARDOWN, "process": ("process",), "guest": ("guest", "snapshots")}
     found = teardown.problems(str(REPO), teardown=broken)

@@ -2,7 +2,7 @@
 # Apache License 2.0 (see galaxy.yml)
 """A duet pair's two cell plans (schedule: duet) as roles/platform_run/tasks/duet.yml runs them: what each side is
 for platbench.lab.duet_run (a process's shell line, or a created container), and what each side's record gets
-from the pair's run, in the shape of its kind's own task result (placements/process.py and container.py read them).
+from the pair's run, in the shape of its kind's own task result (placements/process/ and container.py read them).
 
 Only the kinds that declare ``duet`` (placements.DUET) get here: a process on the runner host, a container of its
 engine.

@@ -1,10 +1,12 @@
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
-"""Teardown per kind: every declared kind names the task files of ``playbooks/tasks/teardown/`` that remove what a
-stopped cell of it leaves (its declaration's ``teardown``, placements/<kind>.py; a cell of several instances adds
-``placements.INSTANCES_TEARDOWN``), and ``playbooks/teardown.yml`` imports each of them. ``problems`` says where the
-two part: a kind without a teardown, a file declared but missing or never run, a task file no kind declares, a kind
-whose behaviour leaves a fence or a data disk without that part. tests/unit/test_teardown.py holds it to none.
+"""Teardown per kind: every declared kind names the task files that remove what a stopped cell of it leaves (its
+declaration's ``teardown``, placements/<kind>/): its own ``tasks/teardown.yml`` in its folder, by path, and names of
+``playbooks/tasks/teardown/`` that several kinds share (fence, data_disks; a cell of several instances adds
+``placements.INSTANCES_TEARDOWN``). ``playbooks/teardown.yml`` imports the shared files and the first kinds' own files
+in plays of their own; its last play runs every other kind's own file (``own_files``). ``problems`` says where the
+two part: a kind without a teardown, a file declared but missing or never run, a shared task file no kind declares, a
+kind whose behaviour leaves a fence or a data disk without that part. tests/unit/test_teardown.py holds it to none.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 PLAYBOOK = os.path.join("playbooks", "teardown.yml")
 TASKS_DIR = os.path.join("playbooks", "tasks", "teardown")
 IMPORTS = ("ansible.builtin.import_tasks", "import_tasks", "ansible.builtin.include_tasks", "include_tasks")
-# What the play that runs the kinds' own teardown files (kept in their folders, named by path) loops over.
+# What the last play loops over: the kinds' own teardown files no other play imports.
 OWN_FILTER = "platbench.lab.kind_teardown"
 OWN = "(the kinds' own)"
 # The file of the `fence` and `data_disks` teardowns, which some kinds share.
@@ -27,28 +29,40 @@ DATA_DISKS = "data_disks"
 
 
 def imported(playbook):
-    """What each play of the teardown playbook at ``playbook`` runs: a list of (play name, hosts, [task file name])
-    in order, each file named as a kind's ``teardown`` names it (its name in TASKS_DIR, without .yml), and OWN for
-    the loop over the files kinds keep in their own folders (OWN_FILTER)."""
+    """What each play of the teardown playbook at ``playbook`` runs: a list of (play name, hosts, [task file]) in
+    order, each file as a kind's ``teardown`` names it: a shared file by its name in TASKS_DIR (without .yml), a
+    kind's own by its real path; OWN for the loop over the kinds' own files (OWN_FILTER)."""
     with open(playbook, encoding="utf-8") as stream:
         plays = yaml.safe_load(stream) or []
+    here = os.path.dirname(os.path.abspath(playbook))
+    shared = os.path.relpath(TASKS_DIR, os.path.dirname(PLAYBOOK))
     found = []
     for play in plays:
         files = []
         for section in ("pre_tasks", "tasks", "post_tasks"):
             for task in play.get(section) or []:
                 for action in IMPORTS:
-                    if action in task:
-                        target = task[action]
-                        target = target.get("file") if isinstance(target, dict) else target
-                        if OWN_FILTER in str(task.get("loop", "")):
-                            files.append(OWN)
-                            continue
-                        directory, name = os.path.split(os.path.normpath(str(target)))
-                        if directory == os.path.relpath(TASKS_DIR, os.path.dirname(PLAYBOOK)) and name.endswith(".yml"):
-                            files.append(name[: -len(".yml")])
+                    if action not in task:
+                        continue
+                    if OWN_FILTER in str(task.get("loop", "")):
+                        files.append(OWN)
+                        continue
+                    target = task[action]
+                    target = str(target.get("file") if isinstance(target, dict) else target)
+                    directory, name = os.path.split(os.path.normpath(target))
+                    if directory == shared and name.endswith(".yml"):
+                        files.append(name[: -len(".yml")])
+                    elif "{{" not in target:
+                        files.append(os.path.realpath(os.path.join(here, target)))
         found.append((play.get("name"), play.get("hosts"), files))
     return found
+
+
+def own_files(groups, playbook):
+    """The kinds' own teardown files for a host in the inventory ``groups`` that the teardown ``playbook`` imports in
+    no play of its own: what its last play runs there (placements.own_teardown, less those)."""
+    named = {name for _, _, files in imported(playbook) for name in files}
+    return [path for path in placements.own_teardown(groups) if os.path.realpath(path) not in named]
 
 
 def problems(repo, teardown=None, kinds=None, instances=None):
@@ -63,8 +77,8 @@ def problems(repo, teardown=None, kinds=None, instances=None):
     for kind in kinds:
         if not teardown.get(kind):
             found.append(
-                f"kind {kind} declares no teardown: name the task files of {TASKS_DIR}/ that remove what a stopped "
-                f"cell of it leaves in its declaration's teardown, and import them in {PLAYBOOK}"
+                f"kind {kind} declares no teardown: write its tasks/teardown.yml in its folder "
+                f"(plugins/plugin_utils/placements/{kind}/) and name it in its declaration's teardown"
             )
     if not instances:
         found.append("a cell of several instances declares no teardown (placements.INSTANCES_TEARDOWN)")
@@ -73,10 +87,10 @@ def problems(repo, teardown=None, kinds=None, instances=None):
         for path in (name for name in teardown.get(kind) or () if os.path.isabs(name)):
             if not os.path.isfile(path):
                 found.append(f"kind {kind}: its teardown {path} does not exist: write it in the kind's folder")
-            elif OWN not in run:
+            elif os.path.realpath(path) not in run and OWN not in run:
                 found.append(
-                    f"kind {kind} keeps its teardown in its folder ({path}), but {PLAYBOOK} has no play that includes "
-                    f"the kinds' own teardown files (a loop over {OWN_FILTER}): add it"
+                    f"kind {kind} keeps its teardown in its folder ({path}), but {PLAYBOOK} neither imports it nor "
+                    f"has the play that runs the kinds' own teardown files (a loop over {OWN_FILTER}): add that play"
                 )
     for name in sorted(declared):
         if not os.path.isfile(os.path.join(repo, TASKS_DIR, f"{name}.yml")):
@@ -90,7 +104,7 @@ def problems(repo, teardown=None, kinds=None, instances=None):
         if name not in declared:
             found.append(
                 f"{TASKS_DIR}/{name}.yml is no kind's teardown: declare it in a kind's teardown "
-                "(placements/<kind>.py) or remove it"
+                "(placements/<kind>/) or remove it"
             )
     # What the kinds' behaviour implies they leave: a fence where the idle_cores fence confines their neighbours,
     # data disks where the workload reads the host's data from a disk.
@@ -99,12 +113,12 @@ def problems(repo, teardown=None, kinds=None, instances=None):
         if kind in placements.FENCED and files and FENCE not in files:
             found.append(
                 f"kind {kind} runs behind an idle_cores fence (it declares fenced) but its teardown "
-                f"has no {FENCE}: add it to the teardown of placements/{kind}.py"
+                f"has no {FENCE}: add it to the teardown of placements/{kind}/"
             )
         disk = any(platform.data_view == "disk" for platform in platforms.PLATFORMS if platform.kind == kind)
         if disk and files and DATA_DISKS not in files:
             found.append(
                 f"kind {kind} reads the host's data from a data disk but its teardown has no {DATA_DISKS}: "
-                f"add it to the teardown of placements/{kind}.py"
+                f"add it to the teardown of placements/{kind}/"
             )
     return found

@@ -51,7 +51,7 @@ OPTIONAL_FIELDS = {
     # A known overhead injected into the cells (plugin_utils/experiment/inject.py): {spin: S} or {cpu_quota: Q}, or a
     # dimension of them.
     "inject": None,
-    # How a process cell on the runner host is placed (placements/process.py): in a cgroup of its own, as a
+    # How a process cell on the runner host is placed (placements/process/): in a cgroup of its own, as a
     # container is (the default), or, with none, where the harness is (the report marks it).
     "isolation": "cgroup",
 }

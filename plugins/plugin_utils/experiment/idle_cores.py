@@ -21,7 +21,7 @@ NONE = "none"
 # The kinds whose placement runs on the runner host itself, so that the fence confines their neighbours, declare
 # `fenced` (a Firecracker micro-VM is one: its VMM and vCPU threads are processes of the runner in the jailer's
 # cgroup); those that run the workload in a guest of the runner, whose emulator threads share its cores, `emulator`
-# (placements/<kind>.py).
+# (placements/<kind>/).
 
 
 class IdleCoresError(ValueError):

@@ -13,7 +13,7 @@ known-answer test of the instrument, issue 38):
   time, inside the timed part. Exact by construction beside nothing, but not beside a duet partner: on the 2-vCPU VM
   the lab is developed on, B's own steps ran about 5% slower than its partner's, so a 5% spin read 0.90-0.92 in duet
   pairs (the partner gains while B spins). ``spin: 0`` runs the same code path without spinning: a placebo.
-- ``inject: {cpu_quota: 0.95}``: a CPU-bandwidth quota of 95% of the cell's CPUs (placements/process.py: a cgroup
+- ``inject: {cpu_quota: 0.95}``: a CPU-bandwidth quota of 95% of the cell's CPUs (placements/process/: a cgroup
   platbench creates and removes; containers: the engine's own CPU quota). What a quota costs depends on the kernel
   and the workload's threads: on the same VM a 0.95 quota cost a pinned TensorFlow job 10-13%, not 5% (the CFS
   throttles in bursts), so it is a platform-cost knob to measure, not a known answer.
@@ -36,7 +36,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import ce
 LABEL = cell_labels.INJECT
 NONE = "none"
 KNOBS = ("cpu_quota", "discard", "spin")
-# The kinds whose cells take a quota declare `takes_quota` (placements/<kind>.py): a process (a cgroup platbench makes
+# The kinds whose cells take a quota declare `takes_quota` (placements/<kind>/): a process (a cgroup platbench makes
 # around it) and a container (the engine's CPU quota). A guest's vCPUs, a micro-VM, a pod and a cloud instance do not.
 # The workloads that discard or spin after timed steps (workloads/cnn_train/training.py): their timed part is a loop
 # of steps. The micro-benchmarks time one tool's run, loadgen times queries: there is no step to leave out or lengthen.

@@ -48,7 +48,7 @@ DUET_PARTNER = "duet_partner"
 DUET_ROLE = "duet_role"  # lead (the cell compared) or partner (its baseline's copy)
 DUET_LABELS = (DUET_PAIR, DUET_SIDE, DUET_PARTNER, DUET_ROLE)
 # The kinds whose cells can run beside another on CPUs of their own (a process and a container on the runner host)
-# declare `duet` (placements/<kind>.py: placements.DUET).
+# declare `duet` (placements/<kind>/: placements.DUET).
 
 
 def problems(schedule, seed):

@@ -19,6 +19,12 @@ FIXED_ENV = {"TF_NUM_INTEROP_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHON
 GUEST_PREFIX = "/opt/platbench"
 
 
+def kind_file(module_file, name):
+    """The task file ``name`` of a kind's own folder (``placements/<kind>/tasks/``), from its ``__init__``'s
+    ``__file__``: what its declaration names as its ``task_file`` and ``teardown``."""
+    return os.path.join(os.path.dirname(os.path.abspath(module_file)), "tasks", name)
+
+
 class PlacementError(ValueError):
     """A cell cannot be placed as asked; the message says why and what to change."""
 
@@ -45,7 +51,7 @@ STARTERS = ("launcher", "engine", None)
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of placement, declared once in its module (``KIND = Kind(...)`` in placements/<kind>.py): every table
+    """One kind of placement, declared once in its module (``KIND = Kind(...)`` in placements/<kind>/): every table
     of the kinds (placements/registry.py) is built from these declarations, and nothing else names a kind's facts.
 
     Required: ``name``, ``summary``, ``plan``, ``observed``, ``task_file``, ``results`` and ``teardown``. The rest are

@@ -227,7 +227,7 @@ def _process_instance(ctx, plan, member, argv, extra, background=False, env=None
 
 def _process_place(process, member):
     """Where a process instance on the runner host runs, as the process kind places its cell (``process``, that
-    kind's plan; placements/process.py): a cgroup of the instance's own (each container instance has its engine's;
+    kind's plan; placements/process/): a cgroup of the instance's own (each container instance has its engine's;
     named as a cell's, so that teardown and the prechecks find one left behind), or where systemd is PID 1 a scope
     of its own (``systemd-run`` in front of its argv); at the normal policy, on the fixed base environment. The
     supervisor, which runs at the harness's SCHED_IDLE in its cgroup, puts it there (module_utils/supervisor.py).

@@ -3,7 +3,7 @@
 """The guest instances placement: a cell with several instances of a guest platform (vm, vmcn) is a guest per
 instance, run side by side by ``platbench.lab.run_instances`` (``roles/platform_run/tasks/guest_instances.yml``).
 
-The guest kind plans its one guest first (placements/guest.py: vCPUs, memory, data disk, the inner kind's command
+The guest kind plans its one guest first (placements/guest/: vCPUs, memory, data disk, the inner kind's command
 in the guest); each instance is that guest again, named ``<cell name>-<i>``, its vCPUs pinned to its slice of the
 cell's CPUs (``several.split_cpus``: its own for ``disjoint``, the cell's for ``shared``), and its command run in
 it over SSH from the controller (``ssh -F`` the config platbench.lab.vm writes beside the guest's known_hosts):

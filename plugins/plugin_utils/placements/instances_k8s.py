@@ -3,7 +3,7 @@
 """The k8s instances placement: a k8s cell of mode distributed or shared as Kubernetes Jobs, run by
 ``roles/platform_run/tasks/k8s_instances.yml`` (statically verified: no kubelet on the test machine).
 
-The cell's single-instance Job (placements/k8s_job.py) is planned first; each instance is that Job's pod again,
+The cell's single-instance Job (placements/k8s_job/) is planned first; each instance is that Job's pod again,
 with its own resources (requests = limits for pin: Guaranteed, exclusive cores from the static CPU manager), its
 labels and, on the runner's cluster, the runner's node (a provisioned cluster's scheduler spreads them):
 
@@ -109,7 +109,7 @@ def _network_reason():
 
 
 def plan(ctx, plan, spec):
-    """Turn ``plan`` (the cell's single Job planned by placements/k8s_job.py) into Jobs of ``spec``'s instances:
+    """Turn ``plan`` (the cell's single Job planned by placements/k8s_job/) into Jobs of ``spec``'s instances:
     plan["k8s_instances"], run by k8s_instances.yml."""
     count, sharing = spec["count"], spec["cpus"]
     if spec.get("network") and spec["network"] not in NETWORK_PATHS:

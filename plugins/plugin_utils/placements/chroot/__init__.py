@@ -29,6 +29,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common im
     Kind,
     PlacementError,
     command_observed,
+    kind_file,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -111,7 +112,7 @@ def plan(ctx, plan):
     run["command"] = line(view, ctx.mounts, process.shell_command(run, deadline=plan["timeout"]))
     run["task_timeout"] = cell_timeout.task_timeout(plan["timeout"])
     plan["process"] = run
-    plan["chroot"] = {"root": ROOT, "view": view}
+    plan["chroot"] = {"root": ROOT, "view": view, "run_task_file": process.KIND.task_file}
     launcher = "taskset chroot" if ctx.pinned else "chroot"
     plan["runtime"].update(launcher=launcher, chroot_root=ROOT, image=ctx.opts["image"])
     if place:
@@ -128,9 +129,10 @@ KIND = Kind(
     summary="the workload image's root run by chroot (taskset for pin): no namespaces, no seccomp, no engine",
     plan=plan,
     observed=observed,
-    task_file=os.path.join(HERE, "tasks", "place.yml"),
+    task_file=kind_file(__file__, "place.yml"),
     results={"process": "platform_run_process"},
-    teardown=("process", os.path.join(HERE, "tasks", "teardown.yml"), "fence"),
+    # The process kind's teardown stops a leftover workload first (its argv is the same), then the views go.
+    teardown=(kind_file(process.__file__, "teardown.yml"), kind_file(__file__, "teardown.yml"), "fence"),
     fenced=True,
     takes_quota=True,
     duet=True,
