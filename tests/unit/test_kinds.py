@@ -9,7 +9,6 @@ import ast
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +21,8 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.placements import re
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind, KindError, Observed
 from ansible_collections.platbench.lab.workloads.common.record import parse_result_lines
 from plan_options import cell_plan, plan_options
+
+from tests.kinds import toy
 
 REPO = Path(__file__).resolve().parents[2]
 PLACEMENTS = REPO / "plugins" / "plugin_utils" / "placements"
@@ -423,37 +424,15 @@ def test_lx_runs_lxc_execute_with_its_cgroup_keys():
     assert lxc.host_problem({"installed": False}, None).endswith("(role platbench.lab.lxc)")
 
 
-# -- a kind declared only in test code plans and runs a real cell -----------------------------------------------------
-
-
-def _toy_plan(ctx, plan):
-    """The workload as a plain child process of the test, pinned by the kernel's own affinity call."""
-    plan["env"] = ctx.env({"PYTHONPATH": str(REPO / "collections" / "ansible_collections" / "platbench" / "lab")})
-    plan["toy"] = {"argv": [sys.executable, *ctx.argv], "cpus": ctx.cpus, "env": plan["env"]}
-    plan["runtime"].update(launcher="toy")
-
-
-def _toy_observed(plan, results):
-    result = results.get("toy") or {}
-    return Observed(output=result.get("stdout", ""), runtime={"rc": result.get("rc")})
+# -- a kind declared only in a test folder plans, runs a real cell and tears down through its own task files ----------
 
 
 @pytest.fixture
 def toy_platform(monkeypatch):
-    """Kind `toy` and platform `ty`, declared here only: registered into the tables and the registry for the test."""
-    kind = Kind(
-        name="toy",
-        summary="the workload as a child process of the test",
-        plan=_toy_plan,
-        observed=_toy_observed,
-        task_file=str(Path(__file__)),
-        results={"toy": "toy_result"},
-        teardown=("process",),
-        fenced=True,
-        started_by="launcher",
-    )
-    placements.register(kind)
-    entry = platforms.BY_LABEL["bm"]._replace(label="ty", kind="toy", baseline=False, requires=())
+    """The kind `toy` (tests/kinds/toy/, a folder as the collection's kinds are) and its platform `ty`, declared in
+    the tests only: registered into the tables and the registry for the test."""
+    placements.register(toy.KIND)
+    entry = platforms.BY_LABEL["bm"]._replace(label="ty", kind="toy", launcher=None, baseline=False, requires=())
     monkeypatch.setattr(platforms, "PLATFORMS", (*platforms.PLATFORMS, entry))
     monkeypatch.setattr(platforms, "BY_LABEL", {**platforms.BY_LABEL, "ty": entry})
     monkeypatch.setattr(platforms, "LABELS", (*platforms.LABELS, "ty"))
@@ -461,28 +440,43 @@ def toy_platform(monkeypatch):
     placements.unregister("toy")
 
 
-def test_a_kind_declared_in_test_code_plans_and_runs_a_real_cell(toy_platform):
+def test_a_kind_declared_in_a_test_folder_plans_runs_a_real_cell_and_tears_down_through_its_task_files(
+    toy_platform, playbook, tmp_path
+):
+    assert placements.KINDS["toy"] is toy.KIND and Path(toy.KIND.folder) == Path(toy.__file__).parent
     assert "toy" in placements.FENCED and placements.RESULTS["toy"] == "toy_result"
     assert placements.registry_problems([toy_platform]) == []
     plan = cell_plan(make_cell("ty"), ONE_NODE, OPTIONS)
     assert plan["placement"] == plan["kind"] == "toy" and plan["cpus"] == [1]
-    assert plan["task_file"] == str(Path(__file__))  # what cell.yml includes: the declared task file, not a name
-    toy = plan["toy"]
-    run = subprocess.run(
-        toy["argv"],
-        env={**os.environ, **toy["env"]},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=lambda: os.sched_setaffinity(0, toy["cpus"]),
-        check=False,
-    )
-    observed = placements.observed(plan, {"toy": {"rc": run.returncode, "stdout": run.stdout}})
-    assert observed.runtime == {"rc": 0}, run.stderr[-2000:]
+    assert plan["task_file"] == toy.KIND.task_file  # what cell.yml includes: the declared task file of its folder
+    # The cell through the kind's own place.yml, in a real ansible-playbook run, included as cell.yml includes it.
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    place = [
+        {
+            "name": "Place a toy cell",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars": local,
+            "tasks": [{"ansible.builtin.include_tasks": "{{ platform_run_cell_plan.task_file }}"}],
+        }
+    ]
+    run = playbook(place, {"platform_run_cell_plan": plan})
+    assert run.rc == 0, run.output[-4000:]
+    (result,) = run.results("Run the workload")
+    observed = placements.observed(plan, {"toy": result})
+    assert observed.runtime == {"rc": 0}, result.get("stderr", "")[-2000:]
     (record,) = parse_result_lines(observed.output)
     assert record["status"] == "ok" and record["workload"] == "cnn_train"
     assert {entry["metric"] for entry in record["metrics"]} >= {"throughput"}
     assert record["metadata"]["cpuset"] == "1"  # the workload ran on the CPU its plan chose
+    assert not Path(plan["toy"]["scratch"]).exists()  # place.yml removed what it made
+    # A stopped run's leftover, removed by the kind's own teardown.yml (its declaration names it).
+    left = tmp_path / "scratch" / plan["name"]
+    left.mkdir(parents=True)
+    (own,) = [entry for entry in toy.KIND.teardown if os.path.isabs(entry)]
+    tear = [{**place[0], "name": "Tear toy cells down", "tasks": [{"ansible.builtin.include_tasks": own}]}]
+    run = playbook(tear, {"toy_scratch_root": str(left.parent)})
+    assert run.rc == 0, run.output[-4000:]
+    assert not left.exists()
     placements.unregister("toy")
     assert "toy" not in placements.KINDS and "toy" not in placements.RESULTS
