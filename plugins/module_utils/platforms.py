@@ -48,7 +48,7 @@ REQUIREMENTS = (
 )
 # The kinds of placement (how a cell's workload is put on its platform) are declared, each once, by its module
 # plugins/plugin_utils/placements/<kind>/ (KIND = Kind(...): its plan, results, task files, teardown and
-# capabilities); that package refuses a platform here whose kind no module declares.
+# capabilities); that package refuses a platform here whose kind no folder declares.
 # How a process kind starts the workload: the workload environment's python, or `apptainer exec` of the SIF.
 LAUNCHERS = ("venv", "apptainer")
 # The container engines of the container kind.

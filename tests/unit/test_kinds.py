@@ -110,7 +110,7 @@ def test_a_declaration_missing_a_part_is_refused_naming_the_kind_and_the_part():
         "summary": "a toy",
         "plan": lambda ctx, plan: None,
         "observed": lambda plan, results: Observed(),
-        "task_file": "toy.yml",
+        "task_file": "/kinds/toy/tasks/place.yml",
         "results": {"toy": "platform_run_toy"},
         "teardown": ("toy",),
     }
@@ -121,6 +121,8 @@ def test_a_declaration_missing_a_part_is_refused_naming_the_kind_and_the_part():
         Kind(**{**parts, "plan": "toy.plan"})
     with pytest.raises(KindError, match="kind toy: 'instances' 'ranks' is not one of"):
         Kind(**parts, instances="ranks")
+    with pytest.raises(KindError, match=r"kind toy: 'task_file' is the path of tasks/place.yml in the kind's folder"):
+        Kind(**{**parts, "task_file": "toy.yml"})
     with pytest.raises(KindError, match="a kind is declared as a Kind"):
         placements.register({"name": "toy"})
 
@@ -128,10 +130,10 @@ def test_a_declaration_missing_a_part_is_refused_naming_the_kind_and_the_part():
 def test_a_platform_naming_an_undeclared_kind_or_an_inner_kind_its_kind_does_not_hold_is_refused():
     stray = platforms.BY_LABEL["cn"]._replace(label="xx", kind="unikernel")
     assert placements.registry_problems([stray]) == [
-        "platform xx: kind 'unikernel' is declared by no module of plugins/plugin_utils/placements/ (declared: "
-        f"{', '.join(placements.KINDS)}): declare it there as KIND = Kind(...)"
+        "platform xx: kind 'unikernel' is declared by no folder of plugins/plugin_utils/placements/ (declared: "
+        f"{', '.join(placements.KINDS)}): declare it in the __init__.py of its folder there as KIND = Kind(...)"
     ]
-    with pytest.raises(KindError, match="platform xx: kind 'unikernel' is declared by no module"):
+    with pytest.raises(KindError, match="platform xx: kind 'unikernel' is declared by no folder"):
         placements.check_registry([stray])
     wrong_inner = platforms.BY_LABEL["mvm"]._replace(inner="container")
     assert placements.registry_problems([wrong_inner]) == ["platform mvm: a micro_vm holds process, not 'container'"]

@@ -61,12 +61,10 @@ class Kind:
     summary: str  # what a cell of the kind is, one line (the docs, `platbench.lab.platforms`)
     plan: Callable  # plan(ctx, plan): adds the kind's sections to a cell plan
     observed: Callable  # observed(plan, results): what its engine reported, as an Observed
-    # Its placement entry point: a name of roles/platform_run/tasks/, or, for a kind kept in a folder of its own
-    # (placements/<kind>/), the absolute path of its tasks/place.yml there.
-    task_file: str
+    task_file: str  # its placement: the path of tasks/place.yml in its folder (kind_file(__file__, "place.yml"))
     results: Mapping  # the registered results its task files leave for record_cell: result name -> variable name
-    # What removes what a stopped cell of it leaves: names of playbooks/tasks/teardown/ (shared with other kinds), or
-    # absolute paths of task files in its own folder (playbooks/teardown.yml's last play runs those).
+    # What removes what a stopped cell of it leaves: the path of tasks/teardown.yml in its folder (or another kind's),
+    # and names of playbooks/tasks/teardown/ that several kinds share (fence, data_disks).
     teardown: tuple
     inner: tuple = ()  # the kinds it may hold (a guest's, an instance's workload): their plan runs inside it
     fenced: bool = False  # runs on the runner's own cores: idle_cores none fences the host's other work onto them
@@ -97,6 +95,11 @@ class Kind:
             isinstance(key, str) and isinstance(value, str) for key, value in self.results.items()
         ):
             raise KindError(f"kind {name}: 'results' must map result names to registered variable names")
+        if not os.path.isabs(self.task_file):
+            raise KindError(
+                f"kind {name}: 'task_file' is the path of tasks/place.yml in the kind's folder "
+                f"(kind_file(__file__, 'place.yml') in placements/{name}/__init__.py), not {self.task_file!r}"
+            )
         if isinstance(self.teardown, str) or isinstance(self.inner, str):
             raise KindError(f"kind {name}: 'teardown' and 'inner' are tuples of names, not a string")
         if self.instances not in INSTANCE_PLACEMENTS:
@@ -106,11 +109,8 @@ class Kind:
 
     @property
     def folder(self):
-        """The kind's own folder (``placements/<kind>/``, its task files in ``tasks/``), or None for a kind whose task
-        file is one of roles/platform_run's."""
-        if os.path.isabs(self.task_file):
-            return os.path.dirname(os.path.dirname(self.task_file))
-        return None
+        """The kind's own folder (``placements/<kind>/``, its task files in ``tasks/``)."""
+        return os.path.dirname(os.path.dirname(self.task_file))
 
     @property
     def supervised(self):
@@ -133,7 +133,7 @@ _PART_HELP = {
     "summary": "one line saying what a cell of the kind is",
     "plan": "the function that adds the kind's sections to a cell plan",
     "observed": "the function that maps what its engine reported into the cell's output and runtime",
-    "task_file": "the task file of roles/platform_run/tasks/ that executes its plan",
+    "task_file": "the path of the task file of its folder that executes its plan (tasks/place.yml)",
     "results": "the registered results its task files leave for record_cell, by result name",
     "teardown": "the task files of playbooks/tasks/teardown/ that remove what a stopped cell of it leaves",
 }

@@ -1,14 +1,15 @@
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
-"""The kinds' registry: every kind declared by a module of this package, and the tables built from them.
+"""The kinds' registry: every kind declared by a folder of this package, and the tables built from them.
 
 Placement kinds are the code each kind of platform runs with, written and declared once per kind.
 
-Every platform of the registry (``plugins/module_utils/platforms.py``) names its kind. A kind is one module here,
-``placements/<kind>.py``, which declares it as ``KIND = Kind(...)`` (common.py): its ``plan`` and ``observed``, the
-results its task files register, its placement task file (``roles/platform_run/tasks/<kind>.yml``), its teardown
-task files (``playbooks/tasks/teardown/``) and its capabilities (the kinds it holds, fenced, emulator threads, an
-injected quota, how several instances are placed). This package finds every module that declares a kind and builds
+Every platform of the registry (``plugins/module_utils/platforms.py``) names its kind. A kind is one folder here,
+``placements/<kind>/``, whose ``__init__.py`` declares it as ``KIND = Kind(...)`` (common.py): its ``plan`` and
+``observed``, the results its task files register, its placement task file (``tasks/place.yml`` beside it), its
+teardown (``tasks/teardown.yml``, and the shared files of ``playbooks/tasks/teardown/`` it needs) and its capabilities
+(the kinds it holds, fenced, emulator threads, an injected quota, how several instances are placed). This package
+finds every folder that declares a kind and builds
 each table below from those declarations; nothing else lists kinds. A platform naming an undeclared kind, or an inner
 kind its kind does not hold, is refused here, when the registry loads.
 
@@ -51,14 +52,14 @@ INSTANCES_TEARDOWN = ("instances",)
 
 
 def _declared():
-    """Every kind declared by a module of this package (``KIND``), by name, in name order."""
+    """Every kind declared by a folder (or module) of this package (``KIND``), by name, in name order."""
     found = {}
     for module_info in pkgutil.iter_modules(sys.modules[__package__].__path__):
         module = importlib.import_module(f"{__package__}.{module_info.name}")
         kind = getattr(module, "KIND", None)
         if isinstance(kind, Kind):
             if kind.name in found:
-                raise KindError(f"kind {kind.name}: declared twice (placements/{module_info.name}.py and another)")
+                raise KindError(f"kind {kind.name}: declared twice (placements/{module_info.name}/ and another)")
             found[kind.name] = kind
     return dict(sorted(found.items()))
 
@@ -91,14 +92,15 @@ _tables()
 
 def registry_problems(entries=None):
     """What is wrong between the registry's platforms (``entries``, the registry's unless given) and the declared
-    kinds: a kind no module declares, an inner kind the kind does not hold or that is not declared itself."""
+    kinds: a kind no folder declares, an inner kind the kind does not hold or that is not declared itself."""
     problems = []
     for platform in platforms.PLATFORMS if entries is None else entries:
         kind = KINDS.get(platform.kind)
         if kind is None:
             problems.append(
-                f"platform {platform.label}: kind {platform.kind!r} is declared by no module of "
-                f"plugins/plugin_utils/placements/ (declared: {', '.join(KINDS)}): declare it there as KIND = Kind(...)"
+                f"platform {platform.label}: kind {platform.kind!r} is declared by no folder of "
+                f"plugins/plugin_utils/placements/ (declared: {', '.join(KINDS)}): declare it in the __init__.py of "
+                f"its folder there as KIND = Kind(...)"
             )
             continue
         if kind.inner and platform.inner not in kind.inner:
@@ -108,7 +110,7 @@ def registry_problems(entries=None):
         elif not kind.inner and platform.inner is not None:
             problems.append(f"platform {platform.label}: a {kind.name} holds no other kind, not {platform.inner!r}")
         elif platform.inner is not None and platform.inner not in KINDS:
-            problems.append(f"platform {platform.label}: inner kind {platform.inner!r} is declared by no module")
+            problems.append(f"platform {platform.label}: inner kind {platform.inner!r} is declared by no folder")
         else:
             problems.extend(_starter_problems(platform, KINDS[platform.workload_kind]))
     return problems
@@ -155,7 +157,7 @@ def unregister(name):
 def declaration(platform):
     """The declared kind of ``platform`` (a registry entry)."""
     if platform.kind not in KINDS:
-        raise KindError(f"platform {platform.label}: kind {platform.kind!r} is declared by no module")
+        raise KindError(f"platform {platform.label}: kind {platform.kind!r} is declared by no folder")
     return KINDS[platform.kind]
 
 
