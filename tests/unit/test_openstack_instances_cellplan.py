@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.openstack import openstack_plan
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
 
@@ -55,6 +56,8 @@ def test_the_plan_is_exactly_what_its_entry_point_declares(platform, cpu_config,
         "group": f"platbench_{platform}",
         "failed_group": f"platbench_{platform}_failed",
         "inner": INNER[platform],
+        # The inner kind's placement, which the kind's place.yml includes on the instance.
+        "inner_task_file": placements.KINDS[INNER[platform]].task_file,
         "noun": NOUN[platform],
     }
     assert plan["cpus"] == [] and plan["gpus"] == [] and plan["cpuset"] == ""
