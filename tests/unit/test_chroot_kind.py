@@ -44,6 +44,9 @@ def test_a_pinned_cell_is_the_workload_chrooted_into_a_view_of_its_own_under_tas
     assert planned["kind"] == "chroot" and planned["task_file"] == placements.KINDS["chroot"].task_file
     view = planned["chroot"]["view"]
     assert view == f"{chroot.VIEWS}/{planned['name']}" and planned["chroot"]["root"] == chroot.ROOT
+    # place.yml takes a view the line left down with the line's own commands.
+    down = planned["chroot"]["down"]
+    assert down in planned["process"]["command"] and f"umount --recursive {view}" in down
     process = planned["process"]
     assert process["argv"][:5] == ["taskset", "--cpu-list", planned["cpuset"], "chroot", view]
     assert process["argv"][5:7] == [f"{chroot.PREFIX}/venv/bin/python", "-m"]

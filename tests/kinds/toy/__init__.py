@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind, Observed, kind_file
+from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import Kind, command_observed, kind_file
 
 REPO = Path(__file__).resolve().parents[3]
 # Where a cell's scratch directory goes; its teardown looks there (toy_scratch_root).
@@ -32,8 +32,7 @@ def plan(ctx, plan):
 
 def observed(plan, results):
     """The command's output and exit code."""
-    result = results.get("toy") or {}
-    return Observed(output=result.get("stdout", ""), runtime={"rc": result["rc"]} if "rc" in result else {})
+    return command_observed(results.get("toy"))
 
 
 KIND = Kind(

@@ -112,7 +112,7 @@ def plan(ctx, plan):
     run["command"] = line(view, ctx.mounts, process.shell_command(run, deadline=plan["timeout"]))
     run["task_timeout"] = cell_timeout.task_timeout(plan["timeout"])
     plan["process"] = run
-    plan["chroot"] = {"root": ROOT, "view": view, "run_task_file": process.KIND.task_file}
+    plan["chroot"] = {"root": ROOT, "view": view, "down": view_teardown(view), "run_task_file": process.KIND.task_file}
     launcher = "taskset chroot" if ctx.pinned else "chroot"
     plan["runtime"].update(launcher=launcher, chroot_root=ROOT, image=ctx.opts["image"])
     if place:
