@@ -5,8 +5,8 @@
 A cell's instances talk over one of three paths built on the runner host (``PATHS``), or over the hosts' own
 network (``host``):
 
-- ``loopback``: 127.0.0.1, nothing to build; only processes of one OS share it (platforms of the ``process``
-  kind), so it is refused for several instances of any other kind.
+- ``loopback``: 127.0.0.1, nothing to build; only workloads in the host's network namespace share it (platforms
+  whose registry entry says ``network="host"``), so it is refused for several instances of any other.
 - ``bridge``: a Linux bridge in the host's namespace, and per instance a veth pair whose inner end sits in
   the instance's network namespace (one of the cell's own, or a running process's: a container started with
   ``--network none``, a guest's helper), with an address of the cell's underlay /24.
@@ -133,11 +133,12 @@ def _check_request(path, instances, platform, pids):
     if isinstance(instances, bool) or not isinstance(instances, int) or not 1 <= instances <= MAX_INSTANCES:
         raise NetworkPathError(f"instances must be a whole number from 1 to {MAX_INSTANCES}, got {instances!r}")
     entry = platforms.get(platform)
-    if path == "loopback" and instances > 1 and entry.kind != "process":
-        sharing = platforms.in_words(platforms.labels_where(kind="process"), " or ")
+    if path == "loopback" and instances > 1 and entry.network != "host":
+        sharing = platforms.in_words(platforms.labels_where(network="host"), " or ")
         raise NetworkPathError(
             f"network path 'loopback' cannot join {instances} instances of {platform}: each {entry.kind} has a "
-            f"loopback of its own, which only processes of one OS share ({sharing}); use 'bridge' or 'overlay'"
+            f"loopback of its own, which only workloads in the host's network namespace share ({sharing}); use "
+            f"'bridge' or 'overlay'"
         )
     if pids and entry.guest:
         raise NetworkPathError(f"pids: the instances of {platform} are guests, whose NICs are taps on the bridge")

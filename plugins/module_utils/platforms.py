@@ -53,6 +53,15 @@ REQUIREMENTS = (
 LAUNCHERS = ("venv", "apptainer")
 # The container engines of the container kind.
 ENGINES = ("docker", "podman")
+# Whose kernel the workload runs under (a fact of the platform's kind, which its declaration states too):
+#   host         the runner host's own (a process, a chroot, a container, LXC, a pod of the runner's node)
+#   libvirt      a libvirt guest of the runner host
+#   firecracker  a Firecracker micro VM of the runner host
+#   cloud        an instance the campaign provisioned in the cloud (not the runner host at all)
+MACHINES = ("host", "libvirt", "firecracker", "cloud")
+# Whose network namespace the workload is in: `host`, the machine's own (its instances share one loopback), or
+# `own`, one of its own (a container's, a pod's, a guest's NIC).
+NETWORKS = ("host", "own")
 # The OCI runtimes a container platform may ask its engine for, besides the engine's default (runc):
 #   runsc   gVisor: a user-space kernel between the workload and the host (platbench.lab.docker registers it)
 RUNTIMES = ("runsc",)
@@ -80,6 +89,8 @@ _FIELDS = (
     "roles",  # the roles that build it, in order
     "host_group",  # the inventory group whose hosts build and run it (site.yml's play); None: a cloud instance
     "kind",  # how a cell is placed on it: a kind declared in plugins/plugin_utils/placements/
+    "machine",  # MACHINES: whose kernel the workload runs under (as its kind declares)
+    "network",  # NETWORKS: whose network namespace the workload is in (as its kind declares)
     "inner",  # a kind that holds another (a guest, an instance): the kind the workload runs as inside; else None
     "launcher",  # a process (outer or inner): LAUNCHERS; else None
     "engine",  # a container (outer or inner): ENGINES; else None
@@ -111,12 +122,12 @@ class Platform(namedtuple("Platform", _FIELDS)):
     @property
     def remote(self):
         """The workload runs on an instance the campaign provisioned, not on the runner host."""
-        return self.kind == "cloud_instance"
+        return self.machine == "cloud"
 
     @property
     def guest(self):
         """The workload runs in a libvirt guest of the runner host (emulated under TCG without KVM)."""
-        return self.kind == "guest"
+        return self.machine == "libvirt"
 
     @property
     def workload_kind(self):
@@ -141,7 +152,7 @@ class Platform(namedtuple("Platform", _FIELDS)):
         provisioned holds no copy of them)."""
         if self.remote:
             return None
-        return "disk" if self.guest or self.kind == "micro_vm" else "host"
+        return "disk" if self.machine in ("libvirt", "firecracker") else "host"
 
     @property
     def gpu_pool(self):
@@ -157,7 +168,16 @@ NOT_BUILT = "not built by this release of platbench"
 
 
 def _entry(label, description, roles, kind, **fields):
-    defaults = {"inner": None, "launcher": None, "engine": None, "runtime": None, "peer": None, "instance": None}
+    defaults = {
+        "machine": "host",
+        "network": "own",
+        "inner": None,
+        "launcher": None,
+        "engine": None,
+        "runtime": None,
+        "peer": None,
+        "instance": None,
+    }
     defaults["host_group"] = None  # the campaign provisions a cloud instance (its group: add_host)
     defaults.update(baseline=False, unbuilt=None)
     return Platform(label=label, description=description, roles=tuple(roles), kind=kind, **{**defaults, **fields})
@@ -169,6 +189,7 @@ PLATFORMS = (
         "the host itself: a process from the bare-metal venv",
         ("platbench.lab.host_prep", "platbench.lab.workload_env"),
         "process",
+        network="host",
         host_group="platbench_hosts",
         launcher="venv",
         gpu_view="host",
@@ -185,6 +206,7 @@ PLATFORMS = (
         "the workload image's root run by chroot on the host: the same bytes as cn, no namespaces, seccomp or engine",
         ("platbench.lab.docker", "platbench.lab.workload_image", "platbench.lab.lxc"),
         "chroot",
+        network="host",
         host_group="platbench_container_hosts",
         gpu_view="none",
         pinning="taskset",
@@ -255,6 +277,7 @@ PLATFORMS = (
         "a throwaway libvirt guest per cell; the workload runs over SSH",
         ("platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
         "guest",
+        machine="libvirt",
         host_group="platbench_vm_hosts",
         inner="process",
         launcher="venv",
@@ -270,6 +293,7 @@ PLATFORMS = (
         "the guest's Docker engine running the workload image",
         ("platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
         "guest",
+        machine="libvirt",
         host_group="platbench_vm_hosts",
         inner="container",
         engine="docker",
@@ -285,6 +309,7 @@ PLATFORMS = (
         "Apptainer in a throwaway libvirt guest (the SIF on a read-only disk)",
         ("platbench.lab.apptainer", "platbench.lab.kvm_host", "platbench.lab.guest_image", "platbench.lab.vm"),
         "guest",
+        machine="libvirt",
         host_group="platbench_vm_hosts",
         inner="process",
         launcher="apptainer",
@@ -300,6 +325,7 @@ PLATFORMS = (
         "a throwaway Firecracker micro-VM per cell, jailed, booted from the guest image; the workload over SSH",
         ("platbench.lab.firecracker", "platbench.lab.guest_image"),
         "micro_vm",
+        machine="firecracker",
         host_group="platbench_mvm_hosts",
         inner="process",
         launcher="venv",
@@ -315,6 +341,7 @@ PLATFORMS = (
         "Apptainer on the host: the workload image as a SIF",
         ("platbench.lab.docker", "platbench.lab.workload_image", "platbench.lab.apptainer"),
         "process",
+        network="host",
         launcher="apptainer",
         host_group="platbench_apptainer_hosts",
         gpu_view="host",
@@ -342,6 +369,7 @@ PLATFORMS = (
         "an OpenStack bare-metal node the campaign deployed; the workload runs over SSH as on bm",
         ("platbench.lab.openstack_instances", "platbench.lab.host_prep", "platbench.lab.workload_env"),
         "cloud_instance",
+        machine="cloud",
         inner="process",
         launcher="venv",
         instance="baremetal_node",
@@ -357,6 +385,7 @@ PLATFORMS = (
         "an OpenStack Nova server per scenario; the workload runs over SSH",
         ("platbench.lab.openstack_instances", "platbench.lab.host_prep", "platbench.lab.workload_env"),
         "cloud_instance",
+        machine="cloud",
         inner="process",
         launcher="venv",
         instance="server",
@@ -372,6 +401,7 @@ PLATFORMS = (
         "a Kubernetes Job on an OpenStack Magnum cluster per scenario",
         ("platbench.lab.openstack_instances",),
         "cloud_instance",
+        machine="cloud",
         inner="k8s_job",
         instance="coe_cluster",
         gpu_view="scheduled",
@@ -457,6 +487,8 @@ def entry_problems(platform):
         "engine": ENGINES + (None,),
         "runtime": RUNTIMES + (None,),
         "instance": INSTANCES + (None,),
+        "machine": MACHINES,
+        "network": NETWORKS,
     }
     for field, allowed in enums.items():
         if getattr(platform, field) not in allowed:
@@ -465,7 +497,7 @@ def entry_problems(platform):
     if platform.runtime is not None and (platform.engine != "docker" or "runtime" not in platform.requires):
         problems.append("a runtime is set only for a Docker container, which then requires it")
     if (platform.instance is None) == platform.remote:
-        problems.append("an instance is set exactly for the cloud_instance kind")
+        problems.append("an instance is set exactly for a platform whose machine is a cloud instance")
     if (platform.host_group is None) != platform.remote:
         problems.append("a host_group (an inventory group) is set exactly for a platform that is not a cloud instance")
     unknown = set(platform.requires) - set(REQUIREMENTS)

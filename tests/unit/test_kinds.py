@@ -121,6 +121,8 @@ def test_a_declaration_missing_a_part_is_refused_naming_the_kind_and_the_part():
         Kind(**{**parts, "plan": "toy.plan"})
     with pytest.raises(KindError, match="kind toy: 'instances' 'ranks' is not one of"):
         Kind(**parts, instances="ranks")
+    with pytest.raises(KindError, match="kind toy: 'machine' 'vm' is not one of"):
+        Kind(**parts, machine="vm")
     with pytest.raises(KindError, match=r"kind toy: 'task_file' is the path of tasks/place.yml in the kind's folder"):
         Kind(**{**parts, "task_file": "toy.yml"})
     with pytest.raises(KindError, match="a kind is declared as a Kind"):
@@ -140,10 +142,28 @@ def test_a_platform_naming_an_undeclared_kind_or_an_inner_kind_its_kind_does_not
     assert placements.registry_problems() == []
 
 
+def test_a_registry_entry_whose_machine_or_network_differs_from_its_kinds_declaration_is_refused():
+    # module_utils decides by these two fields on the hosts (a guest's data disk, a loopback shared by instances),
+    # so they must say what the declaration says.
+    unshared = platforms.BY_LABEL["bm"]._replace(network="own")
+    hostless = platforms.BY_LABEL["vm"]._replace(machine="host")
+    assert placements.registry_problems([unshared, hostless]) == [
+        "platform bm: its network is 'own', but its kind process declares 'host': write network='host' in its "
+        "registry entry",
+        "platform vm: its machine is 'host', but its kind guest declares 'libvirt': write machine='libvirt' in its "
+        "registry entry",
+    ]
+    assert (hostless.guest, hostless.data_view) == (False, "host")
+    for kind in placements.KINDS.values():
+        assert (kind.machine, kind.network) in {
+            (platform.machine, platform.network) for platform in platforms.PLATFORMS if platform.kind == kind.name
+        } or not platforms.labels_where(kind=kind.name)
+
+
 # -- the guard: a kind's facts are written in its declaration only ---------------------------------------------------
 
 # Where kind names may be listed: the declarations themselves, and the registry's entries (each names its kind).
-DECLARING = {PLACEMENTS / f"{name}.py" for name in placements.KINDS} | {PLACEMENTS / "common.py"}
+DECLARING = {PLACEMENTS / name / "__init__.py" for name in placements.KINDS} | {PLACEMENTS / "common.py"}
 
 
 def _kind_lists(path):
@@ -170,10 +190,6 @@ def test_no_kind_fact_is_written_outside_its_declaration():
     assert found == [], "declare these in placements/<kind>/ (Kind(...)) and read placements' tables instead"
 
 
-# Comparisons with a kind's name that stay, by file: module_utils is shipped to the hosts with the modules, where the
-# declarations (controller code) are not, so the registry's own properties (remote, guest, data_view) and
-# network_path's loopback check still name their kinds there. The count is exact: a new one anywhere fails.
-MODULE_SIDE = {"plugins/module_utils/platforms.py": 3, "plugins/module_utils/network_path.py": 1}
 # Jinja that picks by a kind's name: `selectattr('kind', ...)`, `kind == 'x'`, `'x' in kinds`, `equalto 'x'`.
 JINJA_KIND = re.compile(
     r"selectattr\(\s*['\"](?:kind|placement|inner)['\"]|\b(?:kind|placement|inner)\s*(?:==|!=)\s*['\"]"
@@ -221,9 +237,9 @@ def test_no_kind_name_is_compared_outside_its_declaration():
             continue
         for line in _kind_comparisons(path):
             found.setdefault(str(path.relative_to(REPO)), []).append(line)
-    stray = [line for where, lines in found.items() if len(lines) != MODULE_SIDE.get(where) for line in lines]
-    assert stray == [], "ask the kind's declaration (placements.declaration(platform)) for a capability instead"
-    assert {where: len(lines) for where, lines in found.items()} == MODULE_SIDE
+    # module_utils (shipped to the hosts, where the declarations are not) asks the registry entry's machine and
+    # network, which the loader holds equal to the kind's declaration.
+    assert found == {}, "ask the kind's declaration (placements.declaration(platform)) for a capability instead"
     pattern = re.compile(JINJA_KIND.pattern.format(names="|".join(placements.KINDS)))
     yaml_files = sorted({*REPO.glob("roles/**/*.yml"), *REPO.glob("playbooks/**/*.yml"), REPO / "site.yml"})
     in_jinja = [

@@ -102,7 +102,7 @@ def test_loopback_builds_nothing():
         (
             {"path": "loopback", "platform": "cn"},
             "network path 'loopback' cannot join 2 instances of cn: each container has a loopback of its own, "
-            "which only processes of one OS share (bm or sg); use 'bridge' or 'overlay'",
+            "which only workloads in the host's network namespace share (bm, cr or sg); use 'bridge' or 'overlay'",
         ),
         ({"path": "loopback", "platform": "vm"}, "each guest has a loopback of its own"),
         ({"instances": 0}, "instances must be a whole number from 1 to 64, got 0"),

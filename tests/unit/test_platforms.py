@@ -126,10 +126,11 @@ def test_the_readme_has_a_row_per_platform_naming_its_kind():
 
 # One made-up platform of each kind, as a registry entry alone would add it.
 NEW_PLATFORMS = {
-    "process": {"kind": "process", "launcher": "venv", "gpu_view": "host", "pinning": "taskset"},
+    "process": {"kind": "process", "network": "host", "launcher": "venv", "gpu_view": "host", "pinning": "taskset"},
     "container": {"kind": "container", "engine": "podman", "gpu_view": "own", "pinning": "cpuset"},
     "guest": {
         "kind": "guest",
+        "machine": "libvirt",
         "inner": "container",
         "engine": "docker",
         "gpu_view": "passthrough",
@@ -138,6 +139,7 @@ NEW_PLATFORMS = {
     "k8s_job": {"kind": "k8s_job", "gpu_view": "scheduled", "pinning": "cpu_manager"},
     "cloud_instance": {
         "kind": "cloud_instance",
+        "machine": "cloud",
         "inner": "process",
         "launcher": "venv",
         "instance": "server",
@@ -155,8 +157,7 @@ def add_platform(monkeypatch, label, **fields):
         cpu_pinning="",
         cpu_vanilla="",
         gpu_handover="",
-        **{"requires": (), "host_group": None if fields.get("kind") == "cloud_instance" else "platbench_hosts"}
-        | fields,
+        **{"requires": (), "host_group": None if fields.get("machine") == "cloud" else "platbench_hosts"} | fields,
     )
     monkeypatch.setattr(platforms, "PLATFORMS", platforms.PLATFORMS + (entry,))
     monkeypatch.setattr(platforms, "BY_LABEL", {**platforms.BY_LABEL, label: entry})

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import inject
 from ansible_collections.platbench.lab.plugins.plugin_utils.lab import gpus as gpu_pools
 
@@ -79,6 +80,11 @@ class Kind:
     # Roles its task files apply to each cell (a guest's boot): its platforms' registry entries may list them, but no
     # lab build applies them (platform_roles leaves them out).
     cell_roles: tuple = ()
+    # Whose kernel and network namespace its workload is in (module_utils/platforms.py MACHINES, NETWORKS). Its
+    # platforms' registry entries say the same, for the code shipped to the hosts, which cannot read this
+    # declaration; the registry is refused where they differ (registry.registry_problems).
+    machine: str = "host"
+    network: str = "own"
 
     REQUIRED = ("name", "summary", "plan", "observed", "task_file", "results", "teardown")
 
@@ -106,6 +112,11 @@ class Kind:
             raise KindError(f"kind {name}: 'instances' {self.instances!r} is not one of {INSTANCE_PLACEMENTS}")
         if self.started_by not in STARTERS:
             raise KindError(f"kind {name}: 'started_by' {self.started_by!r} is not one of {STARTERS}")
+        if self.machine not in platforms.MACHINES or self.network not in platforms.NETWORKS:
+            raise KindError(
+                f"kind {name}: 'machine' {self.machine!r} is not one of {platforms.MACHINES}, or 'network' "
+                f"{self.network!r} is not one of {platforms.NETWORKS}"
+            )
 
     @property
     def folder(self):

@@ -103,6 +103,12 @@ def registry_problems(entries=None):
                 f"its folder there as KIND = Kind(...)"
             )
             continue
+        for fact in ("machine", "network"):
+            if getattr(platform, fact) != getattr(kind, fact):
+                problems.append(
+                    f"platform {platform.label}: its {fact} is {getattr(platform, fact)!r}, but its kind {kind.name} "
+                    f"declares {getattr(kind, fact)!r}: write {fact}={getattr(kind, fact)!r} in its registry entry"
+                )
         if kind.inner and platform.inner not in kind.inner:
             problems.append(
                 f"platform {platform.label}: a {kind.name} holds {' or '.join(kind.inner)}, not {platform.inner!r}"

@@ -44,4 +44,5 @@ KIND = Kind(
     results={"toy": "toy_result"},
     teardown=(kind_file(__file__, "teardown.yml"), "fence"),
     fenced=True,
+    network="host",  # a plain process of the host
 )

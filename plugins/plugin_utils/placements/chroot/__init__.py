@@ -126,6 +126,7 @@ def observed(plan, results):
 
 KIND = Kind(
     name="chroot",
+    network="host",
     summary="the workload image's root run by chroot (taskset for pin): no namespaces, no seccomp, no engine",
     plan=plan,
     observed=observed,

@@ -65,6 +65,7 @@ def observed(plan, results):
 
 KIND = Kind(
     name="cloud_instance",
+    machine="cloud",
     summary="an instance the campaign provisioned from a cloud, the workload on it as its inner kind",
     plan=plan,
     observed=observed,

@@ -139,6 +139,7 @@ def observed(plan, results):
 
 KIND = Kind(
     name="guest",
+    machine="libvirt",
     summary="a throwaway libvirt guest per cell, the workload inside it as its inner kind",
     plan=plan,
     observed=observed,

@@ -112,6 +112,7 @@ def observed(plan, results):
 
 KIND = Kind(
     name="micro_vm",
+    machine="firecracker",
     summary="a throwaway Firecracker micro-VM per cell, jailed, the workload inside it as a process",
     plan=plan,
     observed=observed,

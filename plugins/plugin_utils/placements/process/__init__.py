@@ -275,6 +275,7 @@ def observed(plan, results):
 
 KIND = Kind(
     name="process",
+    network="host",
     summary="a process on a machine: the runner host (taskset, a quota cgroup), a guest or an instance",
     plan=plan,
     observed=observed,
