@@ -304,7 +304,8 @@ def check_experiment(budgets, experiment, source="budgets"):
 
 
 def _scenario_of(row):
-    return f"{row['platform']}/{row['scaleup']}/{row['cpu_config']}/{row['processor']}"
+    """The seed studies' name of a report row's scenario (``Scenario.name``, the one form)."""
+    return Scenario.of(row).name
 
 
 def _budget_of(budgets, row, metric):

@@ -253,11 +253,14 @@ def varying_labels(frame):
     scenarios = [column for column in SCENARIO_LABELS if column in frame.columns]
     candidates = [column for column in frame.columns if column not in fixed]
     varying = []
-    for column in candidates:
-        values = frame[column].astype(str).where(frame[column].notna())
-        within = values.groupby([frame[c].astype(str) for c in scenarios]).nunique() if scenarios else None
-        if (within.max() if within is not None else values.nunique()) > 1:
-            varying.append(column)
+    if candidates:
+        # Every candidate's distinct values per scenario, in one grouping (a grouping per label costs far more).
+        values = frame[candidates].astype(str).where(frame[candidates].notna())
+        if scenarios:
+            most = values.groupby([frame[c].astype(str) for c in scenarios]).nunique().max()
+        else:
+            most = values.nunique()
+        varying = [column for column in candidates if most.get(column, 0) > 1]
     unset = _set_by_some_cells(frame, candidates)
     return [column for column in candidates if column in varying or column in unset]
 
@@ -272,7 +275,9 @@ def _set_by_some_cells(frame, candidates):
     cells = frame.groupby(frame["cell"].astype(str))[columns]
     per_cell = cells.first().astype(str).where(cells.count() > 0)
     found = set()
-    for column in candidates:
+    carried_by = per_cell.notna().sum()
+    # A label every cell carries, or none does, is set alike everywhere: only the others are looked at.
+    for column in (column for column in candidates if 0 < carried_by[column] < len(per_cell)):
         alike = [per_cell[c].fillna("") for c in columns if c != column]
         carried = per_cell[column].notna()
         if (carried.groupby(alike).nunique() > 1).any() if alike else carried.nunique() > 1:

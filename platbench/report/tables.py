@@ -155,8 +155,11 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
             # Every cell of the row ran in a duet pair (its baseline's row then did too: the schedule is a key).
             IN_DUET: bool(not succeeded.empty and (succeeded[SCHEDULE] == "duet").all()),
         }
+        # Each metric's samples of the row, split once (a selection per metric costs more than the whole split).
+        of_metric = dict(list(succeeded.groupby("metric", sort=False)))
         for metric in metrics:
-            values = [float(value) for value in succeeded.loc[succeeded["metric"] == metric, "value"]]
+            picked = of_metric.get(metric)
+            values = [] if picked is None else [float(value) for value in picked["value"].tolist()]
             values_of[id(row), metric] = row[f"{metric} values"] = values
             row[f"{metric} count"] = len(values)
             row[f"{metric} mean"] = mean(values)
@@ -164,7 +167,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
             row[f"{metric} cv"] = coefficient_of_variation(values)
             row[f"{metric} min"] = min(values) if values else None
             row[f"{metric} max"] = max(values) if values else None
-            row[f"{metric} by pair"] = _by_pair(succeeded, metric)
+            row[f"{metric} by pair"] = None if picked is None else _by_pair(picked)
         cells = _cells(succeeded)
         # An emulated guest's row (tcg) is functional only, never a measurement to trust: nothing to mark.
         row[validity.VALIDITY] = "" if is_emulated(row) else _validity(row, cells, metrics, thresholds)
@@ -211,33 +214,46 @@ def same_window_note(rows, metrics):
     return "\n".join(f"{metric}: {SAME_WINDOW}" for metric in found) or None
 
 
-def _by_pair(succeeded, metric):
-    """``(how, {pair: value}, {pair: side}, {pair: when})`` of a row whose cells can be paired with its baseline's,
-    one value per pair: ``how`` is PAIRED (the pair is the round, in a rounds campaign) or DUET_PAIRED (the duet pair,
-    in a duet campaign, with the CPU set each cell ran on, ``duet_side``; {} in a rounds campaign); ``when`` orders
-    the pairs as they ran (the sample's time, then its round). None otherwise (a sequential or older campaign, a row
-    with several values in a round), which compares unpaired."""
-    columns = [ROUND, SCHEDULE, DUET_PAIR, DUET_SIDE, SAMPLE_TIME, "value"]
-    picked = succeeded.loc[succeeded["metric"] == metric, columns]
-    if picked.empty:
-        return None
+def _by_pair(picked):
+    """``(how, {pair: value}, {pair: side}, {pair: when})`` of a row's samples of one metric (``picked``) whose cells
+    can be paired with its baseline's, one value per pair: ``how`` is PAIRED (the pair is the round, in a rounds
+    campaign) or DUET_PAIRED (the duet pair, in a duet campaign, with the CPU set each cell ran on, ``duet_side``; {}
+    in a rounds campaign); ``when`` orders the pairs as they ran (the sample's time, then its round). None otherwise
+    (a sequential or older campaign, a row with several values in a round), which compares unpaired."""
+    columns = {column: picked[column].tolist() for column in (ROUND, SCHEDULE, DUET_PAIR, DUET_SIDE, SAMPLE_TIME)}
+    schedules, pairs, rounds = columns[SCHEDULE], columns[DUET_PAIR], columns[ROUND]
     sides = {}
-    if (picked[SCHEDULE] == "duet").all() and picked[DUET_PAIR].notna().all():
-        how, keys = DUET_PAIRED, picked[DUET_PAIR].astype(str)
-        if picked[DUET_SIDE].notna().all():
-            sides = dict(zip(keys, picked[DUET_SIDE].astype(int), strict=True))
-    elif (picked[SCHEDULE] == "rounds").all() and picked[ROUND].notna().all():
-        how, keys = PAIRED, picked[ROUND].astype(int)
+    if schedules and all(schedule == "duet" for schedule in schedules) and all(map(_present, pairs)):
+        how, keys = DUET_PAIRED, [str(pair) for pair in pairs]
+        if all(map(_present, columns[DUET_SIDE])):
+            sides = {key: int(side) for key, side in zip(keys, columns[DUET_SIDE], strict=True)}
+    elif schedules and all(schedule == "rounds" for schedule in schedules) and all(map(_present, rounds)):
+        how, keys = PAIRED, [int(repeat) for repeat in rounds]
     else:
         return None
-    if keys.duplicated().any():
+    if len(set(keys)) < len(keys):
         return None
     # A time or round that is not recorded sorts last.
-    stamps, rounds = (
-        pd.to_numeric(picked[column], errors="coerce").fillna(math.inf) for column in (SAMPLE_TIME, ROUND)
-    )
-    when = {key: (float(stamp), float(repeat)) for key, stamp, repeat in zip(keys, stamps, rounds, strict=True)}
-    return how, {key: float(value) for key, value in zip(keys, picked["value"], strict=True)}, sides, when
+    when = {
+        key: (_number_or_last(stamp), _number_or_last(repeat))
+        for key, stamp, repeat in zip(keys, columns[SAMPLE_TIME], rounds, strict=True)
+    }
+    values = {key: float(value) for key, value in zip(keys, picked["value"].tolist(), strict=True)}
+    return how, values, sides, when
+
+
+def _present(value):
+    """Whether a label's value is recorded (not None, NaN or NA)."""
+    return not pd.isna(value)
+
+
+def _number_or_last(value):
+    """``value`` as a float for ordering; what is not recorded, or not a number, sorts last."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.inf
+    return math.inf if math.isnan(number) else number
 
 
 def comparison(row, baseline, metric):

@@ -60,12 +60,17 @@ def test_the_figures_are_drawn_once_per_change_of_the_campaign_unless_asked(camp
     assert (campaign / "report.png").is_file()
 
 
+# What a text report must not import: the plotting and page libraries, and the other commands with theirs (run's
+# Ansible, calibrate, the store's DuckDB).
+NOT_FOR_A_TEXT_REPORT = ("matplotlib", "jinja2", "platbench.run", "platbench.calibrate", "duckdb")
+
+
 def test_a_text_report_loads_no_plotting_or_page_library(campaign):
     probe = (
         "import sys\n"
         "from platbench import cli\n"
         f"code = cli.main(['report', {str(campaign)!r}, '--no-figures'])\n"
-        "loaded = sorted(name for name in ('matplotlib', 'jinja2') if name in sys.modules)\n"
+        f"loaded = sorted(name for name in {NOT_FOR_A_TEXT_REPORT!r} if name in sys.modules)\n"
         "print('LOADED', loaded, code)\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
@@ -74,3 +79,15 @@ def test_a_text_report_loads_no_plotting_or_page_library(campaign):
     assert not any((campaign / name).exists() for name in FIGURES)
     assert "figures and report.html not written (--no-figures)" in result.stderr
     assert "report: " not in result.stdout.splitlines()[-1]  # no page to point at
+
+
+def test_every_command_is_listed_and_only_the_one_given_is_imported():
+    listed = subprocess.run(
+        [sys.executable, "-m", "platbench", "--help"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    assert all(f"    {name} " in listed for name in cli.COMMANDS), listed
+    for name in cli.COMMANDS:
+        (subcommands,) = [action for action in cli.parser_for([name])._actions if action.dest == "command"]
+        # The given command's parser has its module's arguments and handler; the others are only listed.
+        handlers = {other: parser.get_default("handler") for other, parser in subcommands.choices.items()}
+        assert callable(handlers.pop(name)) and set(handlers.values()) == {None}, name
