@@ -16,6 +16,7 @@ from platbench.report.tables import (
     EMULATED_INCLUDED_NOTE,
     EMULATED_NOTE,
     baseline_rows,
+    cell_table,
     emulated_note,
     summarize,
     with_intervals,
@@ -31,6 +32,7 @@ class ReportContext:
         self.thresholds = thresholds
         self.title = title
         self._summaries = {}
+        self._cells = None
 
     def summarize(self, metrics, always=(), frame=None):
         """(rows, keys, units) of ``metrics``: the report's own frame summarized once per (metrics, always), the
@@ -40,7 +42,11 @@ class ReportContext:
             return summarize(frame, metrics, self.include_emulated, always, self.thresholds)
         key = (tuple(metrics), tuple(always))
         if key not in self._summaries:
-            self._summaries[key] = summarize(self.frame, metrics, self.include_emulated, always, self.thresholds)
+            if self._cells is None:
+                self._cells = cell_table(self.frame)  # what each cell says of itself, the same for every summary
+            self._summaries[key] = summarize(
+                self.frame, metrics, self.include_emulated, always, self.thresholds, cells=self._cells
+            )
         return self._summaries[key]
 
     def compared(self, row):

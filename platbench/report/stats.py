@@ -20,8 +20,13 @@ def mean(values):
 
 
 def sample_std(values):
-    """Standard deviation with ddof=1 (the repeats are a sample); None below two values."""
-    return statistics.stdev(values) if len(values) >= 2 else None
+    """Standard deviation with ddof=1 (the repeats are a sample); None below two values. Two passes over floats with
+    exact sums (math.fsum): as accurate as the figures are printed, where statistics.stdev's exact fractions cost a
+    10,000-cell report a second."""
+    if len(values) < 2:
+        return None
+    center = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((value - center) ** 2 for value in values) / (len(values) - 1))
 
 
 def coefficient_of_variation(values):

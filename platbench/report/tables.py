@@ -105,7 +105,7 @@ SCALED_DOWN_TITLE = (
 )
 
 
-def summarize(frame, metrics, include_emulated=False, always=(), thresholds=validity.DEFAULTS):
+def summarize(frame, metrics, include_emulated=False, always=(), thresholds=validity.DEFAULTS, cells=None):
     """One row per scenario and parameter combination, bm first, with mean, std and ratio to bm.
 
     Only the samples of ``metrics`` (and those of failed or skipped cells) make rows, so the labels of
@@ -118,6 +118,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
     each metric's values over its cells (``<metric> values``), its count of cells in each inference state (VALID,
     INVALID, scaled-down) and its ``validity``:
     the reasons (platbench/validity.py, by ``thresholds``) its figures cannot be trusted, "" when they can.
+    ``cells``: the frame's ``cell_table``, where the caller holds it already.
     """
     for column in SCENARIO_LABELS + [
         "cell",
@@ -142,6 +143,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
     units = {metric: frame.loc[frame["metric"] == metric, "unit"].dropna().iloc[0] for metric in metrics}
 
     rows, values_of = [], {}
+    table = cells if cells is not None else cell_table(frame)
     for _, group in frame.groupby(keys, dropna=False, sort=False):
         succeeded = measured(group)
         first = group.iloc[0]
@@ -168,7 +170,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
             row[f"{metric} min"] = min(values) if values else None
             row[f"{metric} max"] = max(values) if values else None
             row[f"{metric} by pair"] = None if picked is None else _by_pair(picked)
-        cells = _cells(succeeded)
+        cells = _cells(succeeded, table)
         # An emulated guest's row (tcg) is functional only, never a measurement to trust: nothing to mark.
         row[validity.VALIDITY] = "" if is_emulated(row) else _validity(row, cells, metrics, thresholds)
         row[validity.HARNESS] = validity.harness_of(cells)
@@ -302,12 +304,23 @@ def rounds_needed(compared, row, baseline, metric, half_width):
     return max(0, math.ceil(have * (half / half_width) ** 2) - have) if have >= 2 else None
 
 
-def _cells(succeeded):
-    """One dict per cell of a row's measurements: its host and what its metadata say of it (validity.COLUMNS)."""
-    return [
-        {name: _python(value) for name, value in cell.items()}
-        for cell in succeeded.drop_duplicates("cell")[[HOST, *validity.COLUMNS]].to_dict("records")
-    ]
+def cell_table(frame):
+    """``{cell: {host, validity.COLUMNS}}``: what each cell's first measurement says of it, the table ``_cells``
+    reads. A report builds it once (ReportContext) for every summary of its frame, rather than each summary per row."""
+    frame = measured(frame)
+    columns = ["cell", HOST, *validity.COLUMNS]
+    missing = {column: None for column in columns if column not in frame.columns}
+    records = frame.assign(**missing)[columns].drop_duplicates("cell").to_dict("records")
+    return {record.pop("cell"): {name: _python(value) for name, value in record.items()} for record in records}
+
+
+def _cells(succeeded, table=None):
+    """One dict per cell of a row's measurements: its host and what its metadata say of it (validity.COLUMNS), from
+    ``table`` (``cell_table`` of the report's frame) where it holds every cell of the row."""
+    names = succeeded["cell"].unique().tolist()
+    if table is None or not all(name in table for name in names):
+        table = cell_table(succeeded)
+    return [table[name] for name in names]
 
 
 def _validity(row, cells, metrics, thresholds):
