@@ -23,6 +23,7 @@ import contextlib
 import errno
 import os
 import re
+import shlex
 import signal
 import time
 
@@ -39,6 +40,9 @@ UNLIMITED = -1
 # v1: the names the cpu controller's own mount takes (alone, or sharing it with cpuacct).
 V1_MOUNTS = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
 PROCS = "cgroup.procs"
+# How long the cell's shell line waits for the processes it killed to leave the cgroup before it gives up removing it
+# (they are exiting; playbooks/teardown.yml removes what is left), and how often it tries.
+LEAVE_GRACE_S, LEAVE_POLL_S = 10.0, 0.05
 
 
 class QuotaError(RuntimeError):
@@ -193,6 +197,49 @@ def remove(path, grace=10.0, check=False):
                     + "; once they are gone, run playbooks/teardown.yml (or rmdir it)"
                 ) from None
         time.sleep(0.05)
+
+
+def shell_enter(cgroup):
+    """Shell commands, joined by ``&&``, that make the cell's cgroup (``cgroup``: its path, version, quota_us and
+    period_us, as the cell's plan has it) with its quota and move the shell itself (``$$``) into it, then into each of
+    ``cgroup["leave"]`` (other hierarchies' cgroup.procs). What the shell then starts runs in the cgroup.
+
+    The cell's own shell line does this, not a task before it: a module's start costs each cell about 0.4 s, and two
+    of them (make, remove) were most of a bm cell's orchestration. A write the kernel refuses fails the line there."""
+    path = str(cgroup["path"])
+    steps = []
+    if cgroup["version"] == "v2":
+        # The cpu controller offered to the parent's children, once for the host (create() does the same).
+        control = shlex.quote(os.path.join(os.path.dirname(path), "cgroup.subtree_control"))
+        steps.append(f"{{ grep -qw cpu {control} || echo +cpu > {control}; }}")
+    # Not `mkdir -p`: a hierarchy that is not where the plan says must fail the line, not become plain directories.
+    steps.append(f"{{ [ -d {shlex.quote(path)} ] || mkdir {shlex.quote(path)}; }}")
+    for name, value in settings(cgroup["version"], cgroup["quota_us"], cgroup.get("period_us", PERIOD_US)):
+        steps.append(f"echo {shlex.quote(value)} > {shlex.quote(os.path.join(path, name))}")
+    for procs in [os.path.join(path, PROCS), *cgroup.get("leave", [])]:
+        steps.append(f"echo $$ > {shlex.quote(procs)}")
+    return " && ".join(steps)
+
+
+def shell_leave(cgroup):
+    """Shell commands that remove the cell's cgroup after the workload, whatever its status, as remove() does: the
+    shell moves itself back to the hierarchy's root, kills what is still in the cgroup (nothing the cell started may
+    outlive it), and removes it, trying for LEAVE_GRACE_S while killed processes exit. A cgroup that stays is named
+    on stderr, which the cell's record keeps; the precheck and playbooks/teardown.yml find it."""
+    path = str(cgroup["path"])
+    quoted, procs = shlex.quote(path), shlex.quote(os.path.join(path, PROCS))
+    root = shlex.quote(os.path.join(os.path.dirname(path), PROCS))
+    tries = int(LEAVE_GRACE_S / LEAVE_POLL_S)
+    gave_up = shlex.quote(
+        f"platbench: the cell's cgroup {path} was not removed: processes are still in it; "
+        "playbooks/teardown.yml removes it"
+    )
+    return (
+        f"echo $$ > {root}; for pid in $(cat {procs} 2>/dev/null); do [ $pid = $$ ] || kill -9 $pid; done 2>/dev/null; "
+        "tries=0; "
+        f"until rmdir {quoted} 2>/dev/null || [ ! -d {quoted} ]; do tries=$((tries + 1)); "
+        f"if [ $tries -ge {tries} ]; then echo {gave_up} >&2; break; fi; sleep {LEAVE_POLL_S:g}; done"
+    )
 
 
 def leftovers(cgroup_root="/sys/fs/cgroup"):

@@ -114,3 +114,16 @@ def assert_plan_matches_its_specs(plan, sections=frozenset()):
     assert set(sections) <= set(declared)
     result = ArgumentSpecValidator(spec).validate({"platform_run_cell_plan": plan})
     assert result.error_messages == []
+
+
+def split_line(command):
+    """A runner-host process cell's shell line with a cgroup (placements/process: shell_command) in its parts: the
+    directory and what makes and enters the cell's cgroup, the workload's own command, what removes the cgroup."""
+    opening, failed, finished = "{ cd ", "; } || { status=$?; echo ", "; status=$?; "
+    assert command.startswith(opening) and command.endswith("; exit $status"), command
+    head, rest = command.split("; exit $status; }; ", 1)
+    workload, leave = rest.rsplit(finished, 1)
+    chdir, enter = head[len(opening) : head.index(failed)].split(" && ", 1)
+    # A line that could not place the workload removes what it made too, the same way.
+    assert head.endswith(leave.removesuffix("; exit $status")), command
+    return {"chdir": chdir, "enter": enter, "workload": workload, "leave": leave.removesuffix("; exit $status")}

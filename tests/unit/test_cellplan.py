@@ -16,7 +16,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan impor
     dataset_dir,
     instance_name,
 )
-from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options, sized
+from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options, sized, split_line
 from unbuilt import REASON, make_unbuilt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -198,12 +198,11 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
                 "applied_by": "cgroup v2 cpu.max=max 100000",
             }
             assert plan["process"]["normal_policy"] is plan["process"]["clean_env"] is True
-            start = (
-                f"cd {plan['process']['chdir']} && echo $$ > {cgroup['path']}/cgroup.procs && "
-                "renice -n 0 -p $$ >/dev/null && exec chrt --other 0 "
-            )
-            assert command.startswith(start)
-            words = shlex.split(command.removeprefix(start))
+            line = split_line(command)
+            assert (line["chdir"], line["enter"]) == (plan["process"]["chdir"], cpu_quota.shell_enter(cgroup))
+            start = "renice -n 0 -p $$ >/dev/null && chrt --other 0 "
+            assert line["workload"].startswith(start)
+            words = shlex.split(line["workload"].removeprefix(start))
             assert words[:5] == ["timeout", "--verbose", "--kill-after=10", "3600", "env"]
             assert words[5:9] == ["-i", CLEAN_PATH, "HOME=/root", "LANG=C.UTF-8"]
             env_words = words[9 : 9 + len(plan["process"]["env"])]

@@ -14,7 +14,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import cpu_quota
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells.cellplan import CellPlanError, instance_name
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells.leftovers import leftover_problems
-from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
+from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options, split_line
 
 V1 = {"version": "v1", "directory": "/sys/fs/cgroup/cpu"}
 V2 = {"version": "v2", "directory": "/sys/fs/cgroup"}
@@ -60,13 +60,17 @@ def make_cell(platform, scaleup=1, cpu_config="pin", injected=INJECTED, workload
 
 
 def command_words(plan):
-    return shlex.split(plan["process"]["command"])
+    """The words of a cell's workload command, after the shell has made its cgroup and moved itself into it."""
+    line = split_line(plan["process"]["command"])
+    assert line["enter"] == cpu_quota.shell_enter(plan["process"]["cgroup"])
+    assert line["leave"] == cpu_quota.shell_leave(plan["process"]["cgroup"])
+    return shlex.split(line["workload"])
 
 
 # A runner-host process cell's line after its cgroup: nice 0, then exec at the normal policy; its deadline, and the
 # clean environment env -i starts the workload's on.
-RESET = ["renice", "-n", "0", "-p", "$$", ">/dev/null", "&&", "exec", "chrt", "--other", "0"]
-STARTS = 8 + len(RESET)  # cd DIR && echo $$ > PROCS && RESET
+RESET = ["renice", "-n", "0", "-p", "$$", ">/dev/null", "&&", "chrt", "--other", "0"]
+STARTS = len(RESET)
 DEADLINE = ["timeout", "--verbose", "--kill-after=10", "3600"]
 CLEAN_ENV = ["-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"]
 
@@ -86,19 +90,10 @@ def test_an_injected_bm_cell_enters_its_cgroup_before_it_execs_the_workload(cpu_
         "period_us": 100000,
     }
     words = command_words(plan)
-    # The shell writes its own pid into the cgroup, back to nice 0, then execs at the normal policy: the workload
-    # keeps that pid, and what it starts is born in the cgroup. The deadline and the pinning stay as for every cell.
-    assert words[:STARTS] == [
-        "cd",
-        "/opt/platbench",
-        "&&",
-        "echo",
-        "$$",
-        ">",
-        cgroup["path"] + "/cgroup.procs",
-        "&&",
-        *RESET,
-    ]
+    # The shell makes the cgroup with its quota and moves itself into it, back to nice 0, then starts the workload at
+    # the normal policy: what it starts is born in the cgroup. The deadline and the pinning stay as for every cell.
+    assert words[:STARTS] == RESET
+    assert cgroup["path"] + "/cpu.cfs_quota_us" in split_line(plan["process"]["command"])["enter"]
     assert words[STARTS : STARTS + 9] == [*DEADLINE, "env", *CLEAN_ENV]
     # vnl: every CPU the host allows (the harness may be kept on fewer, and its affinity would pass down).
     taskset = ["taskset", "--cpu-list", "7" if cpu_config == "pin" else "0-7"]
@@ -135,14 +130,6 @@ def test_a_cell_of_no_inject_experiment_runs_in_an_uncapped_cgroup_of_its_own_to
     }
     words = command_words(plan)
     assert words[: STARTS + 9] == [
-        "cd",
-        plan["process"]["chdir"],
-        "&&",
-        "echo",
-        "$$",
-        ">",
-        cgroup["path"] + "/cgroup.procs",
-        "&&",
         *RESET,
         *DEADLINE,
         "env",

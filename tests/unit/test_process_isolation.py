@@ -5,7 +5,9 @@ environment, an unpinned one over every CPU the host allows (placements/process/
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
 import shlex
 import subprocess
 
@@ -18,7 +20,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experimen
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.process import shell_command
-from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options
+from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options, split_line
 
 V1 = {"version": "v1", "directory": "/sys/fs/cgroup/cpu"}
 V2 = {"version": "v2", "directory": "/sys/fs/cgroup"}
@@ -31,8 +33,10 @@ OPTIONS = plan_options(
     apptainer_version="1.4.5",
     guest_image={"container_image_id": "sha256:" + "ab" * 32},
 )
-# The start of a runner-host process cell's line after its cgroup; then its deadline and `env -i` on this base.
-RESET = "renice -n 0 -p $$ >/dev/null && exec chrt --other 0 timeout --verbose --kill-after=10 3600 env -i "
+# The start of a runner-host process cell's workload command; then its deadline and `env -i` on this base. Without a
+# cgroup the shell execs it; with one it stays, to remove the cgroup after.
+RESET = "renice -n 0 -p $$ >/dev/null && chrt --other 0 timeout --verbose --kill-after=10 3600 env -i "
+EXEC_RESET = RESET.replace("&& chrt", "&& exec chrt")
 CLEAN_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8"
 
 
@@ -123,9 +127,12 @@ def test_a_bm_cell_runs_in_an_uncapped_cgroup_of_its_own_at_the_normal_policy_in
     }
     assert "isolation" not in plan["runtime"] and "inject" not in plan["runtime"]
     assert plan["process"]["normal_policy"] is True and plan["process"]["clean_env"] is True
-    assert plan["process"]["command"] == (
-        f"cd /opt/platbench && echo $$ > {cgroup['path']}/cgroup.procs && {RESET}{CLEAN_ENV} {tail(plan)}"
-    )
+    assert split_line(plan["process"]["command"]) == {
+        "chdir": "/opt/platbench",
+        "enter": cpu_quota.shell_enter(cgroup),
+        "workload": f"{RESET}{CLEAN_ENV} {tail(plan)}",
+        "leave": cpu_quota.shell_leave(cgroup),
+    }
     assert_plan_matches_its_specs(plan)
 
 
@@ -141,10 +148,10 @@ def test_an_isolation_none_experiments_bm_cell_has_no_cgroup_and_says_so():
         assert "cgroup" not in plan["process"] and "uncapped_cgroup" not in plan["runtime"]
         assert plan["runtime"]["isolation"] == "none"
         assert plan["process"]["normal_policy"] is True and plan["process"]["clean_env"] is True
-        assert plan["process"]["command"] == f"cd /opt/platbench && {RESET}{CLEAN_ENV} {tail(plan)}"
+        assert plan["process"]["command"] == f"cd /opt/platbench && {EXEC_RESET}{CLEAN_ENV} {tail(plan)}"
     sg = cell_plan(cells["sg"], NO_CPU_CONTROLLER, OPTIONS)
     assert "cgroup" not in sg["process"] and sg["runtime"]["isolation"] == "none"
-    assert sg["process"]["command"] == f"cd / && {RESET}{CLEAN_ENV} {tail(sg)}"
+    assert sg["process"]["command"] == f"cd / && {EXEC_RESET}{CLEAN_ENV} {tail(sg)}"
     for plan in [*plans, sg]:
         assert_plan_matches_its_specs(plan)
 
@@ -183,10 +190,11 @@ def test_a_v1_host_with_a_separate_cpuacct_mount_also_leaves_the_cpuacct_root():
         "period_us": 100000,
         "leave": ["/sys/fs/cgroup/cpuacct/cgroup.procs"],
     }
-    assert plan["process"]["command"] == (
-        f"cd /opt/platbench && echo $$ > {cgroup['path']}/cgroup.procs && "
-        f"echo $$ > /sys/fs/cgroup/cpuacct/cgroup.procs && {RESET}{CLEAN_ENV} {tail(plan)}"
+    line = split_line(plan["process"]["command"])
+    assert line["enter"].endswith(
+        f" && echo $$ > {cgroup['path']}/cgroup.procs && echo $$ > /sys/fs/cgroup/cpuacct/cgroup.procs"
     )
+    assert line["workload"] == f"{RESET}{CLEAN_ENV} {tail(plan)}"
     # An injected quota's cgroup leaves it too.
     injected = make_cell("bm", inject="cpu_quota=0.5")
     injected["id"] = "bm/1/pin/cpu|inject=cpu_quota=0.5|r0"
@@ -208,22 +216,89 @@ def test_no_other_root_is_left_where_cpuacct_has_no_mount_of_its_own(cpu_cgroup,
     facts = {**HOST, "cpu_cgroup": cpu_cgroup, "cpuacct_cgroup": cpuacct_cgroup}
     plan = cell_plan(make_cell("bm"), facts, OPTIONS)
     assert "leave" not in plan["process"]["cgroup"]
-    assert plan["process"]["command"].count("cgroup.procs") == 1
+    assert split_line(plan["process"]["command"])["enter"].count("cgroup.procs") == 1
 
 
-def test_the_shell_line_writes_each_cgroup_then_resets_the_policy_and_the_environment():
+def test_the_shell_line_makes_and_enters_each_cgroup_then_resets_the_policy_and_the_environment():
     process = {
         "chdir": "/opt/x",
         "env": {"B": "2", "A": "a b"},
         "argv": ["python", "-m", "w"],
-        "cgroup": {"path": "/cg/cpu/cell", "leave": ["/cg/cpuacct/cgroup.procs"]},
+        "cgroup": {
+            "path": "/cg/cpu/cell",
+            "version": "v1",
+            "quota_us": 50000,
+            "period_us": 100000,
+            "leave": ["/cg/cpuacct/cgroup.procs"],
+        },
         "normal_policy": True,
         "clean_env": True,
     }
-    assert shell_command(process) == (
-        "cd /opt/x && echo $$ > /cg/cpu/cell/cgroup.procs && echo $$ > /cg/cpuacct/cgroup.procs && "
-        f"renice -n 0 -p $$ >/dev/null && exec chrt --other 0 env -i {CLEAN_ENV} 'A=a b' B=2 python -m w"
+    assert split_line(shell_command(process)) == {
+        "chdir": "/opt/x",
+        "enter": "{ [ -d /cg/cpu/cell ] || mkdir /cg/cpu/cell; } && echo 100000 > /cg/cpu/cell/cpu.cfs_period_us && "
+        "echo 50000 > /cg/cpu/cell/cpu.cfs_quota_us && echo $$ > /cg/cpu/cell/cgroup.procs && "
+        "echo $$ > /cg/cpuacct/cgroup.procs",
+        "workload": f"renice -n 0 -p $$ >/dev/null && chrt --other 0 env -i {CLEAN_ENV} 'A=a b' B=2 python -m w",
+        "leave": cpu_quota.shell_leave(process["cgroup"]),
+    }
+    # cgroup v2: the cpu controller offered to the children first, where it is not; one file for the quota.
+    v2 = {"path": "/cg/cell", "version": "v2", "quota_us": cpu_quota.UNLIMITED, "period_us": 100000}
+    assert cpu_quota.shell_enter(v2) == (
+        "{ grep -qw cpu /cg/cgroup.subtree_control || echo +cpu > /cg/cgroup.subtree_control; } && "
+        "{ [ -d /cg/cell ] || mkdir /cg/cell; } && echo 'max 100000' > /cg/cell/cpu.max && "
+        "echo $$ > /cg/cell/cgroup.procs"
     )
+
+
+def _real_cgroup(quota_us):
+    """A cell's cgroup in this host's cpu hierarchy, not made yet; the test is skipped without root only."""
+    if os.geteuid() != 0:
+        pytest.skip("making a cgroup needs root")
+    found = cpu_quota.hierarchy()
+    assert found, "this host has no cgroup cpu controller (cgroup v1's cpu mount or v2's cpu in cgroup.controllers)"
+    path = os.path.join(found["directory"], cpu_quota.PREFIX + secrets.token_hex(6))
+    return {"path": path, "version": found["version"], "quota_us": quota_us, "period_us": cpu_quota.PERIOD_US}
+
+
+def test_the_line_runs_the_workload_in_the_cells_cgroup_then_kills_what_it_left_and_removes_it(tmp_path):
+    # Real cgroups: the workload reads its own cgroup and quota, leaves a child behind, and fails with status 3.
+    cgroup = _real_cgroup(50000)
+    quota_file = "cpu.max" if cgroup["version"] == "v2" else "cpu.cfs_quota_us"
+    name = os.path.basename(cgroup["path"])
+    script = (
+        f"grep -c {name} /proc/self/cgroup; cat {cgroup['path']}/{quota_file}; "
+        f"sleep 60 & echo $! > {tmp_path}/child; exit 3"
+    )
+    process = {"chdir": str(tmp_path), "env": {}, "argv": ["sh", "-c", script], "cgroup": cgroup}
+    try:
+        done = subprocess.run(["sh", "-c", shell_command(process)], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 3, done.stderr
+        inside, quota = done.stdout.split()
+        assert int(inside) >= 1 and quota == "50000"
+        child = int((tmp_path / "child").read_text())
+        assert not os.path.exists(f"/proc/{child}") or "Z" in _state(child), "the workload's child outlived the cell"
+        assert not os.path.isdir(cgroup["path"]) and done.stderr == ""
+    finally:
+        cpu_quota.remove(cgroup["path"])
+
+
+def _state(pid):
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stream:
+            return stream.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "Z"
+
+
+def test_a_cgroup_the_line_cannot_make_stops_it_before_the_workload_saying_where(tmp_path):
+    # A hierarchy that is not there (the host's changed since its facts were gathered): nothing is made in its place.
+    cgroup = {**_real_cgroup(cpu_quota.UNLIMITED), "path": "/sys/fs/cgroup/no-such-hierarchy/platbench-cell-0"}
+    process = {"chdir": str(tmp_path), "env": {}, "argv": ["touch", str(tmp_path / "ran")], "cgroup": cgroup}
+    done = subprocess.run(["sh", "-c", shell_command(process)], capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0 and not (tmp_path / "ran").exists()
+    assert f"platbench: the workload did not start: cannot enter {tmp_path} or make the cell's cgroup" in done.stderr
+    assert not os.path.exists(os.path.dirname(cgroup["path"]))
 
 
 # -- the CPUs of an unpinned cell ------------------------------------------------------------------------------------
@@ -244,7 +319,7 @@ def test_an_unpinned_bm_cell_gets_taskset_over_every_cpu_the_host_allows(reserve
         *plan["argv"],
     ]
     assert plan["runtime"]["launcher"] == "process"
-    assert plan["process"]["command"].endswith(
+    assert split_line(plan["process"]["command"])["workload"].endswith(
         " taskset --cpu-list 0-2,5-7,9 /opt/platbench/venv/bin/python " + (shlex.join(plan["argv"]))
     )
     # A pinned cell keeps its own CPUs alone.

@@ -243,16 +243,13 @@ def shell_command(process, deadline=None):
     module on the other side: the half second a module's start costs is no longer part of every cell.
     ``deadline``: the cell's timeout, which coreutils' timeout enforces there on the workload and every process it
     started (plugin_utils/cells/cell_timeout.py); None where a supervisor stops it (a guest's instances). With a
-    ``cgroup`` (the cell's own, an injected CPU quota's) the shell writes its own pid into the cgroup first, so that
-    what it execs, and every process that starts, runs in it; a write that fails stops the line there. With a
-    ``scope`` it execs systemd-run first, which does the same through systemd (a scope that cannot be made fails
-    the line with systemd-run's message)."""
+    ``cgroup`` (the cell's own, an injected CPU quota's) the shell makes the cgroup and moves itself into it first,
+    so that what it starts, and every process that starts, runs in it; after the workload it removes the cgroup and
+    exits with the workload's status (module_utils/cpu_quota.py: shell_enter, shell_leave). A cgroup it cannot make
+    or enter stops the line before the workload, saying so. With a ``scope`` it execs systemd-run first, which does
+    the same through systemd (a scope that cannot be made fails the line with systemd-run's message)."""
     assignments = [f"{name}={value}" for name, value in sorted(process["env"].items())]
     stop = cell_timeout.deadline_argv(deadline) if deadline is not None else []
-    enter = ""
-    if process.get("cgroup"):
-        for procs in [process["cgroup"]["path"] + "/" + cpu_quota.PROCS, *process["cgroup"].get("leave", [])]:
-            enter += f"echo $$ > {shlex.quote(procs)} && "
     # On the runner host: the workload back at the normal policy (the harness that starts it runs at SCHED_IDLE,
     # which a child inherits) and nice 0, with the plan's variables on a fixed base instead of the controller's
     # environment (env -i), as a container gets its image's.
@@ -261,7 +258,20 @@ def shell_command(process, deadline=None):
     scope = scope_argv(process["scope"]) if process.get("scope") else []
     command = shlex.join([*scope, *policy, *stop, "env", *base, *assignments, *process["argv"]])
     nice = "renice -n 0 -p $$ >/dev/null && " if process.get("normal_policy") else ""
-    return f"cd {shlex.quote(process['chdir'])} && {enter}{nice}exec {command}"
+    chdir = shlex.quote(process["chdir"])
+    cgroup = process.get("cgroup")
+    if not cgroup:
+        return f"cd {chdir} && {nice}exec {command}"
+    # The shell stays the workload's parent, asleep in wait(), so that it can remove the cgroup afterwards.
+    leave = cpu_quota.shell_leave(cgroup)
+    unplaced = shlex.quote(
+        f"platbench: the workload did not start: cannot enter {process['chdir']} or make the cell's cgroup "
+        f"{cgroup['path']} (the line above says which); check the host's cgroup cpu controller"
+    )
+    return (
+        f"{{ cd {chdir} && {cpu_quota.shell_enter(cgroup)}; }} || {{ status=$?; echo {unplaced} >&2; {leave}; "
+        f"exit $status; }}; {nice}{command}; status=$?; {leave}; exit $status"
+    )
 
 
 def _cpu_list(cpus):
