@@ -79,6 +79,10 @@ def test_every_kind_module_declares_its_kind_and_the_tables_are_built_from_them(
     assert placements.RESULTS["k8s_instances"] == "platform_run_k8s_instances"
     assert placement_results("all") == list(dict.fromkeys(placements.RESULTS.values()))
     assert placement_results(["guest"]) == ["vm_guest", "platform_run_vcpus"]
+    # What a cell forgets: only the variables that hold a result now (a forgotten one holds {}).
+    held = {"platform_run_process": {"rc": 0}, "vm_guest": {}, "platform_run_container": {"failed": True}, "x": 1}
+    assert placement_results("all", holding=held) == ["platform_run_process", "platform_run_container"]
+    assert placement_results(["guest"], holding=held) == []
     with pytest.raises(Exception, match="unknown kind.*nope; declared: chroot, cloud_instance, container"):
         placement_results(["nope"])
 

@@ -211,7 +211,7 @@ def test_the_quiet_waits_callback_polls_slowly_while_a_cells_task_runs_and_resto
         plugin.v2_playbook_on_task_start(other, False)
         assert normal == C.DEFAULT_INTERNAL_POLL_INTERVAL  # a short task keeps Ansible's pace
         plugin.v2_playbook_on_task_start(cell, False)
-        assert C.DEFAULT_INTERNAL_POLL_INTERVAL == 1.0
+        assert C.DEFAULT_INTERNAL_POLL_INTERVAL == 0.2
         plugin.v2_runner_on_ok(Result(cell))
         assert normal == C.DEFAULT_INTERNAL_POLL_INTERVAL
         plugin.v2_playbook_on_task_start(cell, False)
