@@ -80,7 +80,7 @@ def kendall_trend(values):
         found = stats.kendalltau(numpy.arange(count), values)
         return float(found.pvalue), float(found.statistic)
     total = count * (count - 1) // 2
-    discordant = sum(1 for i in range(count) for j in range(i + 1, count) if values[i] > values[j])
+    discordant = _discordant(numpy.asarray(values))
     tau = (total - 2 * discordant) / total
     fewest = min(discordant, total - discordant)
     if count <= _EXACT_KENDALL or fewest <= 1:
@@ -90,6 +90,17 @@ def kendall_trend(values):
         z = (total - 2 * discordant) / math.sqrt(count * (count - 1) * (2 * count + 5) / 18)
         p = math.erfc(abs(z) / math.sqrt(2.0))
     return min(1.0, p), tau
+
+
+def _discordant(values, rows=1024):
+    """The pairs i < j with values[i] > values[j], counted with numpy a block of rows at a time (a series of 800
+    pairs is 320,000 comparisons, which a Python loop took a quarter of a second over; the blocks bound memory)."""
+    count, found = len(values), 0
+    for start in range(0, count, rows):
+        block = values[start : start + rows, None] > values[None, :]
+        # Only the pairs after each row's own index: j > i.
+        found += int(numpy.triu(block, k=start + 1).sum())
+    return found
 
 
 def _inversion_counts(count):

@@ -209,7 +209,6 @@ def run(args):
         stated = budgets.load(args.budgets) if args.budgets else None
         frame = load_samples(results_dir)
         metrics = choose_metrics(frame, args.metric)
-        metadata = report_meta.load(results_dir)  # read once: the charts' titles name the run, the page shows it
         thresholds = validity.Thresholds(
             max_cv=args.cv_threshold / 100,
             ci_half_width=validity.DEFAULTS.ci_half_width,
@@ -219,7 +218,7 @@ def run(args):
         )
         # Every table, figure and section below reads this one context: the frame, the emulated rows' rule, the
         # thresholds, and each summary made once.
-        report = ReportContext(frame, args.include_emulated, thresholds, report_meta.context_line(metadata))
+        report = ReportContext(frame, args.include_emulated, thresholds)
         judgement = None if stated is None else budgets.evaluate(report, stated, args.budgets)
     except (ReportError, budgets.BudgetError) as exc:
         print(f"platbench report: {exc}", file=sys.stderr)
@@ -292,6 +291,9 @@ def run(args):
     if args.no_figures:
         notes_after.append("figures and report.html not written (--no-figures)")
     elif args.figures or not figures_stamp.current(results_dir, stamp):
+        # Read only to draw: the charts' titles name the run, the page shows it (a second pass over the samples).
+        metadata = report_meta.load(results_dir)
+        report.title = report_meta.context_line(metadata)
         drawn, drawn_notes = _draw(results_dir, report, rows, keys, metrics, units, judgement, args.strict, metadata)
         figures_stamp.write(results_dir, stamp, drawn)
         written, notes_after = written + drawn, notes_after + drawn_notes

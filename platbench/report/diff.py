@@ -14,7 +14,7 @@ from platbench.report.load import (
     INVALID,
     LOADGEN_STATES,
     SCALED_DOWN,
-    measured,
+    metrics_present,
 )
 from platbench.report.stats import ratio, ratio_interval
 from platbench.report.tables import (
@@ -82,7 +82,7 @@ def diff_tables(report):
     count, best, mean and std, Diff% of the best and of the mean and whether the means lie within noise.
     Only metrics the metric table gives a direction; ``missing``: the metrics it has no entry for.
     Emulated (tcg) rows only when the report compares them."""
-    present = list(dict.fromkeys(measured(report.frame)["metric"].dropna()))
+    present = metrics_present(report.frame)
     missing = [metric for metric in present if metric_table.lookup(metric) is None]
     directed = [metric for metric in present if metric not in missing and metric_table.lookup(metric).better]
     if not directed:

@@ -304,8 +304,14 @@ def measured(frame):
     return frame[~frame["metric"].isin(OUTCOME_METRICS)]
 
 
+def metrics_present(frame):
+    """The metrics ``frame`` measures, in the order they first appear (one pass in pandas, not a Python loop over a
+    10,000-cell campaign's 170,000 samples)."""
+    return [metric for metric in measured(frame)["metric"].drop_duplicates() if metric == metric]  # not NaN
+
+
 def choose_metrics(frame, requested=None):
-    present = list(dict.fromkeys(measured(frame)["metric"]))
+    present = metrics_present(frame)
     if requested:
         missing = [metric for metric in requested if metric not in present]
         if missing:

@@ -83,7 +83,7 @@ def _log_ratio_fit(pairs, sides=None):
     if len(logs) < 2 or len(logs) != len(pairs):
         return None
     if sides is None or len(sides) != len(logs) or not blocks_on_sides(sides):
-        return statistics.fmean(logs), statistics.stdev(logs), len(logs) - 1, len(logs)
+        return statistics.fmean(logs), sample_std(logs), len(logs) - 1, len(logs)
     first = sides[0]
     signs = [1.0 if side == first else -1.0 for side in sides]
     intercept, slope, intercept_error = distributions.line_fit(signs, logs)

@@ -21,6 +21,13 @@ def test_kendalls_trend_is_scipys(count):
     assert distributions.kendall_trend([5.0] * count) is None
 
 
+@pytest.mark.parametrize("count, rows", [(1, 4), (9, 4), (40, 7), (1200, 1024)])
+def test_the_discordant_pairs_are_counted_across_blocks_of_rows(count, rows):
+    values = numpy.random.default_rng(count).normal(size=count)
+    expected = sum(1 for i in range(count) for j in range(i + 1, count) if values[i] > values[j])
+    assert distributions._discordant(values, rows) == expected
+
+
 def test_the_line_fit_and_welch_are_scipys():
     generator = numpy.random.default_rng(7)
     for count in range(3, 30):

@@ -78,6 +78,18 @@ def test_the_runs_distribution_is_exact():
     assert set(in_logs) == set(exact) and all(in_logs[runs] == pytest.approx(exact[runs], abs=1e-12) for runs in exact)
 
 
+def test_the_two_segment_test_stops_once_its_p_value_is_above_the_level_and_keeps_its_verdict():
+    level = exchangeability.ALPHA / len(exchangeability.TESTS)
+    exchangeable, stepped = noise(11, 400), numpy.concatenate([noise(12, 200), noise(13, 200) + 0.2])
+    whole = exchangeability.change_of_level(exchangeable)
+    early = exchangeability.change_of_level(exchangeable, decided_above=level)
+    assert whole[0] > level and early[0] > level  # the same verdict, from fewer shuffles
+    assert early[1:] == whole[1:] and early[0] != whole[0]
+    # A change of level is held to every permutation: its p is the whole test's, the same with or without the level.
+    assert exchangeability.change_of_level(stepped, decided_above=level) == exchangeability.change_of_level(stepped)
+    assert exchangeability.change_of_level(stepped)[0] <= level
+
+
 def test_the_two_segment_p_value_is_seeded_and_bounded_by_its_permutations():
     series = noise(5, 24)
     first = exchangeability.change_of_level(series)
