@@ -166,20 +166,16 @@ def change_of_level(values, permutations=PERMUTATIONS, seed=SEED, decided_above=
     observed = float(explained[best])
     split = best + MIN_SEGMENT
     generator = numpy.random.default_rng(seed)
-    as_large = 0
+    as_large = shuffles = 0
     for start in range(0, permutations, _CHUNK):
         drawn = min(_CHUNK, permutations - start)
         shuffled = generator.permuted(numpy.tile(centered, (drawn, 1)), axis=1)
         # A shuffle as good as the observed order, to rounding, counts against it.
         as_large += int((_split_statistics(shuffled).max(axis=1) >= observed * (1 - 1e-12)).sum())
+        shuffles = start + drawn
         if decided_above is not None and (1 + as_large) / (1 + permutations) > decided_above:
-            return (
-                (1 + as_large) / (1 + start + drawn),
-                split,
-                float(values[:split].mean()),
-                float(values[split:].mean()),
-            )
-    p = (1 + as_large) / (1 + permutations)
+            break  # p is above the level whatever the other shuffles draw: estimated from those drawn
+    p = (1 + as_large) / (1 + shuffles)
     return p, split, float(values[:split].mean()), float(values[split:].mean())
 
 

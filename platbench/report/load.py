@@ -307,7 +307,7 @@ def measured(frame):
 def metrics_present(frame):
     """The metrics ``frame`` measures, in the order they first appear (one pass in pandas, not a Python loop over a
     10,000-cell campaign's 170,000 samples)."""
-    return [metric for metric in measured(frame)["metric"].drop_duplicates() if metric == metric]  # not NaN
+    return measured(frame)["metric"].dropna().drop_duplicates().tolist()
 
 
 def choose_metrics(frame, requested=None):

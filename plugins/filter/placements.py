@@ -18,23 +18,18 @@ def placement_results(kinds="all", holding=None):
     ``hostvars[inventory_hostname]``), only those that hold a result there: what a cell has to forget before the
     next, often one variable of fourteen (each forgotten one costs a loop item, some 20 ms a cell)."""
     if kinds == "all":
-        return _holding(list(dict.fromkeys(_placements.RESULTS.values())), holding)
-    if isinstance(kinds, str) or not isinstance(kinds, (list, tuple)):
-        raise AnsibleFilterError(f"placement_results: expected 'all' or a list of kinds, got {kinds!r}")
-    unknown = [kind for kind in kinds if kind not in _placements.KINDS]
-    if unknown:
-        raise AnsibleFilterError(
-            f"placement_results: unknown kind(s) {', '.join(unknown)}; declared: {', '.join(_placements.KINDS)}"
-        )
-    return _holding(
-        list(dict.fromkeys(var for kind in kinds for var in _placements.KINDS[kind].results.values())), holding
-    )
-
-
-def _holding(variables, holding):
-    if holding is None:
-        return variables
-    return [variable for variable in variables if variable in holding and holding[variable]]
+        variables = _placements.RESULTS.values()
+    else:
+        if isinstance(kinds, str) or not isinstance(kinds, (list, tuple)):
+            raise AnsibleFilterError(f"placement_results: expected 'all' or a list of kinds, got {kinds!r}")
+        unknown = [kind for kind in kinds if kind not in _placements.KINDS]
+        if unknown:
+            raise AnsibleFilterError(
+                f"placement_results: unknown kind(s) {', '.join(unknown)}; declared: {', '.join(_placements.KINDS)}"
+            )
+        variables = (variable for kind in kinds for variable in _placements.KINDS[kind].results.values())
+    found = list(dict.fromkeys(variables))
+    return found if holding is None else [variable for variable in found if variable in holding and holding[variable]]
 
 
 def kind_teardown(groups, playbook):

@@ -67,8 +67,9 @@ def command_words(plan):
     return shlex.split(line["workload"])
 
 
-# A runner-host process cell's line after its cgroup: nice 0, then exec at the normal policy; its deadline, and the
-# clean environment env -i starts the workload's on.
+# A runner-host process cell's workload command, after its cgroup is made and entered: nice 0, then the normal
+# policy (the shell stays, to remove the cgroup after); its deadline, and the clean environment env -i starts the
+# workload's on.
 RESET = ["renice", "-n", "0", "-p", "$$", ">/dev/null", "&&", "chrt", "--other", "0"]
 STARTS = len(RESET)
 DEADLINE = ["timeout", "--verbose", "--kill-after=10", "3600"]
