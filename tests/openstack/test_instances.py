@@ -251,6 +251,18 @@ def done(run):
     return run.output[-9000:]
 
 
+def why_servers_failed(test_cloud, run):
+    """What a failed server assertion shows: the role's "which servers failed" lines, and the errors and warnings
+    nova's conductor, scheduler and compute logged (a server in ERROR says why only there)."""
+    said = run.output.split("Say which servers failed", 1)[-1].split("TASK", 1)[0] if "Say which" in run.output else ""
+    logged = []
+    for service in ("nova-conductor", "nova-scheduler", "nova-compute"):
+        log = Path(test_cloud.state_dir) / "logs" / f"{service}.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        logged += [f"{service}: {line}" for line in lines if " ERROR " in line or " WARNING " in line][-15:]
+    return "the role said:" + said[-3000:] + "\nnova logged:\n" + "\n".join(logged)[-6000:]
+
+
 def test_provision_record_and_tear_down(test_cloud, tmp_path):
     before = resources(test_cloud)
     prefix = openstack_plan.campaign_prefix(CAMPAIGN)
@@ -286,7 +298,7 @@ def test_provision_record_and_tear_down(test_cloud, tmp_path):
         servers = seen["servers"]
         names = ("nova-1-vnl-cpu", "nova-1-vnl-gpu", "nova-2-vnl-gpu", "nova-2-pin-cpu")
         active = [f"{prefix}{name}" for name in names]
-        assert sorted(servers) == sorted(active), servers
+        assert sorted(servers) == sorted(active), (servers, why_servers_failed(test_cloud, run))
         for name in active:
             assert servers[name] == {"status": "ACTIVE", "metadata": {"platbench_campaign": CAMPAIGN}}
         # Each GPU server holds one of the compute host's PCI devices in placement; the CPU server none.
