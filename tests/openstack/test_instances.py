@@ -5,6 +5,7 @@ add_host, teardown that leaves the cloud as found, bad input, and no secret in a
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,9 @@ NODE = {
 }
 # Fernet tokens start so; none may reach an output or a result.
 TOKEN_MARK = "gAAAAA"
+# An oslo.log line that states a problem (its first line: a traceback's lines carry no request context "[...]"),
+# or the scheduler's note that placement offered no host.
+LOGGED_PROBLEM = re.compile(r" (ERROR|WARNING) \S+ \[|no allocation candidates")
 
 
 def cell(platform, scaleup, cpu_config, processor):
@@ -252,15 +256,17 @@ def done(run):
 
 
 def why_servers_failed(test_cloud, run):
-    """What a failed server assertion shows: the role's "which servers failed" lines, and the errors and warnings
-    nova's conductor, scheduler and compute logged (a server in ERROR says why only there)."""
+    """What a failed server assertion shows: the role's "which servers failed" lines, and the one-line errors and
+    warnings of nova's conductor, scheduler and compute and of placement (a server in ERROR says why only there;
+    traceback lines and neutronclient's deprecation warning are left out)."""
     said = run.output.split("Say which servers failed", 1)[-1].split("TASK", 1)[0] if "Say which" in run.output else ""
     logged = []
-    for service in ("nova-conductor", "nova-scheduler", "nova-compute"):
+    for service in ("nova-conductor", "nova-scheduler", "nova-compute", "placement-api"):
         log = Path(test_cloud.state_dir) / "logs" / f"{service}.log"
         lines = log.read_text(errors="replace").splitlines() if log.exists() else []
-        logged += [f"{service}: {line}" for line in lines if " ERROR " in line or " WARNING " in line][-15:]
-    return "the role said:" + said[-3000:] + "\nnova logged:\n" + "\n".join(logged)[-6000:]
+        kept = [line for line in lines if LOGGED_PROBLEM.search(line) and "neutronclient" not in line]
+        logged += [f"{service}: {line}" for line in kept[-10:]]
+    return "the role said:" + said[-3000:] + "\nnova and placement logged:\n" + "\n".join(logged)[-6000:]
 
 
 def test_provision_record_and_tear_down(test_cloud, tmp_path):
