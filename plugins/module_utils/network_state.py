@@ -12,6 +12,7 @@ paths), so it is not read either.
 from __future__ import annotations
 
 import json
+import os
 
 from ansible_collections.platbench.lab.plugins.module_utils import network_path
 
@@ -205,3 +206,60 @@ def removal_commands(state, tags):
         if rule[rule.index("--comment") + 1] in tags:
             commands.append(["iptables", "-D", "FORWARD", *rule])
     return commands
+
+
+# What ip prints when what it was asked to remove is already gone (taken along by its peer or lower device)
+ALREADY_GONE = ("Cannot find device", "No such file or directory")
+
+
+class PathCommands:
+    """Reads the host's network state and runs the commands that change it, for an Ansible module; a read that
+    fails fails the module with the command and what it printed."""
+
+    def __init__(self, module):
+        self.module = module
+        self.iptables = module.get_bin_path("iptables", opt_dirs=["/usr/sbin", "/sbin"])
+
+    def read(self, argv):
+        rc, stdout, stderr = self.module.run_command(argv)
+        if rc != 0:
+            self.module.fail_json(msg=f"{' '.join(argv)} failed: {(stderr or stdout).strip()}", cmd=argv, rc=rc)
+        return stdout
+
+    def state(self, pids_by_netns=None):
+        """The cells' links, namespaces (their links, VXLAN forwarding entries, whether a process's namespace
+        is the one named) and FORWARD rules."""
+        netns = {}
+        for name in parse_netns(self.read(["ip", "-j", "netns", "list"])):
+            links = parse_links(self.read(["ip", "-n", name, "-j", "-d", "addr", "show"]))
+            fdb = {
+                link: parse_fdb(self.read(["bridge", "-n", name, "-j", "fdb", "show", "dev", link]))
+                for link, found in links.items()
+                if found["kind"] == "vxlan"
+            }
+            pid = (pids_by_netns or {}).get(name)
+            netns[name] = {"links": links, "fdb": fdb, "attached_to_pid": pid is not None and _same_netns(name, pid)}
+        rules = self.read([self.iptables, "-S", "FORWARD"]) if self.iptables else ""
+        return {
+            "links": parse_links(self.read(["ip", "-j", "-d", "addr", "show"])),
+            "netns": netns,
+            "forward_rules": parse_forward_rules(rules),
+        }
+
+    def run(self, argv, removing=False):
+        if argv[0] == "iptables":
+            if not self.iptables:
+                self.module.fail_json(msg="iptables is not installed, yet br_netfilter sends bridged frames through it")
+            argv = [self.iptables, *argv[1:]]
+        rc, stdout, stderr = self.module.run_command(argv)
+        if rc != 0 and not (removing and any(gone in stderr for gone in ALREADY_GONE)):
+            return f"{' '.join(argv)} failed: {(stderr or stdout).strip()}"
+        return None
+
+
+def _same_netns(netns, pid):
+    try:
+        named, process = os.stat(f"/run/netns/{netns}"), os.stat(f"/proc/{pid}/ns/net")
+    except OSError:
+        return False
+    return (named.st_dev, named.st_ino) == (process.st_dev, process.st_ino)

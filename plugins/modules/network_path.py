@@ -175,66 +175,11 @@ removed_tags:
   elements: str
 """
 
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.platbench.lab.plugins.module_utils import network_path, network_state
 
 BRIDGE_NETFILTER = "/proc/sys/net/bridge/bridge-nf-call-iptables"
-# What ip prints when what it was asked to remove is already gone (taken along by its peer or lower device)
-ALREADY_GONE = ("Cannot find device", "No such file or directory")
-
-
-class PathCommands:
-    """Runs the tools, failing the module with the command and what it printed."""
-
-    def __init__(self, module):
-        self.module = module
-        self.iptables = module.get_bin_path("iptables", opt_dirs=["/usr/sbin", "/sbin"])
-
-    def read(self, argv):
-        rc, stdout, stderr = self.module.run_command(argv)
-        if rc != 0:
-            self.module.fail_json(msg=f"{' '.join(argv)} failed: {(stderr or stdout).strip()}", cmd=argv, rc=rc)
-        return stdout
-
-    def state(self, pids_by_netns=None):
-        """The cells' links, namespaces (their links, VXLAN forwarding entries, whether a process's namespace
-        is the one named) and FORWARD rules."""
-        netns = {}
-        for name in network_state.parse_netns(self.read(["ip", "-j", "netns", "list"])):
-            links = network_state.parse_links(self.read(["ip", "-n", name, "-j", "-d", "addr", "show"]))
-            fdb = {
-                link: network_state.parse_fdb(self.read(["bridge", "-n", name, "-j", "fdb", "show", "dev", link]))
-                for link, found in links.items()
-                if found["kind"] == "vxlan"
-            }
-            pid = (pids_by_netns or {}).get(name)
-            netns[name] = {"links": links, "fdb": fdb, "attached_to_pid": pid is not None and _same_netns(name, pid)}
-        rules = self.read([self.iptables, "-S", "FORWARD"]) if self.iptables else ""
-        return {
-            "links": network_state.parse_links(self.read(["ip", "-j", "-d", "addr", "show"])),
-            "netns": netns,
-            "forward_rules": network_state.parse_forward_rules(rules),
-        }
-
-    def run(self, argv, removing=False):
-        if argv[0] == "iptables":
-            if not self.iptables:
-                self.module.fail_json(msg="iptables is not installed, yet br_netfilter sends bridged frames through it")
-            argv = [self.iptables, *argv[1:]]
-        rc, stdout, stderr = self.module.run_command(argv)
-        if rc != 0 and not (removing and any(gone in stderr for gone in ALREADY_GONE)):
-            return f"{' '.join(argv)} failed: {(stderr or stdout).strip()}"
-        return None
-
-
-def _same_netns(netns, pid):
-    try:
-        named, process = os.stat(f"/run/netns/{netns}"), os.stat(f"/proc/{pid}/ns/net")
-    except OSError:
-        return False
-    return (named.st_dev, named.st_ino) == (process.st_dev, process.st_ino)
 
 
 def _remove(tools, state, tags):
@@ -329,7 +274,7 @@ def main():
     )
     if module.params["cleanup_all"] and module.params["state"] == "present":
         module.fail_json(msg="cleanup_all removes every cell's path: it goes with state=absent only")
-    tools = PathCommands(module)
+    tools = network_state.PathCommands(module)
     if module.params["state"] == "absent":
         _absent(module, tools)
     _present(module, tools)

@@ -1,6 +1,10 @@
 """What an earlier run left on a runner host, named by the precheck (plugins/plugin_utils/cells/leftovers.py): the
 results of network_path and cpu_fence in check mode and pgrep's lines, as the precheck registers them."""
 
+import json
+import subprocess
+import sys
+
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.filter import cells as filters
@@ -53,3 +57,51 @@ def test_the_filter_takes_the_registered_results_as_the_precheck_hands_them():
         leftovers("not a result", FENCE, [], "lab1")
     [problem] = leftovers(NOTHING[0], FENCE, [], "lab1")
     assert "  an idle_cores fence: every top-level cgroup kept on CPUs 0-1." in problem.splitlines()
+
+
+# -- the module that reads them (plugins/modules/leftovers.py), on this host ---------------------------------------
+
+SLEEPER = "import time\ntime.sleep(120)\n"
+
+
+def test_the_module_reads_all_four_in_one_run_and_changes_nothing(tmp_path, playbook):
+    # A workload process of a fake environment (PREFIX/venv/bin/python -m workloads.NAME), a cell's cgroup in a fake
+    # v1 cpu hierarchy, and a fence's state file; the host's own network namespaces hold no cell's path.
+    prefix, root = tmp_path / "prefix", tmp_path / "cgroup"
+    (prefix / "venv" / "bin").mkdir(parents=True)
+    (prefix / "venv" / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "__init__.py").write_text("")
+    (tmp_path / "workloads" / "sleeper.py").write_text(SLEEPER)
+    cell = root / "cpu" / "platbench-cell-0123456789ab"
+    cell.mkdir(parents=True)
+    (root / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    (root / "cpu" / "someone-else").mkdir()
+    fence_file = tmp_path / "cpu_fence.json"
+    fence_file.write_text(json.dumps({"version": 1, "cpus": "1", "cgroup": "v1", "groups": {}}))
+    args = {"prefix": str(prefix), "cgroup_root": str(root), "fence_state_file": str(fence_file)}
+    plays = [
+        {
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+            "tasks": [{"name": "Read", "platbench.lab.leftovers": args, "register": "left"}],
+        }
+    ]
+    workload = subprocess.Popen([str(prefix / "venv" / "bin" / "python"), "-m", "workloads.sleeper"], cwd=tmp_path)
+    try:
+        run = playbook(plays)
+    finally:
+        workload.kill()
+        workload.wait(timeout=30)
+    assert run.rc == 0, run.output[-3000:]
+    (left,) = [e["event_data"]["res"] for e in run.events if e.get("event") == "runner_on_ok"]
+    assert left["changed"] is False
+    assert left["cgroups"] == [str(cell)]
+    assert left["fence"]["fence"]["cpus"] == "1"
+    assert [line.split(None, 1)[0] for line in left["processes"]] == [str(workload.pid)]
+    assert left["paths"]["removed_tags"] == [] and left["paths"]["commands"] == []
+    assert cell.is_dir() and fence_file.is_file()  # read, not removed
+    [problem] = leftover_problems(left["paths"], left["fence"], left["processes"], "lab1", cgroups=left["cgroups"])
+    assert f"workload process {workload.pid}" in problem and "platbench-cell-0123456789ab" in problem
