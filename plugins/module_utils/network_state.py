@@ -1,7 +1,8 @@
 # Copyright: platbench developers
 # Apache License 2.0 (see galaxy.yml)
 """What of the cells' network paths a host holds, read from ``ip -j``, ``bridge -j`` and ``iptables -S``;
-how it differs from a plan (plugins/module_utils/network_path.py); and the commands that remove it.
+how it differs from a plan (plugins/module_utils/network_path.py); and the commands that remove it. ``PathCommands``
+reads it and runs those commands for a module (platbench.lab.network_path, platbench.lab.leftovers).
 
 Only names of a cell's path (network_path.LINK_NAME, NETNS_NAME, a FORWARD rule commented with a tag) are
 kept when reading, so nothing else of the host is ever compared or removed. A guest's tap on a cell's bridge is
