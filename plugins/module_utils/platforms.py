@@ -10,6 +10,7 @@ summary, and the report's row order and baseline. Adding a platform starts here 
 
 from __future__ import annotations
 
+import re
 from collections import namedtuple
 
 # Requirements a host must meet before a platform is ready (checked by platform_status):
@@ -510,3 +511,9 @@ def in_words(labels, joiner=" and "):
     """'vm and vmcn'"""
     labels = list(labels)
     return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + joiner + labels[-1] if labels else "none"
+
+
+def workload_process_pattern(prefix):
+    """The ``pgrep``/``pkill --full`` pattern of a workload run by the environment under ``prefix`` (the ``venv``
+    requirement's ``<prefix>/venv/bin/python -m workloads.NAME``): the precheck's leftovers, a guest's stop."""
+    return "^" + re.escape(f"{str(prefix).rstrip('/')}/venv/bin/python") + " -m workloads[.]"

@@ -96,15 +96,13 @@ processes:
   elements: str
 """
 
-import re
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, cpu_quota, network_state
+from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, cpu_quota, network_state, platforms
 
 
 def workload_processes(module, prefix):
     """``pgrep --list-full`` lines of the processes that run a workload module with the environment's Python."""
-    pattern = "^" + re.escape(f"{prefix.rstrip('/')}/venv/bin/python") + " -m workloads[.]"
+    pattern = platforms.workload_process_pattern(prefix)
     rc, stdout, stderr = module.run_command(["pgrep", "--list-full", "--full", pattern])
     if rc not in (0, 1):  # 1: none found
         module.fail_json(msg=f"pgrep could not list the workload processes: {(stderr or stdout).strip()}")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 
-from ansible_collections.platbench.lab.plugins.module_utils import guest_path, network_path, path_measure
+from ansible_collections.platbench.lab.plugins.module_utils import guest_path, network_path, path_measure, platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells import several
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import guest as guest_kind
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import instances as placed
@@ -42,7 +42,7 @@ RESULT = "guests"  # the registered result record_cell reads (placements.RESULTS
 RESULTS = {RESULT: "platform_run_guests"}
 SSH_CONFIG = "ssh_config-{name}"  # beside the guest image's key on the controller (platbench.lab.vm writes it)
 MEASURE_SECONDS = 1.0  # network_path_measure's default test length
-WORKLOAD_PATTERN = f"^{GUEST_PREFIX}/venv/bin/python -m workloads[.]"
+WORKLOAD_PATTERN = platforms.workload_process_pattern(GUEST_PREFIX)
 
 
 def ssh_argv(config, name):
