@@ -125,15 +125,11 @@ def main():
         fence = cpu_fence.load_state(params["fence_state_file"])
     except cpu_fence.FenceError as exc:
         module.fail_json(msg=f"leftovers: {exc}")
-    try:
-        cgroups = cpu_quota.leftovers(params["cgroup_root"])
-    except cpu_quota.QuotaError as exc:
-        module.fail_json(msg=f"leftovers: {exc}")
     module.exit_json(
         changed=False,
         paths={"commands": network_state.removal_commands(state, tags), "removed_tags": tags},
         fence={"fence": fence},
-        cgroups=cgroups,
+        cgroups=cpu_quota.leftovers(params["cgroup_root"]),
         processes=workload_processes(module, params["prefix"]),
     )
 
