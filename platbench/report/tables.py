@@ -303,8 +303,20 @@ def cell_table(frame):
     frame = measured(frame)
     columns = ["cell", HOST, *validity.COLUMNS]
     missing = {column: None for column in columns if column not in frame.columns}
-    records = frame.assign(**missing)[columns].drop_duplicates("cell").to_dict("records")
-    return {record.pop("cell"): {name: _python(value) for name, value in record.items()} for record in records}
+    first = frame.assign(**missing)[columns].drop_duplicates("cell")
+    # A column at a time (a 10,000-cell campaign's records one by one cost a quarter of a second).
+    values = {name: _python_values(first[name]) for name in columns[1:]}
+    names = first["cell"].tolist()
+    return {
+        cell: dict(zip(values, found, strict=True))
+        for cell, found in zip(names, zip(*values.values(), strict=True), strict=True)
+    }
+
+
+def _python_values(column):
+    """A column's values as ``_python`` gives them, converted in one pass."""
+    present, values = column.notna().tolist(), column.astype(object).tolist()
+    return [_python(value) if here else None for value, here in zip(values, present, strict=True)]
 
 
 def _cells(succeeded, table=None):
