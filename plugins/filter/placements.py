@@ -8,6 +8,7 @@ Each filter is documented in the YAML file of its own name next to this one.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.platbench.lab.plugins.module_utils import platforms as _platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements as _placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells import teardown as _teardown
 
@@ -40,8 +41,20 @@ def kind_teardown(groups, playbook):
     return _teardown.own_files(groups, playbook)
 
 
+def workload_process_pattern(prefix):
+    """The ``pgrep``/``pkill --full`` pattern of a workload run by the environment under ``prefix``: the one the
+    precheck's leftovers module and a guest's stop use (module_utils/platforms.py), for teardown's variables."""
+    if not isinstance(prefix, str) or not prefix.startswith("/"):
+        raise AnsibleFilterError(f"workload_process_pattern: expected the environment's absolute path, got {prefix!r}")
+    return _platforms.workload_process_pattern(prefix)
+
+
 class FilterModule:
     """platbench.lab placement filters."""
 
     def filters(self):
-        return {"placement_results": placement_results, "kind_teardown": kind_teardown}
+        return {
+            "placement_results": placement_results,
+            "kind_teardown": kind_teardown,
+            "workload_process_pattern": workload_process_pattern,
+        }

@@ -9,6 +9,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.platbench.lab.plugins.filter import cells as filters
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells.leftovers import leftover_problems
+from playbook_run import REPO
 
 PATHS = {
     "changed": True,
@@ -85,8 +86,17 @@ def test_the_module_reads_all_four_in_one_run_and_changes_nothing(tmp_path, play
             "hosts": "localhost",
             "connection": "local",
             "gather_facts": False,
-            "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"},
-            "tasks": [{"name": "Read", "platbench.lab.leftovers": args, "register": "left"}],
+            "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}", "platform_run_prefix": str(prefix)},
+            # Teardown's pattern (its variables, the workload_process_pattern filter) finds what the module finds.
+            "vars_files": [str(REPO / "playbooks/vars/teardown.yml")],
+            "tasks": [
+                {"name": "Read", "platbench.lab.leftovers": args, "register": "left"},
+                {
+                    "name": "Find them as teardown does",
+                    "ansible.builtin.command": {"argv": ["pgrep", "--full", "{{ teardown_workload_pattern }}"]},
+                    "changed_when": False,
+                },
+            ],
         }
     ]
     workload = subprocess.Popen([str(prefix / "venv" / "bin" / "python"), "-m", "workloads.sleeper"], cwd=tmp_path)
@@ -96,7 +106,8 @@ def test_the_module_reads_all_four_in_one_run_and_changes_nothing(tmp_path, play
         workload.kill()
         workload.wait(timeout=30)
     assert run.rc == 0, run.output[-3000:]
-    (left,) = [e["event_data"]["res"] for e in run.events if e.get("event") == "runner_on_ok"]
+    left, found = [e["event_data"]["res"] for e in run.events if e.get("event") == "runner_on_ok"]
+    assert found["stdout"].split() == [str(workload.pid)]
     assert left["changed"] is False
     assert left["cgroups"] == [str(cell)]
     assert left["fence"]["fence"]["cpus"] == "1"
