@@ -10,6 +10,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.release import __version__ as ansible_version
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import plan_file
 from ansible_collections.platbench.lab.plugins.plugin_utils.records import harness_marks
 from ansible_collections.platbench.lab.plugins.plugin_utils.records.failures import (
     describe_failure,
@@ -115,8 +116,8 @@ class ActionModule(ActionBase):
             platbench_campaign={
                 "name": campaign["name"],
                 "results_dir": os.path.abspath(os.path.expanduser(campaign["results_dir"])),
-                # The one place the expanded cells leave the experiment: run.json keeps its definition.
-                "experiment": {k: v for k, v in (campaign.get("experiment") or {}).items() if k != "cells"},
+                # run.json keeps the experiment's definition; the expanded cells, should a caller pass them, go.
+                "experiment": plan_file.definition(campaign.get("experiment")),
             },
             platbench_status=status,
             platbench_error=error,

@@ -19,6 +19,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experimen
 )
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import emulated_subset as _emulated_subset
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand, scenario_name
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.plan_file import definition
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.workload_args import (
     WorkloadArgsError,
 )
@@ -33,11 +34,17 @@ def expand_matrix(experiment):
     if not isinstance(experiment, dict):
         raise AnsibleFilterError(f"expand_matrix: expected an experiment mapping, got {type(experiment).__name__}")
     # The experiment lookup adds its own expansion under 'cells'; recompute from the definition.
-    definition = {key: value for key, value in experiment.items() if key != "cells"}
     try:
-        return expand(validate_experiment(definition, source="expand_matrix input"))
+        return expand(validate_experiment(definition(experiment), source="expand_matrix input"))
     except ExperimentError as exc:
         raise AnsibleFilterError(str(exc)) from None
+
+
+def experiment_definition(plan):
+    """A campaign's plan (the experiment lookup's result) without its expanded cells: what record_cell keeps."""
+    if not isinstance(plan, dict):
+        raise AnsibleFilterError(f"experiment_definition: expected the campaign's plan, got {type(plan).__name__}")
+    return definition(plan)
 
 
 def emulated_subset(cells, emulated, platforms=None):
@@ -76,6 +83,7 @@ class FilterModule:
     def filters(self):
         return {
             "expand_matrix": expand_matrix,
+            "experiment_definition": experiment_definition,
             "emulated_subset": emulated_subset,
             "scenario_name": scenario_name,
             "workload_argv": workload_argv,

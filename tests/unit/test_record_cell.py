@@ -1,7 +1,10 @@
 """The record_cell action, run as Ansible runs it: it parses, validates and decides, then returns the samples."""
 
 import pytest
-from ansible.errors import AnsibleActionFail
+import yaml
+from ansible.errors import AnsibleActionFail, AnsibleFilterError
+from ansible_collections.platbench.lab.plugins.filter import experiments
+from playbook_run import REPO
 from record_cell_run import RUNTIME, make_campaign, make_cell, record_cell, record_line, run_record_cell
 
 
@@ -40,6 +43,49 @@ def test_the_experiment_reaches_run_json_without_its_expanded_cells(tmp_path):
         {"cell": make_cell("bm/2/pin/cpu|r0"), "campaign": campaign, "output": record_line() + "\n"}
     )
     assert result["platbench_campaign"]["experiment"] == {"name": "smoke", "repeats": 1}
+
+
+def _tasks(tasks):
+    """Every task of a task file, those in blocks, rescues and always included."""
+    for task in tasks:
+        yield task
+        for part in ("block", "rescue", "always"):
+            yield from _tasks(task.get(part) or [])
+
+
+def test_each_cell_record_takes_the_definition_made_once_not_the_whole_plan():
+    # Templating the whole plan (every cell) into each record made a record's cost grow with the campaign's cells.
+    role = REPO / "roles/platform_run/tasks"
+    records = [
+        task["platbench.lab.record_cell"]
+        for name in ("cell.yml", "duet.yml")
+        for task in _tasks(yaml.safe_load((role / name).read_text()))
+        if "platbench.lab.record_cell" in task
+    ]
+    assert len(records) == 4  # a cell and a failed cell; both sides of a duet pair, and of a failed one
+    for args in records:
+        assert args["campaign"]["experiment"] == "{{ platform_run_experiment_definition }}"
+        assert "platform_run_plan " not in yaml.safe_dump(args) and "platform_run_plan}" not in yaml.safe_dump(args)
+    main = yaml.safe_load((role / "main.yml").read_text())
+    made = [
+        index
+        for index, task in enumerate(main)
+        if "platform_run_experiment_definition" in task.get("ansible.builtin.set_fact", {})
+    ]
+    runs = [index for index, task in enumerate(main) if "block" in task]
+    assert made and runs and made[0] < runs[0]
+    assert (
+        "platbench.lab.experiment_definition"
+        in main[made[0]]["ansible.builtin.set_fact"]["platform_run_experiment_definition"]
+    )
+
+
+def test_the_definition_filter_drops_the_cells_and_refuses_what_is_not_a_plan():
+    plan = {"name": "smoke", "repeats": 1, "cells": [make_cell("bm/2/pin/cpu|r0")]}
+    assert experiments.experiment_definition(plan) == {"name": "smoke", "repeats": 1}
+    assert plan["cells"]  # the plan itself is left whole
+    with pytest.raises(AnsibleFilterError, match="expected the campaign's plan, got list"):
+        experiments.experiment_definition([plan])
 
 
 def test_error_makes_one_failed_sample_with_error_and_output_tail_and_a_warning(tmp_path):

@@ -29,6 +29,12 @@ class PlanFileError(ValueError):
     """A plan file cannot be read or does not fit; the message names the file and what to do."""
 
 
+def definition(plan):
+    """The experiment of ``plan`` (a plan, or an experiment with or without its expansion) without its expanded cells:
+    what a campaign's run.json keeps, and what the cells' records carry."""
+    return {key: value for key, value in (plan or {}).items() if key != "cells"}
+
+
 def path_in(campaign_dir):
     """Where a campaign's plan file is."""
     return os.path.join(str(campaign_dir), PLAN_FILE)
