@@ -74,9 +74,13 @@ def test_each_cell_record_takes_the_definition_made_once_not_the_whole_plan():
     ]
     runs = [index for index, task in enumerate(main) if "block" in task]
     assert made and runs and made[0] < runs[0]
-    assert (
-        "platbench.lab.experiment_definition"
-        in main[made[0]]["ansible.builtin.set_fact"]["platform_run_experiment_definition"]
+    # The fact materializes the role variable, which holds the one expression (a play including cell.yml alone reads
+    # the variable itself).
+    fact = main[made[0]]["ansible.builtin.set_fact"]["platform_run_experiment_definition"]
+    assert fact == "{{ platform_run_experiment_definition }}"
+    role_vars = yaml.safe_load((REPO / "roles/platform_run/vars/main.yml").read_text())
+    assert role_vars["platform_run_experiment_definition"] == (
+        "{{ platform_run_plan | platbench.lab.experiment_definition }}"
     )
 
 
