@@ -19,12 +19,15 @@ from playbook_run import REPO, workload_processes
 pytestmark = [pytest.mark.lab, pytest.mark.quiet]
 
 CAMPAIGN = "it-calibrate"
+ROUNDS = 4
+CELLS_PER_ROUND = 4  # each round: A and B (the discard), each with two seeds
 
 
 @pytest.fixture(scope="module")
 def calibrated(lab, tmp_path_factory):
     results = tmp_path_factory.mktemp("calibrate")
-    argv = [sys.executable, "-m", "platbench", "calibrate", "--rounds", "4", "--effect", "0.5", "--cell-seconds", "3"]
+    argv = [sys.executable, "-m", "platbench", "calibrate", "--rounds", str(ROUNDS), "--effect", "0.5"]
+    argv += ["--cell-seconds", "3"]
     # Two harness pairs (the fewest with an interval): the line's form and its record, not its verdict.
     argv += ["--campaign", CAMPAIGN, "--results-dir", str(results), "--harness-pairs", "2"]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
@@ -35,7 +38,7 @@ def test_the_calibration_sees_the_injected_overhead_and_says_what_the_host_can_t
     done, _ = calibrated
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    start = lines.index(next(line for line in lines if line.startswith("calibration of this host (4 rounds")))
+    start = lines.index(next(line for line in lines if line.startswith(f"calibration of this host ({ROUNDS} rounds")))
     noise, aa, ab, mde, needed = lines[start + 1 : start + 6]
     assert noise.startswith("  noise between cells: CV ") and "(paired by round; pooled from A/A " in noise
     assert aa.startswith("  A/A (two seeds, nothing injected): ")
@@ -54,7 +57,7 @@ def test_the_calibration_sees_the_injected_overhead_and_says_what_the_host_can_t
 def test_run_json_keeps_it_and_the_report_shows_it(calibrated):
     done, directory = calibrated
     run = json.loads((directory / "run.json").read_text())
-    assert run["calibration"]["rounds"] == 4 and run["calibration"]["effect"] == 0.5
+    assert run["calibration"]["rounds"] == ROUNDS and run["calibration"]["effect"] == 0.5
     assert run["calibration"]["inject"] == "discard=0.5"
     harness = run["calibration"]["harness"]
     assert len(harness["through"]["values"]) == 2 and len(harness["direct"]["values"]) == 2, harness
@@ -69,20 +72,20 @@ def test_run_json_keeps_it_and_the_report_shows_it(calibrated):
     )
     assert report.stdout.startswith("Answer: throughput, each platform against bm (95% interval, paired by round")
     assert "bm[discard=0.5]/bm" in report.stdout
-    assert "calibration of this host (4 rounds" in report.stdout
+    assert f"calibration of this host ({ROUNDS} rounds" in report.stdout
 
 
 def test_the_rounds_ran_in_their_shuffled_recorded_order(calibrated):
     _, directory = calibrated
     samples = [json.loads(line) for line in (directory / "samples.jsonl").read_text().splitlines()]
     order = [s["labels"]["cell"] for s in samples if s["metric"] == "throughput"]
-    assert len(order) == 16 and {s["labels"]["schedule"] for s in samples} == {"rounds"}
+    assert len(order) == ROUNDS * CELLS_PER_ROUND and {s["labels"]["schedule"] for s in samples} == {"rounds"}
     # The discard cells left half their timed steps out (the workload's own record of it); the others none.
     throughput = [s for s in samples if s["metric"] == "throughput"]
     left_out = [s["metadata"].get("inject_discard") for s in throughput]
-    assert sum(entry is not None for entry in left_out) == 8
+    assert sum(entry is not None for entry in left_out) == ROUNDS * CELLS_PER_ROUND // 2
     for sample, entry in zip(throughput, left_out, strict=True):
         assert (entry is not None) == (sample["labels"]["inject"] == "discard=0.5")
         assert entry is None or entry["steps"] == int(entry["timed_steps"] * 0.5 + 0.5)  # the nearest whole step
-    rounds = [order[index : index + 4] for index in (0, 4, 8, 12)]
+    rounds = [order[index : index + CELLS_PER_ROUND] for index in range(0, len(order), CELLS_PER_ROUND)]
     assert all({cell.rsplit("|", 1)[1] for cell in members} == {f"r{number}"} for number, members in enumerate(rounds))
