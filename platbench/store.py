@@ -205,8 +205,9 @@ def parquet_current(results_dir):
     return stamp is not None and stamp.decode() == _source_stamp(results_dir)
 
 
-def parquet_tables(results_dir):
-    """``{table: pyarrow Table}`` of the Parquet files in RESULTS_DIR/store/."""
+def parquet_tables(results_dir, samples_columns=None):
+    """``{table: pyarrow Table}`` of the Parquet files in RESULTS_DIR/store/; ``samples_columns``: only those of
+    samples.parquet, its repeated strings read as dictionaries (``_SAMPLES_DICTIONARIES``)."""
     import pyarrow.parquet as pq
 
     folder = Path(results_dir) / PARQUET_DIR
@@ -217,8 +218,30 @@ def parquet_tables(results_dir):
             problem = parquet_schema_problem(path)
             if problem:
                 raise StoreError(problem)
-            tables[name] = pq.read_table(path)
+            if name == "samples" and samples_columns is not None:
+                dictionaries = [column for column in _SAMPLES_DICTIONARIES if column in samples_columns]
+                tables[name] = pq.read_table(path, columns=list(samples_columns), read_dictionary=dictionaries)
+            else:
+                tables[name] = pq.read_table(path)
     return tables
+
+
+# The samples' columns that repeat a few values many times (a 10,000-cell campaign: 170,000 rows, 10,000 distinct
+# labels of about 400 characters): read as dictionaries, each distinct string is decoded once (0.03 s against about
+# 0.5 s for the whole file read as plain strings).
+_SAMPLES_DICTIONARIES = ("metric", "unit", "labels", "metadata_id")
+
+
+def _python_column(column):
+    """A pyarrow column as a list; a dictionary column's values taken from its dictionary by index, each distinct
+    value made a Python object once."""
+    import pyarrow as pa
+
+    column = column.combine_chunks()
+    if not pa.types.is_dictionary(column.type) or column.null_count:
+        return column.to_pylist()
+    distinct = column.dictionary.to_pylist()
+    return [distinct[index] for index in column.indices.to_numpy()]
 
 
 def parquet_view(results_dir):
@@ -232,9 +255,9 @@ def parquet_view(results_dir):
 
 @functools.lru_cache(maxsize=1)
 def _parquet_view(results_dir, _size, _mtime):
-    tables = parquet_tables(results_dir)
+    tables = parquet_tables(results_dir, samples_columns=(*ROW_COLUMNS, "line_number"))
     samples = tables["samples"].sort_by("line_number")
-    columns = {name: samples.column(name).to_pylist() for name in (*ROW_COLUMNS, "line_number")}
+    columns = {name: _python_column(samples.column(name)) for name in (*ROW_COLUMNS, "line_number")}
     metadata = tables["metadata"]
     texts = zip(*(metadata.column(name).to_pylist() for name in ("metadata_id", "metadata")), strict=True)
     return columns, {found: json.loads(text) for found, text in texts}

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy
 import pandas as pd
 
 # platbench/__init__.py has put the platbench.lab collection on the import path.
@@ -124,16 +125,16 @@ def frame_of_columns(columns, metadata):
     metric, value, integer, unit, timestamp, labels_text, metadata_id = (
         columns[name] for name in ("metric", "value", "integer_value", "unit", "timestamp", "labels", "metadata_id")
     )
-    label_codes, label_texts = pd.factorize(pd.Series(labels_text, dtype=object))
-    metadata_codes, metadata_ids = pd.factorize(pd.Series(metadata_id, dtype=object))
+    label_codes, label_texts = _codes(labels_text)
+    metadata_codes, metadata_ids = _codes(metadata_id)
     distinct_labels = [json.loads(text) for text in label_texts]
     decoded = [metadata[found] for found in metadata_ids]
     field_rows = [_fields(json.loads(found) if isinstance(found, str) else found) for found in decoded]
     fields = pd.DataFrame(field_rows)
     own = {"metric", "value", "unit", SAMPLE_TIME, *fields.columns}
-    labels = [distinct_labels[code] for code in label_codes]
     if any(own & set(found) for found in distinct_labels):
         # A label named as a column of the sample's own (none the workloads write): the rows as frame_of builds them.
+        labels = [distinct_labels[code] for code in label_codes]
         values = [int(found) if whole else found for found, whole in zip(value, integer, strict=True)]
         built = [
             _row(*sample, field_rows[code], labels[number])
@@ -163,7 +164,17 @@ def frame_of_columns(columns, metadata):
     frame = pd.concat(parts, axis=1)
     frame.insert(3, ACCELERATOR, taken[ACCELERATOR])
     frame.insert(4, GPU_DEVICE, taken[GPU_DEVICE])
-    return _integer_labels(frame, labels)
+    return _integer_labels(frame, distinct_labels, label_codes)
+
+
+def _codes(values):
+    """``(codes, distinct)``: each of ``values`` as the index of its first occurrence's value in ``distinct`` (None
+    a value like any other). A dict does it several times faster than pandas.factorize on a store's columns, whose
+    repeated strings are one object each (store.parquet_view), their hashes computed once."""
+    index = {}
+    positions = (index.setdefault(value, len(index)) for value in values)
+    codes = numpy.fromiter(positions, dtype=numpy.intp, count=len(values))
+    return codes, list(index)
 
 
 def _fields(metadata):
@@ -204,15 +215,18 @@ def _why_not_a_sample(line):
     return Sample.problem(decoded)
 
 
-def _integer_labels(frame, labels):
+def _integer_labels(frame, labels, codes=None):
     """Integer labels stay integers (hpl_n 2000, not 2000.0) where samples without the label leave a gap,
-    which would make pandas store the column as floats. ``labels``: each row's labels."""
+    which would make pandas store the column as floats. ``labels``: each row's labels; with ``codes``, the distinct
+    labels and each row's index into them (frame_of_columns)."""
     for column in frame.columns:
         if column in ("metric", "value", "unit") or frame[column].dtype.kind != "f":
             continue
         values = [found.get(column) for found in labels]
         present = [value for value in values if value is not None]
         if present and all(isinstance(value, int) and not isinstance(value, bool) for value in present):
+            if codes is not None:
+                values = numpy.asarray(values, dtype=object)[codes]
             frame[column] = pd.Series(values, index=frame.index, dtype=object)
     return frame
 

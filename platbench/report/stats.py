@@ -6,6 +6,7 @@ No pandas, no campaign: numbers in, numbers out."""
 
 import collections
 import math
+import operator
 import statistics
 
 import numpy
@@ -26,12 +27,15 @@ def sample_std(values):
     if len(values) < 2:
         return None
     center = math.fsum(values) / len(values)
-    return math.sqrt(math.fsum((value - center) ** 2 for value in values) / (len(values) - 1))
+    deviations = [value - center for value in values]
+    return math.sqrt(math.fsum(map(operator.mul, deviations, deviations)) / (len(values) - 1))
 
 
-def coefficient_of_variation(values):
-    """std / mean over the repeats; None below two values or with a zero mean."""
-    spread, center = sample_std(values), mean(values)
+def coefficient_of_variation(values, spread=None, center=None):
+    """std / mean over the repeats; None below two values or with a zero mean. ``spread`` and ``center``: their
+    sample_std and mean, where the caller has them already."""
+    spread = sample_std(values) if spread is None else spread
+    center = mean(values) if center is None else center
     return None if spread is None or not center else spread / abs(center)
 
 

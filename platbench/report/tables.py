@@ -170,7 +170,7 @@ def summarize(frame, metrics, include_emulated=False, always=(), thresholds=vali
             row[f"{metric} count"] = len(values)
             row[f"{metric} mean"] = mean(values)
             row[f"{metric} std"] = sample_std(values)
-            row[f"{metric} cv"] = coefficient_of_variation(values)
+            row[f"{metric} cv"] = coefficient_of_variation(values, row[f"{metric} std"], row[f"{metric} mean"])
             row[f"{metric} min"] = min(values) if values else None
             row[f"{metric} max"] = max(values) if values else None
             row[f"{metric} by pair"] = None if picked is None else _by_pair(picked)
@@ -248,6 +248,8 @@ def _by_pair(picked):
 def _numbers_or_last(column):
     """A column's values as floats for ordering, converted in one pass; what is not recorded, or not a number,
     sorts last (inf)."""
+    if column.dtype.kind in "iuf":  # already numbers (the store's times, a rounds campaign's rounds): no parsing
+        return column.to_numpy(dtype=float, na_value=math.inf).tolist()
     return pd.to_numeric(column, errors="coerce").astype(float).fillna(math.inf).tolist()
 
 
