@@ -35,27 +35,32 @@ lab: $(VENV)/.installed
 	    platbench index results/$$campaign || exit; fi; \
 	  exit $$status
 
-# Three pytest runs, each exit status kept: the unit tests and lint on $(TEST_WORKERS) pytest-xdist workers (they
-# share no file, port or engine); then the lab tests in one process (one lab), and beside them, in a process of its
-# own, the OpenStack tests (one test cloud; they share nothing with the lab, and a lab test leaves a core idle much of
-# the time). The OpenStack run holds QUIET_LOCK while it runs; the lab tests that assert a measured effect (marker
-# `quiet`) run last and wait for it (tests/suite.py). Its output is kept in OPENSTACK_LOG and shown after the lab
-# run's; the summary at the end adds up the three (tests/suite.py, PLATBENCH_TEST_DURATIONS). PYTEST_ARGS go to all.
+# Four pytest runs, each exit status kept (tests/suite.py). First the unit tests marked `host` (they act on the host
+# where a live lab would see them or suffer from them) on $(TEST_WORKERS) pytest-xdist workers. Then the lab tests in
+# one process (one lab), and beside them, holding QUIET_LOCK, a process of its own (`python -m tests.suite
+# beside-lab`) that runs the OpenStack tests (one test cloud; they share nothing with the lab), then, once the `lab`
+# fixture has written LAB_BUILT, the other unit tests at a lower priority: a lab test leaves a core idle much of the
+# time, and they fill it. The lab tests that assert a measured effect (marker `quiet`) run last and wait for the
+# lock. The side runs' output is kept in OPENSTACK_LOG and UNIT_LOG and shown after the lab run's; the summary at the
+# end adds up the four (PLATBENCH_TEST_DURATIONS). PYTEST_ARGS go to all.
 TEST_WORKERS ?= 2
 TEST_DURATIONS := $(CURDIR)/.cache/test-durations.json
 QUIET_LOCK := $(CURDIR)/.cache/quiet.lock
+LAB_BUILT := $(CURDIR)/.cache/lab-built
 OPENSTACK_LOG := $(CURDIR)/.cache/openstack-tests.log
+UNIT_LOG := $(CURDIR)/.cache/unit-tests.log
 test: $(VENV)/.installed
-	@mkdir -p $(dir $(TEST_DURATIONS)) && rm -f $(TEST_DURATIONS) $(OPENSTACK_LOG)
-	export PLATBENCH_TEST_DURATIONS=$(TEST_DURATIONS) PLATBENCH_QUIET_LOCK=$(QUIET_LOCK); \
-	pytest -n $(TEST_WORKERS) -m "not lab and not openstack" $(PYTEST_ARGS); unit=$$?; \
-	flock $(QUIET_LOCK) pytest -m "openstack and not lab" $(PYTEST_ARGS) > $(OPENSTACK_LOG) 2>&1 & cloud_pid=$$!; \
+	@mkdir -p $(dir $(TEST_DURATIONS)) && rm -f $(TEST_DURATIONS) $(OPENSTACK_LOG) $(UNIT_LOG) $(LAB_BUILT)
+	export PLATBENCH_TEST_DURATIONS=$(TEST_DURATIONS) PLATBENCH_QUIET_LOCK=$(QUIET_LOCK) PLATBENCH_LAB_BUILT=$(LAB_BUILT); \
+	pytest -n $(TEST_WORKERS) -m "host and not lab and not openstack" $(PYTEST_ARGS); host=$$?; \
+	flock $(QUIET_LOCK) python -m tests.suite beside-lab $(OPENSTACK_LOG) $(UNIT_LOG) $(TEST_WORKERS) $$$$ $(PYTEST_ARGS) & side_pid=$$!; \
 	for try in $$(seq 100); do flock -n $(QUIET_LOCK) true || break; sleep 0.1; done; \
-	pytest -m lab $(PYTEST_ARGS); lab=$$?; \
-	wait $$cloud_pid; cloud=$$?; \
+	pytest -m lab $(PYTEST_ARGS); lab=$$?; touch $(LAB_BUILT); \
+	wait $$side_pid; side=$$?; \
 	echo "==== the OpenStack tests, run beside the lab tests ($(OPENSTACK_LOG)) ===="; cat $(OPENSTACK_LOG); \
+	echo "==== the unit tests, run beside the lab tests once it was built ($(UNIT_LOG)) ===="; cat $(UNIT_LOG); \
 	python -m tests.suite $(TEST_DURATIONS); \
-	for status in $$unit $$lab $$cloud; do [ $$status -eq 0 ] || exit $$status; done
+	for status in $$host $$lab $$side; do [ $$status -eq 0 ] || exit $$status; done
 
 lint: $(VENV)/.installed
 	ansible-lint

@@ -2,6 +2,7 @@
 (``ansible_collections.platbench.lab``, through ``collections/``) and the ``platbench`` package;
 and the ``playbook`` fixture, through which the tests run playbooks (playbook_run.py)."""
 
+import os
 import shutil
 import signal
 import sys
@@ -31,12 +32,15 @@ pytest_plugins = ["tests.suite"]
 def lab(tmp_path_factory):
     """The local lab, built once per session by site.yml (the first run on a fresh machine does the real
     work): root on Debian, with Debian's package mirror. Only tests marked ``lab`` use it (tests/suite.py)."""
-    from tests import skips
+    from tests import skips, suite
 
     skips.unless_root("the lab is built as root (packages, Docker engine, /opt/platbench)")
     assert shutil.which("apt-get"), "the local lab is built on Debian/Ubuntu hosts: run the lab tests on one"
     tmp = tmp_path_factory.mktemp("site")
-    runner = run_lab_playbook("site.yml", tmp)
+    try:
+        runner = run_lab_playbook("site.yml", tmp)
+    finally:
+        suite.lab_built(os.environ.get(suite.LAB_BUILT_ENV))  # the unit tests beside the lab may start (Makefile)
     assert runner.rc == 0, "site.yml failed: %s\n%s" % (runner.failed_messages(), runner.output[-6000:])
     return runner
 

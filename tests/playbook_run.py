@@ -166,10 +166,17 @@ def wait_for(condition, timeout, what):
 
 
 def workload_processes():
-    """The platbench workload processes running on this host (bm's, and a container's as the host sees them), each as
-    ``pid command``: none should be left once a cell has ended, however it ended."""
+    """The lab's workload processes running on this host (bm's, and a container's as the host sees them), each as
+    ``pid command``: none should be left once a cell has ended, however it ended. Not the unit tests' own: they run
+    the workloads with this checkout's venv (its path among the command's first words), and `make test` runs them
+    beside the lab tests."""
     found = subprocess.run(["pgrep", "-a", "-f", r"python[0-9.]* -m workloads\."], capture_output=True, text=True)
-    return [line for line in found.stdout.splitlines() if line.strip()]
+    checkout = f"{REPO}{os.sep}"
+    return [
+        line
+        for line in found.stdout.splitlines()
+        if line.strip() and not any(word.startswith(checkout) for word in line.split()[1:9])
+    ]
 
 
 def instance_leftovers(campaign):

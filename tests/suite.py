@@ -11,21 +11,27 @@
   ``BUDGET_MINUTES``; over it, a warning with the slowest tests (never a failure: machines differ).
 
 - Tests marked ``quiet`` (those that assert a measured effect) run after the others of their run, and, when
-  ``PLATBENCH_QUIET_LOCK`` names a file, only once they hold it: `make test` runs the OpenStack tests beside the
-  lab tests under that lock (Makefile), and a measurement must not share the 2 cores with a test cloud.
+  ``PLATBENCH_QUIET_LOCK`` names a file, only once they hold it: `make test` runs the OpenStack tests and then the
+  unit tests beside the lab tests under that lock (Makefile, ``beside_lab``), and a measurement must not share the
+  2 cores with a test cloud or a unit test.
+- Tests marked ``host`` act on the host where a live lab would see them or suffer from them (a cell's cgroup, a
+  network namespace, the harness's cgroup, a real teardown): `make test` runs them first, before the lab is up.
 
 Under pytest-xdist the reports reach the controller's hooks, where the gate and the summary run.
-`make test` runs pytest three times (the unit group on xdist workers; then the lab tests, with the OpenStack tests
-beside them in a process of their own): with ``PLATBENCH_TEST_DURATIONS`` naming a file, each run adds its times
-and its span to it and prints the sum of the runs so far; the wall time is the union of the spans, since two runs
-overlap. ``python -m tests.suite FILE`` prints that sum again at the end.
+`make test` runs pytest four times: the ``host`` unit tests on xdist workers; then the lab tests, with a process
+beside them that runs the OpenStack tests and then, once the lab is built, the other unit tests (``beside_lab``: a
+lab test leaves a core idle much of the time, and the unit tests fill it). With ``PLATBENCH_TEST_DURATIONS`` naming
+a file, each run adds its times and its span to it and prints the sum of the runs so far; the wall time is the
+union of the spans, since runs overlap. ``python -m tests.suite FILE`` prints that sum again at the end.
 """
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import json
 import os
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -45,6 +51,14 @@ DURATIONS_FILE_ENV = "PLATBENCH_TEST_DURATIONS"
 # A file whose lock a run beside this one holds (Makefile): the ``quiet`` tests take it before they start.
 QUIET_LOCK_ENV = "PLATBENCH_QUIET_LOCK"
 QUIET_MARKER = "quiet"
+HOST_MARKER = "host"
+# A file the ``lab`` fixture writes once site.yml has run (tests/conftest.py), and the Makefile once the lab tests
+# have ended: the unit tests beside the lab start then, not while the lab's build runs apt and dpkg.
+LAB_BUILT_ENV = "PLATBENCH_LAB_BUILT"
+# How long the unit tests beside the lab wait for it at most (a fresh machine's build takes about 16 minutes).
+LAB_BUILT_WAIT_SECONDS = 3 * 3600
+# The unit tests beside the lab yield to it: a lab test's cell gets the CPU it asks for, and they take what is idle.
+BESIDE_LAB_NICENESS = 10
 # The fixtures that build the lab and start the test cloud, and the marker each needs.
 HEAVY_FIXTURES = {"lab": "lab", "test_cloud": "openstack"}
 
@@ -286,11 +300,81 @@ def pytest_configure(config):
         "markers",
         f"{QUIET_MARKER}: asserts a measured effect; runs last, and alone where {QUIET_LOCK_ENV} names a lock",
     )
+    config.addinivalue_line(
+        "markers",
+        f"{HOST_MARKER}: acts on the host where a live lab would see it or suffer from it; `make test` runs it "
+        "before the lab is up",
+    )
     config.pluginmanager.register(SuiteRules(config), "platbench-suite-rules")
 
 
+def lab_built(path):
+    """Record that the lab is built (or will not be: its tests have ended), where ``path`` is set."""
+    if path:
+        Path(path).touch()
+
+
+def wait_for_file(path, limit, poll=5.0, waiting_for=None):
+    """Wait until ``path`` exists, at most ``limit`` seconds, and while the process ``waiting_for`` (a pid) lives;
+    whether it exists."""
+    deadline = time.monotonic() + limit
+    while not os.path.exists(path):
+        if time.monotonic() >= deadline or (waiting_for and not _alive(waiting_for)):
+            return os.path.exists(path)
+        time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+    return True
+
+
+def _alive(pid):
+    """Whether process ``pid`` runs (a zombie, ended but not yet waited for, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def beside_lab(openstack_log, unit_log, workers, pytest_args, built=None, lab_shell=None, wait_limit=None):
+    """What `make test` runs beside the lab tests, under the quiet lock (Makefile): the OpenStack tests, then, once
+    the lab is built (``built``, LAB_BUILT_ENV), the unit tests that are not ``host``, on ``workers`` xdist workers
+    at a lower priority. Each run's output goes to its log. ``lab_shell``: the pid of the shell that runs the lab
+    tests; once it is gone (Ctrl-C) before the lab is built, the unit tests do not start. Returns the first failed
+    run's exit status, else 0."""
+    built = built or os.environ.get(LAB_BUILT_ENV)
+    wait_limit = LAB_BUILT_WAIT_SECONDS if wait_limit is None else wait_limit
+    run_pytest = [sys.executable, "-m", "pytest"]
+    statuses = []
+    with open(openstack_log, "w", encoding="utf-8") as out:
+        argv = [*run_pytest, "-m", "openstack and not lab", *pytest_args]
+        statuses.append(subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False).returncode)
+    with open(unit_log, "w", encoding="utf-8") as out:
+        if built and not wait_for_file(built, wait_limit, waiting_for=lab_shell):
+            if lab_shell and not _alive(lab_shell):
+                print("the lab tests were stopped before the lab was built: these unit tests did not run", file=out)
+                return next((status for status in statuses if status), int(pytest.ExitCode.INTERRUPTED))
+            print(f"the lab was not built within {wait_limit} s ({built}): the unit tests start anyway", file=out)
+            out.flush()
+        argv = ["nice", "-n", str(BESIDE_LAB_NICENESS), *run_pytest, "-n", str(workers)]
+        argv += ["-m", f"not lab and not openstack and not {HOST_MARKER}", *pytest_args]
+        statuses.append(subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False).returncode)
+    return next((status for status in statuses if status), 0)
+
+
 def main(argv):
-    """``python -m tests.suite FILE``: the durations summary of the runs FILE holds (the end of `make test`)."""
+    """``python -m tests.suite FILE``: the durations summary of the runs FILE holds (the end of `make test`).
+    ``python -m tests.suite beside-lab OPENSTACK_LOG UNIT_LOG WORKERS LAB_SHELL_PID [PYTEST_ARGS...]``:
+    ``beside_lab``."""
+    if argv[:1] == ["beside-lab"]:
+        parser = argparse.ArgumentParser(prog="python -m tests.suite beside-lab")
+        parser.add_argument("openstack_log")
+        parser.add_argument("unit_log")
+        parser.add_argument("workers", type=int)
+        parser.add_argument("lab_shell", type=int, help="the pid of the shell that runs the lab tests")
+        parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
+        options = parser.parse_args(argv[1:])
+        return beside_lab(
+            options.openstack_log, options.unit_log, options.workers, options.pytest_args, lab_shell=options.lab_shell
+        )
     if len(argv) != 1:
         print("usage: python -m tests.suite DURATIONS_FILE", file=sys.stderr)
         return 2

@@ -14,6 +14,11 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.records.records impo
 from platbench import budgets, cli, report, run
 from platbench.report.context import ReportContext
 
+# Acts on the host where a live lab would see it or suffer from it: the harness cgroup that `platbench run` makes for
+# itself (quiet.isolate), which the quiet tests assert absent. `make test` runs it first, before the lab is up (marker
+# `host`, docs/src/tests.md).
+pytestmark = pytest.mark.host
+
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_BUDGETS = REPO / "experiments" / "budgets" / "smoke.yml"
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells import duet_pair, teardown
@@ -20,6 +21,11 @@ from plan_options import assert_plan_matches_its_specs, cell_plan
 from test_kinds import OPTIONS, make_cell
 
 from tests import skips
+
+# Acts on the host where a live lab would see it or suffer from it: a view under the lab's own /run/platbench/chroot,
+# with binds of /, /proc, /sys and /dev. `make test` runs it first, before the lab is up (marker `host`,
+# docs/src/tests.md).
+pytestmark = pytest.mark.host
 
 REPO = Path(__file__).resolve().parents[2]
 TEARDOWN = REPO / "playbooks" / "teardown.yml"

@@ -17,6 +17,11 @@ from round_samples import throughput_sample
 from platbench import budgets, cli, decide, run
 from platbench.campaign import EXIT_BAD_INPUT, EXIT_OK
 
+# Acts on the host where a live lab would see it or suffer from it: the harness cgroup that `platbench run` makes for
+# itself (quiet.isolate), which the quiet tests assert absent. `make test` runs it first, before the lab is up (marker
+# `host`, docs/src/tests.md).
+pytestmark = pytest.mark.host
+
 
 def sample(platform, value, repeat):
     return throughput_sample(platform, value, repeat, 30.0 * repeat, schedule="rounds")

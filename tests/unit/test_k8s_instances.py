@@ -26,6 +26,10 @@ from unreachable_cluster import TOKEN, place_on_unreachable_cluster, unreachable
 
 from workloads.cnn_train.ranks import tf_place, torch_place
 
+# Acts on the host where a live lab would see it or suffer from it: the real teardown.yml, which takes down the host's
+# CPU fence. `make test` runs it first, before the lab is up (marker `host`, docs/src/tests.md).
+pytestmark = pytest.mark.host
+
 REPO = Path(__file__).resolve().parents[2]
 UNREACHABLE = REPO / "tests/roles/platform_run/k8s_instances_unreachable.yml"
 KUBERNETES = "1.33.0"  # as tests/unit/test_k8s_job.py

@@ -11,6 +11,10 @@ from ansible_collections.platbench.lab.plugins.filter import cells as filters
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells.leftovers import leftover_problems
 from playbook_run import REPO
 
+# Acts on the host where a live lab would see it or suffer from it: asserts that the host has no cells' links or
+# namespaces. `make test` runs it first, before the lab is up (marker `host`, docs/src/tests.md).
+pytestmark = pytest.mark.host
+
 PATHS = {
     "changed": True,
     "commands": [

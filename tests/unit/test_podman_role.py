@@ -13,6 +13,11 @@ import tomllib
 from ansible_collections.platbench.lab.plugins.module_utils import quiet
 from playbook_run import REPO, run_playbook
 
+# Acts on the host where a live lab would see it or suffer from it: applies the podman role for real: its drop-in and
+# launcher, which the lab's pd cells use. `make test` runs it first, before the lab is up (marker `host`,
+# docs/src/tests.md).
+pytestmark = pytest.mark.host
+
 PLAYBOOK = REPO / "tests/roles/podman/apply.yml"
 
 

@@ -22,6 +22,11 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix im
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.process import shell_command
 from plan_options import assert_plan_matches_its_specs, cell_plan, plan_options, split_line
 
+# Acts on the host where a live lab would see it or suffer from it: a real platbench-cell-* cgroup, which a lab cell's
+# precheck refuses to start beside. `make test` runs it first, before the lab is up (marker `host`,
+# docs/src/tests.md).
+pytestmark = pytest.mark.host
+
 V1 = {"version": "v1", "directory": "/sys/fs/cgroup/cpu"}
 V2 = {"version": "v2", "directory": "/sys/fs/cgroup"}
 HOST = {"cpu_cgroup": V2, "cpus_allowed": list(range(8)), "numa_nodes": {"0": list(range(8))}, "gpu_count": 0}

@@ -25,6 +25,11 @@ from platbench.campaign import Campaign, SamplesTail, human
 from platbench.processes import kill_sessions, process_table, sessions_below
 from platbench.progress import LiveDisplay, PlainDisplay
 
+# Acts on the host where a live lab would see it or suffer from it: real `platbench run`s whose playbooks run under
+# /tmp/platbench-run-*, and fake dead runs' playbooks. `make test` runs it first, before the lab is up (marker `host`,
+# docs/src/tests.md).
+pytestmark = pytest.mark.host
+
 
 def parse(*argv):
     parser = argparse.ArgumentParser(prog="platbench run")

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ def _own_durations(monkeypatch):
     add theirs up (PLATBENCH_TEST_DURATIONS), and a fake session's tests must neither land there nor read it."""
     monkeypatch.delenv("PLATBENCH_TEST_DURATIONS", raising=False)
     monkeypatch.delenv("PLATBENCH_QUIET_LOCK", raising=False)
+    monkeypatch.delenv("PLATBENCH_LAB_BUILT", raising=False)
 
 
 def run(pytester, source, *args, path="tests/unit/test_it.py"):
@@ -327,3 +329,108 @@ def test_under_xdist_workers_the_controller_still_fails_an_unlisted_skip_and_sum
             "unit * s  (2 tests)",
         ]
     )
+
+
+# -- what `make test` runs beside the lab tests ------------------------------------------------------------------------
+
+BESIDE_LAB_TESTS = """
+import os, time
+
+import pytest
+
+def note(name):
+    with open(os.environ["RAN"], "a") as out:
+        out.write(f"{name} {time.time()} {os.nice(0)} {os.path.exists(os.environ['BUILT'])}\\n")
+
+@pytest.mark.openstack
+def test_cloud():
+    note("openstack")
+
+@pytest.mark.lab
+def test_lab():
+    note("lab")
+
+@pytest.mark.host
+def test_on_the_host():
+    note("host")
+
+def test_unit():
+    note("unit")
+"""
+
+
+@skips.requires(modules=["xdist"])
+def test_beside_the_lab_the_openstack_tests_run_then_the_other_unit_tests_once_the_lab_is_built(
+    pytester, monkeypatch, tmp_path
+):
+    (pytester.path / "pytest.ini").write_text("[pytest]\nmarkers =\n    openstack\n    lab\n    host\n")
+    (pytester.path / "test_beside.py").write_text(BESIDE_LAB_TESTS)
+    ran, built = tmp_path / "ran", tmp_path / "lab-built"
+    monkeypatch.setenv("RAN", str(ran))
+    monkeypatch.setenv("BUILT", str(built))
+    monkeypatch.chdir(pytester.path)
+    logs = (tmp_path / "openstack.log", tmp_path / "unit.log")
+    result = {}
+    side = threading.Thread(
+        target=lambda: result.update(status=suite.beside_lab(*logs, 1, ["-p", "no:cacheprovider"], built=str(built)))
+    )
+    side.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (ran.exists() and "openstack" in ran.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # the OpenStack run over: the unit tests wait for the lab
+        assert ran.read_text().split()[0] == "openstack" and len(ran.read_text().splitlines()) == 1
+        built.touch()
+    finally:
+        side.join(timeout=120)
+    assert result == {"status": 0}
+    lines = [line.split() for line in ran.read_text().splitlines()]
+    # Neither the lab's tests nor the `host` ones: those run in `make test`'s other runs.
+    assert [line[0] for line in lines] == ["openstack", "unit"]
+    # The unit tests started once the lab was built, yielding to it.
+    assert lines[1][3] == "True" and int(lines[1][2]) == os.nice(0) + suite.BESIDE_LAB_NICENESS
+    assert "1 passed" in logs[0].read_text() and "1 passed" in logs[1].read_text()
+
+
+def test_a_failed_run_beside_the_lab_gives_its_status_and_the_other_still_runs(pytester, monkeypatch, tmp_path):
+    (pytester.path / "pytest.ini").write_text("[pytest]\nmarkers =\n    openstack\n    lab\n    host\n")
+    (pytester.path / "test_beside.py").write_text(BESIDE_LAB_TESTS.replace('note("openstack")', "assert False"))
+    ran, built = tmp_path / "ran", tmp_path / "lab-built"
+    built.touch()
+    monkeypatch.setenv("RAN", str(ran))
+    monkeypatch.setenv("BUILT", str(built))
+    monkeypatch.chdir(pytester.path)
+    logs = (tmp_path / "openstack.log", tmp_path / "unit.log")
+    status = suite.beside_lab(*logs, 1, ["-p", "no:cacheprovider"], built=str(built))
+    assert status == pytest.ExitCode.TESTS_FAILED
+    assert "1 failed" in logs[0].read_text() and "1 passed" in logs[1].read_text()
+    assert [line.split()[0] for line in ran.read_text().splitlines()] == ["unit"]
+
+
+def test_waiting_for_the_lab_is_bounded(tmp_path):
+    started = time.monotonic()
+    assert suite.wait_for_file(tmp_path / "never", 0.3, poll=0.05) is False
+    assert 0.3 <= time.monotonic() - started < 5
+    (tmp_path / "there").touch()
+    assert suite.wait_for_file(tmp_path / "there", 0.3) is True
+
+
+def test_once_the_lab_tests_are_stopped_before_the_build_the_unit_tests_beside_them_do_not_start(
+    pytester, monkeypatch, tmp_path
+):
+    (pytester.path / "pytest.ini").write_text("[pytest]\nmarkers =\n    openstack\n    lab\n    host\n")
+    (pytester.path / "test_beside.py").write_text(BESIDE_LAB_TESTS)
+    ran, built = tmp_path / "ran", tmp_path / "lab-built"
+    monkeypatch.setenv("RAN", str(ran))
+    monkeypatch.setenv("BUILT", str(built))
+    monkeypatch.chdir(pytester.path)
+    logs = (tmp_path / "openstack.log", tmp_path / "unit.log")
+    lab_shell = subprocess.Popen(["sleep", "1"])  # the shell of the lab tests, stopped with Ctrl-C a second in
+    try:
+        status = suite.beside_lab(*logs, 1, ["-p", "no:cacheprovider"], built=str(built), lab_shell=lab_shell.pid)
+    finally:
+        lab_shell.wait(timeout=30)
+    assert status == pytest.ExitCode.INTERRUPTED
+    assert [line.split()[0] for line in ran.read_text().splitlines()] == ["openstack"]
+    assert "stopped before the lab was built: these unit tests did not run" in logs[1].read_text()

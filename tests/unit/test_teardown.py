@@ -25,6 +25,10 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cellpla
 
 from tests import skips
 
+# Acts on the host where a live lab would see it or suffer from it: a host network namespace of a cell's network path.
+# `make test` runs it first, before the lab is up (marker `host`, docs/src/tests.md).
+pytestmark = pytest.mark.host
+
 REPO = Path(__file__).resolve().parents[2]
 PLACEMENTS = REPO / "plugins" / "plugin_utils" / "placements"
 MICRO_VM_TASK = "Stop the micro-VMs that cells left, and remove their jails, cgroups and taps"

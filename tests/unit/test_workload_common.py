@@ -27,6 +27,10 @@ from workloads.common import (
     step_time_metrics,
 )
 
+# Acts on the host where a live lab would see it or suffer from it: a platbench-test cgroup of the host's. `make test`
+# runs it first, before the lab is up (marker `host`, docs/src/tests.md).
+pytestmark = pytest.mark.host
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
