@@ -359,17 +359,23 @@ def test_unit():
 """
 
 
-@skips.requires(modules=["xdist"])
-def test_beside_the_lab_the_openstack_tests_run_then_the_other_unit_tests_once_the_lab_is_built(
-    pytester, monkeypatch, tmp_path
-):
+def beside_lab_project(pytester, monkeypatch, tmp_path, source=BESIDE_LAB_TESTS):
+    """A project whose tests note, in ``ran``, their name, time, niceness and whether ``built`` exists; ``(ran,
+    built, (OpenStack log, unit log))``. beside_lab runs pytest in the current directory: the project's."""
     (pytester.path / "pytest.ini").write_text("[pytest]\nmarkers =\n    openstack\n    lab\n    host\n")
-    (pytester.path / "test_beside.py").write_text(BESIDE_LAB_TESTS)
+    (pytester.path / "test_beside.py").write_text(source)
     ran, built = tmp_path / "ran", tmp_path / "lab-built"
     monkeypatch.setenv("RAN", str(ran))
     monkeypatch.setenv("BUILT", str(built))
     monkeypatch.chdir(pytester.path)
-    logs = (tmp_path / "openstack.log", tmp_path / "unit.log")
+    return ran, built, (tmp_path / "openstack.log", tmp_path / "unit.log")
+
+
+@skips.requires(modules=["xdist"])
+def test_beside_the_lab_the_openstack_tests_run_then_the_other_unit_tests_once_the_lab_is_built(
+    pytester, monkeypatch, tmp_path
+):
+    ran, built, logs = beside_lab_project(pytester, monkeypatch, tmp_path)
     result = {}
     side = threading.Thread(
         target=lambda: result.update(status=suite.beside_lab(*logs, 1, ["-p", "no:cacheprovider"], built=str(built)))
@@ -393,15 +399,11 @@ def test_beside_the_lab_the_openstack_tests_run_then_the_other_unit_tests_once_t
     assert "1 passed" in logs[0].read_text() and "1 passed" in logs[1].read_text()
 
 
+@skips.requires(modules=["xdist"])
 def test_a_failed_run_beside_the_lab_gives_its_status_and_the_other_still_runs(pytester, monkeypatch, tmp_path):
-    (pytester.path / "pytest.ini").write_text("[pytest]\nmarkers =\n    openstack\n    lab\n    host\n")
-    (pytester.path / "test_beside.py").write_text(BESIDE_LAB_TESTS.replace('note("openstack")', "assert False"))
-    ran, built = tmp_path / "ran", tmp_path / "lab-built"
+    failing = BESIDE_LAB_TESTS.replace('note("openstack")', "assert False")
+    ran, built, logs = beside_lab_project(pytester, monkeypatch, tmp_path, failing)
     built.touch()
-    monkeypatch.setenv("RAN", str(ran))
-    monkeypatch.setenv("BUILT", str(built))
-    monkeypatch.chdir(pytester.path)
-    logs = (tmp_path / "openstack.log", tmp_path / "unit.log")
     status = suite.beside_lab(*logs, 1, ["-p", "no:cacheprovider"], built=str(built))
     assert status == pytest.ExitCode.TESTS_FAILED
     assert "1 failed" in logs[0].read_text() and "1 passed" in logs[1].read_text()
@@ -416,16 +418,11 @@ def test_waiting_for_the_lab_is_bounded(tmp_path):
     assert suite.wait_for_file(tmp_path / "there", 0.3) is True
 
 
+@skips.requires(modules=["xdist"])
 def test_once_the_lab_tests_are_stopped_before_the_build_the_unit_tests_beside_them_do_not_start(
     pytester, monkeypatch, tmp_path
 ):
-    (pytester.path / "pytest.ini").write_text("[pytest]\nmarkers =\n    openstack\n    lab\n    host\n")
-    (pytester.path / "test_beside.py").write_text(BESIDE_LAB_TESTS)
-    ran, built = tmp_path / "ran", tmp_path / "lab-built"
-    monkeypatch.setenv("RAN", str(ran))
-    monkeypatch.setenv("BUILT", str(built))
-    monkeypatch.chdir(pytester.path)
-    logs = (tmp_path / "openstack.log", tmp_path / "unit.log")
+    ran, built, logs = beside_lab_project(pytester, monkeypatch, tmp_path)
     lab_shell = subprocess.Popen(["sleep", "1"])  # the shell of the lab tests, stopped with Ctrl-C a second in
     try:
         status = suite.beside_lab(*logs, 1, ["-p", "no:cacheprovider"], built=str(built), lab_shell=lab_shell.pid)
