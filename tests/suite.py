@@ -57,7 +57,7 @@ HOST_MARKER = "host"
 LAB_BUILT_ENV = "PLATBENCH_LAB_BUILT"
 # How long the unit tests beside the lab wait for it at most (a fresh machine's build takes about 16 minutes).
 LAB_BUILT_WAIT_SECONDS = 3 * 3600
-# The unit tests beside the lab yield to it: a lab test's cell gets the CPU it asks for, and they take what is idle.
+# The unit tests beside the lab run at a lower priority: where both want a core, the lab test gets most of it.
 BESIDE_LAB_NICENESS = 10
 # The fixtures that build the lab and start the test cloud, and the marker each needs.
 HEAVY_FIXTURES = {"lab": "lab", "test_cloud": "openstack"}
