@@ -15,6 +15,7 @@ COMMANDS = {
     "compare": ("add_arguments", "compare two campaigns: what changed the platforms' speed"),
     "run": ("add_arguments", "run an experiment: plan it, then drive its playbook"),
     "calibrate": ("add_arguments", "how small a difference this host can tell, in what time"),
+    "reproduce": ("add_arguments", "re-run a study's findings on this lab until each is decided"),
     "index": ("add_index_arguments", "write campaigns as Parquet and add them to the store"),
     "history": ("add_arguments", "every campaign of the store over time, against bm"),
     "query": ("add_query_arguments", "run a read-only SQL query on the results store"),
@@ -34,6 +35,8 @@ def _module(command):
         from platbench import run as module
     elif command == "calibrate":
         from platbench import calibrate as module
+    elif command == "reproduce":
+        from platbench.reproduce import command as module
     elif command == "history":
         from platbench import history as module
     elif command in ("index", "import"):

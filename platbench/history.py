@@ -36,6 +36,11 @@ def add_arguments(parser):
     parser.add_argument("--host", help="only campaigns run on this host")
     parser.add_argument("--since", type=_date, help="only campaigns started on or after this date (YYYY-MM-DD)")
     parser.add_argument("--html", metavar="FILE", help=f"where the page goes (default: RESULTS_ROOT/{PAGE})")
+    parser.add_argument(
+        "--study",
+        help="instead: the verdicts of this study's findings over time, one line per `platbench reproduce`",
+    )
+    parser.add_argument("--finding", help="with --study: only this finding")
     parser.set_defaults(handler=run)
 
 
@@ -244,8 +249,42 @@ def _selection(args):
     return "campaigns: " + ("; ".join(said) if said else "all")
 
 
+FINDINGS_HEADER = ["recorded", "finding", "verdict", "quantity [95% interval]", "reproduction"]
+
+
+def findings_lines(rows):
+    """The table of a study's verdicts over time (store.findings_over_time's rows)."""
+    lines = []
+    for row in rows:
+        when = datetime.datetime.fromtimestamp(row["recorded_at"], datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+        quantity = "n/a" if row["estimate"] is None else f"{row['estimate']:.3f}"
+        if row["low"] is not None:
+            quantity += f" [{row['low']:.3f}, {row['high']:.3f}]"
+        lines.append([when, row["finding"], row["verdict"], quantity, row["reproduction"]])
+    return lines
+
+
+def run_findings(args, location):
+    """``platbench history --study STUDY``: each finding's verdicts over time, as text."""
+    try:
+        rows = store.findings_over_time(location, args.study, args.finding)
+    except store.StoreError as exc:
+        print(f"platbench history: {exc}", file=sys.stderr)
+        return 2
+    if not rows:
+        print(f"platbench history: no verdicts of {args.study} in the store: run `platbench reproduce {args.study}`")
+        return 0
+    print(report_tables.render_text(FINDINGS_HEADER, findings_lines(rows)))
+    return 0
+
+
 def run(args):
     root = Path(args.results_root)
+    if args.finding and not args.study:
+        print("platbench history: --finding picks a finding of --study STUDY: give --study too", file=sys.stderr)
+        return 2
+    if args.study:
+        return run_findings(args, store.location_of(args.store, root))
     try:
         connection = store.connect(store.location_of(args.store, root), read_only=True)
     except store.StoreError as exc:

@@ -394,11 +394,19 @@ def _until_decided(args, code, plan, lock, kept, started, out, err):
     stated = budgets.load(args.budgets) if args.budgets else None
     directory = Path(args.results_dir).resolve() / args.campaign
     repeats = plan["repeats"]
+    # `platbench reproduce` decides by its findings' relations instead (reproduce/command.py): a decide.State and
+    # its line, ``precise`` once every finding of the campaign is settled.
+    judge = getattr(args, "judge", None)
     while code == EXIT_OK:
-        current = decide.state(directory, args.precision, stated, args.budgets or "budgets")
-        print(f"until decided: {decide.describe(current, args.precision)}", file=out)
+        if judge is not None:
+            current, line = judge(directory)
+            print(f"until decided: {line}", file=out)
+        else:
+            current = decide.state(directory, args.precision, stated, args.budgets or "budgets")
+            print(f"until decided: {decide.describe(current, args.precision)}", file=out)
         if current.precise:
-            print(f"until decided: every ratio to bm is within ±{args.precision:.1%}: decided", file=out)
+            if judge is None:
+                print(f"until decided: every ratio to bm is within ±{args.precision:.1%}: decided", file=out)
             return code
         if current.budgets_decided and getattr(args, "until", None) != "precision":
             print("until decided: every budget is decided (pass or fail)", file=out)
@@ -406,9 +414,9 @@ def _until_decided(args, code, plan, lock, kept, started, out, err):
         left = args.max_seconds - (time.monotonic() - started)
         add = decide.rounds_to_add(current, left)
         if add < 1:
+            described = line if judge is not None else decide.describe(current, args.precision)
             print(
-                f"until decided: the time is spent (--max-time {human(args.max_seconds)}): undecided; "
-                f"{decide.describe(current, args.precision)}",
+                f"until decided: the time is spent (--max-time {human(args.max_seconds)}): undecided; {described}",
                 file=out,
             )
             return code

@@ -75,6 +75,22 @@ COLUMNS = {
     # Each campaign's ratios to bm as its report computes them (history.ratio_rows, JSON), made when it is added:
     # ``platbench history`` reads them instead of summarizing every campaign again.
     "campaign_ratios": ("campaign VARCHAR PRIMARY KEY", "ratios VARCHAR"),
+    # One row per finding of each `platbench reproduce` (platbench/reproduce/): its verdict and quantity with the
+    # 95% interval (null where its groups differ: ``detail`` JSON holds each), so history shows a finding over time.
+    "findings": (
+        "reproduction VARCHAR",
+        "study VARCHAR",
+        "finding VARCHAR",
+        "recorded_at DOUBLE PRECISION",
+        "verdict VARCHAR",
+        "estimate DOUBLE PRECISION",
+        "low DOUBLE PRECISION",
+        "high DOUBLE PRECISION",
+        "campaign VARCHAR",
+        "lab VARCHAR",
+        "detail VARCHAR",
+        "PRIMARY KEY (reproduction, finding)",
+    ),
     "samples": (
         "campaign VARCHAR",
         "sample_id VARCHAR",
@@ -491,6 +507,48 @@ def connect(location, read_only=False):
     """The store at ``location`` (a DuckDB file or a postgresql:// URL), created with its tables when writable and
     missing; refused when its schema is newer than this platbench's."""
     return Store(location, read_only=read_only)
+
+
+def record_findings(location, reproduction, recorded_at, data):
+    """Add a reproduction's verdicts (reproduce/page.as_json's ``data``) to the store at ``location``."""
+    rows = [
+        {
+            "reproduction": reproduction,
+            "study": data["study"],
+            "finding": row["finding"],
+            "recorded_at": recorded_at,
+            "verdict": row["verdict"],
+            "estimate": row["estimate"],
+            "low": row["low"],
+            "high": row["high"],
+            "campaign": row["campaign"],
+            "lab": data["lab"],
+            "detail": json.dumps({"groups": row["groups"], "detail": row["detail"]}, default=str),
+        }
+        for row in data["findings"]
+    ]
+    with connect(location) as opened:
+        try:
+            with opened.transaction():
+                opened.insert("findings", rows)
+        except opened.errors() as exc:
+            raise StoreError(opened.failure("cannot be written", exc)) from None
+
+
+def findings_over_time(location, study, finding=None):
+    """The store's verdicts of ``study`` (one ``finding`` where given), oldest first, as dicts."""
+    with connect(location, read_only=True) as opened:
+        sql = "SELECT reproduction, finding, recorded_at, verdict, estimate, low, high, campaign FROM findings WHERE study = ?"
+        params = [study]
+        if finding:
+            sql += " AND finding = ?"
+            params.append(finding)
+        try:
+            rows = opened.execute(sql + " ORDER BY recorded_at, finding", params).fetchall()
+        except opened.errors():
+            return []  # a store written before the table was
+    names = ("reproduction", "finding", "recorded_at", "verdict", "estimate", "low", "high", "campaign")
+    return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 def kept_ratios(store):

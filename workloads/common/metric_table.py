@@ -151,3 +151,66 @@ def lookup(name):
 def unit_matches(info, unit):
     """True when a recorded ``unit`` is the one the table's entry gives (``*`` matches any text)."""
     return fnmatch.fnmatchcase(str(unit), info.unit)
+
+
+# Which metrics each workload emits (any of its runs; some only with a parameter: the GPU profile, a timing): what
+# `platbench reproduce` checks a finding's metric against before any cell. Every name here is emitted by the
+# workload's own code or the common modules it runs (tests/unit/test_metric_table.py reads the code to check).
+_RUN = ("elapsed", "startup", "data_load", "loss_first", "loss_last")
+_FLOPS = ("model_flops", "achieved_flops", "peak_flops", "mfu")
+_STEPS = tuple(f"step_time_{statistic}" for statistic in STEP_STATISTICS)
+PRODUCED_BY = {
+    "cnn_train": ("throughput", "data_first_batch", "h2d_time", "h2d_bytes", "degradation", *_RUN, *_FLOPS, *_STEPS),
+    "dl_tools": (
+        "throughput",
+        "epoch1_time",
+        *_RUN,
+        *_FLOPS,
+        *(f"{prefix}_{statistic}" for prefix in STEP_TIME_PREFIXES[1:] for statistic in STEP_STATISTICS),
+    ),
+    "small_models": (
+        "throughput",
+        "epoch_time",
+        "search_time",
+        "user_time",
+        "system_time",
+        "epoch_user_time",
+        "epoch_system_time",
+        "gpu_memset_time",
+        "gpu_h2d_copy_time",
+        "gpu_d2h_copy_time",
+        "gpu_kernel_time",
+        "gpu_kernel_count",
+        "gpu_dram_read_throughput",
+        "gpu_dram_write_throughput",
+        "gpu_achieved_flops",
+        "roofline_arithmetic_intensity",
+        "roofline_peak_flops",
+        "roofline_peak_bandwidth",
+        "roofline_attainable_flops",
+        *_RUN,
+        *_FLOPS,
+        *_STEPS,
+    ),
+    "inference_e2e": (
+        "throughput",
+        "inference_throughput",
+        "loadgen_samples_per_sec",
+        "loadgen_queries",
+        "elapsed",
+        "data_load",
+        *(f"{phase}_{statistic}" for phase in INFERENCE_PHASES for statistic in INFERENCE_PHASE_STATISTICS),
+    ),
+    "micro_cpu": ("hpl_gflops", "hpl_time", "hpcg_gflops", "dgemm_gflops", "star_dgemm_gflops", "gemm_peak_fp64",
+                  "hpl_gemm_ratio"),
+    "micro_mem": ("mem_latency", "stream_copy", "stream_scale", "stream_add", "stream_triad"),
+    "micro_disk": ("dd_write", "dd_time", "ioping_latency", "ioping_iops", "fio_bandwidth", "fio_iops", "fio_latency"),
+    "micro_net": ("net_throughput", "net_retransmits", "net_rtt"),
+    "micro_gpu": ("gpu_h2d_bandwidth", "gpu_d2h_bandwidth", "gpu_d2d_bandwidth", "gpu_sgemm", "gpu_conv2d",
+                  "gpu_histogram", "gpu_transpose"),
+}
+
+
+def produced_by(workloads):
+    """The metrics any of ``workloads`` emits, as a set."""
+    return {name for workload in workloads for name in PRODUCED_BY.get(workload, ())}
