@@ -90,6 +90,7 @@ _MAPPINGS = {
     "params": _PARAMS,
     "workload_params": _WORKLOAD_PARAMS,
     "dataset": {"generator": None, "args": _PARAMS},
+    "background": {"workload": None, "params": _PARAMS, "settle": None},
     "emulated": {
         field: {"params": _PARAMS, "workload_params": _WORKLOAD_PARAMS}.get(field) for field in EMULATED_FIELDS
     },

@@ -538,7 +538,10 @@ def record_findings(location, reproduction, recorded_at, data):
 def findings_over_time(location, study, finding=None):
     """The store's verdicts of ``study`` (one ``finding`` where given), oldest first, as dicts."""
     with connect(location, read_only=True) as opened:
-        sql = "SELECT reproduction, finding, recorded_at, verdict, estimate, low, high, campaign FROM findings WHERE study = ?"
+        sql = (
+            "SELECT reproduction, finding, recorded_at, verdict, estimate, low, high, campaign FROM findings "
+            "WHERE study = ?"
+        )
         params = [study]
         if finding:
             sql += " AND finding = ?"

@@ -52,7 +52,8 @@ class Lab(NamedTuple):
 
     def describe(self):
         return "; ".join(
-            f"{host.name}: {host.cores} cores, {host.gpus} GPUs, KVM {'yes' if host.kvm else 'no'}" for host in self.hosts
+            f"{host.name}: {host.cores} cores, {host.gpus} GPUs, KVM {'yes' if host.kvm else 'no'}"
+            for host in self.hosts
         )
 
 

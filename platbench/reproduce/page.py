@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import statistics
 from typing import NamedTuple
 
 from platbench.reproduce.relations import NOT_EXPRESSIBLE, NOT_REPRODUCED, REPRODUCED, UNDECIDED
@@ -65,8 +64,10 @@ def _needs_words(entries):
 
 def summary_line(study, entries):
     """``Lin 2018: 3 reproduced, 1 not, 2 undecided, 9 need KVM, GPUs or 3 hosts``."""
-    count = {verdict: sum(entry.verdict == verdict for entry in entries) for verdict in
-             (REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_EXPRESSIBLE)}
+    count = {
+        verdict: sum(entry.verdict == verdict for entry in entries)
+        for verdict in (REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_EXPRESSIBLE)
+    }
     parts = [f"{count[REPRODUCED]} reproduced", f"{count[NOT_REPRODUCED]} not", f"{count[UNDECIDED]} undecided"]
     if count[NOT_EXPRESSIBLE]:
         lacking = [entry for entry in entries if entry.verdict == NOT_EXPRESSIBLE]
@@ -117,7 +118,9 @@ def paper_cell(finding):
     published = finding.data.get("published") or []
     if not published:
         return "-"
-    shown = [f"{item['label']} {item['value']:g}{(' ' + item['unit']) if item.get('unit') else ''}" for item in published]
+    shown = [
+        f"{item['label']} {item['value']:g}{(' ' + item['unit']) if item.get('unit') else ''}" for item in published
+    ]
     return "; ".join(shown[:3]) + (f" (+{len(shown) - 3})" if len(shown) > 3 else "")
 
 
@@ -157,8 +160,10 @@ def verdict_rows(entries):
 
 def _table(header, rows):
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-             for line in [header, *rows]]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [header, *rows]
+    ]
     return "\n".join(lines)
 
 
@@ -200,8 +205,13 @@ def as_json(reproduction):
                 "low": single.interval[0] if single and single.interval else None,
                 "high": single.interval[1] if single and single.interval else None,
                 "groups": [
-                    {"group": item.group, "estimate": item.estimate, "interval": item.interval, "rounds": item.rounds,
-                     "verdict": item.verdict}
+                    {
+                        "group": item.group,
+                        "estimate": item.estimate,
+                        "interval": item.interval,
+                        "rounds": item.rounds,
+                        "verdict": item.verdict,
+                    }
                     for item in items
                 ],
                 "relation": entry.finding.relation.text(),
@@ -274,8 +284,14 @@ def normalized_bars(entries, frames):
                     values.append(value)
             bars = axes.bar(xs, heights, width, label=platform, color=colours[index % len(colours)])
             for bar, value in zip(bars, values, strict=True):
-                axes.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{value:.3g}", ha="center",
-                          va="bottom", fontsize=7)
+                axes.text(
+                    bar.get_x() + bar.get_width() / 2,
+                    bar.get_height(),
+                    f"{value:.3g}",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                )
         axes.set_xticks([position + width * (len(platforms) - 1) / 2 for position in range(len(groups))])
         axes.set_xticklabels([", ".join(group) or metric for group in groups])
         axes.set_ylabel(f"{metric} / bm")
@@ -295,8 +311,10 @@ def stacked_phases(entries, frames):
     for campaign in dict.fromkeys(entry.campaign for entry in entries if entry.campaign in frames):
         frame = frames[campaign]
         scenario_means = {phase: _means(frame, phase, ["scenario"]) for phase in PHASES}
-        scenarios = sorted({key[0] for means in scenario_means.values() for key in means},
-                           key=lambda name: (not name.startswith(BASELINE + "/"), name))
+        scenarios = sorted(
+            {key[0] for means in scenario_means.values() for key in means},
+            key=lambda name: (not name.startswith(BASELINE + "/"), name),
+        )
         if not scenarios:
             continue
         figure = figures.new_figure(max(4.0, 0.9 * len(scenarios)), 3.4)
@@ -304,8 +322,9 @@ def stacked_phases(entries, frames):
         bottoms = [0.0] * len(scenarios)
         for phase, colour in zip(PHASES, figures.palette(), strict=False):
             heights = [scenario_means[phase].get((scenario,), 0.0) for scenario in scenarios]
-            axes.bar(range(len(scenarios)), heights, 0.6, bottom=bottoms, label=phase.replace("_time", ""),
-                     color=colour)
+            axes.bar(
+                range(len(scenarios)), heights, 0.6, bottom=bottoms, label=phase.replace("_time", ""), color=colour
+            )
             bottoms = [bottom + height for bottom, height in zip(bottoms, heights, strict=True)]
         axes.set_xticks(range(len(scenarios)))
         axes.set_xticklabels(scenarios, rotation=30, ha="right", fontsize=7)
@@ -333,11 +352,13 @@ def real_sys_times(entries, frames):
             zip(("real", "system"), (real, system), figures.palette(), strict=False)
         ):
             heights = [means.get((platform,), 0.0) for platform in platforms]
-            bars = axes.bar([index + offset * 0.4 for index in range(len(platforms))], heights, 0.4, label=name,
-                            color=colour)
+            bars = axes.bar(
+                [index + offset * 0.4 for index in range(len(platforms))], heights, 0.4, label=name, color=colour
+            )
             for bar, value in zip(bars, heights, strict=True):
-                axes.text(bar.get_x() + bar.get_width() / 2, value, f"{value:.2f}", ha="center", va="bottom",
-                          fontsize=7)
+                axes.text(
+                    bar.get_x() + bar.get_width() / 2, value, f"{value:.2f}", ha="center", va="bottom", fontsize=7
+                )
         axes.set_xticks([index + 0.2 for index in range(len(platforms))])
         axes.set_xticklabels(platforms)
         axes.set_ylabel("seconds (mean over the rounds)")
@@ -373,8 +394,18 @@ def diff_rows(entries, frames):
                 platform_value = means.get((other[0], *map(str, item.group.values()))) if other else None
                 host = f"{host_value:.4g}" if host_value is not None else "-"
                 platform = f"{platform_value:.4g}" if platform_value is not None else "-"
-            rows.append([finding.id, finding.metric, _group_text(item.group) or "-", host, platform, diff, paper_text,
-                         item.verdict])
+            rows.append(
+                [
+                    finding.id,
+                    finding.metric,
+                    _group_text(item.group) or "-",
+                    host,
+                    platform,
+                    diff,
+                    paper_text,
+                    item.verdict,
+                ]
+            )
     return rows
 
 
@@ -441,7 +472,3 @@ def _plain(value):
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
     return str(value)
-
-
-def unused():  # pragma: no cover - keeps statistics imported for the figure helpers' readers
-    return statistics

@@ -136,14 +136,23 @@ def check_finding(finding, experiment, cells):
         for metric in finding.metrics()
     ]
     frame = pd.DataFrame(rows)
+    # A label the workload gives its samples within a cell (a file size) is in no plan: it picks samples, not cells.
+    within_cell = metric_table.sample_labels(workloads_of(experiment)) - set(frame.columns)
+
+    def planned(labels):
+        return {label: value for label, value in labels.items() if label not in within_cell}
+
     try:
-        narrowed = relations._matching(frame, finding.data.get("where") or {})
-        for group in relations.groups(narrowed, list(finding.data.get("for_each") or [])):
+        narrowed = relations._matching(frame, planned(finding.data.get("where") or {}))
+        for_each = [label for label in finding.data.get("for_each") or [] if label not in within_cell]
+        for group in relations.groups(narrowed, for_each):
             in_group = relations._matching(narrowed, group)
             for selector, _ in finding.relation.sides():
-                relations.side_values(in_group, selector, finding.metric)
+                relations.side_values(in_group, selector._replace(labels=planned(selector.labels)), finding.metric)
     except relations.SelectionError as exc:
-        raise StudyError(f"{where}: experiment {experiment['name']} as the finding sets it plans no such cell: {exc}") from None
+        raise StudyError(
+            f"{where}: experiment {experiment['name']} as the finding sets it plans no such cell: {exc}"
+        ) from None
 
 
 def _existing(results_root, name, signature, experiment):
@@ -182,7 +191,9 @@ def plan(findings, lab, results_root):
         for finding in members:
             check_finding(finding, loaded, cells)
         name = _name(experiment, size, settings, platforms)  # the rounds aside: more rounds resume it
-        found = _existing(results_root, name, _signature(cells), loaded["name"]) if Path(results_root).is_dir() else None
+        found = (
+            _existing(results_root, name, _signature(cells), loaded["name"]) if Path(results_root).is_dir() else None
+        )
         name = found or name
         has_samples = (Path(results_root) / name / "samples.jsonl").is_file()
         campaigns.append(

@@ -85,8 +85,8 @@ def side_values(frame, selector, metric):
         names = sorted(set(cells["cell"].map(str)))
         if len(names) > 1:
             raise SelectionError(
-                f"{selector.text}: {len(names)} cells in round {round_value} ({', '.join(names[:3])}): name more labels "
-                "in the finding's where, its selectors or for_each"
+                f"{selector.text}: {len(names)} cells in round {round_value} ({', '.join(names[:3])}): name more "
+                "labels in the finding's where, its selectors or for_each"
             )
         numbers = [float(value) for value in cells["value"] if value is not None and not math.isnan(float(value))]
         if numbers:
@@ -204,7 +204,9 @@ def groups(rows, labels):
     present = rows[labels].dropna().drop_duplicates()
     return [
         dict(zip(labels, values, strict=True))
-        for values in sorted(present.itertuples(index=False, name=None), key=lambda values: tuple(map(_as_text, values)))
+        for values in sorted(
+            present.itertuples(index=False, name=None), key=lambda values: tuple(map(_as_text, values))
+        )
     ]
 
 

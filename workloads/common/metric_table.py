@@ -201,14 +201,49 @@ PRODUCED_BY = {
         "data_load",
         *(f"{phase}_{statistic}" for phase in INFERENCE_PHASES for statistic in INFERENCE_PHASE_STATISTICS),
     ),
-    "micro_cpu": ("hpl_gflops", "hpl_time", "hpcg_gflops", "dgemm_gflops", "star_dgemm_gflops", "gemm_peak_fp64",
-                  "hpl_gemm_ratio"),
+    "micro_cpu": (
+        "hpl_gflops",
+        "hpl_time",
+        "hpcg_gflops",
+        "dgemm_gflops",
+        "star_dgemm_gflops",
+        "gemm_peak_fp64",
+        "hpl_gemm_ratio",
+    ),
     "micro_mem": ("mem_latency", "stream_copy", "stream_scale", "stream_add", "stream_triad"),
     "micro_disk": ("dd_write", "dd_time", "ioping_latency", "ioping_iops", "fio_bandwidth", "fio_iops", "fio_latency"),
     "micro_net": ("net_throughput", "net_retransmits", "net_rtt"),
-    "micro_gpu": ("gpu_h2d_bandwidth", "gpu_d2h_bandwidth", "gpu_d2d_bandwidth", "gpu_sgemm", "gpu_conv2d",
-                  "gpu_histogram", "gpu_transpose"),
+    "micro_gpu": (
+        "gpu_h2d_bandwidth",
+        "gpu_d2h_bandwidth",
+        "gpu_d2d_bandwidth",
+        "gpu_sgemm",
+        "gpu_conv2d",
+        "gpu_histogram",
+        "gpu_transpose",
+    ),
 }
+
+
+# The labels a workload gives its samples itself, within one cell (a file size, a test's mode): a finding may pick
+# samples by them, which no plan shows before the cell runs.
+SAMPLE_LABELS = {
+    "micro_disk": ("size_mb", "ioping_mode", "fio_profile"),
+    "micro_mem": ("working_set_mb",),
+    "micro_cpu": ("hpl_n", "suite"),
+    "micro_net": ("streams", "direction"),
+    "micro_gpu": ("transfer", "transfer_bytes", "variant", "histogram_bytes"),
+}
+
+
+# Given by the cell itself to any workload's samples: a shared cell's foreground alone and beside its background
+# (plugins/plugin_utils/cells/several.py), an instance's role.
+CELL_SAMPLE_LABELS = ("share", "instance_role")
+
+
+def sample_labels(workloads):
+    """The labels any of ``workloads`` (or its cell) gives its samples within a cell, as a set."""
+    return {name for workload in workloads for name in SAMPLE_LABELS.get(workload, ())} | set(CELL_SAMPLE_LABELS)
 
 
 def produced_by(workloads):
