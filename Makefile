@@ -24,7 +24,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: lab test lint sanity unit venv docs clean test-cloud-up test-cloud-down
+.PHONY: lab reproduce test lint sanity unit venv docs clean test-cloud-up test-cloud-down
 
 # The campaign runs through `platbench run` (progress, ETA, summary; docs/src/running.md, "Running an experiment"). It
 # exits 1 when a cell failed: the table of the others is still shown, and make then fails with that status.
@@ -34,6 +34,15 @@ lab: $(VENV)/.installed
 	  if [ $$status -le 1 ] && [ -s results/$$campaign/samples.jsonl ]; then platbench report results/$$campaign $(if $(BUDGETS),--budgets $(BUDGETS)) || exit; \
 	    platbench index results/$$campaign || exit; fi; \
 	  exit $$status
+
+# `make reproduce STUDY=lin2018 [MAX_TIME=2h]`: the lab built (nothing to do when it is), then the study's findings
+# run on it until each is decided or MAX_TIME is spent; the verdicts, the page (results/reproduce-STUDY-*/) and a row
+# per finding in the results store (docs/src/reproducing.md). FINDING=ID runs one finding.
+STUDY ?=
+reproduce: $(VENV)/.installed
+	@if [ -z "$(STUDY)" ]; then echo "make reproduce: give STUDY=lin2018, xu2017, samani2022 or chopra2022" >&2; exit 2; fi
+	ansible-playbook site.yml
+	platbench reproduce $(STUDY) --max-time $(if $(filter command line environment,$(origin MAX_TIME)),$(MAX_TIME),2h) $(if $(FINDING),--finding $(FINDING))
 
 # Four pytest runs, each exit status kept (tests/suite.py). First the unit tests marked `host` (they act on the host
 # where a live lab would see them or suffer from them) on $(TEST_WORKERS) pytest-xdist workers. Then the lab tests in
