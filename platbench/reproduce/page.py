@@ -374,8 +374,7 @@ def diff_rows(entries, frames):
     rows = []
     for entry in entries:
         finding = entry.finding
-        paper = [item for item in finding.data.get("published") or [] if "diff" in item["label"].lower()]
-        paper_text = "; ".join(f"{item['label']} {item['value']:g}%" for item in paper) or "-"
+        paper_text = _diff_text(finding)
         if entry.outcome is None or not entry.outcome.measurements:
             rows.append([finding.id, finding.metric, "-", "-", "-", "-", paper_text, entry.verdict])
             continue
@@ -407,6 +406,24 @@ def diff_rows(entries, frames):
                 ]
             )
     return rows
+
+
+def _diff_text(finding):
+    """The paper's Diff% values of ``finding``: each where a few, else their count, range and median."""
+    values = [
+        item["value"]
+        for item in finding.data.get("published") or []
+        if "diff" in f"{item['label']} {item.get('unit', '')}".lower()
+    ]
+    if not values:
+        return "-"
+    if len(values) <= 3:
+        return ", ".join(f"{value:+.1f}%" for value in values)
+    values.sort()
+    middle = (
+        values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+    )
+    return f"{len(values)} values, {values[0]:+.1f}% to {values[-1]:+.1f}% (median {middle:+.1f}%)"
 
 
 DIFF_HEADER = ["finding", "metric", "test", "host (bm)", "platform", "Diff% here [95%]", "Diff% paper", "verdict"]

@@ -20,12 +20,13 @@ import statistics
 from typing import NamedTuple
 
 from platbench import distributions
-from platbench.report.load import measured
+from platbench.report.load import SKIP_REASON, measured
 from platbench.report.stats import CONFIDENCE
 
 REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_EXPRESSIBLE = "reproduced", "not reproduced", "undecided", "not expressible"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_EXPRESSIBLE)
 ROUND = "repeat"
+SKIPPED_METRIC = "skipped"  # the one sample of a cell skipped by design (plugin_utils/records/records.py)
 PAIRED, UNPAIRED = "paired by round (t on log-ratios)", "unpaired (Welch's t on the sides' log means)"
 MOST_ROUNDS = 10_000  # rounds needed beyond this are reported as "more than"
 
@@ -126,20 +127,20 @@ def _interval(sides):
 
 
 def verdict_of(relation, interval):
-    """REPRODUCED, NOT_REPRODUCED or UNDECIDED for a quantity's ``interval`` (None: UNDECIDED)."""
+    """REPRODUCED, NOT_REPRODUCED or UNDECIDED for a quantity's ``interval`` (None: UNDECIDED). ``within`` holds
+    where the interval lies inside its bounds (touching them counts), ``above``/``below`` where it lies strictly
+    beyond the bound; each fails where the interval lies wholly on the other side."""
     if interval is None:
         return UNDECIDED
     low, high = interval
     bound_low, bound_high = relation.bounds()
-    holds = (bound_low is None or low > bound_low or (relation.kind == "within" and low >= bound_low)) and (
-        bound_high is None or high < bound_high or (relation.kind == "within" and high <= bound_high)
-    )
-    if holds:
-        return REPRODUCED
-    fails = (bound_low is not None and high <= bound_low) or (bound_high is not None and low >= bound_high)
     if relation.kind == "within":
-        fails = (high < bound_low) or (low > bound_high)
-    return NOT_REPRODUCED if fails else UNDECIDED
+        if bound_low <= low and high <= bound_high:
+            return REPRODUCED
+        return NOT_REPRODUCED if high < bound_low or low > bound_high else UNDECIDED
+    if relation.kind == "above":
+        return REPRODUCED if low > bound_low else NOT_REPRODUCED if high <= bound_low else UNDECIDED
+    return REPRODUCED if high < bound_high else NOT_REPRODUCED if low >= bound_high else UNDECIDED
 
 
 def deciding_distance(relation, estimate):
@@ -221,8 +222,23 @@ def combine(measurements):
     return UNDECIDED, all(item.settled for item in measurements)
 
 
+def _skipped(frame, finding):
+    """Why the finding's cells were skipped by design (a tool the lab did not build), or None: the skipped cells'
+    reasons where no cell of the finding measured its metric."""
+    if SKIP_REASON not in frame.columns:
+        return None
+    try:
+        skipped = _matching(frame[frame["metric"] == SKIPPED_METRIC], finding.data.get("where") or {})
+    except SelectionError:
+        return None
+    reasons = sorted({str(reason) for reason in skipped[SKIP_REASON].dropna()})
+    return "; ".join(reasons[:2]) if reasons else None
+
+
 def evaluate(finding, frame, precision):
-    """The ``Outcome`` of ``finding`` on a campaign's samples ``frame`` (report.load.load_samples)."""
+    """The ``Outcome`` of ``finding`` on a campaign's samples ``frame`` (report.load.load_samples). A finding its
+    campaign did not measure is settled as undecided, and says why: its cells were skipped by design or failed, which
+    more rounds would not change (planning checked that the experiment plans its cells)."""
     rows = measured(frame)
     if "accelerator" in rows.columns:
         rows = rows[rows["accelerator"].map(_as_text) != "tcg"]  # an emulated guest's speed says nothing here
@@ -233,7 +249,10 @@ def evaluate(finding, frame, precision):
             measure(finding.relation, _matching(rows, group), finding.metric, precision, group) for group in found
         ]
     except SelectionError as exc:
-        return Outcome(UNDECIDED, [], False, None, f"not measured: {exc}")
+        skipped = _skipped(frame, finding)
+        if skipped:
+            return Outcome(UNDECIDED, [], True, None, f"not measured: its cells were skipped here ({skipped})")
+        return Outcome(UNDECIDED, [], True, None, f"not measured: {exc}")
     if not measurements:
         return Outcome(UNDECIDED, [], False, None, "not measured: no cell has the for_each labels")
     verdict, settled = combine(measurements)

@@ -385,3 +385,24 @@ def test_the_verdicts_go_to_the_store_and_history_shows_them_over_time(tmp_path,
     printed = capsys.readouterr().out
     assert printed.index("undecided") < printed.index("reproduced")
     assert "1.010 [0.990, 1.030]" in printed
+
+
+def test_a_finding_whose_cells_were_skipped_by_design_is_settled_and_says_why():
+    reason = "HPCG is not built on this lab: set micro_tools_hpcg: true"
+    frame = pd.DataFrame(
+        [
+            {
+                "metric": "skipped",
+                "value": 1.0,
+                "platform": platform,
+                "scenario": f"{platform}/2/pin/cpu",
+                "repeat": 0,
+                "cell": f"{platform}|r0",
+                "skip_reason": reason,
+            }
+            for platform in ("bm", "cn")
+        ]
+    )
+    outcome = relations.evaluate(_finding(WITHIN), frame, 0.01)
+    assert outcome.verdict == relations.UNDECIDED and outcome.settled
+    assert outcome.reason == f"not measured: its cells were skipped here ({reason})"
