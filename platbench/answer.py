@@ -157,7 +157,7 @@ def answer_of(rows, keys, baselines, metric, seconds_per_round=None, resolution=
         compared = comparison(row, baseline, metric)
         methods.add(compared["method"])
         estimate, interval = compared["estimate"], compared["interval"]
-        text = f"{pair_name} {metric}{context} {_ratio_text(estimate, interval)}: "
+        text = f"{pair_name} {metric}{context} {ratio_text(estimate, interval)}: "
         words = verdict(estimate, interval, metric, resolution, name(baseline))
         if interval is not None and not decided(interval, resolution):
             words += _rounds_words(compared, row, baseline, metric, seconds_per_round, resolution)
@@ -237,7 +237,7 @@ def where(row, keys):
     return ", ".join([scenario, *(f"{key}={cell}" for key, cell in zip(others, key_cells(row, others), strict=True))])
 
 
-def _ratio_text(estimate, interval):
+def ratio_text(estimate, interval):
     if estimate is None:
         return "n/a"
     if interval is None:

@@ -16,6 +16,7 @@ import math
 import re
 from typing import NamedTuple
 
+from platbench import answer
 from platbench.reproduce.relations import NOT_EXPRESSIBLE, NOT_REPRODUCED, REPRODUCED, UNDECIDED
 
 TEXT, HTML, JSON = "reproduction.txt", "reproduction.html", "reproduction.json"
@@ -76,11 +77,10 @@ def summary_line(study, entries):
 
 
 def interval_text(estimate, interval):
-    if estimate is None:
-        return "n/a"
-    if interval is None:
-        return f"{estimate:.3f} (no interval yet)"
-    return f"{estimate:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+    """``1.008 [0.959, 1.059]``, as the answer writes a ratio; ``(no interval yet)`` after an estimate without."""
+    return answer.ratio_text(estimate, interval) + (
+        " (no interval yet)" if estimate is not None and not interval else ""
+    )
 
 
 def _group_text(group):
@@ -302,6 +302,16 @@ def normalized_bars(entries, frames):
     return drawn
 
 
+def _finished(figure, axes, title, ylabel="seconds (mean over the rounds)"):
+    """A time figure's labels, legend and title set, as inline SVG."""
+    from platbench.report import figures
+
+    axes.set_ylabel(ylabel)
+    axes.legend(fontsize=7)
+    axes.set_title(title, fontsize=8)
+    return figures.svg_text(figure)
+
+
 def stacked_phases(entries, frames):
     """Samani's form: per campaign, each platform's end-to-end time as its pre-processing, inference and
     post-processing parts stacked."""
@@ -328,10 +338,7 @@ def stacked_phases(entries, frames):
             bottoms = [bottom + height for bottom, height in zip(bottoms, heights, strict=True)]
         axes.set_xticks(range(len(scenarios)))
         axes.set_xticklabels(scenarios, rotation=30, ha="right", fontsize=7)
-        axes.set_ylabel("seconds (mean over the rounds)")
-        axes.legend(fontsize=7)
-        axes.set_title(f"{campaign}: end-to-end time by phase", fontsize=8)
-        drawn.append(figures.svg_text(figure))
+        drawn.append(_finished(figure, axes, f"{campaign}: end-to-end time by phase"))
     return drawn
 
 
@@ -361,10 +368,7 @@ def real_sys_times(entries, frames):
                 )
         axes.set_xticks([index + 0.2 for index in range(len(platforms))])
         axes.set_xticklabels(platforms)
-        axes.set_ylabel("seconds (mean over the rounds)")
-        axes.legend(fontsize=7)
-        axes.set_title(f"{campaign}: real and system time", fontsize=8)
-        drawn.append(figures.svg_text(figure))
+        drawn.append(_finished(figure, axes, f"{campaign}: real and system time"))
     return drawn
 
 
