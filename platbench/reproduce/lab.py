@@ -14,6 +14,8 @@ import tempfile
 from typing import NamedTuple
 
 RUNNERS = "platbench_runners"
+# The tools a finding may need that the lab builds only where the inventory asks: the variable that asks, and why.
+TOOLS = {"hpcg": ("micro_tools_hpcg", "HPCG (the lab builds it where the inventory sets micro_tools_hpcg: true)")}
 
 
 class Host(NamedTuple):
@@ -26,6 +28,7 @@ class Host(NamedTuple):
     kvm: bool
     apptainer: bool | None
     firecracker: bool | None
+    tools: frozenset = frozenset()
 
 
 class Lab(NamedTuple):
@@ -48,6 +51,9 @@ class Lab(NamedTuple):
         for field, words in (("kvm", "KVM"), ("apptainer", "Apptainer"), ("firecracker", "Firecracker")):
             if needs.get(field) and not any(getattr(host, field) for host in self.hosts):
                 lacking.append(words)
+        for tool in needs.get("tools") or []:
+            if not any(tool in host.tools for host in self.hosts):
+                lacking.append(TOOLS[tool][1])
         return lacking
 
     def describe(self):
@@ -57,7 +63,12 @@ class Lab(NamedTuple):
         )
 
 
-def _local(name):
+def _tools(values):
+    """The optional tools the inventory has the lab build on a host (its variables ``values``)."""
+    return frozenset(tool for tool, (variable, _) in TOOLS.items() if values.get(variable) in (True, "true", "yes"))
+
+
+def _local(name, tools=frozenset()):
     from ansible_collections.platbench.lab.plugins.modules import host_facts
 
     flags = host_facts.cpu_info()[1]
@@ -69,10 +80,11 @@ def _local(name):
         host_facts.vm_accelerator(kvm, host_facts.qemu_binary()) == "kvm",
         shutil.which("apptainer") is not None,
         shutil.which("firecracker") is not None,
+        tools,
     )
 
 
-def _remote(names, inventory):
+def _remote(names, inventory, tools):
     """The Hosts ``names`` as the host_facts module reads them there (one ad-hoc run on all of them)."""
     import ansible_runner
 
@@ -99,6 +111,7 @@ def _remote(names, inventory):
                     facts.get("vm_accelerator") == "kvm",
                     None,
                     None,
+                    tools.get(data["host"], frozenset()),
                 )
     return [found.get(name, Host(name, 0, 0, False, None, None)) for name in names]
 
@@ -112,12 +125,13 @@ def probe(inventory):
     loader = DataLoader()
     hosts = InventoryManager(loader=loader, sources=[str(inventory)])
     variables = VariableManager(loader=loader, inventory=hosts)
-    local, remote = [], []
+    local, remote, tools = [], [], {}
     for host in hosts.get_hosts(RUNNERS):
         values = variables.get_vars(host=host, include_hostvars=False)
         is_local = values.get("ansible_connection") == "local" or host.name in ("localhost", "127.0.0.1")
         (local if is_local else remote).append(host.name)
-    found = [_local(name) for name in local]
+        tools[host.name] = _tools(values)
+    found = [_local(name, tools[name]) for name in local]
     if remote:
-        found += _remote(remote, inventory)
+        found += _remote(remote, inventory, tools)
     return Lab(found)

@@ -16,7 +16,7 @@ from platbench import store
 from platbench.reproduce import command, findings, lab, page, planning, relations
 
 REPO = Path(__file__).resolve().parents[2]
-EVERYTHING = lab.Lab([lab.Host(f"h{index}", 256, 8, True, True, True) for index in range(4)])
+EVERYTHING = lab.Lab([lab.Host(f"h{index}", 256, 8, True, True, True, frozenset(lab.TOOLS)) for index in range(4)])
 THIS_LAB = lab.Lab([lab.Host("localhost", 2, 0, False, False, False)])
 
 
@@ -406,3 +406,26 @@ def test_a_finding_whose_cells_were_skipped_by_design_is_settled_and_says_why():
     outcome = relations.evaluate(_finding(WITHIN), frame, 0.01)
     assert outcome.verdict == relations.UNDECIDED and outcome.settled
     assert outcome.reason == f"not measured: its cells were skipped here ({reason})"
+
+
+def test_the_lab_lacks_what_a_finding_needs_in_words():
+    needs = {"gpus": 2, "kvm": True, "hosts": 3, "cores": 8, "apptainer": True, "tools": ["hpcg"]}
+    assert THIS_LAB.missing(needs) == [
+        "3 hosts (the inventory has 1)",
+        "8 cores on a host (at most 2 here)",
+        "2 GPUs on a host (0 here)",
+        "KVM",
+        "Apptainer",
+        "HPCG (the lab builds it where the inventory sets micro_tools_hpcg: true)",
+    ]
+    assert EVERYTHING.missing(needs) == []
+
+
+def test_the_local_inventory_is_read_as_this_host(tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  children:\n    platbench_runners:\n      hosts:\n        localhost:\n"
+        "          ansible_connection: local\n          micro_tools_hpcg: true\n"
+    )
+    (host,) = lab.probe(inventory).hosts
+    assert host.name == "localhost" and host.cores >= 1 and host.tools == frozenset({"hpcg"})
