@@ -13,12 +13,20 @@ from typing import NamedTuple
 
 import yaml
 
+# platbench/__init__.py has put the platbench.lab collection on the import path.
+from ansible_collections.platbench.lab.plugins.module_utils.platforms import BASELINE
+
 REPO = Path(__file__).resolve().parents[2]
 STUDIES = REPO / "studies"
 SCHEMA = STUDIES / "findings.schema.yml"
 SEEDS = "../shared/seeds"  # where the papers' text files are, beside a development checkout
 # A selector's keys that are not cell labels.
 METRIC_KEY = "metric"
+
+
+def baseline_first(platforms):
+    """``platforms`` sorted, the baseline (bare metal) first."""
+    return sorted(platforms, key=lambda name: (name != BASELINE, name))
 
 
 class StudyError(ValueError):
@@ -146,7 +154,7 @@ class Finding(NamedTuple):
         where = self.data.get("where") or {}
         if "platform" in where:
             named.add(str(where["platform"]))
-        return sorted(named | {"bm"}, key=lambda name: (name != "bm", name))
+        return baseline_first(named | {BASELINE})
 
 
 class Study(NamedTuple):

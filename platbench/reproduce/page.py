@@ -17,11 +17,11 @@ import re
 from typing import NamedTuple
 
 from platbench import answer
+from platbench.reproduce.findings import BASELINE, baseline_first
 from platbench.reproduce.relations import NOT_EXPRESSIBLE, NOT_REPRODUCED, REPRODUCED, UNDECIDED
 
 TEXT, HTML, JSON = "reproduction.txt", "reproduction.html", "reproduction.json"
 PHASES = ("pre_time", "inference_time", "post_time")
-BASELINE = "bm"
 
 
 class Entry(NamedTuple):
@@ -243,10 +243,6 @@ def _means(frame, metric, labels):
     return {(key if isinstance(key, tuple) else (key,)): float(value) for key, value in means.items()}
 
 
-def _platform_order(platforms):
-    return sorted(platforms, key=lambda name: (name != BASELINE, name))
-
-
 def _figure_sets(entries, frames):
     """``[(campaign, metric, for_each labels, findings)]``: one figure per campaign and metric the entries measured."""
     sets = {}
@@ -267,7 +263,7 @@ def normalized_bars(entries, frames):
         labels = list(dict.fromkeys(label for finding in findings for label in finding.data.get("for_each") or []))
         means = _means(frames[campaign], metric, ["platform", *labels])
         groups = sorted({key[1:] for key in means})
-        platforms = _platform_order({key[0] for key in means})
+        platforms = baseline_first({key[0] for key in means})
         if BASELINE not in platforms or not groups:
             continue
         figure = figures.new_figure(max(4.0, 1.2 * len(groups) * len(platforms)), 3.4)
@@ -350,7 +346,7 @@ def real_sys_times(entries, frames):
     for campaign in dict.fromkeys(entry.campaign for entry in entries if entry.campaign in frames):
         frame = frames[campaign]
         real, system = _means(frame, "elapsed", ["platform"]), _means(frame, "system_time", ["platform"])
-        platforms = _platform_order({key[0] for key in [*real, *system]})
+        platforms = baseline_first({key[0] for key in [*real, *system]})
         if not platforms:
             continue
         figure = figures.new_figure(max(3.5, 1.1 * len(platforms)), 3.2)

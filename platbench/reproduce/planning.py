@@ -30,7 +30,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix im
 from ansible_collections.platbench.lab.workloads.common import metric_table
 
 from platbench.reproduce import relations
-from platbench.reproduce.findings import StudyError
+from platbench.reproduce.findings import StudyError, baseline_first
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 # The labels that say where and when a cell ran, not what it runs: two campaigns planned alike differ in them.
@@ -183,9 +183,7 @@ def plan(findings, lab, results_root):
         groups.setdefault(key, []).append(finding)
     campaigns = []
     for (experiment, size, _), members in groups.items():
-        platforms = sorted(
-            {platform for finding in members for platform in finding.platforms()}, key=lambda p: (p != "bm", p)
-        )
+        platforms = baseline_first({platform for finding in members for platform in finding.platforms()})
         settings, repeats = settings_of(members[0])
         loaded, cells = planned_cells(experiment, size, settings, platforms, repeats)
         for finding in members:
