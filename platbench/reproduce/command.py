@@ -100,6 +100,13 @@ def _frame(directory):
         return None
 
 
+def rounds_to_ask(needed, rounds):
+    """The rounds the next pass adds toward ``needed`` rounds in all, ``rounds`` done: at most as many again as are
+    done (at least 3), so the findings are judged again on the way. A few noisy first rounds can ask for hundreds
+    more; 34 rounds of the same cells may settle the finding long before."""
+    return max(1, min(needed - rounds, max(3, rounds)))
+
+
 def judge_for(campaign, precision):
     """The run's judge (run._until_decided): a decide.State of the campaign's findings, and its progress line."""
     from platbench.answer import seconds_per_round
@@ -113,7 +120,7 @@ def judge_for(campaign, precision):
         open_ones = [(finding, outcome) for finding, outcome in outcomes if not outcome.settled]
         more = None
         if open_ones and all(outcome.rounds_needed is not None for _, outcome in open_ones):
-            more = max(1, max(outcome.rounds_needed for _, outcome in open_ones) - rounds)
+            more = rounds_to_ask(max(outcome.rounds_needed for _, outcome in open_ones), rounds)
         state = decide.State(None, "", rounds, more, not open_ones, None, seconds_per_round(frame))
         line = f"{rounds} round(s): {len(outcomes) - len(open_ones)} of {len(outcomes)} finding(s) settled"
         for finding, outcome in outcomes:
@@ -132,7 +139,7 @@ def run_campaign(campaign, seconds, args, out, err):
     """Run ``campaign`` as ``platbench run --precision`` would, judged by its findings, for at most ``seconds``."""
     from platbench import run
 
-    argv = [campaign.experiment, "--campaign", campaign.name, "--set", f"platforms={campaign.platforms}"]
+    argv = [campaign.experiment, "--campaign", campaign.name, "--set", f"platforms=[{','.join(campaign.platforms)}]"]
     argv += ["--size", campaign.size] if campaign.size else []
     argv += ["--repeats", str(campaign.repeats)] if campaign.repeats else []
     for setting in campaign.settings:
