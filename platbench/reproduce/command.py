@@ -100,11 +100,14 @@ def _frame(directory):
         return None
 
 
+MIN_ROUNDS_ADDED = 3  # a pass costs the playbook's start: one of a round or two is mostly that
+
+
 def rounds_to_ask(needed, rounds):
-    """The rounds the next pass adds toward ``needed`` rounds in all, ``rounds`` done: at most as many again as are
-    done (at least 3), so the findings are judged again on the way. A few noisy first rounds can ask for hundreds
-    more; 34 rounds of the same cells may settle the finding long before."""
-    return max(1, min(needed - rounds, max(3, rounds)))
+    """The rounds the next pass adds toward ``needed`` rounds in all, ``rounds`` done: at least MIN_ROUNDS_ADDED, at
+    most as many again as are done, so the findings are judged again on the way. A few noisy first rounds can ask
+    for hundreds more; 34 rounds of the same cells may settle the finding long before."""
+    return max(MIN_ROUNDS_ADDED, min(needed - rounds, rounds))
 
 
 def judge_for(campaign, precision):

@@ -431,6 +431,6 @@ def test_the_local_inventory_is_read_as_this_host(tmp_path):
     assert host.name == "localhost" and host.cores >= 1 and host.tools == frozenset({"hpcg"})
 
 
-@pytest.mark.parametrize("needed, rounds, asked", [(449, 3, 3), (449, 34, 34), (40, 34, 6), (35, 34, 1), (10, 12, 1)])
-def test_a_pass_adds_at_most_as_many_rounds_again_as_are_done(needed, rounds, asked):
+@pytest.mark.parametrize("needed, rounds, asked", [(449, 3, 3), (449, 34, 34), (40, 34, 6), (35, 34, 3), (10, 12, 3)])
+def test_a_pass_adds_at_most_as_many_rounds_again_as_are_done_and_at_least_three(needed, rounds, asked):
     assert command.rounds_to_ask(needed, rounds) == asked
