@@ -110,6 +110,14 @@ def rounds_to_ask(needed, rounds):
     return max(MIN_ROUNDS_ADDED, min(needed - rounds, rounds))
 
 
+def _rounds_held(directory):
+    """The rounds the campaign in ``directory`` has measured cells of (0 for none)."""
+    frame = _frame(directory)
+    if frame is None or "repeat" not in frame.columns:
+        return 0
+    return int(frame["repeat"].dropna().nunique())
+
+
 def judge_for(campaign, precision):
     """The run's judge (run._until_decided): a decide.State of the campaign's findings, and its progress line."""
     from platbench.answer import seconds_per_round
@@ -144,7 +152,11 @@ def run_campaign(campaign, seconds, args, out, err):
 
     argv = [campaign.experiment, "--campaign", campaign.name, "--set", f"platforms=[{','.join(campaign.platforms)}]"]
     argv += ["--size", campaign.size] if campaign.size else []
-    argv += ["--repeats", str(campaign.repeats)] if campaign.repeats else []
+    # A campaign resumed starts at the rounds it holds: passes that would only find its rounds measured cost the
+    # playbook's start each.
+    planned = campaign.repeats or len({cell["labels"].get("repeat", 0) for cell in campaign.cells})
+    held = _rounds_held(Path(args.results_dir) / campaign.name)
+    argv += ["--repeats", str(max(planned, held))]
     for setting in campaign.settings:
         argv += ["--set", setting]
     argv += ["--inventory", args.inventory, "--results-dir", args.results_dir]
