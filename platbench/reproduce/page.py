@@ -151,10 +151,16 @@ def _minutes(seconds):
 VERDICT_TABLE_HEADER = ["finding", "verdict", "this lab", "paper", "relation"]
 
 
+def in_verdict_order(entries):
+    """The entries by verdict (reproduced, not reproduced, undecided, not expressible), the file's order within."""
+    order = {verdict: index for index, verdict in enumerate((REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_EXPRESSIBLE))}
+    return sorted(entries, key=lambda entry: order[entry.verdict])
+
+
 def verdict_rows(entries):
     return [
         [entry.finding.id, entry.verdict, lab_cell(entry), paper_cell(entry.finding), entry.finding.relation.text()]
-        for entry in entries
+        for entry in in_verdict_order(entries)
     ]
 
 
@@ -293,9 +299,14 @@ def normalized_bars(entries, frames):
         axes.set_ylabel(f"{metric} / bm")
         axes.axhline(1.0, color="#888", linewidth=0.8)
         axes.legend(fontsize=7)
-        axes.set_title(f"{campaign}: normalized to bm, absolute values above", fontsize=8)
+        axes.set_title(f"{_experiment(campaign)}: {metric} over {BASELINE}'s, the value above each bar", fontsize=8)
         drawn.append(figures.svg_text(figure))
     return drawn
+
+
+def _experiment(campaign):
+    """A figure's title names the experiment: the campaign's name without what makes it unique."""
+    return campaign.split("-reproduce-")[0]
 
 
 def _finished(figure, axes, title, ylabel="seconds (mean over the rounds)"):
@@ -334,7 +345,7 @@ def stacked_phases(entries, frames):
             bottoms = [bottom + height for bottom, height in zip(bottoms, heights, strict=True)]
         axes.set_xticks(range(len(scenarios)))
         axes.set_xticklabels(scenarios, rotation=30, ha="right", fontsize=7)
-        drawn.append(_finished(figure, axes, f"{campaign}: end-to-end time by phase"))
+        drawn.append(_finished(figure, axes, f"{_experiment(campaign)}: end to end, by phase"))
     return drawn
 
 
@@ -364,7 +375,7 @@ def real_sys_times(entries, frames):
                 )
         axes.set_xticks([index + 0.2 for index in range(len(platforms))])
         axes.set_xticklabels(platforms)
-        drawn.append(_finished(figure, axes, f"{campaign}: real and system time"))
+        drawn.append(_finished(figure, axes, f"{_experiment(campaign)}: real and system time"))
     return drawn
 
 
@@ -446,7 +457,7 @@ def render_html(reproduction, frames):
         spent=reproduction["spent"],
         header=VERDICT_TABLE_HEADER,
         rows=verdict_rows(entries),
-        verdict_classes=[entry.verdict.replace(" ", "-") for entry in entries],
+        verdict_classes=[entry.verdict.replace(" ", "-") for entry in in_verdict_order(entries)],
         form=form,
         figures=drawn,
         diff_header=DIFF_HEADER,
