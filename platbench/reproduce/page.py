@@ -44,23 +44,27 @@ def short_name(study):
 
 
 def _needs_words(entries):
-    wanted = []
-    for entry in entries:
-        needs = entry.finding.needs
-        if needs.get("kvm"):
-            wanted.append("KVM")
-        if needs.get("gpus"):
-            wanted.append("GPUs")
-        if needs.get("hosts"):
-            wanted.append(f"{needs['hosts']} hosts")
-        if needs.get("cores"):
-            wanted.append(f"{needs['cores']} cores")
-        if needs.get("apptainer"):
-            wanted.append("Apptainer")
-        if needs.get("firecracker"):
-            wanted.append("Firecracker")
-    wanted = list(dict.fromkeys(wanted))
-    return ", ".join(wanted[:-1]) + (" or " if len(wanted) > 1 else "") + wanted[-1] if wanted else "more"
+    """What the entries need, in a few words: ``GPUs, KVM or 80 cores`` (the most cores and hosts any needs)."""
+    needs = [entry.finding.needs for entry in entries]
+    wanted = [
+        words
+        for field, words in (
+            ("gpus", "GPUs"),
+            ("kvm", "KVM"),
+            ("apptainer", "Apptainer"),
+            ("firecracker", "Firecracker"),
+        )
+        if any(need.get(field) for need in needs)
+    ]
+    for field, words in (("hosts", "hosts"), ("cores", "cores")):
+        most = max((need.get(field) or 0 for need in needs), default=0)
+        if most:
+            wanted.append(f"{most} {words}")
+    if any(need.get("tools") for need in needs):
+        wanted.append(" ".join(sorted({tool.upper() for need in needs for tool in need.get("tools") or []})))
+    if not wanted:
+        return "more"
+    return ", ".join(wanted[:-1]) + (" or " if len(wanted) > 1 else "") + wanted[-1]
 
 
 def summary_line(study, entries):

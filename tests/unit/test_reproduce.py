@@ -355,6 +355,10 @@ def test_the_summary_line_counts_each_verdict():
     entries += [page.Entry(f, relations.NOT_EXPRESSIBLE, None, ["KVM"], None, None) for f in study.findings[4:6]]
     line = page.summary_line(study, entries)
     assert line.startswith("Chopra 2022: 1 reproduced, 1 not, 2 undecided, 2 need ")
+    samani = findings.load("samani2022")
+    lacking = [page.Entry(f, relations.NOT_EXPRESSIBLE, None, ["x"], None, None) for f in samani.findings if f.needs]
+    words = page.summary_line(samani, lacking).split(" need ")[1]
+    assert words.count("cores") == 1 and words.endswith(("cores", "hosts")), words
 
 
 def test_the_verdicts_go_to_the_store_and_history_shows_them_over_time(tmp_path, capsys):
