@@ -16,6 +16,7 @@ COMMANDS = {
     "run": ("add_arguments", "run an experiment: plan it, then drive its playbook"),
     "calibrate": ("add_arguments", "how small a difference this host can tell, in what time"),
     "reproduce": ("add_arguments", "re-run a study's findings on this lab until each is decided"),
+    "explain": ("add_arguments", "why a platform costs what it costs: a ladder of rungs from bm, step by step"),
     "index": ("add_index_arguments", "write campaigns as Parquet and add them to the store"),
     "history": ("add_arguments", "every campaign of the store over time, against bm"),
     "query": ("add_query_arguments", "run a read-only SQL query on the results store"),
@@ -37,6 +38,8 @@ def _module(command):
         from platbench import calibrate as module
     elif command == "reproduce":
         from platbench.reproduce import command as module
+    elif command == "explain":
+        from platbench.explain import command as module
     elif command == "history":
         from platbench import history as module
     elif command in ("index", "import"):

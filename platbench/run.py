@@ -91,6 +91,7 @@ _MAPPINGS = {
     "workload_params": _WORKLOAD_PARAMS,
     "dataset": {"generator": None, "args": _PARAMS},
     "background": {"workload": None, "params": _PARAMS, "settle": None},
+    "baselines": {"PLATFORM": None},
     "emulated": {
         field: {"params": _PARAMS, "workload_params": _WORKLOAD_PARAMS}.get(field) for field in EMULATED_FIELDS
     },

@@ -36,6 +36,7 @@ from platbench.answer import seconds_per_round
 from platbench.report import figures_stamp as figures_stamp
 from platbench.report import inference as inference_report
 from platbench.report import instances as instances_report
+from platbench.report import ladder as report_ladder
 from platbench.report import meta as report_meta
 from platbench.report import page as report_html
 from platbench.report.context import ReportContext
@@ -266,6 +267,9 @@ def run(args):
     instances_written, instances_text, instances_markdown = instances_report.write_instance_tables(results_dir, report)
     written += instances_written
     split_text, split_markdown = split_text + instances_text, split_markdown + instances_markdown
+    # A ladder campaign's attribution (platbench explain): each rung against the one below it, and the waterfall.
+    ladder_text, ladder_markdown, ladder_found = report_ladder.sections(report, rows, metrics, results_dir)
+    split_text, split_markdown = ladder_text + split_text, ladder_markdown + split_markdown
     (results_dir / "report.md").write_text(markdown + split_markdown + "\n", encoding="utf-8")
 
     # Printed: the Diff% of the main table's metrics (of every metric, for micro-benchmarks without --metric);
@@ -295,6 +299,11 @@ def run(args):
         metadata = report_meta.load(results_dir)
         report.title = report_meta.context_line(metadata)
         drawn, drawn_notes = _draw(results_dir, report, rows, keys, metrics, units, judgement, args.strict, metadata)
+        if ladder_found is not None:
+            waterfall = report_ladder.waterfall_figure(ladder_found, report.title)
+            if waterfall is not None:
+                waterfall.savefig(results_dir / report_ladder.WATERFALL, dpi=110)
+                drawn.append(report_ladder.WATERFALL)
         figures_stamp.write(results_dir, stamp, drawn)
         written, notes_after = written + drawn, notes_after + drawn_notes
     else:

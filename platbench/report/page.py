@@ -10,6 +10,7 @@ from platbench.report import diff as report_diff
 from platbench.report import figures as report_figures
 from platbench.report import inference as inference_report
 from platbench.report import instances as instances_report
+from platbench.report import ladder as report_ladder
 from platbench.report import load as report_load
 from platbench.report import meta as report_meta
 from platbench.report import sizing_columns as report_sizing
@@ -242,6 +243,22 @@ def inference_sections(report):
     return sections
 
 
+def ladder_sections(report, metrics, results_dir):
+    """A ladder campaign's attribution (platbench explain): its table, what it says, and the waterfall; [] for any
+    other campaign."""
+    if not metrics:
+        return []
+    rows, _keys, _units = report.summarize(metrics, always=report_sizing.sizing_keys(report.frame))
+    _text, _markdown, found = report_ladder.sections(report, rows, metrics, results_dir)
+    if found is None:
+        return []
+    title = report_ladder.TITLE.format(platform=found.platform, metric=metrics[0]).rstrip(":")
+    header, lines = report_ladder.display(found)
+    figure = report_ladder.waterfall_figure(found, report.title)
+    notes = [*report_ladder.summary_lines(found), report_ladder.NOTE]
+    return [_section(title, header, lines, notes, _figures((title, figure)))]
+
+
 def instance_sections(report):
     kinds = (
         (instances_report.degradation_rows, instances_report.degradation_display, "DEGRADATION"),
@@ -383,6 +400,7 @@ def render(results_dir, report, metrics, judgement=None, strict=False, metadata=
     sections = []
     if metrics:
         sections += main_sections(report, metrics)
+    sections += ladder_sections(report, metrics, results_dir)
     sections += diff_sections(report)
     sections += inference_sections(report)
     sections += instance_sections(report)

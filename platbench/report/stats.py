@@ -128,6 +128,17 @@ def paired_ratio_interval(pairs, confidence=CONFIDENCE, sides=None):
     return math.exp(center), math.exp(center - half), math.exp(center + half)
 
 
+def log_ratio_estimate(pairs, sides=None):
+    """``(center, standard error, df)`` of mean(log(value / baseline)) over ``pairs``, as ``paired_ratio_interval``
+    fits it (blocked on ``sides`` where it can be): what a product of ratios measured apart adds up. None with fewer
+    than two pairs or a value <= 0."""
+    fit = _log_ratio_fit(pairs, sides)
+    if fit is None:
+        return None
+    center, spread, df, count = fit
+    return center, spread / math.sqrt(count), df
+
+
 def pairs_needed(pairs, half_width, confidence=CONFIDENCE, sides=None):
     """How many pairs in all would bring the paired interval's relative half-width to ``half_width`` (0.03: ±3%),
     from the spread of the log-ratios of ``pairs`` (with ``sides``, the blocked spread, as ``paired_ratio_interval``):

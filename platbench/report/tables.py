@@ -396,8 +396,10 @@ def baseline_rows(rows, keys, include_emulated=False):
         if is_emulated(row) and not include_emulated:
             return {}
         if inject.LABEL in keys and inject.is_injected(row.get(inject.LABEL)):
-            # A known overhead injected (the experiment's inject dimension): against the same cells without it.
-            return baselines.get(identity(row, row["platform"], inject.NONE), {})
+            # A known overhead injected (the experiment's inject dimension): against the same cells without it, or,
+            # injected into some platforms only (inject_into), against bm's, which carry none.
+            twin = baselines.get(identity(row, row["platform"], inject.NONE))
+            return twin or baselines.get(identity(row, BASELINE, inject.NONE), {})
         return baselines.get(identity(row, BASELINE), {})
 
     baselines = {identity(row, row["platform"]): row for row in rows}

@@ -27,6 +27,8 @@ from collections import namedtuple
 #   sif                   the SIF of the current workload image (platbench.lab.apptainer)
 #   guest_sif             the guest image carries Apptainer and the SIF of the current workload image
 #   lxc                   lxc-execute and the LXC container root of the current workload image (platbench.lab.lxc)
+#   bundle_bases          runc and the bundle base of the platform's confinement, made from Docker's configuration of
+#                         the current workload image (platbench.lab.oci_bundle)
 #   firecracker           a usable /dev/kvm and the Firecracker and jailer binaries (platbench.lab.firecracker)
 #   openstack_instance    the campaign's instances of the platform are in the inventory
 #                         (platbench.lab.openstack_instances provisioned them)
@@ -46,6 +48,7 @@ REQUIREMENTS = (
     "openstack_instance",
     "firecracker",
     "lxc",
+    "bundle_bases",
 )
 # The kinds of placement (how a cell's workload is put on its platform) are declared, each once, by its module
 # plugins/plugin_utils/placements/<kind>/ (KIND = Kind(...): its plan, results, task files, teardown and
@@ -66,6 +69,11 @@ NETWORKS = ("host", "own")
 # The OCI runtimes a container platform may ask its engine for, besides the engine's default (runc):
 #   runsc   gVisor: a user-space kernel between the workload and the host (platbench.lab.docker registers it)
 RUNTIMES = ("runsc",)
+# What confines an OCI bundle run by runc with no engine (a kind declared `confined`, module_utils/oci_bundle.py),
+# besides Docker's namespaces, mounts and masked paths:
+#   none    nothing more: no seccomp filter, every capability, no AppArmor profile
+#   engine  Docker's seccomp profile, capability set and AppArmor profile, as it applies them to a container
+CONFINEMENTS = ("none", "engine")
 # What a `gpu` cell's workload sees of its GPUs:
 #   host        the host's GPUs, numbered as the host's driver numbers them, checked by their host bus ids
 #   own         only its own, numbered from 0, checked by their host bus ids
@@ -96,6 +104,7 @@ _FIELDS = (
     "launcher",  # a process (outer or inner): LAUNCHERS; else None
     "engine",  # a container (outer or inner): ENGINES; else None
     "runtime",  # a container: RUNTIMES, the OCI runtime its engine runs it with; None for the engine's default
+    "confinement",  # an OCI bundle run by runc (its kind declares `confined`): CONFINEMENTS; else None
     "gpu_view",  # GPU_VIEWS: what a `gpu` cell's workload sees of its GPUs
     "pinning",  # PINNINGS: how `pin` gives the scenario its CPUs
     "peer",  # PEERS: where micro_net's peer runs, or None (the platform cannot host one)
@@ -176,6 +185,7 @@ def _entry(label, description, roles, kind, **fields):
         "launcher": None,
         "engine": None,
         "runtime": None,
+        "confinement": None,
         "peer": None,
         "instance": None,
     }
@@ -214,6 +224,34 @@ PLATFORMS = (
         requires=("lxc",),
         cpu_pinning="taskset",
         cpu_vanilla="none (the host scheduler)",
+        gpu_handover="none (the root has no driver libraries: gpu cells refused)",
+    ),
+    _entry(
+        "ns",
+        "the image's root as Docker's OCI bundle run by runc: its namespaces, no seccomp filter, every capability",
+        ("platbench.lab.docker", "platbench.lab.workload_image", "platbench.lab.lxc", "platbench.lab.oci_bundle"),
+        "oci_bundle",
+        host_group="platbench_container_hosts",
+        confinement="none",
+        gpu_view="none",
+        pinning="cpuset",
+        requires=("lxc", "bundle_bases"),
+        cpu_pinning="the bundle's cpuset (runc)",
+        cpu_vanilla="the bundle's CPU quota (runc)",
+        gpu_handover="none (the root has no driver libraries: gpu cells refused)",
+    ),
+    _entry(
+        "sc",
+        "the same bundle run by runc with Docker's seccomp profile and capability set: cn without dockerd and its shim",
+        ("platbench.lab.docker", "platbench.lab.workload_image", "platbench.lab.lxc", "platbench.lab.oci_bundle"),
+        "oci_bundle",
+        host_group="platbench_container_hosts",
+        confinement="engine",
+        gpu_view="none",
+        pinning="cpuset",
+        requires=("lxc", "bundle_bases"),
+        cpu_pinning="the bundle's cpuset (runc)",
+        cpu_vanilla="the bundle's CPU quota (runc)",
         gpu_handover="none (the root has no driver libraries: gpu cells refused)",
     ),
     _entry(
@@ -487,6 +525,7 @@ def entry_problems(platform):
         "launcher": LAUNCHERS + (None,),
         "engine": ENGINES + (None,),
         "runtime": RUNTIMES + (None,),
+        "confinement": CONFINEMENTS + (None,),
         "instance": INSTANCES + (None,),
         "machine": MACHINES,
         "network": NETWORKS,

@@ -9,7 +9,14 @@ module gathers the inputs and calls ``platform_status``.
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, firecracker, lxc, platforms
+from ansible_collections.platbench.lab.plugins.module_utils import (
+    apptainer,
+    engines,
+    firecracker,
+    lxc,
+    oci_bundle,
+    platforms,
+)
 
 APPTAINER_FIX = apptainer.INSTALL_FIX
 
@@ -162,6 +169,9 @@ CHECKS = {
     "guest_sif": lambda host, _label: _apptainer_problem("guest_sif", host),
     "firecracker": lambda host, _label: firecracker.host_problem(host["firecracker"]),
     "lxc": lambda host, _label: lxc.host_problem(host["lxc"], host["image_id"]),
+    "bundle_bases": lambda host, label: oci_bundle.host_problem(
+        host["bundle_bases"], host["image_id"], platforms.get(label).confinement
+    ),
 }
 
 
@@ -262,6 +272,7 @@ def platform_status(
     engines_found=None,
     firecracker_found=None,
     lxc_found=None,
+    oci_bundle_found=None,
 ):
     """For every registry platform: ``ready``, ``reason`` ('' when ready), ``skip`` (the host cannot
     run it at all, so an experiment skips it instead of failing), and for the guest platforms
@@ -285,6 +296,8 @@ def platform_status(
 
     ``lxc_found``: what ``lxc.probe`` found (lxc-execute, the container root's image id).
 
+    ``oci_bundle_found``: what ``oci_bundle.probe`` found (runc, the bundle bases' image id and mechanisms).
+
     ``openstack_instances``: per OpenStack platform, the inventory hosts of the campaign's instances (up or
     failed: a failed one's cells are recorded as failed). Without any, the platform is skipped (``skip``):
     no cloud was given to provision on.
@@ -307,6 +320,7 @@ def platform_status(
         "engines": engines_found or {},
         "firecracker": firecracker_found or {},
         "lxc": lxc_found or {},
+        "bundle_bases": oci_bundle_found or {},
     }
     accelerator = host["facts"].get("vm_accelerator") or None
     status = {}

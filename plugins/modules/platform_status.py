@@ -177,7 +177,14 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.platbench.lab.plugins.module_utils import apptainer, engines, firecracker, lxc, platforms
+from ansible_collections.platbench.lab.plugins.module_utils import (
+    apptainer,
+    engines,
+    firecracker,
+    lxc,
+    oci_bundle,
+    platforms,
+)
 from ansible_collections.platbench.lab.plugins.module_utils.readiness import platform_status, summary
 
 
@@ -293,6 +300,7 @@ def main():
             params["firecracker_binary"], params["firecracker_jailer"], params["kvm_device"]
         ),
         lxc_found=lxc.probe(module.get_bin_path(lxc.EXECUTE)),
+        oci_bundle_found=oci_bundle.probe(module.get_bin_path(oci_bundle.RUNC)),
     )
     module.exit_json(
         changed=False,

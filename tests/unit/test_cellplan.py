@@ -74,6 +74,8 @@ BUILT = [p.label for p in platforms.PLATFORMS if p.placement and not p.remote]
 KINDS = {
     "bm": "process",
     "cr": "chroot",
+    "ns": "oci_bundle",
+    "sc": "oci_bundle",
     "cn": "container",
     "pd": "container",
     "gv": "container",
@@ -136,6 +138,8 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
     expected = {
         "bm": {"process"},
         "cr": {"process"},  # and its `chroot`: tests/unit/test_chroot_kind.py
+        "ns": {"process"},  # and its `oci_bundle`: tests/unit/test_oci_bundle_kind.py
+        "sc": {"process"},
         "cn": {"container"},
         "pd": {"container"},
         "gv": {"container"},
@@ -177,7 +181,8 @@ def test_every_built_platform_and_cpu_config_is_planned(platform, cpu_config, to
         # Docker's exited containers on the runner host are pruned with the campaign; the others go with their cell.
         expected_removal = "campaign" if platform in ("cn", "gv") else "cell"
         assert plan["container"]["removal"] == expected_removal
-    if "process" in plan and "chroot" not in plan:  # a chroot's line wraps its process's: test_chroot_kind.py
+    # A chroot's and a bundle's lines wrap their process's: test_chroot_kind.py, test_oci_bundle_kind.py.
+    if "process" in plan and not {"chroot", "oci_bundle"} & set(plan):
         # A process runs on the runner, or in the guest (reached over ssh by its name).
         assert plan["process"]["host"] == (plan["name"] if {"guest", "micro_vm"} & set(plan) else "runner-a")
         # The shell line that ansible.builtin.raw runs is the same directory, environment and argv, quoted, under

@@ -101,7 +101,25 @@ def test_filters_by_fqcn_in_a_template():
 def test_registry_and_cell_plan_filters_by_fqcn_in_a_template():
     assert render(
         "{{ 'all' | platbench.lab.platforms | selectattr('placement') | map(attribute='label') | list }}"
-    ) == ["bm", "cr", "cn", "pd", "gv", "lx", "vm", "vmcn", "vmsg", "mvm", "sg", "k8s", "ironic", "nova", "magnum"]
+    ) == [
+        "bm",
+        "cr",
+        "ns",
+        "sc",
+        "cn",
+        "pd",
+        "gv",
+        "lx",
+        "vm",
+        "vmcn",
+        "vmsg",
+        "mvm",
+        "sg",
+        "k8s",
+        "ironic",
+        "nova",
+        "magnum",
+    ]
     assert (
         render("{{ ['vmcn'] | platbench.lab.platforms | map(attribute='cpu_pinning') | first }}")
         == "vcpupin + cpuset-cpus"

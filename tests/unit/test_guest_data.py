@@ -108,7 +108,7 @@ def test_data_a_platform_cannot_reach_stops_the_plan(platform, data_dir, message
 def test_the_registry_says_how_each_platform_reads_data():
     views = {platform.label: platform.data_view for platform in platforms.PLATFORMS}
     assert views == {
-        **dict.fromkeys(("bm", "cr", "cn", "pd", "gv", "lx", "sg", "k8s"), "host"),
+        **dict.fromkeys(("bm", "cr", "ns", "sc", "cn", "pd", "gv", "lx", "sg", "k8s"), "host"),
         **dict.fromkeys(("vm", "vmcn", "vmsg", "mvm"), "disk"),
         **dict.fromkeys(("ironic", "nova", "magnum"), None),
     }

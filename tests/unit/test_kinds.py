@@ -60,15 +60,16 @@ def test_every_kind_module_declares_its_kind_and_the_tables_are_built_from_them(
         "micro_vm",
         "lxc",
         "chroot",
+        "oci_bundle",
     }
     for name, kind in placements.KINDS.items():  # each in a folder of its own, its task files there
         assert kind.name == name and name in folders, name
         assert Path(kind.task_file).is_file() and Path(kind.task_file).parent.parent.name == name, kind.task_file
     # The tables are the declarations' facts, gathered: no kind is in one without declaring it.
     assert tuple(n for n, k in placements.KINDS.items() if k.fenced) == placements.FENCED
-    assert set(placements.FENCED) == {"chroot", "container", "lxc", "micro_vm", "process"}
-    assert placements.EMULATOR == ("guest",) and placements.DUET == ("chroot", "container", "process")
-    assert placements.TAKES_QUOTA == ("chroot", "container", "process")
+    assert set(placements.FENCED) == {"chroot", "container", "lxc", "micro_vm", "oci_bundle", "process"}
+    assert placements.EMULATOR == ("guest",) and placements.DUET == ("chroot", "container", "oci_bundle", "process")
+    assert placements.TAKES_QUOTA == ("chroot", "container", "oci_bundle", "process")
     assert placements.INNER_KINDS == {
         "cloud_instance": ("process", "k8s_job"),
         "guest": ("process", "container"),

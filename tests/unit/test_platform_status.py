@@ -202,7 +202,7 @@ def test_the_module_rejects_an_unknown_platform_naming_the_setting(tmp_path, cap
     assert result["failed"]
     assert result["msg"].startswith(
         "platbench_platforms (the inventory's group_vars/all.yml): unknown platform(s) "
-        "'docker'; known: bm, cr, cn, pd, gv, lx, vm, vmcn, vmsg, mvm, sg, k8s"
+        "'docker'; known: bm, cr, ns, sc, cn, pd, gv, lx, vm, vmcn, vmsg, mvm, sg, k8s"
     )
 
 

@@ -263,7 +263,7 @@ def test_unknown_labels_are_named_with_the_known_ones():
     with pytest.raises(
         platforms.UnknownPlatform,
         match=r"platbench_platforms: unknown platform\(s\) 'docker'; "
-        r"known: bm, cr, cn, pd, gv, lx, vm, vmcn, vmsg, mvm, sg",
+        r"known: bm, cr, ns, sc, cn, pd, gv, lx, vm, vmcn, vmsg, mvm, sg",
     ):
         platforms.check_labels(["bm", "docker"], "platbench_platforms")
     with pytest.raises(platforms.UnknownPlatform, match="must be a list"):

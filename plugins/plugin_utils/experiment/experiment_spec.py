@@ -51,6 +51,12 @@ OPTIONAL_FIELDS = {
     # A known overhead injected into the cells (plugin_utils/experiment/inject.py): {spin: S} or {cpu_quota: Q}, or a
     # dimension of them.
     "inject": None,
+    # The platforms the injection applies to (the others' cells run without it): a known overhead in one rung of a
+    # ladder (platbench explain's known-answer check); absent: every platform's cells.
+    "inject_into": None,
+    # What each platform is compared with in place of bm (plugin_utils/experiment/schedule.py: a ladder of platforms,
+    # each beside the one below it in duet pairs); absent: bm.
+    "baselines": None,
     # How a process cell on the runner host is placed (placements/process/): in a cgroup of its own, as a
     # container is (the default), or, with none, where the harness is (the report marks it).
     "isolation": "cgroup",
@@ -502,6 +508,8 @@ def validate_experiment(data, source="experiment", expected_name=None):
     if "workload" in experiment and not inject_problems:
         for workload in workloads_of(experiment):
             problems.extend(inject.workload_problems(experiment["inject"], workload))
+    problems.extend(inject.into_problems(experiment["inject_into"], experiment["inject"], experiment.get("platforms")))
+    problems.extend(schedule.baselines_problems(experiment["baselines"], experiment.get("platforms")))
     experiment["emulated"] = _check_emulated(experiment["emulated"], experiment, problems, workloads)
     if workloads is not None:
         _check_needs(experiment, workloads, problems)

@@ -23,6 +23,9 @@ known-answer test of the instrument, issue 38):
 so every kind takes them; only workloads whose timed part is a loop of steps apply them (STEP_WORKLOADS), the others
 are refused at plan time.
 
+``inject_into: [ns]`` beside one injection gives it to those platforms' cells only; the others carry ``none``, and an
+injected cell with no twin without injection is compared with its platform's baselines (schedule.py).
+
 ``inject: [none, {spin: 0.05}]`` makes it a dimension: the injected cells of a scenario are compared with the same
 scenario's cells without injection (so bm can be compared with itself), the others with bm. Each cell carries the
 label ``inject``: ``none``, ``discard=0.05``, ``spin=0.05`` or ``cpu_quota=0.95``; ``parse`` turns it back into its
@@ -129,6 +132,27 @@ def platform_problems(value, takes_quota):
         f"every platform takes, drop {', '.join(refused)} from platforms, or inject into a separate experiment of the "
         "process and container platforms"
     ]
+
+
+def into_problems(into, value, experiment_platforms):
+    """What is wrong with an experiment's ``inject_into`` (the platforms whose cells take its one injection): a list of
+    its platforms, beside an ``inject`` that is one injection, not a dimension."""
+    if into is None:
+        return []
+    planned = list(experiment_platforms or ())
+    if not isinstance(into, list) or not into or not all(isinstance(label, str) for label in into):
+        return [f"inject_into: {into!r} must list the platforms whose cells take the injection, e.g. [ns]"]
+    found = [
+        f"inject_into: {label!r} is not one of the experiment's platforms ({', '.join(planned)})"
+        for label in into
+        if label not in planned
+    ]
+    if value is None or value == NONE or isinstance(value, list):
+        found.append(
+            "inject_into: goes with one injection (inject: {discard: D}), not with none or a dimension: the "
+            "platforms it names take it, the others run without it"
+        )
+    return found
 
 
 def label_of(entry):

@@ -39,6 +39,17 @@ def deployment_dimensions(experiment):
     ]
 
 
+def _injected_into(experiment, platform, extra, varies):
+    """``(labels, what varies)`` of a cell of ``platform``: an injection into some platforms only (``inject_into``)
+    leaves the others' cells without it, ``none``, as a dimension's uninjected cells are."""
+    into = experiment.get("inject_into")
+    if into is None or inject.LABEL not in extra or platform in into:
+        return extra, varies
+    return {**extra, inject.LABEL: inject.NONE}, [
+        (key, inject.NONE if key == inject.LABEL else value) for key, value in varies
+    ]
+
+
 def _leaves_cores_idle(extra, scaleup, experiment):
     """Whether an idle_cores dimension's none cell of ``scaleup`` cannot be made: only ``all`` leaves no core idle.
     (A single ``idle_cores: none`` applies to every cell, and the prechecks refuse a scale-up short of the host.)"""
@@ -94,7 +105,8 @@ def _all_cells(experiment):
                 ):
                     if _leaves_cores_idle(extra, scaleup, experiment):
                         continue
-                    made = Scenario(platform, scaleup, cpu_config, processor, tuple(varies))
+                    cell_extra, cell_varies = _injected_into(experiment, platform, extra, varies)
+                    made = Scenario(platform, scaleup, cpu_config, processor, tuple(cell_varies))
                     scenario, cell_id = made.name, made.cell_id(repeat)
                     labels = {
                         **cell_params,
@@ -111,7 +123,7 @@ def _all_cells(experiment):
                         schedule.LABEL: experiment.get("schedule", schedule.DEFAULT),
                         # Only the exception is a label: the cells of every other experiment keep theirs.
                         **({"isolation": "none"} if experiment.get("isolation") == "none" else {}),
-                        **extra,
+                        **cell_extra,
                     }
                     cell = {"id": cell_id, "scenario": scenario, "labels": labels, "params": dict(cell_params)}
                     if spec:
@@ -124,7 +136,9 @@ def expand(experiment):
     the experiment's schedule is rounds or duet and it holds its seed (schedule.ordered; experiment_plan gives it
     one; duet also pairs the cells); the cells a workload cannot run in (``dropped_cells``) are left out."""
     cells = [cell for cell, dropped in _all_cells(experiment) if dropped is None]
-    return schedule.ordered(cells, experiment.get("schedule"), experiment.get("schedule_seed"))
+    return schedule.ordered(
+        cells, experiment.get("schedule"), experiment.get("schedule_seed"), baselines=experiment.get("baselines")
+    )
 
 
 def schedule_fallbacks(experiment):
@@ -133,7 +147,7 @@ def schedule_fallbacks(experiment):
     if experiment.get("schedule") != "duet":
         return []
     cells = [cell for cell, dropped in _all_cells(experiment) if dropped is None]
-    return schedule.duet(cells, experiment.get("schedule_seed") or 0)[1]
+    return schedule.duet(cells, experiment.get("schedule_seed") or 0, baselines=experiment.get("baselines"))[1]
 
 
 def dropped_cells(experiment):

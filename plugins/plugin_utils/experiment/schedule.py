@@ -21,6 +21,12 @@ and to compare the platforms round by round (platbench/report_stats.paired_ratio
   alone, under ``rounds``, and the plan says why (``fallbacks``). Whether a pair fits twice on a host is the
   precheck's (runplan.duet_problems): its facts say.
 
+The experiment's ``baselines`` names, per platform, the platforms it is compared with in place of bm (a ladder of
+platforms, ``platbench explain``: ``{cr: bm, ns: cr, sc: ns, cn: [sc, bm]}``). Under ``duet`` a platform runs beside
+each of them in a pair of its own every round: the first pair's lead is the cell itself, each further pair's a copy of
+it (``<its id>|lead=<the baseline>``), so that every pair of a round is measured once. An injected cell whose
+experiment plans no twin without injection (``inject_into``, inject.py) is compared with its baselines' cells.
+
 Pure Python: matrix.expand orders the cells, experiment_plan picks the seed.
 """
 
@@ -71,14 +77,14 @@ def seed_for(campaign):
     return zlib.crc32(str(campaign).encode("utf-8")) % _SEED_LIMIT
 
 
-def ordered(cells, schedule, seed, round_of=lambda cell: cell["labels"]["repeat"]):
+def ordered(cells, schedule, seed, round_of=lambda cell: cell["labels"]["repeat"], baselines=None):
     """``cells`` in the order ``schedule`` runs them. rounds: the rounds in their order, each one's cells shuffled
     by ``random.Random`` seeded with ``seed`` and the round; duet: each round's pairs and lone cells shuffled so
-    (``duet``); sequential (or no seed): as given."""
+    (``duet``, each platform beside its ``baselines``); sequential (or no seed): as given."""
     if schedule not in ("rounds", "duet") or seed is None:
         return list(cells)
     if schedule == "duet":
-        return duet(cells, seed, round_of)[0]
+        return duet(cells, seed, round_of, baselines)[0]
     rounds = {}
     for cell in cells:
         rounds.setdefault(round_of(cell), []).append(cell)
@@ -100,15 +106,86 @@ def _identity(labels, platform, injected):
     )
 
 
-def baseline_identity(labels):
-    """The identity of the cell a cell is compared with: the same platform's without injection for an injected
-    one, bm's otherwise (report_tables.baseline_rows, on cells); None for a baseline itself."""
+BASELINES_FIELD = "baselines"
+
+
+def baselines_of(value):
+    """The experiment's ``baselines`` as ``{platform: (baseline, ...)}``; a platform it does not name is compared with
+    bm alone."""
+    return {platform: tuple(named if isinstance(named, list) else [named]) for platform, named in (value or {}).items()}
+
+
+def compared_with(platform, baselines=None):
+    """The platforms ``platform`` is compared with, in order: its ``baselines`` entry, or bm; () for bm."""
+    found = baselines_of(baselines).get(platform)
+    if found:
+        return found
+    return () if platform == platforms.BASELINE else (platforms.BASELINE,)
+
+
+def baselines_problems(value, experiment_platforms):
+    """What is wrong with an experiment's ``baselines`` field, each naming it: a platform or a baseline not among the
+    experiment's ``platforms``, a platform compared with itself, bm compared with another, a chain that never reaches
+    bm (each platform's first baseline, followed, must)."""
+    if value is None:
+        return []
+    shape = (
+        f"{BASELINES_FIELD}: must map platforms to the platform (or list of platforms) each is compared with in place "
+        "of bm, e.g. {cr: bm, ns: cr, cn: [ns, bm]}"
+    )
+    if not isinstance(value, dict) or not value:
+        return [f"{shape}; got {value!r}"]
+    found = []
+    planned = set(experiment_platforms or ())
+    for platform, named in value.items():
+        named = named if isinstance(named, list) else [named]
+        where = f"{BASELINES_FIELD}.{platform}"
+        if platform not in planned:
+            found.append(f"{where}: {platform!r} is not one of the experiment's platforms ({', '.join(planned)})")
+        if platform == platforms.BASELINE:
+            found.append(f"{where}: bm is the baseline of every comparison and is compared with nothing")
+        if not named or len(set(named)) != len(named) or not all(isinstance(label, str) for label in named):
+            found.append(f"{where}: {named!r} must name one platform, or a list of distinct ones")
+            continue
+        for label in named:
+            if label == platform:
+                found.append(f"{where}: a platform is not compared with itself")
+            elif label not in planned:
+                found.append(f"{where}: baseline {label!r} is not one of the experiment's platforms")
+    if found:
+        return found
+    for platform in value:
+        seen, current = [platform], platform
+        while current != platforms.BASELINE:
+            current = compared_with(current, value)[0]
+            if current in seen:
+                found.append(
+                    f"{BASELINES_FIELD}: {' -> '.join([*seen, current])} goes round in a circle: each platform's first "
+                    "baseline, followed, must reach bm"
+                )
+                break
+            seen.append(current)
+    return found
+
+
+def baseline_identities(labels, baselines=None, planned=None):
+    """The identities of the cells a cell is compared with, in order: the same platform's without injection for an
+    injected one (where ``planned``, the round's identities, holds it: an ``inject_into`` experiment plans none), its
+    baselines' (bm's unless ``baselines`` says otherwise) otherwise (report_tables.baseline_rows, on cells); () for a
+    baseline itself."""
     injected = labels.get(inject.LABEL, inject.NONE)
     if inject.is_injected(injected):
-        return _identity(labels, labels["platform"], inject.NONE)
-    if labels["platform"] == platforms.BASELINE:
-        return None
-    return _identity(labels, platforms.BASELINE, injected)
+        twin = _identity(labels, labels["platform"], inject.NONE)
+        if planned is None or twin in planned:
+            return (twin,)
+        injected = inject.NONE  # no twin: its baselines' cells, which carry no injection
+    return tuple(_identity(labels, other, injected) for other in compared_with(labels["platform"], baselines))
+
+
+def baseline_identity(labels, baselines=None, planned=None):
+    """The identity of the first cell a cell is compared with (``baseline_identities``); None for a baseline."""
+    found = baseline_identities(labels, baselines, planned)
+    return found[0] if found else None
 
 
 def alone_reason(cell):
@@ -149,13 +226,14 @@ def _partner_copy(baseline, lead, side):
     return {**baseline, "id": copy_id, "labels": labels}, copy_id
 
 
-def duet(cells, seed, round_of=lambda cell: cell["labels"]["repeat"]):
+def duet(cells, seed, round_of=lambda cell: cell["labels"]["repeat"], baselines=None):
     """``(cells in run order, fallbacks)`` of a duet campaign. Round by round: every cell with a baseline cell,
     both able to run beside another (``alone_reason``), is a lead followed by its partner (a copy of the baseline's
-    cell); the lead takes CPU side ``round % 2``, its partner the other. A cell that cannot pair, and the baseline
-    cells such a cell (or nothing) is compared with, run alone under ``rounds``. The pairs and the lone cells of a
-    round are shuffled with ``seed`` and the round. ``fallbacks``: one entry per platform and reason,
-    ``{"platform", "reason", "cells"}``, for the plan to say."""
+    cell); the lead takes CPU side ``round % 2``, its partner the other. A cell compared with several platforms
+    (``baselines``) leads one pair per baseline, the first as itself, the others as copies of it. A cell that cannot
+    pair, and the baseline cells such a cell (or nothing) is compared with, run alone under ``rounds``. The pairs and
+    the lone cells of a round are shuffled with ``seed`` and the round. ``fallbacks``: one entry per platform and
+    reason, ``{"platform", "reason", "cells"}``, for the plan to say."""
     rounds = {}
     for cell in cells:
         rounds.setdefault(round_of(cell), []).append(cell)
@@ -168,35 +246,36 @@ def duet(cells, seed, round_of=lambda cell: cell["labels"]["repeat"]):
         }
         units, paired, needed_alone = [], set(), set()
         for cell in members:
-            wanted = baseline_identity(cell["labels"])
-            if wanted is None:
-                continue
-            baseline = by_identity.get(wanted)
-            reason = _pair_reason(cell, baseline)
-            if reason:
-                fallbacks.setdefault((cell["labels"]["platform"], reason), 0)
-                fallbacks[cell["labels"]["platform"], reason] += 1
-                if baseline is not None:
-                    needed_alone.add(baseline["id"])
-                continue
-            copy, copy_id = _partner_copy(baseline, cell, side)
-            lead = {
-                **cell,
-                "labels": {
-                    **cell["labels"],
-                    LABEL: "duet",
-                    DUET_PAIR: cell["id"],
-                    DUET_SIDE: side,
-                    DUET_PARTNER: copy_id,
-                    DUET_ROLE: "lead",
-                },
-            }
-            paired.add(cell["id"])
-            units.append([lead, copy])
+            for index, wanted in enumerate(baseline_identities(cell["labels"], baselines, by_identity)):
+                baseline = by_identity.get(wanted)
+                reason = _pair_reason(cell, baseline)
+                if reason:
+                    fallbacks.setdefault((cell["labels"]["platform"], reason), 0)
+                    fallbacks[cell["labels"]["platform"], reason] += 1
+                    if baseline is not None:
+                        needed_alone.add(baseline["id"])
+                    continue
+                lead_id = cell["id"] if index == 0 else f"{cell['id']}|lead={baseline['labels']['platform']}"
+                copy, copy_id = _partner_copy(baseline, {**cell, "id": lead_id}, side)
+                lead = {
+                    **cell,
+                    "id": lead_id,
+                    "labels": {
+                        **cell["labels"],
+                        "cell": lead_id,
+                        LABEL: "duet",
+                        DUET_PAIR: lead_id,
+                        DUET_SIDE: side,
+                        DUET_PARTNER: copy_id,
+                        DUET_ROLE: "lead",
+                    },
+                }
+                paired.add(cell["id"])
+                units.append([lead, copy])
         for cell in members:
             # A lead is never also alone: its id is taken (a cell left alone is never its injected twin's baseline:
             # both pair or neither does).
-            if (cell["id"] in needed_alone and cell["id"] not in paired) or _alone(cell, members, paired):
+            if (cell["id"] in needed_alone and cell["id"] not in paired) or _alone(cell, members, paired, baselines):
                 units.append([{**cell, "labels": {**cell["labels"], LABEL: "rounds"}}])
         random.Random(f"{seed}/{number}").shuffle(units)
         result.extend(cell for unit in units for cell in unit)
@@ -216,12 +295,18 @@ def _pair_reason(cell, baseline):
     return f"its baseline's cell cannot: {theirs}" if theirs else ""
 
 
-def _alone(cell, members, paired):
+def _alone(cell, members, paired, baselines=None):
     """Whether ``cell``, needed by no lone cell, still runs alone: one that did not pair, or a baseline no cell of
     the round is compared with (the report shows it); not a baseline whose copies all run beside their leads."""
     if cell["id"] in paired:
         return False
-    if baseline_identity(cell["labels"]) is not None:
+    planned = {
+        _identity(other["labels"], other["labels"]["platform"], other["labels"].get(inject.LABEL, inject.NONE))
+        for other in members
+    }
+    if baseline_identities(cell["labels"], baselines, planned):
         return True
     mine = _identity(cell["labels"], cell["labels"]["platform"], cell["labels"].get(inject.LABEL, inject.NONE))
-    return not any(baseline_identity(other["labels"]) == mine for other in members if other is not cell)
+    return not any(
+        mine in baseline_identities(other["labels"], baselines, planned) for other in members if other is not cell
+    )

@@ -77,6 +77,9 @@ class Kind:
     # Its cells are submitted from the runner through the platform's API (a kubeconfig), not run on the machine that
     # holds it: an instance holding it is reached with a local connection.
     through_api: bool = False
+    # Its platforms say what confines the workload besides its namespaces (the registry's `confinement`: an OCI bundle
+    # run with or without the engine's seccomp profile and capabilities).
+    confined: bool = False
     # Roles its task files apply to each cell (a guest's boot): its platforms' registry entries may list them, but no
     # lab build applies them (platform_roles leaves them out).
     cell_roles: tuple = ()

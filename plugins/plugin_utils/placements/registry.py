@@ -109,6 +109,11 @@ def registry_problems(entries=None):
                     f"platform {platform.label}: its {fact} is {getattr(platform, fact)!r}, but its kind {kind.name} "
                     f"declares {getattr(kind, fact)!r}: write {fact}={getattr(kind, fact)!r} in its registry entry"
                 )
+        if (platform.confinement is not None) != kind.confined:
+            problems.append(
+                f"platform {platform.label}: {'names' if platform.confinement else 'names no'} confinement, but its "
+                f"kind {kind.name} {'does not declare' if platform.confinement else 'declares'} confined"
+            )
         if kind.inner and platform.inner not in kind.inner:
             problems.append(
                 f"platform {platform.label}: a {kind.name} holds {' or '.join(kind.inner)}, not {platform.inner!r}"

@@ -1,0 +1,190 @@
+"""The ladder from bm to a platform: one mechanism added per rung, each rung a platform of the registry that really
+runs the workload (docs/src/explaining.md).
+
+Each step names the rung it climbs to, the rung below it (its baseline), the mechanism it adds and what it cannot
+isolate. A rung this host cannot build is left out, and the step above it then adds both mechanisms (the plan says
+which and why); the target platform and bm themselves must be ready. A platform with no step (a cloud instance, whose
+machine the cloud builds) has no ladder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+
+
+@dataclass(frozen=True)
+class Step:
+    """One rung of a ladder: ``platform`` measured against ``below``; ``mechanism`` is what it adds, in a few words
+    (the attribution line's name), ``adds`` the same in a sentence, ``cannot`` what the step cannot tell apart."""
+
+    platform: str
+    below: str
+    mechanism: str
+    adds: str
+    cannot: str = ""
+
+
+STEPS = {
+    step.platform: step
+    for step in (
+        Step(
+            "cr",
+            platforms.BASELINE,
+            "image root",
+            "the image's own Debian libraries, Python build and venv (chroot into the root exported from the image, "
+            "taskset, a cgroup of its own as bm's): the same bytes as cn, nothing else of a container",
+            "which library of the image costs it (the root as a whole against the host's)",
+        ),
+        Step(
+            "ns",
+            "cr",
+            "namespaces",
+            "pid, mount, uts, ipc and network namespaces, pivot_root, Docker's mounts and masked paths, runc's own "
+            "cgroup and cpuset in place of taskset: Docker's OCI bundle run by runc, with no seccomp filter and every "
+            "capability",
+            "the namespaces one by one: runc makes them together",
+        ),
+        Step(
+            "sc",
+            "ns",
+            "seccomp and capabilities",
+            "Docker's default seccomp filter on every system call and its capability set (and its AppArmor profile "
+            "where the host has AppArmor): the same bundle, confined as Docker confines it",
+            "the filter from the capabilities: Docker applies both",
+        ),
+        Step(
+            "cn",
+            "sc",
+            "engine",
+            "dockerd and containerd-shim starting the container, the image's overlay root in place of the exported "
+            "root, the log driver taking its output",
+            "the overlay root from the engine's processes",
+        ),
+        Step(
+            "pd",
+            "sc",
+            "engine (Podman)",
+            "podman and conmon starting the container with Podman's own seccomp profile, the overlay root",
+            "Podman's profile from its engine",
+        ),
+        Step(
+            "gv",
+            "cn",
+            "gVisor runtime",
+            "runsc in place of runc: the system calls served by gVisor's user-space kernel (its platform: ptrace or "
+            "systrap, in the cells' record)",
+            "gVisor's platform from its kernel: one runtime setting",
+        ),
+        Step(
+            "lx",
+            "ns",
+            "LXC",
+            "lxc-execute in place of runc: LXC's init, its cgroup keys, mounts and default confinement",
+            "LXC's confinement from its start-up",
+        ),
+        Step(
+            "sg",
+            "cr",
+            "Apptainer",
+            "apptainer exec of the SIF: a squashfs root, Apptainer's mount namespace and starter, --containall",
+            "the squashfs root from the starter",
+        ),
+        Step(
+            "k8s",
+            "cn",
+            "Kubernetes",
+            "kubelet and containerd's CRI in place of dockerd, the static CPU manager, the pod's network",
+            "the CPU manager from the runtime",
+        ),
+        Step(
+            "vm",
+            platforms.BASELINE,
+            "guest",
+            "a libvirt guest: its own kernel, vCPUs pinned one to one, virtio devices (KVM; emulated under TCG)",
+            "pinning, huge pages and the virtio paths apart: the guest's settings are one rung here",
+        ),
+        Step("vmcn", "vm", "engine in the guest", "the guest's Docker engine running the image", ""),
+        Step(
+            "vmsg", "vm", "Apptainer in the guest", "Apptainer in the guest running the SIF from a read-only disk", ""
+        ),
+        Step(
+            "mvm",
+            platforms.BASELINE,
+            "micro-VM",
+            "a Firecracker micro-VM under the jailer: its kernel, vCPU threads pinned, virtio-mmio devices",
+            "",
+        ),
+    )
+}
+
+
+class LadderError(ValueError):
+    """A platform that has no ladder or cannot be climbed here; the message says why and what to do."""
+
+
+def chain(platform):
+    """The steps from bm up to ``platform``, bottom first, as declared (STEPS)."""
+    if platform not in platforms.BY_LABEL:
+        raise LadderError(f"platform {platform!r}: unknown; known: {', '.join(platforms.LABELS)}")
+    if platform == platforms.BASELINE:
+        raise LadderError(f"platform {platform}: it is the baseline every rung is measured from; name another")
+    if platform not in STEPS:
+        entry = platforms.get(platform)
+        why = "a cloud instance, whose machine the cloud builds" if entry.remote else "a platform no step reaches"
+        raise LadderError(
+            f"platform {platform}: no ladder ({why}: nothing between bm and it runs on this host); explain one of "
+            f"{', '.join(label for label in STEPS)}"
+        )
+    steps, current = [], platform
+    while current != platforms.BASELINE:
+        step = STEPS[current]
+        steps.append(step)
+        current = step.below
+    return list(reversed(steps))
+
+
+def climb(platform, unready=None):
+    """``(steps, left_out)``: the ladder to ``platform`` on a host where the platforms of ``unready`` (label ->
+    why) cannot run. A rung left out merges into the step above it (``left_out``: (label, why) each); the target and
+    bm must be ready, or LadderError says why."""
+    unready = unready or {}
+    for needed in (platforms.BASELINE, platform):
+        if needed in unready and needed in platforms.BY_LABEL:
+            raise LadderError(f"platform {needed} cannot run on this host: {unready[needed]}")
+    steps, left_out, pending = [], [], []
+    for step in chain(platform):
+        if step.platform != platform and step.platform in unready:
+            left_out.append((step.platform, unready[step.platform]))
+            pending.append(step)
+            continue
+        if pending:
+            merged = [*pending, step]
+            step = replace(
+                step,
+                below=pending[0].below,
+                mechanism=" + ".join(part.mechanism for part in merged),
+                adds="; ".join(part.adds for part in merged),
+                cannot=f"{', '.join(part.platform for part in pending)} left out: the mechanisms above apart",
+            )
+            pending = []
+        steps.append(step)
+    return steps, left_out
+
+
+def rungs(steps):
+    """The platforms of a ladder, bm first."""
+    return [platforms.BASELINE, *(step.platform for step in steps)]
+
+
+def baselines(steps, direct=True):
+    """The experiment's ``baselines`` of a ladder: each rung against the rung below it, and the top against bm too
+    (``direct``: the ratio the product of the steps is checked against) where bm is not already below it."""
+    found = {}
+    for index, step in enumerate(steps):
+        last = index == len(steps) - 1
+        found[step.platform] = (
+            [step.below, platforms.BASELINE] if direct and last and step.below != platforms.BASELINE else step.below
+        )
+    return found
