@@ -48,6 +48,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experimen
     load_experiment,
     workloads_of,
 )
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.inject import KNOBS as INJECT_KNOBS
 from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import read_samples
 from ansible_collections.platbench.lab.workloads.common.args import positive_int
 
@@ -92,6 +93,7 @@ _MAPPINGS = {
     "dataset": {"generator": None, "args": _PARAMS},
     "background": {"workload": None, "params": _PARAMS, "settle": None},
     "baselines": {"PLATFORM": None},
+    "inject": dict.fromkeys(INJECT_KNOBS),
     "emulated": {
         field: {"params": _PARAMS, "workload_params": _WORKLOAD_PARAMS}.get(field) for field in EMULATED_FIELDS
     },

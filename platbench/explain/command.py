@@ -9,7 +9,8 @@ time is spent. Then the campaign's report (report.txt, report.html) holds the at
 command prints the attribution line, the check of the steps' product against the direct ratio, and the largest step.
 
 ``--inject RUNG:discard=D`` gives one rung a known overhead (the workload leaves the fraction D of its timed steps out
-of its throughput): the step onto that rung should then read about 1 - D, the known-answer check of the attribution.
+of its throughput), which stays in every rung above it as a mechanism's cost would: the step onto that rung should
+then read about 1 - D and carry the platform's cost, the known-answer check of the attribution.
 
 Exit status: 0 the campaign ran (decided or not), 1 it failed, 2 bad input, 130/143 interrupted.
 """
@@ -109,20 +110,24 @@ def settings_of(steps, injected=None):
         found.append(f"baselines.{platform}={json.dumps(named)}")
     if injected:
         rung, fraction = injected
-        found += [f"inject={json.dumps({'discard': fraction})}", f"inject_into=[{rung}]"]
+        # The cost a mechanism adds stays in every rung above it: the injection goes into the rung and those above.
+        rungs = ladders.rungs(steps)
+        found += [f"inject.discard={fraction:g}", f"inject_into=[{','.join(rungs[rungs.index(rung) :])}]"]
     return found
 
 
-def _planned(settings, workload):
-    """The campaign's experiment as ``platbench run`` plans it (loaded with the settings, checked, expanded)."""
-    from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import load_experiment
-    from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.matrix import expand
+def _planned(settings, workload, campaign):
+    """The campaign's plan as ``platbench run`` makes it (the experiment loaded with the settings, checked, its
+    workload parameters checked, its cells expanded and paired)."""
+    from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_plan import plan_experiment
 
     from platbench import run
 
     args = argparse.Namespace(settings=settings, platforms=None, workloads=None, repeats=None)
-    loaded = load_experiment(str(REPO / "experiments"), EXPERIMENT, run.build_overrides(args), workload)
-    return loaded, expand(loaded)
+    plan, _warnings = plan_experiment(
+        str(REPO / "experiments"), EXPERIMENT, run.build_overrides(args), workload, campaign=campaign
+    )
+    return plan
 
 
 def prepare(args):
@@ -146,22 +151,25 @@ def prepare(args):
     steps, left_out = ladders.climb(args.platform, unready)
     injected = parse_inject(args.inject, ladders.rungs(steps)) if args.inject else None
     settings = settings_of(steps, injected)
+    campaign = (
+        args.campaign
+        or f"{EXPERIMENT}-{args.platform}-{args.workload.replace('_', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
     try:
-        experiment, cells = _planned(settings, args.workload)
+        experiment = _planned(settings, args.workload, campaign)
     except (ExperimentError, run.UsageError) as exc:
         raise ValueError(str(exc)) from None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
     return Plan(
         steps=steps,
         left_out=left_out,
         runner=runner,
         settings=settings,
         workload=args.workload,
-        campaign=args.campaign or f"{EXPERIMENT}-{args.platform}-{args.workload.replace('_', '-')}-{stamp}",
+        campaign=campaign,
         max_seconds=max_seconds,
         injected=injected,
         experiment=experiment,
-        cells=cells,
+        cells=experiment["cells"],
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from platbench.explain import attribution as attributing
 from platbench.explain import ladder as ladders
-from platbench.report.tables import BASELINE, measure_cell, render_markdown, render_text
+from platbench.report.tables import BASELINE, render_markdown, render_text
 
 TITLE = "Why {platform} costs what it costs ({metric}: each rung against the rung below it, 95% intervals):"
 NOTE = (
@@ -172,14 +172,14 @@ def text_waterfall(found, width=40):
         for index in range(start, end + 1):
             bar[index] = "#" if value >= previous else "="
         bar[column(1.0)] = "|" if bar[column(1.0)] == " " else bar[column(1.0)]
-        lines.append(f"  {name:<{label_width}}{''.join(bar)}  {measure_cell(value, 1.0)}")
+        lines.append(f"  {name:<{label_width}}{''.join(bar)}  {value:.3f}")
         previous = value
     if found.direct is not None:
         start, end = sorted((column(1.0), column(found.direct.ratio)))
         bar = [" "] * (width + 1)
         for index in range(start, end + 1):
             bar[index] = "*"
-        lines.append(f"  {'direct':<{label_width}}{''.join(bar)}  {measure_cell(found.direct.ratio, 1.0)}")
+        lines.append(f"  {'direct':<{label_width}}{''.join(bar)}  {found.direct.ratio:.3f}")
     return "waterfall (# a step up, = a step down, | 1.0, * the direct ratio):\n" + "\n".join(lines)
 
 

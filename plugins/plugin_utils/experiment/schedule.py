@@ -179,7 +179,14 @@ def baseline_identities(labels, baselines=None, planned=None):
         if planned is None or twin in planned:
             return (twin,)
         injected = inject.NONE  # no twin: its baselines' cells, which carry no injection
-    return tuple(_identity(labels, other, injected) for other in compared_with(labels["platform"], baselines))
+    found = []
+    for other in compared_with(labels["platform"], baselines):
+        wanted = _identity(labels, other, injected)
+        if planned is not None and wanted not in planned:
+            # A baseline injected into alone (inject_into): its only cell, which carries the injection.
+            wanted = next((known for known in planned if known[:2] == wanted[:2]), wanted)
+        found.append(wanted)
+    return tuple(found)
 
 
 def baseline_identity(labels, baselines=None, planned=None):

@@ -1,0 +1,307 @@
+"""platbench explain (platbench/explain/): the ladder planned for each platform, the campaign it runs (each rung beside
+the rung below it in duet pairs, the top beside bm too), bad input refused before any cell, the attribution's
+arithmetic and intervals on fixed data, the interaction check, and the report's waterfall of a ladder campaign. The
+cells run for real in the lab test (tests/integration/test_explain.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+
+import pytest
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import inject, schedule
+from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
+from round_samples import throughput_sample
+from scipy import stats
+
+from platbench import cli
+from platbench.explain import attribution, command, hosts, ladder
+from platbench.report import ladder as report_ladder
+from platbench.report.load import load_samples
+from platbench.report.tables import summarize
+
+CN_STEPS = {"cr": 0.99, "ns": 1.0, "sc": 0.98, "cn": 1.01}
+
+
+def parsed(*argv):
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+@pytest.fixture
+def host_ready(monkeypatch):
+    """The runner host as a test says it is: {label: why it cannot run} (every rung ready by default)."""
+    state = {}
+    monkeypatch.setattr(hosts, "unready", lambda labels, inventory: ("runner", dict(state)))
+    return state
+
+
+# -- the ladder -------------------------------------------------------------------------------------------------------
+
+
+def test_every_platform_with_a_ladder_climbs_from_bm_one_declared_step_at_a_time():
+    for platform in ladder.STEPS:
+        steps = ladder.chain(platform)
+        assert steps[0].below == platforms.BASELINE and steps[-1].platform == platform
+        for lower, upper in zip(steps, steps[1:], strict=False):
+            assert upper.below == lower.platform
+        assert all(step.mechanism and step.adds for step in steps)
+    assert [step.platform for step in ladder.chain("cn")] == ["cr", "ns", "sc", "cn"]
+    assert [step.platform for step in ladder.chain("gv")] == ["cr", "ns", "sc", "cn", "gv"]
+    assert [step.platform for step in ladder.chain("lx")] == ["cr", "ns", "lx"]
+    # Every platform a host builds has one, but the cloud's instances.
+    assert set(ladder.STEPS) == set(platforms.BUILT) - {platforms.BASELINE} - set(platforms.REMOTE)
+
+
+@pytest.mark.parametrize(
+    "platform, message",
+    [
+        ("nova", "platform nova: no ladder \\(a cloud instance"),
+        ("bm", "it is the baseline every rung is measured from"),
+        ("xx", "platform 'xx': unknown; known: bm, cr"),
+    ],
+)
+def test_a_platform_with_no_ladder_is_refused_naming_why(platform, message):
+    with pytest.raises(ladder.LadderError, match=message):
+        ladder.chain(platform)
+
+
+def test_a_rung_the_host_cannot_build_is_left_out_and_the_step_above_adds_its_mechanism():
+    steps, left_out = ladder.climb("cn", {"ns": "runc is not installed", "sc": "runc is not installed"})
+    assert [(step.below, step.platform) for step in steps] == [("bm", "cr"), ("cr", "cn")]
+    assert steps[1].mechanism == "namespaces + seccomp and capabilities + engine"
+    assert left_out == [("ns", "runc is not installed"), ("sc", "runc is not installed")]
+    with pytest.raises(ladder.LadderError, match="platform cn cannot run on this host: no engine"):
+        ladder.climb("cn", {"cn": "no engine"})
+    assert ladder.baselines(steps) == {"cr": "bm", "cn": ["cr", "bm"]}
+    # A ladder of one step compares its top with bm once.
+    assert ladder.baselines(ladder.chain("vm")) == {"vm": "bm"}
+
+
+# -- the campaign -----------------------------------------------------------------------------------------------------
+
+
+def test_the_campaign_pairs_each_rung_with_the_one_below_it_and_the_top_with_bm_every_round(host_ready):
+    plan = command.prepare(parsed("cn"))
+    cells = plan.cells
+    assert plan.experiment["platforms"] == ["bm", "cr", "ns", "sc", "cn"] and plan.experiment["schedule"] == "duet"
+    for repeat in range(plan.experiment["repeats"]):
+        leads = [cell for cell in cells if cell["labels"]["repeat"] == repeat and cell["labels"].get("duet_role")]
+        pairs = {}
+        for cell in leads:
+            pairs.setdefault(cell["labels"]["duet_pair"], []).append(cell["labels"])
+        found = sorted(
+            tuple(labels["platform"] for labels in sorted(members, key=lambda labels: labels["duet_role"]))
+            for members in pairs.values()
+        )
+        # (lead, partner): each rung over the one below, cn over bm in a pair of its own.
+        assert found == sorted([("cr", "bm"), ("ns", "cr"), ("sc", "ns"), ("cn", "sc"), ("cn", "bm")])
+        for members in pairs.values():
+            assert sorted(labels["duet_side"] for labels in members) == [0, 1]
+            assert {labels["duet_side"] for labels in members if labels["duet_role"] == "lead"} == {repeat % 2}
+        assert all(cell["labels"]["schedule"] == "duet" for cell in leads) and len(leads) == 10
+    assert len({cell["id"] for cell in cells}) == len(cells)
+
+
+def test_a_known_overhead_goes_into_its_rung_and_every_rung_above_it(host_ready):
+    plan = command.prepare(parsed("cn", "--inject", "ns:discard=0.2"))
+    assert "inject.discard=0.2" in plan.settings and "inject_into=[ns,sc,cn]" in plan.settings
+    by_platform = {}
+    for cell in plan.cells:
+        by_platform.setdefault(cell["labels"]["platform"], set()).add(cell["labels"][inject.LABEL])
+    assert by_platform == {
+        "bm": {"none"},
+        "cr": {"none"},
+        "ns": {"discard=0.2"},
+        "sc": {"discard=0.2"},
+        "cn": {"discard=0.2"},
+    }
+    # The pairs stay the ladder's: ns (injected) beside cr, sc beside ns, both injected, cn beside bm.
+    leads = [cell["labels"] for cell in plan.cells if cell["labels"].get("duet_role") == "lead"]
+    assert len(leads) == 5 * plan.experiment["repeats"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("magnum",), "platform magnum: no ladder"),
+        (("bm",), "it is the baseline"),
+        (("cn", "--workload", "bert"), "--workload bert: unknown; the ladder runs cnn_train"),
+        (("cn", "--max-time", "soon"), "--max-time soon"),
+        (("cn", "--precision", "2"), "--precision 2.0"),
+        (("cn", "--inject", "ns:spin=0.2"), "give RUNG:discard=D"),
+        (("cn", "--inject", "gv:discard=0.2"), "'gv' is not a rung above bm of this ladder"),
+        (("cn", "--inject", "ns:discard=1.5"), "above 0 and below 1"),
+    ],
+)
+def test_bad_input_is_refused_before_any_cell_naming_what_was_wrong(host_ready, capsys, argv, message):
+    assert command.main(parsed(*argv, "--results-dir", "/nonexistent")) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_rung_the_host_cannot_build_is_named_and_the_rest_runs(host_ready, capsys):
+    host_ready.update(ns="runc is not installed on this host: run site.yml", sc="runc is not installed")
+    assert command.main(parsed("cn", "--plan")) == 0
+    out = capsys.readouterr().out
+    assert "left out: ns: runc is not installed on this host: run site.yml" in out
+    assert "cr -> cn: + namespaces + seccomp and capabilities + engine" in out
+    assert "--set 'platforms=[bm,cr,cn]'" in out
+    host_ready["gv"] = "the docker engine has not registered runsc"
+    assert command.main(parsed("gv", "--plan")) == 2
+    assert "platform gv cannot run on this host: the docker engine has not registered runsc" in capsys.readouterr().err
+
+
+# -- the attribution on fixed data ------------------------------------------------------------------------------------
+
+
+def ladder_campaign(tmp_path, steps=None, direct=None, rounds=12, spread=0.01, seed=3, name="ladder"):
+    """A duet campaign of cn's ladder whose steps' true ratios are ``steps`` (rung: ratio over the rung below) and
+    whose direct pair reads ``direct`` (default: their product); each pair shares the host's drift of its moment, and
+    each side's value has a log-normal noise of ``spread``."""
+    steps = steps or CN_STEPS
+    direct = math.prod(steps.values()) if direct is None else direct
+    noise = random.Random(seed)
+    level = {"bm": 1000.0}
+    below = {"cr": "bm", "ns": "cr", "sc": "ns", "cn": "sc"}
+    for rung in ("cr", "ns", "sc", "cn"):
+        level[rung] = level[below[rung]] * steps[rung]
+    pairs = [(rung, below[rung], level[rung] / level[below[rung]]) for rung in below] + [("cn", "bm", direct)]
+    samples, clock = [], 0.0
+    for repeat in range(rounds):
+        side = repeat % 2
+        for index, (lead, partner, ratio) in enumerate(pairs):
+            drift = 1.0 + 0.15 * math.sin(clock / 50.0)  # the host's capacity, shared by both sides of a pair
+            lead_id = f"{lead}/1/pin/cpu|r{repeat}" + ("|lead=bm" if index == len(pairs) - 1 else "")
+            partner_id = f"{partner}/1/pin/cpu|r{repeat}|partner={lead}/1/pin/cpu"
+            base = 1000.0 * drift
+            for platform, value, own_side, cell, role in (
+                (lead, base * ratio * math.exp(noise.gauss(0, spread)), side, lead_id, "lead"),
+                (partner, base * math.exp(noise.gauss(0, spread)), 1 - side, partner_id, "partner"),
+            ):
+                sample = throughput_sample(
+                    platform,
+                    value,
+                    repeat,
+                    clock,
+                    experiment="explain",
+                    schedule="duet",
+                    duet_pair=lead_id,
+                    duet_side=own_side,
+                    duet_role=role,
+                )
+                sample["labels"]["cell"] = cell
+                samples.append(sample)
+            clock += 17.0
+    directory = tmp_path / name
+    append_samples(directory / "samples.jsonl", samples)
+    plan = {"plan": {"name": "explain", "baselines": {"cr": "bm", "ns": "cr", "sc": "ns", "cn": ["sc", "bm"]}}}
+    (directory / "plan.json").write_text(json.dumps(plan))
+    return directory
+
+
+def found_in(directory):
+    rows, _keys, _units = summarize(load_samples(directory), ["throughput"])
+    return report_ladder.attribution_of(rows, report_ladder.plan_baselines(directory), "throughput")
+
+
+def test_each_step_reads_its_own_ratio_and_the_product_agrees_with_the_direct_one(tmp_path):
+    found = found_in(ladder_campaign(tmp_path))
+    assert [step.platform for step, _ in found.steps] == ["cr", "ns", "sc", "cn"]
+    assert [step.mechanism for step, _ in found.steps] == [
+        "image root",
+        "namespaces",
+        "seccomp and capabilities",
+        "engine",
+    ]
+    for step, estimate in found.steps:
+        low, high = estimate.interval()
+        # Paired within the pair, the drift (15%) cancels: each interval holds its true ratio and is about ±1%.
+        assert low <= CN_STEPS[step.platform] <= high, (step.platform, low, high)
+        assert estimate.half_width() < 0.015 and estimate.pairs == 12
+    assert found.direct.interval()[0] <= math.prod(CN_STEPS.values()) <= found.direct.interval()[1]
+    assert found.agrees() is True
+    step, share = found.largest()
+    assert step.platform == "sc" and 0.4 < share < 0.9  # 0.98, the largest of the four
+    assert re.fullmatch(
+        r"cn/bm 0\.97\d \[.*\] = image root 0\.99\d \[.*\] x namespaces 1\.00\d \[.*\] "
+        r"x seccomp and capabilities 0\.97\d \[.*\] x engine 1\.01\d \[.*\]",
+        attribution.line(found),
+    ), attribution.line(found)
+    assert "they agree within their intervals" in attribution.check_line(found)
+
+
+def test_the_product_s_interval_adds_the_steps_variances_with_welch_satterthwaite_s_df():
+    steps = [attribution.Estimate(math.log(0.99), 0.004, 11), attribution.Estimate(math.log(1.02), 0.003, 5)]
+    made = attribution.product(steps)
+    assert made.ratio == pytest.approx(0.99 * 1.02)
+    assert made.error == pytest.approx(0.005)
+    df = 0.005**4 / (0.004**4 / 11 + 0.003**4 / 5)
+    assert made.df == pytest.approx(df)
+    low, high = made.interval()
+    half = stats.t.ppf(0.975, df) * 0.005
+    assert (low, high) == pytest.approx((0.99 * 1.02 * math.exp(-half), 0.99 * 1.02 * math.exp(half)))
+    quotient = attribution.quotient(made, made)
+    assert quotient.ratio == pytest.approx(1.0) and quotient.error == pytest.approx(0.005 * math.sqrt(2))
+
+
+def test_a_direct_ratio_the_steps_do_not_add_up_to_is_an_interaction(tmp_path):
+    found = found_in(ladder_campaign(tmp_path, direct=0.90))
+    assert found.agrees() is False and found.interaction.excludes(1.0)
+    assert found.interaction.ratio == pytest.approx(0.90 / math.prod(CN_STEPS.values()), rel=0.02)
+    assert "they disagree: the mechanisms interact" in attribution.check_line(found)
+
+
+def test_a_known_overhead_on_one_rung_is_the_step_blamed(tmp_path):
+    found = found_in(ladder_campaign(tmp_path, steps={**CN_STEPS, "ns": 0.8}))
+    step, share = found.largest()
+    assert step.platform == "ns" and share > 0.8
+    ns = dict((step.platform, estimate) for step, estimate in found.steps)["ns"]
+    assert ns.interval()[0] <= 0.8 <= ns.interval()[1]
+
+
+def test_the_judge_runs_until_every_step_and_the_direct_ratio_are_within_the_precision(tmp_path):
+    directory = ladder_campaign(tmp_path, rounds=4, spread=0.02)
+    loose, line = command.judge_for(0.2)(directory)
+    assert loose.precise and loose.more == 0 and "every step within the precision" in line
+    tight, line = command.judge_for(0.005)(directory)
+    assert not tight.precise and tight.more >= command.MIN_PAIRS_ADDED and tight.rounds == 4
+    assert "open: image root, namespaces, seccomp and capabilities, engine, direct" in line
+
+
+def test_the_report_of_a_ladder_campaign_holds_the_attribution_and_its_waterfall(tmp_path, capsys):
+    directory = ladder_campaign(tmp_path)
+    assert cli.main(["report", str(directory)]) == 0
+    text = capsys.readouterr().out
+    assert "Why cn costs what it costs (throughput: each rung against the rung below it, 95% intervals):" in text
+    assert "+ seccomp and capabilities" in text and "direct cn/bm" in text and "largest step: seccomp" in text
+    assert "waterfall (# a step up, = a step down, | 1.0, * the direct ratio):" in text
+    page = (directory / "report.html").read_text(encoding="utf-8")
+    assert "Why cn costs what it costs" in page and "<svg" in page
+    assert (directory / report_ladder.WATERFALL).is_file()
+    # A campaign with no baselines has none of it.
+    (directory / "plan.json").write_text(json.dumps({"plan": {"name": "smoke"}}))
+    assert cli.main(["report", str(directory), "--no-figures"]) == 0
+    assert "Why cn costs" not in capsys.readouterr().out
+
+
+# -- the schedule's baselines and injections --------------------------------------------------------------------------
+
+
+def test_baselines_are_checked_naming_the_field():
+    planned = ["bm", "cr", "cn"]
+    assert schedule.baselines_problems({"cr": "bm", "cn": ["cr", "bm"]}, planned) == []
+    assert schedule.baselines_problems({"cn": "ns"}, planned) == [
+        "baselines.cn: baseline 'ns' is not one of the experiment's platforms"
+    ]
+    assert "a platform is not compared with itself" in schedule.baselines_problems({"cn": "cn"}, planned)[0]
+    assert "goes round in a circle" in schedule.baselines_problems({"cr": "cn", "cn": "cr"}, planned)[0]
+    assert "bm is the baseline of every comparison" in schedule.baselines_problems({"bm": "cr"}, planned)[0]
+    assert "must map platforms" in schedule.baselines_problems(["cr"], planned)[0]
+    assert inject.into_problems(["cn"], {"discard": 0.1}, planned) == []
+    assert "not one of the experiment's platforms" in inject.into_problems(["ns"], {"discard": 0.1}, planned)[0]
+    assert "goes with one injection" in inject.into_problems(["cn"], [inject.NONE, {"discard": 0.1}], planned)[0]
