@@ -35,6 +35,8 @@ DEFAULT_MAX_TIME = "20m"
 DEFAULT_PRECISION = 0.01
 MIN_PAIRS_ADDED = 3  # a pass costs the playbook's start: one of a round or two is mostly that
 EXPLANATION = "explanation.json"
+# The experiment's fields the ladder sets: --set may not.
+LADDER_FIELDS = ("platforms", "baselines", "inject", "inject_into", "schedule")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -57,6 +59,15 @@ def add_arguments(parser):
         default=DEFAULT_MAX_TIME,
         metavar="DURATION",
         help=f"the campaign's time at most (90s, 20m, 1h; default {DEFAULT_MAX_TIME})",
+    )
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a field of the explain experiment, as platbench run --set does (params.auto_seconds=5); the ladder "
+        "sets platforms, baselines and an injection itself",
     )
     parser.add_argument(
         "--inject",
@@ -150,7 +161,13 @@ def prepare(args):
     runner, unready = hosts.unready(ladders.rungs(chain), args.inventory)
     steps, left_out = ladders.climb(args.platform, unready)
     injected = parse_inject(args.inject, ladders.rungs(steps)) if args.inject else None
-    settings = settings_of(steps, injected)
+    owned = [text for text in args.settings if text.split("=", 1)[0].split(".")[0] in LADDER_FIELDS]
+    if owned:
+        raise ValueError(
+            f"--set {owned[0]}: the ladder sets {', '.join(LADDER_FIELDS)} itself; name the platform to explain "
+            "(and --inject for a known overhead) instead"
+        )
+    settings = [*settings_of(steps, injected), *args.settings]
     campaign = (
         args.campaign
         or f"{EXPERIMENT}-{args.platform}-{args.workload.replace('_', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"

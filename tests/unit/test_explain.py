@@ -137,6 +137,8 @@ def test_a_known_overhead_goes_into_its_rung_and_every_rung_above_it(host_ready)
         (("cn", "--inject", "ns:spin=0.2"), "give RUNG:discard=D"),
         (("cn", "--inject", "gv:discard=0.2"), "'gv' is not a rung above bm of this ladder"),
         (("cn", "--inject", "ns:discard=1.5"), "above 0 and below 1"),
+        (("cn", "--set", "baselines.cn=bm"), "--set baselines.cn=bm: the ladder sets platforms, baselines"),
+        (("cn", "--set", "params.steps=0"), "params.steps"),
     ],
 )
 def test_bad_input_is_refused_before_any_cell_naming_what_was_wrong(host_ready, capsys, argv, message):
