@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ansible_collections.platbench.lab.plugins.module_utils import platforms
+
 from platbench import distributions
 from platbench.report.stats import CONFIDENCE, log_ratio_estimate
 from platbench.report.tables import PAIRED_METHODS, comparison
@@ -139,7 +141,7 @@ def ratio_text(estimate):
     return f"{estimate.ratio:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def line(attribution, baseline="bm"):
+def line(attribution, baseline=platforms.BASELINE):
     """``cn/bm 1.003 [0.995, 1.011] = image root 0.998 [...] x namespaces 1.001 [...] x ...``: the direct ratio (or
     the product, where no direct pair ran) and each step's."""
     head = attribution.direct if attribution.direct is not None else attribution.product

@@ -1,5 +1,6 @@
 """The ladder from bm to a platform: one mechanism added per rung, each rung a platform of the registry that really
-runs the workload (docs/src/explaining.md).
+runs the workload (docs/src/explaining.md). Each platform's registry entry declares its step: the rung below it
+(``rung_below``), the mechanism it adds (``mechanism``, ``adds``) and what the step cannot tell apart.
 
 Each step names the rung it climbs to, the rung below it (its baseline), the mechanism it adds and what it cannot
 isolate. A rung this host cannot build is left out, and the step above it then adds both mechanisms (the plan says
@@ -26,97 +27,11 @@ class Step:
     cannot: str = ""
 
 
+# Each platform's step, as its registry entry declares it (rung_below, mechanism, adds, cannot_isolate).
 STEPS = {
-    step.platform: step
-    for step in (
-        Step(
-            "cr",
-            platforms.BASELINE,
-            "image root",
-            "the image's own Debian libraries, Python build and venv (chroot into the root exported from the image, "
-            "taskset, a cgroup of its own as bm's): the same bytes as cn, nothing else of a container",
-            "which library of the image costs it (the root as a whole against the host's)",
-        ),
-        Step(
-            "ns",
-            "cr",
-            "namespaces",
-            "pid, mount, uts, ipc and network namespaces, pivot_root, Docker's mounts and masked paths, runc's own "
-            "cgroup and cpuset in place of taskset: Docker's OCI bundle run by runc, with no seccomp filter and every "
-            "capability",
-            "the namespaces one by one: runc makes them together",
-        ),
-        Step(
-            "sc",
-            "ns",
-            "seccomp and capabilities",
-            "Docker's default seccomp filter on every system call and its capability set (and its AppArmor profile "
-            "where the host has AppArmor): the same bundle, confined as Docker confines it",
-            "the filter from the capabilities: Docker applies both",
-        ),
-        Step(
-            "cn",
-            "sc",
-            "engine",
-            "dockerd and containerd-shim starting the container, the image's overlay root in place of the exported "
-            "root, the log driver taking its output",
-            "the overlay root from the engine's processes",
-        ),
-        Step(
-            "pd",
-            "sc",
-            "engine (Podman)",
-            "podman and conmon starting the container with Podman's own seccomp profile, the overlay root",
-            "Podman's profile from its engine",
-        ),
-        Step(
-            "gv",
-            "cn",
-            "gVisor runtime",
-            "runsc in place of runc: the system calls served by gVisor's user-space kernel (its platform: ptrace or "
-            "systrap, in the cells' record)",
-            "gVisor's platform from its kernel: one runtime setting",
-        ),
-        Step(
-            "lx",
-            "ns",
-            "LXC",
-            "lxc-execute in place of runc: LXC's init, its cgroup keys, mounts and default confinement",
-            "LXC's confinement from its start-up",
-        ),
-        Step(
-            "sg",
-            "cr",
-            "Apptainer",
-            "apptainer exec of the SIF: a squashfs root, Apptainer's mount namespace and starter, --containall",
-            "the squashfs root from the starter",
-        ),
-        Step(
-            "k8s",
-            "cn",
-            "Kubernetes",
-            "kubelet and containerd's CRI in place of dockerd, the static CPU manager, the pod's network",
-            "the CPU manager from the runtime",
-        ),
-        Step(
-            "vm",
-            platforms.BASELINE,
-            "guest",
-            "a libvirt guest: its own kernel, vCPUs pinned one to one, virtio devices (KVM; emulated under TCG)",
-            "pinning, huge pages and the virtio paths apart: the guest's settings are one rung here",
-        ),
-        Step("vmcn", "vm", "engine in the guest", "the guest's Docker engine running the image", ""),
-        Step(
-            "vmsg", "vm", "Apptainer in the guest", "Apptainer in the guest running the SIF from a read-only disk", ""
-        ),
-        Step(
-            "mvm",
-            platforms.BASELINE,
-            "micro-VM",
-            "a Firecracker micro-VM under the jailer: its kernel, vCPU threads pinned, virtio-mmio devices",
-            "",
-        ),
-    )
+    entry.label: Step(entry.label, entry.rung_below, entry.mechanism, entry.adds, entry.cannot_isolate or "")
+    for entry in platforms.PLATFORMS
+    if entry.rung_below and entry.placement
 }
 
 

@@ -112,10 +112,16 @@ _FIELDS = (
     "instance",  # cloud_instance: INSTANCES, what the cloud provisions; else None
     "baseline",  # the platform every other one is normalized to in the report
     "unbuilt",  # why this release does not build it, or None
+    # platbench explain's ladder (platbench/explain/ladder.py): the platform this one is measured against, one
+    # mechanism below it (None: no rung below it runs on the host, a cloud instance; bm: the ladder's foot).
+    "rung_below",
     # Prose for people (README, `platbench.lab.platforms`); nothing compares it.
     "cpu_pinning",  # how `pin` gives the scenario its CPUs
     "cpu_vanilla",  # what `vnl` does
     "gpu_handover",  # how a `gpu` cell gets its GPUs
+    "mechanism",  # what the platform adds to its rung_below, in a few words (explain's attribution line)
+    "adds",  # the same in a sentence
+    "cannot_isolate",  # what its step cannot tell apart
 )
 
 
@@ -190,7 +196,7 @@ def _entry(label, description, roles, kind, **fields):
         "instance": None,
     }
     defaults["host_group"] = None  # the campaign provisions a cloud instance (its group: add_host)
-    defaults.update(baseline=False, unbuilt=None)
+    defaults.update(baseline=False, unbuilt=None, rung_below=None, mechanism=None, adds=None, cannot_isolate=None)
     return Platform(label=label, description=description, roles=tuple(roles), kind=kind, **{**defaults, **fields})
 
 
@@ -225,6 +231,13 @@ PLATFORMS = (
         cpu_pinning="taskset",
         cpu_vanilla="none (the host scheduler)",
         gpu_handover="none (the root has no driver libraries: gpu cells refused)",
+        rung_below="bm",
+        mechanism="image root",
+        adds=(
+            "the image's own Debian libraries, Python build and venv (chroot into the root exported from the image, "
+            "taskset, a cgroup of its own as bm's): the same bytes as cn, nothing else of a container"
+        ),
+        cannot_isolate="which library of the image costs it (the root as a whole against the host's)",
     ),
     _entry(
         "ns",
@@ -239,6 +252,14 @@ PLATFORMS = (
         cpu_pinning="the bundle's cpuset (runc)",
         cpu_vanilla="the bundle's CPU quota (runc)",
         gpu_handover="none (the root has no driver libraries: gpu cells refused)",
+        rung_below="cr",
+        mechanism="namespaces",
+        adds=(
+            "pid, mount, uts, ipc and network namespaces, pivot_root, Docker's mounts and masked paths, runc's own "
+            "cgroup and cpuset in place of taskset: Docker's OCI bundle run by runc, with no seccomp filter and every"
+            " capability"
+        ),
+        cannot_isolate="the namespaces one by one: runc makes them together",
     ),
     _entry(
         "sc",
@@ -253,6 +274,13 @@ PLATFORMS = (
         cpu_pinning="the bundle's cpuset (runc)",
         cpu_vanilla="the bundle's CPU quota (runc)",
         gpu_handover="none (the root has no driver libraries: gpu cells refused)",
+        rung_below="ns",
+        mechanism="seccomp and capabilities",
+        adds=(
+            "Docker's default seccomp filter on every system call and its capability set (and its AppArmor profile "
+            "where the host has AppArmor): the same bundle, confined as Docker confines it"
+        ),
+        cannot_isolate="the filter from the capabilities: Docker applies both",
     ),
     _entry(
         "cn",
@@ -268,6 +296,13 @@ PLATFORMS = (
         cpu_pinning="cpuset-cpus",
         cpu_vanilla="--cpus quota",
         gpu_handover="device_requests",
+        rung_below="sc",
+        mechanism="engine",
+        adds=(
+            "dockerd and containerd-shim starting the container, the image's overlay root in place of the exported "
+            "root, the log driver taking its output"
+        ),
+        cannot_isolate="the overlay root from the engine's processes",
     ),
     _entry(
         "pd",
@@ -282,6 +317,10 @@ PLATFORMS = (
         cpu_pinning="cpuset-cpus",
         cpu_vanilla="--cpus quota",
         gpu_handover="CDI nvidia.com/gpu",
+        rung_below="sc",
+        mechanism="engine (Podman)",
+        adds=("podman and conmon starting the container with Podman's own seccomp profile, the overlay root"),
+        cannot_isolate="Podman's profile from its engine",
     ),
     _entry(
         "gv",
@@ -297,6 +336,13 @@ PLATFORMS = (
         cpu_pinning="cpuset-cpus (the sandbox's cgroup)",
         cpu_vanilla="--cpus quota",
         gpu_handover="none (Debian 12's runsc has no nvproxy)",
+        rung_below="cn",
+        mechanism="gVisor runtime",
+        adds=(
+            "runsc in place of runc: the system calls served by gVisor's user-space kernel (its platform: ptrace or "
+            "systrap, in the cells' record)"
+        ),
+        cannot_isolate="gVisor's platform from its kernel: one runtime setting",
     ),
     _entry(
         "lx",
@@ -310,6 +356,10 @@ PLATFORMS = (
         cpu_pinning="lxc.cgroup cpuset.cpus",
         cpu_vanilla="lxc.cgroup CPU quota",
         gpu_handover="none (no device passed in: gpu cells refused)",
+        rung_below="ns",
+        mechanism="LXC",
+        adds=("lxc-execute in place of runc: LXC's init, its cgroup keys, mounts and default confinement"),
+        cannot_isolate="LXC's confinement from its start-up",
     ),
     _entry(
         "vm",
@@ -326,6 +376,10 @@ PLATFORMS = (
         cpu_pinning="vcpupin",
         cpu_vanilla="none (the host scheduler)",
         gpu_handover="hostdev",
+        rung_below="bm",
+        mechanism="guest",
+        adds=("a libvirt guest: its own kernel, vCPUs pinned one to one, virtio devices (KVM; emulated under TCG)"),
+        cannot_isolate="pinning, huge pages and the virtio paths apart: the guest's settings are one rung here",
     ),
     _entry(
         "vmcn",
@@ -342,6 +396,10 @@ PLATFORMS = (
         cpu_pinning="vcpupin + cpuset-cpus",
         cpu_vanilla="--cpus quota in the guest",
         gpu_handover="hostdev + device_requests",
+        rung_below="vm",
+        mechanism="engine in the guest",
+        adds=("the guest's Docker engine running the image"),
+        cannot_isolate="the engine from the guest's kernel: the guest is below it",
     ),
     _entry(
         "vmsg",
@@ -358,6 +416,10 @@ PLATFORMS = (
         cpu_pinning="vcpupin + taskset",
         cpu_vanilla="--cpus quota in the guest",
         gpu_handover="hostdev + --nv",
+        rung_below="vm",
+        mechanism="Apptainer in the guest",
+        adds=("Apptainer in the guest running the SIF from a read-only disk"),
+        cannot_isolate="the SIF's disk from Apptainer's start-up",
     ),
     _entry(
         "mvm",
@@ -374,6 +436,10 @@ PLATFORMS = (
         cpu_pinning="jailer cpuset + fc_vcpu thread affinity",
         cpu_vanilla="jailer cgroup CPU quota",
         gpu_handover="none (no PCI passthrough)",
+        rung_below="bm",
+        mechanism="micro-VM",
+        adds=("a Firecracker micro-VM under the jailer: its kernel, vCPU threads pinned, virtio-mmio devices"),
+        cannot_isolate="the jailer from the micro-VM",
     ),
     _entry(
         "sg",
@@ -389,6 +455,10 @@ PLATFORMS = (
         cpu_pinning="taskset",
         cpu_vanilla="--cpus quota",
         gpu_handover="--nv",
+        rung_below="cr",
+        mechanism="Apptainer",
+        adds=("apptainer exec of the SIF: a squashfs root, Apptainer's mount namespace and starter, --containall"),
+        cannot_isolate="the squashfs root from the starter",
     ),
     _entry(
         "k8s",
@@ -402,6 +472,10 @@ PLATFORMS = (
         cpu_pinning="static CPU manager, Guaranteed QoS",
         cpu_vanilla="CPU limit",
         gpu_handover="nvidia.com/gpu + RuntimeClass nvidia",
+        rung_below="cn",
+        mechanism="Kubernetes",
+        adds=("kubelet and containerd's CRI in place of dockerd, the static CPU manager, the pod's network"),
+        cannot_isolate="the CPU manager from the runtime",
     ),
     _entry(
         "ironic",
@@ -540,6 +614,10 @@ def entry_problems(platform):
         problems.append("an instance is set exactly for a platform whose machine is a cloud instance")
     if (platform.host_group is None) != platform.remote:
         problems.append("a host_group (an inventory group) is set exactly for a platform that is not a cloud instance")
+    if platform.rung_below is not None and (platform.rung_below not in LABELS or not platform.mechanism):
+        problems.append(
+            f"rung_below {platform.rung_below!r} must be a platform of the registry, with the mechanism it adds"
+        )
     unknown = set(platform.requires) - set(REQUIREMENTS)
     if unknown:
         problems.append(f"unknown requirements {sorted(unknown)}")
