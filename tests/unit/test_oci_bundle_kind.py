@@ -17,8 +17,10 @@ from ansible_collections.platbench.lab.plugins.module_utils import oci_bundle, p
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells import duet_pair
 from plan_options import assert_plan_matches_its_specs, cell_plan
+from playbook_run import run_playbook
 from test_kinds import OPTIONS, make_cell
 
+CAP_LAST = "/proc/sys/kernel/cap_last_cap"
 DOCKER_CONFIG = json.loads((Path(__file__).parent / "data" / "docker-oci-config.json").read_text())
 DOCKER_CAPABILITIES = {
     "CAP_CHOWN",
@@ -208,3 +210,45 @@ def test_readiness_says_what_is_missing_and_which_role_makes_it(tmp_path):
     assert {platforms.get(label).confinement for label in ("ns", "sc")} == {"none", "engine"}
     assert all("bundle_bases" in platforms.get(label).requires for label in ("ns", "sc"))
     assert "bundle_bases" in readiness.CHECKS
+
+
+def test_the_module_writes_both_bases_once_and_a_second_run_changes_nothing(tmp_path):
+    """platbench.lab.oci_bundle_base, as the role runs it, on the captured configuration."""
+    captured = tmp_path / "config.json"
+    captured.write_text(json.dumps(DOCKER_CONFIG))
+    dest = tmp_path / "oci"
+    task = {
+        "platbench.lab.oci_bundle_base": {
+            "engine_config": str(captured),
+            "image_id": "sha256:" + "d" * 64,
+            "root": "/var/lib/platbench/lxc/rootfs",
+            "dest": str(dest),
+        },
+        "register": "made",
+    }
+    shown = {"ansible.builtin.debug": {"var": "made"}}
+    plays = [{"hosts": "localhost", "gather_facts": False, "tasks": [task, shown]}]
+    checked = run_playbook(plays, tmp_path / "check", None, "--check")
+    assert checked.rc == 0 and not dest.exists(), checked.output[-3000:]
+    first = run_playbook(plays, tmp_path / "first")
+    assert first.rc == 0 and first.recap() == (1, 0), first.output[-3000:]
+    written = {path.name for path in dest.iterdir()}
+    assert written == {"base-none.json", "base-engine.json", "bases.image-id"}
+    engine = json.loads((dest / "base-engine.json").read_text())
+    assert engine == oci_bundle.base_config(DOCKER_CONFIG, "engine", cap_last=int(Path(CAP_LAST).read_text()))
+    found = oci_bundle.probe(
+        "/usr/sbin/runc",
+        image_id_file=str(dest / "bases.image-id"),
+        bases={confinement: str(dest / Path(path).name) for confinement, path in oci_bundle.BASES.items()},
+    )
+    assert oci_bundle.host_problem(found, "sha256:" + "d" * 64, "none") is None
+    again = run_playbook(plays, tmp_path / "again")
+    assert again.rc == 0 and again.recap() == (0, 0), again.output[-3000:]
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"ociVersion": "1.0.2"}))
+    refused = run_playbook(
+        [{**plays[0], "tasks": [{**task, "platbench.lab.oci_bundle_base": {**task["platbench.lab.oci_bundle_base"],
+                                                                            "engine_config": str(broken)}}]}],
+        tmp_path / "refused",
+    )
+    assert refused.rc != 0 and "is it an OCI config.json?" in refused.output
