@@ -8,7 +8,7 @@ cell's is started (no network) and keeps the OCI configuration Docker wrote for 
 ``base_config`` makes one base per confinement, written once per image id:
 
 - ``none`` (``ns``): Docker's namespaces, mounts and masked paths, with no seccomp filter, every capability the
-  kernel has and no AppArmor profile;
+  host's root holds (its bounding set) and no AppArmor profile;
 - ``engine`` (``sc``): the same, with Docker's seccomp profile, capability set and AppArmor profile as it applied
   them.
 
@@ -61,7 +61,7 @@ SHM = {
 }
 # The exit status of a line whose bundle could not be made: the workload never started.
 BUNDLE_FAILED = 125
-# Linux's capabilities by number (capability.h); a base with no confinement holds those up to the kernel's last.
+# Linux's capabilities by number (capability.h); a base with no confinement holds those of the host root's bounding set.
 CAPABILITIES = (
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
@@ -106,7 +106,6 @@ CAPABILITIES = (
     "CAP_CHECKPOINT_RESTORE",
 )
 CAPABILITY_SETS = ("bounding", "effective", "permitted", "inheritable")
-LAST_CAPABILITY = len(CAPABILITIES) - 1
 # Applies a cell's patch to a base: `set` puts values at dotted paths, `extend` appends to lists, `env` sets
 # variables of a NAME=VALUE list by name (a second entry of a name would be shadowed by the first). Run by the host's
 # python3 in the cell's line: the base is on the runner host, the patch comes from the plan.
@@ -137,9 +136,20 @@ class BundleError(ValueError):
     """Docker's configuration cannot be made into a base; the message says what is wrong and where."""
 
 
-def capabilities_up_to(last):
-    """Every capability of a kernel whose last is number ``last`` (/proc/sys/kernel/cap_last_cap)."""
-    return list(CAPABILITIES[: int(last) + 1])
+def capabilities_in(mask):
+    """The capabilities of a mask (/proc/self/status's CapBnd, hex): what a process of the host's root may hold, and
+    so all runc can give a container (asking for one outside it fails the container's start)."""
+    bits = int(str(mask), 16)
+    return [name for number, name in enumerate(CAPABILITIES) if bits >> number & 1]
+
+
+def bounding_set(status_path="/proc/self/status"):
+    """This process's bounding set of capabilities (as ``capabilities_in`` names them)."""
+    with open(status_path, encoding="utf-8") as stream:
+        for line in stream:
+            if line.startswith("CapBnd:"):
+                return capabilities_in(line.split(":", 1)[1].strip())
+    raise BundleError(f"{status_path} has no CapBnd line")
 
 
 def _engine_mount(mount):
@@ -152,10 +162,10 @@ def _engine_mount(mount):
     return mount
 
 
-def base_config(engine_config, confinement, root=ROOT, cap_last=LAST_CAPABILITY):
+def base_config(engine_config, confinement, root=ROOT, bounding=CAPABILITIES):
     """The base of ``confinement`` (CONFINEMENTS) made from Docker's OCI configuration ``engine_config`` (a dict): its
     root ``root``, no process arguments yet, no cgroup, CPU or network settings of the throwaway container's, no
-    hooks."""
+    hooks. ``none`` gives the process every capability of ``bounding`` (the host root's: ``bounding_set``)."""
     if confinement not in CONFINEMENTS:
         raise BundleError(f"confinement {confinement!r}: one of {', '.join(CONFINEMENTS)}")
     linux = engine_config.get("linux")
@@ -188,8 +198,7 @@ def base_config(engine_config, confinement, root=ROOT, cap_last=LAST_CAPABILITY)
     if confinement == "none":
         base["linux"].pop("seccomp", None)
         base["process"].pop("apparmorProfile", None)
-        everything = capabilities_up_to(cap_last)
-        base["process"]["capabilities"] = {name: list(everything) for name in CAPABILITY_SETS}
+        base["process"]["capabilities"] = {name: list(bounding) for name in CAPABILITY_SETS}
     return base
 
 

@@ -12,7 +12,7 @@ short_description: Make the runc bundle bases of platforms ns and sc from Docker
 description:
   - Reads the OCI configuration (C(config.json)) the Docker engine wrote for a container of the workload image and
     writes one base per confinement - C(none) (Docker's namespaces, mounts and masked paths; no seccomp filter, every
-    capability of this kernel, no AppArmor profile) and C(engine) (the same, with Docker's seccomp profile, capability
+    capability of this host's root, its bounding set; no AppArmor profile) and C(engine) (the same, with Docker's seccomp profile, capability
     set and AppArmor profile) - with O(root) as their root, and the image id they were made from.
   - Writes only what is missing or differs.
 version_added: "0.14.0"
@@ -63,8 +63,6 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.platbench.lab.plugins.module_utils import oci_bundle
 
-CAP_LAST = "/proc/sys/kernel/cap_last_cap"
-
 
 def _current(path):
     try:
@@ -88,14 +86,13 @@ def main():
     try:
         with open(params["engine_config"], encoding="utf-8") as stream:
             engine_config = json.load(stream)
-        with open(CAP_LAST, encoding="utf-8") as stream:
-            cap_last = int(stream.read().strip())
+        bounding = oci_bundle.bounding_set()
     except (OSError, ValueError) as exc:
-        module.fail_json(msg=f"cannot read the engine's configuration or this kernel's capabilities: {exc}")
+        module.fail_json(msg=f"cannot read the engine's configuration or this process's capabilities: {exc}")
     files, mechanisms = {}, {}
     try:
         for confinement in oci_bundle.CONFINEMENTS:
-            base = oci_bundle.base_config(engine_config, confinement, root=params["root"], cap_last=cap_last)
+            base = oci_bundle.base_config(engine_config, confinement, root=params["root"], bounding=bounding)
             name = os.path.basename(oci_bundle.BASES[confinement])
             files[os.path.join(params["dest"], name)] = json.dumps(base, indent=1, sort_keys=True) + "\n"
             mechanisms[confinement] = oci_bundle.mechanisms(base)

@@ -20,7 +20,6 @@ from plan_options import assert_plan_matches_its_specs, cell_plan
 from playbook_run import run_playbook
 from test_kinds import OPTIONS, make_cell
 
-CAP_LAST = "/proc/sys/kernel/cap_last_cap"
 DOCKER_CONFIG = json.loads((Path(__file__).parent / "data" / "docker-oci-config.json").read_text())
 DOCKER_CAPABILITIES = {
     "CAP_CHOWN",
@@ -63,8 +62,8 @@ def patch_of(planned):
 
 
 def test_the_engine_base_holds_docker_s_seccomp_capabilities_and_namespaces_and_none_holds_no_filter_and_every_cap():
-    engine = oci_bundle.base_config(DOCKER_CONFIG, "engine", root="/var/lib/platbench/lxc/rootfs", cap_last=40)
-    none = oci_bundle.base_config(DOCKER_CONFIG, "none", root="/var/lib/platbench/lxc/rootfs", cap_last=40)
+    engine = oci_bundle.base_config(DOCKER_CONFIG, "engine", root="/var/lib/platbench/lxc/rootfs")
+    none = oci_bundle.base_config(DOCKER_CONFIG, "none", root="/var/lib/platbench/lxc/rootfs")
     for base in (engine, none):
         # The same namespaces, root, mounts and masked paths on both rungs: only the confinement differs.
         assert sorted(oci_bundle.mechanisms(base)["namespaces"]) == sorted(oci_bundle.NAMESPACES)
@@ -90,10 +89,12 @@ def test_the_engine_base_holds_docker_s_seccomp_capabilities_and_namespaces_and_
     seen = oci_bundle.mechanisms(engine)
     assert seen["seccomp"]["rules"] == len(DOCKER_CONFIG["linux"]["seccomp"]["syscalls"]) > 10
     assert seen["capabilities"]["bounding"] == 14 and oci_bundle.mechanisms(none)["seccomp"] is None
-    # An older kernel's capabilities stop at its last.
-    assert oci_bundle.base_config(DOCKER_CONFIG, "none", cap_last=37)["process"]["capabilities"]["effective"][-1] == (
-        "CAP_AUDIT_READ"
-    )
+    # Every capability the host's root holds, and no more: runc cannot give a container one outside its bounding set
+    # (this project's machines lack CAP_SYS_RESOURCE: bit 24 of 0x1fffeffffff).
+    held = oci_bundle.capabilities_in("1fffeffffff")
+    assert len(held) == 40 and "CAP_SYS_RESOURCE" not in held and held[-1] == "CAP_CHECKPOINT_RESTORE"
+    assert oci_bundle.base_config(DOCKER_CONFIG, "none", bounding=held)["process"]["capabilities"]["effective"] == held
+    assert oci_bundle.capabilities_in("3fffffffff")[-1] == "CAP_AUDIT_READ"  # an older kernel's last: 37
 
 
 def test_a_configuration_that_is_not_a_cell_s_is_refused_naming_what_is_missing():
@@ -235,7 +236,9 @@ def test_the_module_writes_both_bases_once_and_a_second_run_changes_nothing(tmp_
     written = {path.name for path in dest.iterdir()}
     assert written == {"base-none.json", "base-engine.json", "bases.image-id"}
     engine = json.loads((dest / "base-engine.json").read_text())
-    assert engine == oci_bundle.base_config(DOCKER_CONFIG, "engine", cap_last=int(Path(CAP_LAST).read_text()))
+    assert engine == oci_bundle.base_config(DOCKER_CONFIG, "engine")
+    none = json.loads((dest / "base-none.json").read_text())
+    assert none["process"]["capabilities"]["bounding"] == oci_bundle.bounding_set()
     found = oci_bundle.probe(
         "/usr/sbin/runc",
         image_id_file=str(dest / "bases.image-id"),
@@ -247,8 +250,20 @@ def test_the_module_writes_both_bases_once_and_a_second_run_changes_nothing(tmp_
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"ociVersion": "1.0.2"}))
     refused = run_playbook(
-        [{**plays[0], "tasks": [{**task, "platbench.lab.oci_bundle_base": {**task["platbench.lab.oci_bundle_base"],
-                                                                            "engine_config": str(broken)}}]}],
+        [
+            {
+                **plays[0],
+                "tasks": [
+                    {
+                        **task,
+                        "platbench.lab.oci_bundle_base": {
+                            **task["platbench.lab.oci_bundle_base"],
+                            "engine_config": str(broken),
+                        },
+                    }
+                ],
+            }
+        ],
         tmp_path / "refused",
     )
     assert refused.rc != 0 and "is it an OCI config.json?" in refused.output
