@@ -11,9 +11,10 @@ module: oci_bundle_base
 short_description: Make the runc bundle bases of platforms ns and sc from Docker's OCI configuration of a container
 description:
   - Reads the OCI configuration (C(config.json)) the Docker engine wrote for a container of the workload image and
-    writes one base per confinement - C(none) (Docker's namespaces, mounts and masked paths; no seccomp filter, every
-    capability of this host's root, its bounding set; no AppArmor profile) and C(engine) (the same, with Docker's seccomp profile, capability
-    set and AppArmor profile) - with O(root) as their root, and the image id they were made from.
+    writes one base per confinement, with O(root) as their root, and the image id they were made from.
+  - C(none) - Docker's namespaces, mounts and masked paths; no seccomp filter, every capability of this host's root
+    (its bounding set), no AppArmor profile.
+  - C(engine) - the same, with Docker's seccomp profile, capability set and AppArmor profile.
   - Writes only what is missing or differs.
 version_added: "0.14.0"
 author: platbench developers (@platbench)

@@ -262,7 +262,7 @@ def test_a_known_overhead_on_one_rung_is_the_step_blamed(tmp_path):
     found = found_in(ladder_campaign(tmp_path, steps={**CN_STEPS, "ns": 0.8}))
     step, share = found.largest()
     assert step.platform == "ns" and share > 0.8
-    ns = dict((step.platform, estimate) for step, estimate in found.steps)["ns"]
+    ns = {step.platform: estimate for step, estimate in found.steps}["ns"]
     assert ns.interval()[0] <= 0.8 <= ns.interval()[1]
 
 
