@@ -93,6 +93,7 @@ _MAPPINGS = {
     "dataset": {"generator": None, "args": _PARAMS},
     "background": {"workload": None, "params": _PARAMS, "settle": None},
     "baselines": {"PLATFORM": None},
+    "only_on": {"FIELD": None},
     "inject": dict.fromkeys(INJECT_KNOBS),
     "emulated": {
         field: {"params": _PARAMS, "workload_params": _WORKLOAD_PARAMS}.get(field) for field in EMULATED_FIELDS

@@ -36,7 +36,7 @@ DEFAULT_PRECISION = 0.01
 MIN_PAIRS_ADDED = 3  # a pass costs the playbook's start: one of a round or two is mostly that
 EXPLANATION = "explanation.json"
 # The experiment's fields the ladder sets: --set may not.
-LADDER_FIELDS = ("platforms", "baselines", "inject", "inject_into", "schedule")
+LADDER_FIELDS = ("platforms", "baselines", "inject", "inject_into", "schedule", "only_on", "workload", *ladders.PATHS)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -97,6 +97,16 @@ def _workloads():
     return list((data.get("sizes") or {}).keys())
 
 
+def _paths_used(workload):
+    """The paths (ladder.PATHS) the workload of size ``workload`` uses: the data path where it reads a data directory
+    (a generated dataset, or params.data_dir)."""
+    from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import load_experiment
+
+    loaded = load_experiment(str(REPO / "experiments"), EXPERIMENT, {"workload": workload}, workload)
+    reads = loaded.get("dataset") is not None or "data_dir" in (loaded.get("params") or {})
+    return ["data_path"] if reads else []
+
+
 def parse_inject(text, rungs):
     """``RUNG:discard=D`` as (rung, fraction), each part checked; ValueError naming what is wrong."""
     rung, colon, setting = str(text).partition(":")
@@ -114,11 +124,17 @@ def parse_inject(text, rungs):
     return rung, fraction
 
 
-def settings_of(steps, injected=None):
-    """The campaign's --set texts: the ladder's platforms and each rung's baselines, and an injection into a rung."""
+def settings_of(steps, injected=None, paths=()):
+    """The campaign's --set texts: the ladder's platforms and each rung's baselines, the paths' dimensions on the top
+    platform only, and an injection into a rung."""
     found = [f"platforms=[{','.join(ladders.rungs(steps))}]"]
-    for platform, named in ladders.baselines(steps).items():
-        found.append(f"baselines.{platform}={json.dumps(named)}")
+    for rung, named in ladders.baselines(steps).items():
+        found.append(f"baselines.{rung}={json.dumps(named)}")
+    for label in paths:
+        found += [
+            f"{label}=[{','.join(ladders.PATHS[label]['values'])}]",
+            f"only_on.{label}=[{steps[-1].platform}]",
+        ]
     if injected:
         rung, fraction = injected
         # The cost a mechanism adds stays in every rung above it: the injection goes into the rung and those above.
@@ -160,6 +176,7 @@ def prepare(args):
     chain = ladders.chain(args.platform)
     runner, unready = hosts.unready(ladders.rungs(chain), args.inventory)
     steps, left_out = ladders.climb(args.platform, unready)
+    steps, paths = ladders.with_paths(steps, _paths_used(args.workload))
     injected = parse_inject(args.inject, ladders.rungs(steps)) if args.inject else None
     owned = [text for text in args.settings if text.split("=", 1)[0].split(".")[0] in LADDER_FIELDS]
     if owned:
@@ -167,7 +184,8 @@ def prepare(args):
             f"--set {owned[0]}: the ladder sets {', '.join(LADDER_FIELDS)} itself; name the platform to explain "
             "(and --inject for a known overhead) instead"
         )
-    settings = [*settings_of(steps, injected), *args.settings]
+    # The size's workload named again: the other sizes' workload parameters then go (experiment_spec._narrowed).
+    settings = [f"workload={args.workload}", *settings_of(steps, injected, paths), *args.settings]
     campaign = (
         args.campaign
         or f"{EXPERIMENT}-{args.platform}-{args.workload.replace('_', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -185,6 +203,7 @@ def prepare(args):
         campaign=campaign,
         max_seconds=max_seconds,
         injected=injected,
+        paths=paths,
         experiment=experiment,
         cells=experiment["cells"],
     )
@@ -195,7 +214,7 @@ def plan_lines(plan):
         f"platbench explain {plan.steps[-1].platform} on {plan.runner}: the ladder, each rung against the one below it"
     ]
     for step in plan.steps:
-        lines.append(f"  {step.below} -> {step.platform}: + {step.mechanism}: {step.adds}")
+        lines.append(f"  {step.below_rung} -> {step.rung}: + {step.mechanism}: {step.adds}")
     for label, why in plan.left_out:
         lines.append(f"  left out: {label}: {why}")
     if plan.injected:
@@ -310,7 +329,8 @@ def as_json(found, plan, spent):
         "steps": [
             {
                 "platform": step.platform,
-                "below": step.below,
+                "rung": step.rung,
+                "below": step.below_rung,
                 "mechanism": step.mechanism,
                 "adds": step.adds,
                 "cannot": step.cannot,
@@ -325,6 +345,7 @@ def as_json(found, plan, spent):
         "agrees": found.agrees(),
         "largest": None if largest is None else {"platform": largest[0].platform, "share": largest[1]},
         "injected": None if not plan.injected else {"platform": plan.injected[0], "discard": plan.injected[1]},
+        "paths": list(plan.paths),
         "spent_seconds": round(spent, 1),
     }
 

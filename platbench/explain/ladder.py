@@ -10,21 +10,51 @@ machine the cloud builds) has no ladder.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
+from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import rungs as rung_texts
 
 
 @dataclass(frozen=True)
 class Step:
     """One rung of a ladder: ``platform`` measured against ``below``; ``mechanism`` is what it adds, in a few words
-    (the attribution line's name), ``adds`` the same in a sentence, ``cannot`` what the step cannot tell apart."""
+    (the attribution line's name), ``adds`` the same in a sentence, ``cannot`` what the step cannot tell apart. A rung
+    of a path is a platform with label values (``settings``: cn with ``data_path: overlay``), over the same platform
+    with others (``below_settings``)."""
 
     platform: str
     below: str
     mechanism: str
     adds: str
     cannot: str = ""
+    settings: dict = field(default_factory=dict)
+    below_settings: dict = field(default_factory=dict)
+
+    @property
+    def rung(self):
+        """The rung's text, as the experiment's ``baselines`` names it (rungs.py): ``cn`` or ``cn[data_path:bind]``."""
+        return rung_texts.text(self.platform, self.settings)
+
+    @property
+    def below_rung(self):
+        return rung_texts.text(self.below, self.below_settings)
+
+
+# The paths a workload may use, each a rung on top of the platform's own: the label the campaign varies on the top
+# platform only (its first value the platform's own way, the second the path's), and what the step adds.
+PATHS = {
+    "data_path": {
+        "values": ("bind", "overlay"),
+        "mechanism": "overlay data",
+        "adds": "the data directory read through a read-only overlayfs (as from an image layer), not a bind mount",
+        "cannot": "overlayfs's own lookups from the page cache it shares with the bind mount",
+        # Who can take it: a kind declaring data_overlay, through Docker's local volume driver.
+        "capability": "data_overlay",
+        "engines": ("docker",),
+    },
+}
 
 
 # Each platform's step, as its registry entry declares it (rung_below, mechanism, adds, cannot_isolate).
@@ -88,18 +118,57 @@ def climb(platform, unready=None):
     return steps, left_out
 
 
+def path_step(top, label):
+    """The rung of path ``label`` (PATHS) on top of ``top`` (the ladder's last step, whose rung then takes the path's
+    first value): ``(top with its settings, the path's step)``."""
+    path = PATHS[label]
+    own, other = path["values"][0], path["values"][1]
+    settled = replace(top, settings={**top.settings, label: own})
+    step = Step(
+        top.platform,
+        top.platform,
+        path["mechanism"],
+        path["adds"],
+        path["cannot"],
+        settings={**top.settings, label: other},
+        below_settings=settled.settings,
+    )
+    return settled, step
+
+
+def can_take_path(platform, label):
+    """Whether ``platform``'s cells can take path ``label``'s other value (its kind declares the path's capability,
+    through one of its engines)."""
+    entry, path = platforms.get(platform), PATHS[label]
+    return bool(getattr(placements.declaration(entry), path["capability"])) and entry.engine in path["engines"]
+
+
+def with_paths(steps, labels):
+    """The ladder with a rung for each path of ``labels`` (the paths the workload uses) its top platform can take,
+    on top of it; and the paths added."""
+    added = []
+    for label in labels:
+        if label in PATHS and can_take_path(steps[-1].platform, label):
+            settled, step = path_step(steps[-1], label)
+            steps = [*steps[:-1], settled, step]
+            added.append(label)
+    return steps, added
+
+
 def rungs(steps):
-    """The platforms of a ladder, bm first."""
-    return [platforms.BASELINE, *(step.platform for step in steps)]
+    """The platforms of a ladder, bm first, each once."""
+    return list(dict.fromkeys([platforms.BASELINE, *(step.platform for step in steps)]))
 
 
 def baselines(steps, direct=True):
-    """The experiment's ``baselines`` of a ladder: each rung against the rung below it, and the top against bm too
-    (``direct``: the ratio the product of the steps is checked against) where bm is not already below it."""
+    """The experiment's ``baselines`` of a ladder: each rung (its text) against the rung below it, and the top against
+    bm too (``direct``: the ratio the product of the steps is checked against) where bm is not already below it."""
     found = {}
     for index, step in enumerate(steps):
         last = index == len(steps) - 1
-        found[step.platform] = (
-            [step.below, platforms.BASELINE] if direct and last and step.below != platforms.BASELINE else step.below
+        found[step.rung] = (
+            [step.below_rung, platforms.BASELINE]
+            if direct and last and step.below_rung != platforms.BASELINE
+            else step.below_rung
         )
     return found

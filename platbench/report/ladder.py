@@ -9,7 +9,10 @@ rows (the same summary as the main table), so a step's ratio is the main table's
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import rungs
 
 from platbench.explain import attribution as attributing
 from platbench.explain import ladder as ladders
@@ -37,53 +40,67 @@ def plan_baselines(results_dir):
     return plan.get("baselines") or None
 
 
+def _named(platform, settings, lower, lower_settings):
+    """The Step from rung (``lower``, ``lower_settings``) up to (``platform``, ``settings``), named as explain's ladder
+    names it: a path's rung (the same platform, a label of ladder.PATHS changed), the declared step, several merged
+    where the campaign skipped rungs, or the two rungs' names for a pair the ladder does not know."""
+    changed = [label for label in settings if settings.get(label) != lower_settings.get(label)]
+    if platform == lower and len(changed) == 1 and changed[0] in ladders.PATHS:
+        path = ladders.PATHS[changed[0]]
+        return ladders.Step(platform, lower, path["mechanism"], path["adds"], path["cannot"], settings, lower_settings)
+    try:
+        chain = ladders.chain(platform)
+    except ladders.LadderError:
+        chain = []
+    reached = [BASELINE, *(step.platform for step in chain)]
+    # The declared steps between the rung below and this one: one, or several where rungs were left out.
+    climbed = chain[reached.index(lower) :] if lower in reached and lower != platform else []
+    if len(climbed) == 1:
+        return replace(climbed[0], settings=settings, below_settings=lower_settings)
+    mechanism = " + ".join(step.mechanism for step in climbed) or (
+        f"{rungs.text(platform, settings)} over {rungs.text(lower, lower_settings)}"
+    )
+    return ladders.Step(
+        platform, lower, mechanism, "; ".join(step.adds for step in climbed), "", settings, lower_settings
+    )
+
+
 def steps_of(baselines):
-    """The ladder's steps from the campaign's ``baselines``: each platform against its first baseline, named as
-    explain's ladder names the step (several steps merged where the campaign skipped rungs), bottom first; the top:
-    the platform compared with bm as well (its direct ratio), else the last."""
-    below = {platform: (named if isinstance(named, list) else [named])[0] for platform, named in baselines.items()}
+    """The ladder's steps from the campaign's ``baselines``: each rung against its first baseline, named as
+    explain's ladder names the step, bottom first."""
     steps = []
-    for platform, lower in below.items():
-        try:
-            chain = ladders.chain(platform)
-        except ladders.LadderError:
-            chain = []
-        reached = [BASELINE, *(step.platform for step in chain)]
-        # The declared steps between the rung below and this one: one, or several where rungs were left out.
-        climbed = chain[reached.index(lower) :] if lower in reached else []
-        if len(climbed) == 1:
-            steps.append(climbed[0])
-        else:
-            mechanism = " + ".join(step.mechanism for step in climbed) or f"{platform} over {lower}"
-            steps.append(ladders.Step(platform, lower, mechanism, "; ".join(step.adds for step in climbed)))
+    for key, named in baselines.items():
+        platform, settings = rungs.parse(key)
+        lower, lower_settings = rungs.parse((named if isinstance(named, list) else [named])[0])
+        steps.append(_named(platform, settings, lower, lower_settings))
     ordered, current = [], BASELINE
     while True:
-        nxt = [step for step in steps if step.below == current and step not in ordered]
-        if not nxt:
+        following = [step for step in steps if step.below_rung == current and step not in ordered]
+        if not following:
             break
-        ordered.append(nxt[0])
-        current = nxt[0].platform
+        ordered.append(following[0])
+        current = following[0].rung
     return ordered
 
 
-def _row_of(rows, platform):
-    found = [row for row in rows if row.get("platform") == platform]
+def _row_of(rows, platform, settings):
+    found = [row for row in rows if rungs.matches(row, platform, settings)]
     return found[0] if len(found) == 1 else None
 
 
 def attribution_of(rows, baselines, metric):
-    """The campaign's Attribution on ``metric`` from its summary ``rows``; None where the ladder is not one row a
-    rung (several scenarios of a rung: one ladder each is not drawn here)."""
+    """The campaign's Attribution on ``metric`` from its summary ``rows``; None where a rung is not one row (several
+    scenarios of a rung: one ladder each is not drawn here)."""
     steps = steps_of(baselines)
     if not steps:
         return None
-    of = {platform: _row_of(rows, platform) for platform in ladders.rungs(steps)}
+    of = {step.rung: _row_of(rows, step.platform, step.settings) for step in steps}
+    of[BASELINE] = _row_of(rows, BASELINE, {})
     if any(row is None for row in of.values()):
         return None
-    measured = [(step, attributing.of_rows(of[step.platform], of[step.below], metric)) for step in steps]
-    top = steps[-1].platform
-    direct = attributing.of_rows(of[top], of[BASELINE], metric)
-    return attributing.Attribution(top, metric, measured, direct)
+    measured = [(step, attributing.of_rows(of[step.rung], of[step.below_rung], metric)) for step in steps]
+    direct = attributing.of_rows(of[steps[-1].rung], of[BASELINE], metric)
+    return attributing.Attribution(steps[-1].rung, metric, measured, direct)
 
 
 def display(found):
@@ -94,14 +111,14 @@ def display(found):
     cumulative = 1.0
     for step, estimate in found.steps:
         if estimate is None:
-            lines.append([f"+ {step.mechanism}", step.platform, "n/a", "", "", "n/a"])
+            lines.append([f"+ {step.mechanism}", step.rung, "n/a", "", "", "n/a"])
             continue
         cumulative *= estimate.ratio
         low, high = estimate.interval()
         lines.append(
             [
                 f"+ {step.mechanism}",
-                f"{step.platform} over {step.below}",
+                f"{step.rung} over {step.below_rung}",
                 f"{estimate.ratio:.3f}",
                 f"[{low:.3f}, {high:.3f}]",
                 str(estimate.pairs),
@@ -124,7 +141,7 @@ def summary_lines(found):
     if largest is not None:
         step, share = largest
         share_text = "" if share is None else f", {share:.0%} of the steps' summed effect"
-        lines.append(f"largest step: {step.mechanism} ({step.platform} over {step.below}{share_text})")
+        lines.append(f"largest step: {step.mechanism} ({step.rung} over {step.below_rung}{share_text})")
     return lines
 
 
@@ -208,7 +225,7 @@ def waterfall_figure(found, context=None):
             capsize=3,
         )
         axes.text(index, max(after, previous), f"{estimate.ratio:.3f}", ha="center", va="bottom", fontsize=7)
-        labels.append(f"{step.mechanism}\n({step.platform})")
+        labels.append(f"{step.mechanism}\n({step.rung})")
         previous = after
     for offset, (name, estimate) in enumerate(
         (("product", found.product), (f"direct {found.platform}/bm", found.direct))

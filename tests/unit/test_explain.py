@@ -13,7 +13,7 @@ import re
 
 import pytest
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import inject, schedule
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import inject, rungs, schedule
 from ansible_collections.platbench.lab.plugins.plugin_utils.records.records import append_samples
 from round_samples import throughput_sample
 from scipy import stats
@@ -35,9 +35,15 @@ def parsed(*argv):
 
 @pytest.fixture
 def host_ready(monkeypatch):
-    """The runner host as a test says it is: {label: why it cannot run} (every rung ready by default)."""
+    """The runner host as a test says it is: {label: why it cannot run} (every rung ready by default). No campaign
+    may start here: refused input must stop before any cell."""
     state = {}
     monkeypatch.setattr(hosts, "unready", lambda labels, inventory: ("runner", dict(state)))
+
+    def no_campaign(*_args, **_keywords):
+        raise AssertionError("a unit test started a campaign")
+
+    monkeypatch.setattr(command, "run_campaign", no_campaign)
     return state
 
 
@@ -138,7 +144,7 @@ def test_a_known_overhead_goes_into_its_rung_and_every_rung_above_it(host_ready)
         (("cn", "--inject", "gv:discard=0.2"), "'gv' is not a rung above bm of this ladder"),
         (("cn", "--inject", "ns:discard=1.5"), "above 0 and below 1"),
         (("cn", "--set", "baselines.cn=bm"), "--set baselines.cn=bm: the ladder sets platforms, baselines"),
-        (("cn", "--set", "params.steps=0"), "params.steps"),
+        (("cn", "--set", "workload_params.cnn_train.steps=0"), "steps"),
     ],
 )
 def test_bad_input_is_refused_before_any_cell_naming_what_was_wrong(host_ready, capsys, argv, message):
@@ -300,10 +306,171 @@ def test_baselines_are_checked_naming_the_field():
     assert schedule.baselines_problems({"cn": "ns"}, planned) == [
         "baselines.cn: baseline 'ns' is not one of the experiment's platforms"
     ]
-    assert "a platform is not compared with itself" in schedule.baselines_problems({"cn": "cn"}, planned)[0]
+    assert "a rung is not compared with itself" in schedule.baselines_problems({"cn": "cn"}, planned)[0]
     assert "goes round in a circle" in schedule.baselines_problems({"cr": "cn", "cn": "cr"}, planned)[0]
     assert "bm is the baseline of every comparison" in schedule.baselines_problems({"bm": "cr"}, planned)[0]
-    assert "must map platforms" in schedule.baselines_problems(["cr"], planned)[0]
+    assert "must map rungs" in schedule.baselines_problems(["cr"], planned)[0]
     assert inject.into_problems(["cn"], {"discard": 0.1}, planned) == []
     assert "not one of the experiment's platforms" in inject.into_problems(["ns"], {"discard": 0.1}, planned)[0]
     assert "goes with one injection" in inject.into_problems(["cn"], [inject.NONE, {"discard": 0.1}], planned)[0]
+
+
+# -- the paths: a rung of the data directory read through overlayfs ---------------------------------------------------
+
+
+def test_a_rung_is_a_platform_or_a_platform_with_label_values():
+    assert rungs.parse("cn") == ("cn", {})
+    assert rungs.parse("cn[data_path:overlay,network:bridge]") == ("cn", {"data_path": "overlay", "network": "bridge"})
+    assert rungs.text("cn", {"network": "bridge", "data_path": "overlay"}) == "cn[data_path:overlay,network:bridge]"
+    assert rungs.matches({"platform": "cn", "data_path": "overlay"}, "cn", {"data_path": "overlay"})
+    assert not rungs.matches({"platform": "cn", "data_path": "bind"}, "cn", {"data_path": "overlay"})
+    assert rungs.matches({"platform": "cn", "data_path": "bind"}, "cn", {})
+    with pytest.raises(rungs.RungError, match="not a rung"):
+        rungs.parse("cn[data_path=overlay]")
+    # The most particular key a cell matches says what it is compared with.
+    baselines = {"cn": "sc", "cn[data_path:overlay]": ["cn[data_path:bind]", "bm"]}
+    assert schedule.compared_with({"platform": "cn", "data_path": "overlay"}, baselines) == (
+        ("cn", {"data_path": "bind"}),
+        ("bm", {}),
+    )
+    assert schedule.compared_with({"platform": "cn", "data_path": "bind"}, baselines) == (("sc", {}),)
+    assert schedule.compared_with({"platform": "bm", "data_path": "bind"}, baselines) == ()
+    assert schedule.baselines_problems(baselines, ["bm", "sc", "cn"]) == []
+    assert (
+        "goes round in a circle"
+        in schedule.baselines_problems(
+            {"cn[data_path:bind]": "cn[data_path:overlay]", "cn[data_path:overlay]": "cn[data_path:bind]"}, ["bm", "cn"]
+        )[0]
+    )
+
+
+def test_a_workload_that_reads_files_gets_the_data_path_rung_on_docker_s_platform_only(host_ready):
+    plan = command.prepare(parsed("cn", "--workload", "inference_e2e"))
+    assert plan.paths == ["data_path"]
+    assert [step.rung for step in plan.steps] == [
+        "cr",
+        "ns",
+        "sc",
+        "cn[data_path:bind]",
+        "cn[data_path:overlay]",
+    ]
+    assert plan.steps[-1].mechanism == "overlay data" and plan.steps[-1].below_rung == "cn[data_path:bind]"
+    assert "data_path=[bind,overlay]" in plan.settings and "only_on.data_path=[cn]" in plan.settings
+    assert plan.experiment["schedule"] == "rounds" and plan.experiment["workload"] == "inference_e2e"
+    variants = {}
+    for cell in plan.cells:
+        variants.setdefault(cell["labels"]["platform"], set()).add(cell["labels"]["data_path"])
+    assert variants == {"bm": {"bind"}, "cr": {"bind"}, "ns": {"bind"}, "sc": {"bind"}, "cn": {"bind", "overlay"}}
+    # gVisor is a Docker platform too; Podman's engine reads its data through a bind mount only: no path rung.
+    assert command.prepare(parsed("gv", "--workload", "inference_e2e")).paths == ["data_path"]
+    assert command.prepare(parsed("pd", "--workload", "inference_e2e")).paths == []
+    assert command.prepare(parsed("cn")).paths == []  # the tiny CNN's data is synthetic
+
+
+def test_a_cell_reading_its_data_through_overlayfs_is_a_docker_volume_of_the_local_driver():
+    from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cellplan
+    from plan_options import assert_plan_matches_its_specs, cell_plan
+    from test_kinds import OPTIONS, make_cell
+
+    facts = {"cpus_allowed": [0, 1], "numa_nodes": {"0": [0, 1]}, "gpu_count": 0, "gpus": []}
+    options = {**OPTIONS, "dataset": {"generator": "imagenet", "args": {"images": 8}}}
+
+    def planned(platform, path):
+        cell = make_cell(platform, data="real")
+        cell["labels"]["data_path"] = path
+        return cell_plan(cell, facts, options)
+
+    overlay = planned("cn", "overlay")
+    assert_plan_matches_its_specs(overlay)
+    (mount,) = overlay["container"]["mounts"]
+    data = overlay["data_dir"]
+    lower = cellplan.overlay_lower_dir(OPTIONS["peak_cache_dir"])
+    assert mount["volume_options"] == {"type": "overlay", "device": "overlay", "o": f"lowerdir={data}:{lower}"}
+    assert mount["target"] == data and mount["read_only"] and mount["type"] == "volume"
+    assert mount["labels"]["org.platbench.campaign"] == OPTIONS["campaign"]
+    assert not any(volume.startswith(f"{data}:") for volume in overlay["container"]["volumes"])
+    assert "overlayfs" in overlay["runtime"]["data_through"]
+    bound = planned("cn", "bind")
+    assert bound["container"]["mounts"] == [] and bound["container"]["volumes"][0] == f"{data}:{data}:ro"
+    with pytest.raises(Exception, match="bm reads its data through a bind mount only"):
+        planned("bm", "overlay")
+    with pytest.raises(Exception, match="podman engine reads its data through a bind mount only"):
+        planned("pd", "overlay")
+
+
+def test_only_on_and_data_path_are_checked_naming_the_field():
+    from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import (
+        ExperimentError,
+        validate_experiment,
+    )
+
+    base = {
+        "name": "x",
+        "workload": "cnn_train",
+        "platforms": ["bm", "cn"],
+        "scaleup": [1],
+        "cpu_config": ["pin"],
+        "processor": ["cpu"],
+        "repeats": 1,
+        "params": {"data": "real"},
+        "dataset": {"generator": "imagenet", "args": {"images": 8}},
+    }
+    assert validate_experiment({**base, "data_path": ["bind", "overlay"], "only_on": {"data_path": ["cn"]}})
+    for extra, message in (
+        ({"data_path": ["copy"]}, "data_path: ['copy'] must list bind"),
+        ({"data_path": ["bind", "overlay"], "only_on": {"data_path": ["gv"]}}, "only_on.data_path: ['gv'] must list"),
+        ({"only_on": {"data_path": ["cn"]}}, "only_on.data_path: data_path is not a dimension"),
+        ({"only_on": {"storage": ["cn"]}}, "only_on.storage: applies to data_path only"),
+    ):
+        with pytest.raises(ExperimentError, match=re.escape(message)):
+            validate_experiment({**base, **extra})
+    with pytest.raises(ExperimentError, match="data_path: says how the workload reads its data directory"):
+        validate_experiment({**{k: v for k, v in base.items() if k != "dataset"}, "data_path": ["bind", "overlay"]})
+
+
+def rounds_ladder(tmp_path, overlay=1.05, rounds=10, seed=5):
+    """A rounds campaign of cn's ladder on files: the steps CN_STEPS, then cn's data through overlayfs at ``overlay``
+    (an elapsed time: higher is slower), every cell of a round under the same drift."""
+    noise = random.Random(seed)
+    level = {"bm": 10.0, "cr": 10.0 / 0.99, "ns": 10.0 / 0.99, "sc": 10.0 / (0.99 * 0.98)}
+    level["cn[data_path:bind]"] = level["sc"] / 1.01
+    level["cn[data_path:overlay]"] = level["cn[data_path:bind]"] * overlay
+    samples = []
+    for repeat in range(rounds):
+        drift = 1.0 + 0.1 * math.sin(repeat)
+        for index, (rung, value) in enumerate(level.items()):
+            platform, settings = rungs.parse(rung)
+            sample = throughput_sample(
+                platform,
+                value * drift * math.exp(noise.gauss(0, 0.01)),
+                repeat,
+                60.0 * repeat + index,
+                experiment="explain",
+                schedule="rounds",
+                data_path=settings.get("data_path", "bind"),
+            )
+            sample.update(metric="e2e_time", unit="s")
+            sample["labels"]["cell"] = f"{rung}|r{repeat}"
+            samples.append(sample)
+    directory = tmp_path / "rounds"
+    append_samples(directory / "samples.jsonl", samples)
+    baselines = {
+        "cr": "bm",
+        "ns": "cr",
+        "sc": "ns",
+        "cn[data_path:bind]": "sc",
+        "cn[data_path:overlay]": ["cn[data_path:bind]", "bm"],
+    }
+    (directory / "plan.json").write_text(json.dumps({"plan": {"name": "explain", "baselines": baselines}}))
+    return directory
+
+
+def test_the_data_path_rung_is_a_step_of_its_own_compared_round_by_round(tmp_path):
+    directory = rounds_ladder(tmp_path)
+    rows, _keys, _units = summarize(load_samples(directory), ["e2e_time"])
+    found = report_ladder.attribution_of(rows, report_ladder.plan_baselines(directory), "e2e_time")
+    assert [step.mechanism for step, _ in found.steps][-2:] == ["engine", "overlay data"]
+    overlay = found.steps[-1][1]
+    assert overlay.interval()[0] <= 1.05 <= overlay.interval()[1] and overlay.pairs == 10
+    assert found.platform == "cn[data_path:overlay]" and found.largest()[0].mechanism == "overlay data"
+    assert attribution.line(found).startswith("cn[data_path:overlay]/bm ")

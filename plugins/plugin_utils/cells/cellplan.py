@@ -117,6 +117,38 @@ def choose_cpus(allowed, count, reserved=(), numa_nodes=None):
         raise CellPlanError(str(exc)) from None
 
 
+DATA_PATH = "data_path"  # the cell label of the experiment's data_path (matrix.DATA_PATH)
+# The empty second lower layer of a read-only overlayfs (one lower layer alone is refused), in the GEMM peak cache:
+# platbench.lab.platform_run makes both before the cells.
+OVERLAY_LOWER = "overlay-lower"
+
+
+def overlay_lower_dir(cache):
+    """The empty lower layer under the cache directory ``cache``."""
+    return f"{str(cache).rstrip('/')}/{OVERLAY_LOWER}"
+
+
+def _overlay_lower(platform, data_dir, cache, where):
+    """The empty lower layer of a cell's data read through overlayfs; CellPlanError where the cell has no data or its
+    kind cannot read it so."""
+    if not data_dir:
+        raise CellPlanError(
+            f"{where}: data_path: overlay reads the data directory through overlayfs, and this cell has none"
+        )
+    if not placements.declaration(platform).data_overlay:
+        able = [
+            entry.label
+            for entry in platforms.PLATFORMS
+            if entry.placement and placements.declaration(entry).data_overlay
+        ]
+        raise CellPlanError(
+            f"{where}: data_path: overlay: {platform.label} reads its data through a bind mount only; the platforms "
+            f"that can read it through overlayfs: {', '.join(able)} (only_on: {{data_path: [...]}} limits the "
+            "dimension to them)"
+        )
+    return overlay_lower_dir(cache)
+
+
 def duet_cpus(allowed, count, reserved=(), numa_nodes=None):
     """The two CPU sets of a duet pair (schedule.duet) of scale-up ``count``: ``([side 0], [side 1])``, disjoint,
     ``count`` CPUs each, in one NUMA node where the host has several (choose_cpus' 2 x ``count``, side 0 the higher
@@ -321,6 +353,8 @@ def cell_plan(cell, facts, options=None):
     mounts = ([{"source": str(data_dir), "target": str(data_dir), "mode": "ro"}] if data_dir else []) + [
         {"source": str(cache), "target": str(cache), "mode": "rw"}
     ]
+    if labels.get(DATA_PATH) == "overlay":
+        mounts[0]["overlay"] = _overlay_lower(platform, data_dir, cache, where)
     name = instance_name(opts["campaign"], opts["host"], cell["id"])
     try:
         timeout = cell_timeout.seconds(opts["timeout"])

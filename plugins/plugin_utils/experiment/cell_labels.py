@@ -33,6 +33,7 @@ CELL_LABELS = (
     "network",
     "background",
     "storage",
+    "data_path",
     "idle_cores",
     SCHEDULE,
     INJECT,

@@ -42,6 +42,12 @@ OPTIONAL_FIELDS = {
     # the inventory's classes; idle_cores: none gives the instance every host core and leaves none idle.
     "storage": None,
     "idle_cores": None,
+    # How the workload reads its data directory (see _check_deployment): a bind mount of the host's directory (what
+    # every kind does), or through a read-only overlayfs over it (as from an image layer); a dimension.
+    "data_path": None,
+    # Deployment dimensions that apply to some platforms only, {FIELD: [platforms]}: the others' cells take the
+    # field's first value (platbench explain's rungs of a path: cn's data through overlayfs, the rest bound).
+    "only_on": None,
     # numa: spill says the biggest pinned scale-up is meant to cross a NUMA node (plugins/plugin_utils/cells/sizing.py).
     "numa": None,
     # The order the cells run in (plugin_utils/experiment/schedule.py): rounds shuffled per round, or sequential; the
@@ -62,6 +68,9 @@ OPTIONAL_FIELDS = {
     "isolation": "cgroup",
 }
 ISOLATIONS = ("cgroup", "none")
+DATA_PATHS = ("bind", "overlay")
+# The deployment dimensions only_on may limit to some platforms.
+ONLY_ON_FIELDS = ("data_path",)
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
 # Labels every cell carries (cell_labels.py); a workload parameter may not shadow them.
 CELL_LABELS = cell_labels.CELL_LABELS
@@ -399,6 +408,40 @@ def _check_deployment(experiment, problems):
                 "storage: chooses where the generated dataset is written, and this experiment has no 'dataset' "
                 "(with params.data_dir, point it at a directory of the class you want instead)"
             )
+    data_path = experiment.get("data_path")
+    if data_path is not None:
+        data_path = experiment["data_path"] = as_list(data_path)
+        if (
+            not data_path
+            or not all(value in DATA_PATHS for value in data_path)
+            or len(set(data_path)) != len(data_path)
+        ):
+            problems.append(
+                f"data_path: {data_path!r} must list bind (the host's data directory bound in) and overlay (read "
+                "through a read-only overlayfs over it, as from an image layer), each once"
+            )
+        elif experiment.get("dataset") is None and "data_dir" not in (experiment.get("params") or {}):
+            problems.append(
+                "data_path: says how the workload reads its data directory, and this experiment has none: give it a "
+                "'dataset' or params.data_dir, or drop data_path"
+            )
+    only_on = experiment.get("only_on")
+    if only_on is not None:
+        if not isinstance(only_on, dict) or not only_on:
+            problems.append(
+                f"only_on: {only_on!r} must map dimension fields ({', '.join(ONLY_ON_FIELDS)}) to platforms"
+            )
+        else:
+            planned = experiment.get("platforms") or []
+            for field, labels in only_on.items():
+                if field not in ONLY_ON_FIELDS:
+                    problems.append(f"only_on.{field}: applies to {', '.join(ONLY_ON_FIELDS)} only")
+                elif not isinstance(experiment.get(field), list) or len(experiment[field]) < 2:
+                    problems.append(f"only_on.{field}: {field} is not a dimension of two values or more")
+                if not isinstance(labels, list) or not labels or any(label not in planned for label in labels):
+                    problems.append(
+                        f"only_on.{field}: {labels!r} must list platforms of the experiment ({', '.join(planned)})"
+                    )
     idle = experiment.get("idle_cores")
     if isinstance(idle, list):
         if not idle or not all(value in IDLE_CORES_LISTED for value in idle) or len(set(idle)) != len(idle):

@@ -20,6 +20,8 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import in
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import as_list, workloads_of
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import Scenario
 
+DATA_PATH = "data_path"  # the cell label of the experiment's data_path dimension
+
 
 def deployment_dimensions(experiment):
     """The labels the deployment knobs give a cell, one mapping per combination: ``storage`` (one per class),
@@ -31,12 +33,24 @@ def deployment_dimensions(experiment):
         idles = [{}]
     classes = experiment.get("storage") or [None]
     injections = [{inject.LABEL: label} for label in inject.labels(experiment.get("inject"))] or [{}]
+    paths = [{DATA_PATH: value} for value in experiment.get("data_path") or []] or [{}]
     return [
-        {**({"storage": name} if name else {}), **each, **injected}
+        {**({"storage": name} if name else {}), **each, **injected, **path}
         for name in classes
         for each in idles
         for injected in injections
+        for path in paths
     ]
+
+
+def _only_elsewhere(experiment, platform, extra):
+    """Whether a cell of ``platform`` with the dimension labels ``extra`` is left out: a dimension ``only_on`` limits to
+    other platforms gives this one its first value only."""
+    for field, labels in (experiment.get("only_on") or {}).items():
+        values = experiment.get(field) or []
+        if platform not in labels and values and extra.get(field, values[0]) != values[0]:
+            return True
+    return False
 
 
 def _injected_into(experiment, platform, extra, varies):
@@ -103,7 +117,7 @@ def _all_cells(experiment):
                 for scaleup, cpu_config, processor, platform in itertools.product(
                     experiment["scaleup"], experiment["cpu_config"], experiment["processor"], experiment["platforms"]
                 ):
-                    if _leaves_cores_idle(extra, scaleup, experiment):
+                    if _leaves_cores_idle(extra, scaleup, experiment) or _only_elsewhere(experiment, platform, extra):
                         continue
                     cell_extra, cell_varies = _injected_into(experiment, platform, extra, varies)
                     made = Scenario(platform, scaleup, cpu_config, processor, tuple(cell_varies))

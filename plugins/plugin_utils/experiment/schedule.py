@@ -21,10 +21,11 @@ and to compare the platforms round by round (platbench/report_stats.paired_ratio
   alone, under ``rounds``, and the plan says why (``fallbacks``). Whether a pair fits twice on a host is the
   precheck's (runplan.duet_problems): its facts say.
 
-The experiment's ``baselines`` names, per platform, the platforms it is compared with in place of bm (a ladder of
-platforms, ``platbench explain``: ``{cr: bm, ns: cr, sc: ns, cn: [sc, bm]}``). Under ``duet`` a platform runs beside
+The experiment's ``baselines`` names, per rung (a platform, or a platform with label values: rungs.py), the rungs it is
+compared with in place of bm (a ladder of platforms, ``platbench explain``: ``{cr: bm, ns: cr, sc: ns, cn: [sc,
+bm]}``). Under ``duet`` a platform runs beside
 each of them in a pair of its own every round: the first pair's lead is the cell itself, each further pair's a copy of
-it (``<its id>|lead=<the baseline>``), so that every pair of a round is measured once. An injected cell whose
+it (``<its id>|lead=<the baseline's scenario>``), so that every pair of a round is measured once. An injected cell whose
 experiment plans no twin without injection (``inject_into``, inject.py) is compared with its baselines' cells.
 
 Pure Python: matrix.expand orders the cells, experiment_plan picks the seed.
@@ -38,7 +39,7 @@ import zlib
 from ansible_collections.platbench.lab.plugins.module_utils import platforms
 from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells import peer
-from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import cell_labels, inject
+from ansible_collections.platbench.lab.plugins.plugin_utils.experiment import cell_labels, inject, rungs
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import is_pinned
 
 SCHEDULES = ("rounds", "sequential", "duet")
@@ -110,69 +111,88 @@ BASELINES_FIELD = "baselines"
 
 
 def baselines_of(value):
-    """The experiment's ``baselines`` as ``{platform: (baseline, ...)}``; a platform it does not name is compared with
-    bm alone."""
-    return {platform: tuple(named if isinstance(named, list) else [named]) for platform, named in (value or {}).items()}
+    """The experiment's ``baselines`` as ``[((platform, settings), ((platform, settings), ...)), ...]``: each rung
+    (rungs.py) and those it is compared with, in the file's order."""
+    found = []
+    for key, named in (value or {}).items():
+        found.append(
+            (rungs.parse(key), tuple(rungs.parse(item) for item in (named if isinstance(named, list) else [named])))
+        )
+    return found
 
 
-def compared_with(platform, baselines=None):
-    """The platforms ``platform`` is compared with, in order: its ``baselines`` entry, or bm; () for bm."""
-    found = baselines_of(baselines).get(platform)
-    if found:
-        return found
-    return () if platform == platforms.BASELINE else (platforms.BASELINE,)
+def compared_with(labels, baselines=None):
+    """The rungs a cell (its ``labels``) is compared with, in order: those of the most particular ``baselines`` key it
+    matches (a rung with label values before its platform alone), or bm; () for bm's cells."""
+    best = None
+    for (platform, settings), named in baselines_of(baselines):
+        if rungs.matches(labels, platform, settings) and (best is None or len(settings) > len(best[0])):
+            best = (settings, named)
+    if best is not None:
+        return best[1]
+    return () if labels.get("platform") == platforms.BASELINE else ((platforms.BASELINE, {}),)
 
 
 def baselines_problems(value, experiment_platforms):
-    """What is wrong with an experiment's ``baselines`` field, each naming it: a platform or a baseline not among the
-    experiment's ``platforms``, a platform compared with itself, bm compared with another, a chain that never reaches
-    bm (each platform's first baseline, followed, must)."""
+    """What is wrong with an experiment's ``baselines`` field, each naming it: a rung that does not parse, a platform
+    or a baseline not among the experiment's ``platforms``, a rung compared with itself, bm compared with another, a
+    chain that never reaches bm (each rung's first baseline, followed, must)."""
     if value is None:
         return []
     shape = (
-        f"{BASELINES_FIELD}: must map platforms to the platform (or list of platforms) each is compared with in place "
-        "of bm, e.g. {cr: bm, ns: cr, cn: [ns, bm]}"
+        f"{BASELINES_FIELD}: must map rungs (a platform, or cn[data_path:overlay]) to the rung (or list of rungs) each "
+        "is compared with in place of bm, e.g. {cr: bm, ns: cr, cn: [ns, bm]}"
     )
     if not isinstance(value, dict) or not value:
         return [f"{shape}; got {value!r}"]
     found = []
     planned = set(experiment_platforms or ())
-    for platform, named in value.items():
+    for key, named in value.items():
         named = named if isinstance(named, list) else [named]
-        where = f"{BASELINES_FIELD}.{platform}"
-        if platform not in planned:
-            found.append(f"{where}: {platform!r} is not one of the experiment's platforms ({', '.join(planned)})")
-        if platform == platforms.BASELINE:
-            found.append(f"{where}: bm is the baseline of every comparison and is compared with nothing")
-        if not named or len(set(named)) != len(named) or not all(isinstance(label, str) for label in named):
-            found.append(f"{where}: {named!r} must name one platform, or a list of distinct ones")
+        where = f"{BASELINES_FIELD}.{key}"
+        try:
+            platform, settings = rungs.parse(key)
+            parsed = [rungs.parse(item) for item in named] if all(isinstance(item, str) for item in named) else None
+        except rungs.RungError as exc:
+            found.append(f"{where}: {exc}")
             continue
-        for label in named:
-            if label == platform:
-                found.append(f"{where}: a platform is not compared with itself")
-            elif label not in planned:
-                found.append(f"{where}: baseline {label!r} is not one of the experiment's platforms")
+        if platform not in planned:
+            found.append(
+                f"{where}: {platform!r} is not one of the experiment's platforms ({', '.join(sorted(planned))})"
+            )
+        if platform == platforms.BASELINE and not settings:
+            found.append(f"{where}: bm is the baseline of every comparison and is compared with nothing")
+        if not parsed or len({rungs.text(*item) for item in parsed}) != len(parsed):
+            found.append(f"{where}: {named!r} must name one rung, or a list of distinct ones")
+            continue
+        for other, other_settings in parsed:
+            if (other, other_settings) == (platform, settings):
+                found.append(f"{where}: a rung is not compared with itself")
+            elif other not in planned:
+                found.append(f"{where}: baseline {other!r} is not one of the experiment's platforms")
     if found:
         return found
-    for platform in value:
-        seen, current = [platform], platform
-        while current != platforms.BASELINE:
-            current = compared_with(current, value)[0]
-            if current in seen:
+    for key in value:
+        platform, settings = rungs.parse(key)
+        seen, current = [rungs.text(platform, settings)], (platform, settings)
+        while current != (platforms.BASELINE, {}):
+            labels = {"platform": current[0], **current[1]}
+            current = compared_with(labels, value)[0] if compared_with(labels, value) else (platforms.BASELINE, {})
+            if rungs.text(*current) in seen:
                 found.append(
-                    f"{BASELINES_FIELD}: {' -> '.join([*seen, current])} goes round in a circle: each platform's first "
-                    "baseline, followed, must reach bm"
+                    f"{BASELINES_FIELD}: {' -> '.join([*seen, rungs.text(*current)])} goes round in a circle: each "
+                    "rung's first baseline, followed, must reach bm"
                 )
                 break
-            seen.append(current)
+            seen.append(rungs.text(*current))
     return found
 
 
 def baseline_identities(labels, baselines=None, planned=None):
     """The identities of the cells a cell is compared with, in order: the same platform's without injection for an
     injected one (where ``planned``, the round's identities, holds it: an ``inject_into`` experiment plans none), its
-    baselines' (bm's unless ``baselines`` says otherwise) otherwise (report_tables.baseline_rows, on cells); () for a
-    baseline itself."""
+    baselines' (bm's unless ``baselines`` says otherwise: their labels, with the rung's own values) otherwise
+    (report_tables.baseline_rows, on cells); () for a baseline itself."""
     injected = labels.get(inject.LABEL, inject.NONE)
     if inject.is_injected(injected):
         twin = _identity(labels, labels["platform"], inject.NONE)
@@ -180,8 +200,8 @@ def baseline_identities(labels, baselines=None, planned=None):
             return (twin,)
         injected = inject.NONE  # no twin: its baselines' cells, which carry no injection
     found = []
-    for other in compared_with(labels["platform"], baselines):
-        wanted = _identity(labels, other, injected)
+    for other, settings in compared_with(labels, baselines):
+        wanted = _identity({**labels, **settings}, other, injected)
         if planned is not None and wanted not in planned:
             # A baseline injected into alone (inject_into): its only cell, which carries the injection.
             wanted = next((known for known in planned if known[:2] == wanted[:2]), wanted)
@@ -262,7 +282,7 @@ def duet(cells, seed, round_of=lambda cell: cell["labels"]["repeat"], baselines=
                     if baseline is not None:
                         needed_alone.add(baseline["id"])
                     continue
-                lead_id = cell["id"] if index == 0 else f"{cell['id']}|lead={baseline['labels']['platform']}"
+                lead_id = cell["id"] if index == 0 else f"{cell['id']}|lead={baseline['scenario']}"
                 copy, copy_id = _partner_copy(baseline, {**cell, "id": lead_id}, side)
                 lead = {
                     **cell,

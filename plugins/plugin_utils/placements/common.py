@@ -80,6 +80,9 @@ class Kind:
     # Its platforms say what confines the workload besides its namespaces (the registry's `confinement`: an OCI bundle
     # run with or without the engine's seccomp profile and capabilities).
     confined: bool = False
+    # Its cells can read their data directory through a read-only overlayfs (the experiment's data_path: overlay), as
+    # from an image layer, in place of a bind mount.
+    data_overlay: bool = False
     # Roles its task files apply to each cell (a guest's boot): its platforms' registry entries may list them, but no
     # lab build applies them (platform_roles leaves them out).
     cell_roles: tuple = ()

@@ -82,6 +82,12 @@ def plan(ctx, plan, where=None):
         with_cpuset = f" with --cpuset-cpus {where.cpuset}" if where.cpuset else ""
         applied = {"cpu_quota": fraction, "quota_cpus": cpus, "applied_by": f"{engine} --cpus {cpus:g}{with_cpuset}"}
     runtime = _runtime(ctx, where)
+    if any(mount.get("overlay") for mount in where.mounts) and (engine != "docker" or where.in_guest):
+        raise PlacementError(
+            f"{ctx.where}: data_path: overlay is a volume of Docker's local driver on the runner host; "
+            f"{ctx.platform.label}'s {engine} engine reads its data through a bind mount only: limit the dimension "
+            "to Docker's platforms (only_on: {data_path: [cn]})"
+        )
     plan["env"] = ctx.env()
     plan["container"] = {
         "engine": engine,
@@ -95,7 +101,10 @@ def plan(ctx, plan, where=None):
         "env": plan["env"],
         "cpuset_cpus": where.cpuset or None,
         "cpus": cpus,
-        "volumes": [f"{m['source']}:{m['target']}:{m['mode']}" for m in where.mounts],
+        "volumes": [f"{m['source']}:{m['target']}:{m['mode']}" for m in where.mounts if not m.get("overlay")],
+        # A data directory read through overlayfs (data_path: overlay): a volume the engine's local driver mounts as a
+        # read-only overlay of the directory and an empty lower layer when the container starts.
+        "mounts": [_overlay_mount(m, ctx) for m in where.mounts if m.get("overlay")],
         "network_mode": "none",
         "runtime": runtime,
         **_gpus(engine, where.device_ids),
@@ -114,6 +123,10 @@ def plan(ctx, plan, where=None):
     plan["container"]["removal"] = "campaign" if engine == "docker" and not where.in_guest else "cell"
     if applied:
         plan["runtime"]["inject"] = applied
+    if plan["container"]["mounts"]:
+        plan["runtime"]["data_through"] = "a read-only overlayfs (Docker's local volume driver) over " + ", ".join(
+            mount["volume_options"]["o"] for mount in plan["container"]["mounts"]
+        )
     if runtime:
         args = where.runtimes[runtime]
         plan["runtime"].update(oci_runtime=runtime, oci_runtime_args=list(args))
@@ -122,6 +135,23 @@ def plan(ctx, plan, where=None):
             plan["runtime"]["gvisor_platform"] = engines.runtime_option(args, "platform", "default")
     if where.in_guest:
         plan["runtime"]["in_guest_cpuset"] = where.cpuset or None
+
+
+def _overlay_mount(mount, ctx):
+    """The engine's ``--mount`` of a data directory read through a read-only overlayfs (``mount["overlay"]``: its
+    empty second lower layer), labelled with the campaign so that the campaign's prune removes the volume."""
+    return {
+        "type": "volume",
+        "target": mount["target"],
+        "read_only": True,
+        "volume_driver": "local",
+        "volume_options": {
+            "type": "overlay",
+            "device": "overlay",
+            "o": f"lowerdir={mount['source']}:{mount['overlay']}",
+        },
+        "labels": {"org.platbench.campaign": str(ctx.opts["campaign"]), "org.platbench.host": str(ctx.opts["host"])},
+    }
 
 
 def _runtime(ctx, where):
@@ -178,4 +208,5 @@ KIND = Kind(
     duet=True,
     instances="supervised",
     started_by="engine",
+    data_overlay=True,
 )
