@@ -120,7 +120,14 @@ def _with_size(data, size, path):
         )
     if "sizes" in sizes[size] or "name" in sizes[size]:
         raise ExperimentError(f"{path}: sizes.{size}: may not set name or sizes")
-    return deep_merge({key: value for key, value in data.items() if key != "sizes"}, sizes[size])
+    merged = deep_merge({key: value for key, value in data.items() if key != "sizes"}, sizes[size])
+    if "workload" in sizes[size] and "workload_params" in merged:
+        # A size of another workload: the file's parameters of the workloads it no longer runs go, as overrides'.
+        kept = set(map(str, as_list(merged.get("workload"))))
+        merged["workload_params"] = _kept_workload_params(
+            merged["workload_params"], sizes[size].get("workload_params"), kept
+        )
+    return merged
 
 
 def is_experiment_path(reference):
