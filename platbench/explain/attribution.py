@@ -19,7 +19,7 @@ from ansible_collections.platbench.lab.plugins.module_utils import platforms
 
 from platbench import distributions
 from platbench.report.stats import CONFIDENCE, log_ratio_estimate
-from platbench.report.tables import PAIRED_METHODS, comparison
+from platbench.report.tables import PAIRED, PAIRED_METHODS, comparison
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Estimate:
     error: float
     df: float
     pairs: int = 0
+    method: str = ""  # the report's comparison method (report_tables: by duet pair, by round, unpaired)
 
     @property
     def ratio(self):
@@ -61,7 +62,9 @@ def of_rows(row, baseline, metric):
     compared = comparison(row, baseline, metric)
     if compared["method"] in PAIRED_METHODS:
         fitted = log_ratio_estimate(compared["pairs"], compared.get("sides"))
-        return None if fitted is None else Estimate(fitted[0], fitted[1], fitted[2], len(compared["pairs"]))
+        if fitted is None:
+            return None
+        return Estimate(fitted[0], fitted[1], fitted[2], len(compared["pairs"]), compared["method"])
     if compared["interval"] is None or not compared["estimate"]:
         return None
     low, high = compared["interval"]
@@ -70,7 +73,7 @@ def of_rows(row, baseline, metric):
     count = min(len(row.get(f"{metric} values") or []), len(baseline.get(f"{metric} values") or []))
     df = max(count - 1, 1)
     error = (math.log(high) - math.log(low)) / (2.0 * distributions.t_quantile((1.0 + CONFIDENCE) / 2.0, df))
-    return Estimate(math.log(compared["estimate"]), error, df, count)
+    return Estimate(math.log(compared["estimate"]), error, df, count, compared["method"])
 
 
 def product(estimates):
@@ -103,18 +106,32 @@ class Attribution:
         return all(estimate is not None for _, estimate in self.steps)
 
     @property
+    def telescoping(self):
+        """Whether every step and the direct ratio were paired by round (a rounds campaign): each round's steps then
+        multiply to its direct ratio exactly, so the product is the direct ratio and nothing checks it."""
+        named = [estimate for _, estimate in self.steps] + [self.direct]
+        return bool(self.steps) and all(estimate is not None and estimate.method == PAIRED for estimate in named)
+
+    @property
     def product(self):
-        return product([estimate for _, estimate in self.steps]) if self.measured and self.steps else None
+        if not self.measured or not self.steps:
+            return None
+        if self.telescoping:
+            return self.direct  # the steps share their rounds' cells: their variances do not add up
+        return product([estimate for _, estimate in self.steps])
 
     @property
     def interaction(self):
-        """The direct ratio over the product of the steps (1 when they agree), or None until both are measured."""
+        """The direct ratio over the product of the steps (1 when they agree), or None until both are measured or
+        where the steps telescope (nothing to check)."""
         made = self.product
-        return quotient(self.direct, made) if made is not None and self.direct is not None else None
+        if made is None or self.direct is None or self.telescoping:
+            return None
+        return quotient(self.direct, made)
 
     def agrees(self):
         """Whether the product of the steps agrees with the direct ratio (their quotient's interval holds 1); None
-        until both are measured."""
+        until both are measured, or where the steps telescope."""
         found = self.interaction
         return None if found is None else not found.excludes(1.0)
 
@@ -152,6 +169,11 @@ def line(attribution, baseline=platforms.BASELINE):
 def check_line(attribution):
     """What the product of the steps says against the direct ratio."""
     made, found = attribution.product, attribution.interaction
+    if attribution.telescoping:
+        return (
+            "the steps were compared round by round in the same rounds: their product is the direct ratio "
+            f"{ratio_text(attribution.direct)} by construction, and no interaction can be told (duet pairs can)"
+        )
     if made is None or attribution.direct is None:
         return "the product of the steps and the direct ratio: not both measured yet"
     text = (

@@ -474,3 +474,15 @@ def test_the_data_path_rung_is_a_step_of_its_own_compared_round_by_round(tmp_pat
     assert overlay.interval()[0] <= 1.05 <= overlay.interval()[1] and overlay.pairs == 10
     assert found.platform == "cn[data_path:overlay]" and found.largest()[0].mechanism == "overlay data"
     assert attribution.line(found).startswith("cn[data_path:overlay]/bm ")
+
+
+def test_steps_compared_in_the_same_rounds_telescope_and_the_check_says_it_cannot_tell(tmp_path):
+    directory = rounds_ladder(tmp_path)
+    rows, _keys, _units = summarize(load_samples(directory), ["e2e_time"])
+    found = report_ladder.attribution_of(rows, report_ladder.plan_baselines(directory), "e2e_time")
+    assert found.telescoping and found.product == found.direct and found.agrees() is None
+    made = attribution.product([estimate for _, estimate in found.steps])
+    assert made.ratio == pytest.approx(found.direct.ratio)  # each round's steps multiply to its direct ratio
+    assert "no interaction can be told" in attribution.check_line(found)
+    # Duet pairs of their own do not telescope.
+    assert not found_in(ladder_campaign(tmp_path)).telescoping
