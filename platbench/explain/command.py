@@ -36,7 +36,17 @@ DEFAULT_PRECISION = 0.01
 MIN_PAIRS_ADDED = 3  # a pass costs the playbook's start: one of a round or two is mostly that
 EXPLANATION = "explanation.json"
 # The experiment's fields the ladder sets: --set may not.
-LADDER_FIELDS = ("platforms", "baselines", "inject", "inject_into", "schedule", "only_on", "workload", *ladders.PATHS)
+LADDER_FIELDS = (
+    "platforms",
+    "baselines",
+    "inject",
+    "inject_into",
+    "schedule",
+    "only_on",
+    "workload",
+    ladders.GUEST_SETUP,
+    *ladders.PATHS,
+)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -124,12 +134,17 @@ def parse_inject(text, rungs):
     return rung, fraction
 
 
-def settings_of(steps, injected=None, paths=()):
+def settings_of(steps, injected=None, paths=(), guest_setups=False):
     """The campaign's --set texts: the ladder's platforms and each rung's baselines, the paths' dimensions on the top
-    platform only, and an injection into a rung."""
+    platform only, a guest's set-ups on its first guest only (the others at the lab's own, virtio: the first value),
+    and an injection into a rung."""
     found = [f"platforms=[{','.join(ladders.rungs(steps))}]"]
     for rung, named in ladders.baselines(steps).items():
         found.append(f"baselines.{rung}={json.dumps(named)}")
+    if guest_setups:
+        guest = next(step.platform for step in steps if step.settings.get(ladders.GUEST_SETUP))
+        levels = [level for level, *_ in reversed(ladders.GUEST_SETUPS)]
+        found += [f"{ladders.GUEST_SETUP}=[{','.join(levels)}]", f"only_on.{ladders.GUEST_SETUP}=[{guest}]"]
     for label in paths:
         found += [
             f"{label}=[{','.join(ladders.PATHS[label]['values'])}]",
@@ -177,6 +192,7 @@ def prepare(args):
     runner, unready = hosts.unready(ladders.rungs(chain), args.inventory)
     steps, left_out = ladders.climb(args.platform, unready)
     steps, paths = ladders.with_paths(steps, _paths_used(args.workload))
+    steps, guest_setups = ladders.with_guest_setups(steps)
     injected = parse_inject(args.inject, ladders.rungs(steps)) if args.inject else None
     owned = [text for text in args.settings if text.split("=", 1)[0].split(".")[0] in LADDER_FIELDS]
     if owned:
@@ -185,7 +201,7 @@ def prepare(args):
             "(and --inject for a known overhead) instead"
         )
     # The size's workload named again: the other sizes' workload parameters then go (experiment_spec._narrowed).
-    settings = [f"workload={args.workload}", *settings_of(steps, injected, paths), *args.settings]
+    settings = [f"workload={args.workload}", *settings_of(steps, injected, paths, guest_setups), *args.settings]
     campaign = (
         args.campaign
         or f"{EXPERIMENT}-{args.platform}-{args.workload.replace('_', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -118,6 +118,51 @@ def climb(platform, unready=None):
     return steps, left_out
 
 
+# A libvirt guest's set-up, each value adding one mechanism to the one before it (experiment_spec.GUEST_SETUPS; the
+# guest kind's SETUPS): the rungs of a guest, between bm and the engines in it.
+GUEST_SETUP = "guest_setup"
+GUEST_SETUPS = (
+    ("floating", "", "", ""),
+    ("pinned", "vCPU pinning", "each vCPU pinned to one CPU of the cell (<vcpupin>), not floating over them", ""),
+    ("hugepages", "huge pages", "the guest's memory backed by huge pages, not the host's 4 KiB pages", ""),
+    (
+        "virtio",
+        "virtio devices",
+        "virtio disks and NICs in place of emulated SATA and e1000",
+        "the disks from the NICs: both change together",
+    ),
+)
+
+
+def with_guest_setups(steps):
+    """The ladder with a guest's set-ups as rungs: its first guest rung with floating vCPUs and emulated devices, then
+    one rung a mechanism (pinning, huge pages, virtio), and the rungs above it on a guest of the last set-up; and
+    whether any was added."""
+    first = next((index for index, step in enumerate(steps) if platforms.get(step.platform).guest), None)
+    if first is None:
+        return steps, False
+    guest = steps[first]
+    levels = [level for level, *_ in GUEST_SETUPS]
+    climbed = [
+        replace(
+            guest,
+            settings={GUEST_SETUP: levels[0]},
+            adds="a libvirt guest: its own kernel, its vCPUs floating over the cell's CPUs, emulated SATA disks and "
+            "e1000 NICs (the rungs above add pinning, huge pages and virtio)",
+        )
+    ]
+    for (below, *_), (level, mechanism, adds, cannot) in zip(GUEST_SETUPS, GUEST_SETUPS[1:], strict=False):
+        climbed.append(
+            Step(guest.platform, guest.platform, mechanism, adds, cannot, {GUEST_SETUP: level}, {GUEST_SETUP: below})
+        )
+    last = {GUEST_SETUP: levels[-1]}
+    above = [
+        replace(step, below_settings=last if step.below == guest.platform else step.below_settings)
+        for step in steps[first + 1 :]
+    ]
+    return [*steps[:first], *climbed, *above], True
+
+
 def path_step(top, label):
     """The rung of path ``label`` (PATHS) on top of ``top`` (the ladder's last step, whose rung then takes the path's
     first value): ``(top with its settings, the path's step)``."""

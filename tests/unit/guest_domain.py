@@ -34,11 +34,18 @@ def guest_image(tmp_path):
     return path
 
 
-def render(playbook, tmp_path, platform, processor, facts, options, params=None):
+def render(playbook, tmp_path, platform, processor, facts, options, params=None, labels=None):
     """The domain XML platbench.lab.vm rendered for the cell PLATFORM/2/pin/PROCESSOR (with ``params``) on a host
     with ``facts``, planned with ``options``, and the run's PlaybookRun."""
     scenario = f"{platform}/2/pin/{processor}"
-    labels = {"platform": platform, "scaleup": 2, "cpu_config": "pin", "processor": processor, "workload": "w"}
+    labels = {
+        "platform": platform,
+        "scaleup": 2,
+        "cpu_config": "pin",
+        "processor": processor,
+        "workload": "w",
+        **(labels or {}),
+    }
     variables = {
         "host_facts": facts,
         # The cell as cells_to_run hands it to cell.yml: sized for the host.

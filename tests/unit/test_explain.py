@@ -420,7 +420,7 @@ def test_only_on_and_data_path_are_checked_naming_the_field():
         ({"data_path": ["copy"]}, "data_path: ['copy'] must list bind"),
         ({"data_path": ["bind", "overlay"], "only_on": {"data_path": ["gv"]}}, "only_on.data_path: ['gv'] must list"),
         ({"only_on": {"data_path": ["cn"]}}, "only_on.data_path: data_path is not a dimension"),
-        ({"only_on": {"storage": ["cn"]}}, "only_on.storage: applies to data_path only"),
+        ({"only_on": {"storage": ["cn"]}}, "only_on.storage: applies to data_path, guest_setup only"),
     ):
         with pytest.raises(ExperimentError, match=re.escape(message)):
             validate_experiment({**base, **extra})
@@ -486,3 +486,75 @@ def test_steps_compared_in_the_same_rounds_telescope_and_the_check_says_it_canno
     assert "no interaction can be told" in attribution.check_line(found)
     # Duet pairs of their own do not telescope.
     assert not found_in(ladder_campaign(tmp_path)).telescoping
+
+
+# -- a guest's set-ups as rungs (static here: no KVM on this project's hosts) -----------------------------------------
+
+
+def test_a_guest_climbs_its_set_ups_pinning_huge_pages_and_virtio_one_rung_each(host_ready):
+    plan = command.prepare(parsed("vmcn"))
+    assert [step.rung for step in plan.steps] == [
+        "vm[guest_setup:floating]",
+        "vm[guest_setup:pinned]",
+        "vm[guest_setup:hugepages]",
+        "vm[guest_setup:virtio]",
+        "vmcn",
+    ]
+    assert [step.mechanism for step in plan.steps] == [
+        "guest",
+        "vCPU pinning",
+        "huge pages",
+        "virtio devices",
+        "engine in the guest",
+    ]
+    assert plan.steps[-1].below_rung == "vm[guest_setup:virtio]"
+    assert "only_on.guest_setup=[vm]" in plan.settings
+    setups = {}
+    for cell in plan.cells:
+        setups.setdefault(cell["labels"]["platform"], set()).add(cell["labels"].get("guest_setup"))
+    # vm's four set-ups; vmcn at the lab's own (virtio); bm carries no such label.
+    assert setups == {"bm": {None}, "vm": {"floating", "pinned", "hugepages", "virtio"}, "vmcn": {"virtio"}}
+    # A guest cannot run beside another: the rungs run in rounds, and the plan says why, not that a baseline is missing.
+    reasons = {entry["reason"] for entry in plan.experiment["schedule_fallbacks"]}
+    assert all("guest platform" in reason for reason in reasons), reasons
+    # Without KVM the guests are emulated: refused, saying why.
+    host_ready["vm"] = "its guests run under QEMU's emulator (no usable KVM): the figures would measure TCG"
+    assert command.main(parsed("vm", "--plan")) == 2
+
+
+@pytest.mark.parametrize(
+    "setup, floating, hugepages, bus, nic",
+    [
+        ("floating", True, False, "sata", "e1000"),
+        ("pinned", False, False, "sata", "e1000"),
+        ("hugepages", False, True, "sata", "e1000"),
+        ("virtio", False, True, "virtio", "virtio-net-pci"),
+    ],
+)
+def test_each_guest_set_up_is_in_the_domain_xml_it_renders(playbook, tmp_path, setup, floating, hugepages, bus, nic):
+    import guest_domain
+    from plan_options import plan_options
+
+    facts = {
+        "cpu_cgroup": {"version": "v2", "directory": "/sys/fs/cgroup"},
+        "cpus_allowed": [0, 1, 2, 3],
+        "numa_nodes": {"0": [0, 1, 2, 3]},
+        "gpus": [],
+        "gpu_count": 0,
+        "vm_accelerator": "kvm",
+        "qemu_binary": "/usr/bin/qemu-system-x86_64",
+    }
+    options = plan_options(host="kvm1", campaign="c1")
+    domain, _ = guest_domain.render(playbook, tmp_path, "vm", "cpu", facts, options, labels={"guest_setup": setup})
+    vcpu = domain.find("vcpu")
+    pins = domain.findall("cputune/vcpupin")
+    if floating:
+        assert vcpu.get("cpuset") and not pins and domain.find("cputune/emulatorpin") is not None
+    else:
+        assert vcpu.get("cpuset") is None and len(pins) == 2
+    assert (domain.find("memoryBacking/hugepages") is not None) == hugepages
+    targets = [disk.find("target") for disk in domain.findall("devices/disk")]
+    assert {target.get("bus") for target in targets} == {bus}
+    assert targets[0].get("dev") == ("vda" if bus == "virtio" else "sda")
+    arguments = [argument.get("value") for argument in domain.iter("{http://libvirt.org/schemas/domain/qemu/1.0}arg")]
+    assert any(value.startswith(f"{nic},netdev=pbnet0") for value in arguments), arguments

@@ -34,6 +34,7 @@ CELL_LABELS = (
     "background",
     "storage",
     "data_path",
+    "guest_setup",
     "idle_cores",
     SCHEDULE,
     INJECT,

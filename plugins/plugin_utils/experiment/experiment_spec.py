@@ -45,6 +45,9 @@ OPTIONAL_FIELDS = {
     # How the workload reads its data directory (see _check_deployment): a bind mount of the host's directory (what
     # every kind does), or through a read-only overlayfs over it (as from an image layer); a dimension.
     "data_path": None,
+    # How a libvirt guest is set up, cumulatively (see _check_deployment): floating vCPUs, then pinned one to one, then
+    # huge pages, then virtio devices in place of emulated ones; a dimension of the guests' cells only.
+    "guest_setup": None,
     # Deployment dimensions that apply to some platforms only, {FIELD: [platforms]}: the others' cells take the
     # field's first value (platbench explain's rungs of a path: cn's data through overlayfs, the rest bound).
     "only_on": None,
@@ -69,8 +72,10 @@ OPTIONAL_FIELDS = {
 }
 ISOLATIONS = ("cgroup", "none")
 DATA_PATHS = ("bind", "overlay")
+# A libvirt guest's set-up, each value adding to the one before it (placements/guest/).
+GUEST_SETUPS = ("floating", "pinned", "hugepages", "virtio")
 # The deployment dimensions only_on may limit to some platforms.
-ONLY_ON_FIELDS = ("data_path",)
+ONLY_ON_FIELDS = ("data_path", "guest_setup")
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
 # Labels every cell carries (cell_labels.py); a workload parameter may not shadow them.
 CELL_LABELS = cell_labels.CELL_LABELS
@@ -432,6 +437,20 @@ def _check_deployment(experiment, problems):
                 "data_path: says how the workload reads its data directory, and this experiment has none: give it a "
                 "'dataset' or params.data_dir, or drop data_path"
             )
+    setups = experiment.get("guest_setup")
+    if setups is not None:
+        setups = experiment["guest_setup"] = as_list(setups)
+        if not setups or not all(value in GUEST_SETUPS for value in setups) or len(set(setups)) != len(setups):
+            problems.append(
+                f"guest_setup: {setups!r} must list set-ups of a libvirt guest, each once, from "
+                f"{', '.join(GUEST_SETUPS)} "
+                "(each adds to the one before it: vCPUs floating over the cell's CPUs, pinned one to one, huge pages, "
+                "virtio devices in place of emulated SATA and e1000)"
+            )
+        if as_list(experiment.get("cpu_config") or []) != ["pin"]:
+            problems.append("guest_setup: its guests run on the cell's own CPUs: give cpu_config [pin] alone")
+        if experiment.get("mode", "single") != "single":
+            problems.append("guest_setup: a cell of one guest only (mode single)")
     only_on = experiment.get("only_on")
     if only_on is not None:
         if not isinstance(only_on, dict) or not only_on:

@@ -21,6 +21,7 @@ from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experimen
 from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.scenario import Scenario
 
 DATA_PATH = "data_path"  # the cell label of the experiment's data_path dimension
+GUEST_SETUP = "guest_setup"  # the cell label of a libvirt guest's set-up (placements/guest/)
 
 
 def deployment_dimensions(experiment):
@@ -34,12 +35,26 @@ def deployment_dimensions(experiment):
     classes = experiment.get("storage") or [None]
     injections = [{inject.LABEL: label} for label in inject.labels(experiment.get("inject"))] or [{}]
     paths = [{DATA_PATH: value} for value in experiment.get("data_path") or []] or [{}]
+    setups = [{GUEST_SETUP: value} for value in experiment.get("guest_setup") or []] or [{}]
     return [
-        {**({"storage": name} if name else {}), **each, **injected, **path}
+        {**({"storage": name} if name else {}), **each, **injected, **path, **setup}
         for name in classes
         for each in idles
         for injected in injections
         for path in paths
+        for setup in setups
+    ]
+
+
+def _guest_setup_of(experiment, platform, extra, varies):
+    """``(labels, what varies)`` of a cell of ``platform``, or None where it is left out: the guest_setup dimension
+    is a libvirt guest's; another platform's cells carry no such label and are made once, with its first value."""
+    if GUEST_SETUP not in extra or platforms.get(platform).guest:
+        return extra, varies
+    if extra[GUEST_SETUP] != experiment["guest_setup"][0]:
+        return None
+    return {key: value for key, value in extra.items() if key != GUEST_SETUP}, [
+        (key, value) for key, value in varies if key != GUEST_SETUP
     ]
 
 
@@ -120,6 +135,10 @@ def _all_cells(experiment):
                     if _leaves_cores_idle(extra, scaleup, experiment) or _only_elsewhere(experiment, platform, extra):
                         continue
                     cell_extra, cell_varies = _injected_into(experiment, platform, extra, varies)
+                    of_guest = _guest_setup_of(experiment, platform, cell_extra, cell_varies)
+                    if of_guest is None:
+                        continue
+                    cell_extra, cell_varies = of_guest
                     made = Scenario(platform, scaleup, cpu_config, processor, tuple(cell_varies))
                     scenario, cell_id = made.name, made.cell_id(repeat)
                     labels = {

@@ -203,8 +203,10 @@ def baseline_identities(labels, baselines=None, planned=None):
     for other, settings in compared_with(labels, baselines):
         wanted = _identity({**labels, **settings}, other, injected)
         if planned is not None and wanted not in planned:
-            # A baseline injected into alone (inject_into): its only cell, which carries the injection.
-            wanted = next((known for known in planned if known[:2] == wanted[:2]), wanted)
+            # A baseline that carries fewer labels (a dimension of other platforms only: a guest's set-up), or that
+            # was injected into alone (inject_into, its only cell carrying the injection): the closest one planned.
+            alike = [known for known in planned if known[1] == other and set(known[0]) <= set(wanted[0])]
+            wanted = max(alike, key=lambda known: (len(known[0]), known[2] == injected), default=wanted)
         found.append(wanted)
     return tuple(found)
 

@@ -45,14 +45,18 @@ def plan(ctx, plan):
     # Apptainer inside: the SIF's read-only disk, mounted at apptainer.GUEST_SIF_DIR by the guest image's fstab.
     sif = [{"path": image.get("sif_disk"), "format": "raw", "readonly": True}] if apptainer_inside else []
     numa = numa_layout(ctx, ctx.cpus, memory)
+    setup = set_up(ctx.cell["labels"].get(GUEST_SETUP), ctx.opts["vm_hugepages"])
     plan["guest"] = {
         "name": ctx.name,
         "vcpus": ctx.threads,
-        "cpu_pins": ctx.cpus,
+        # Floating: the vCPUs may run on any of the cell's CPUs (<vcpu cpuset>), not one each (<vcpupin>).
+        "cpu_pins": [] if setup["floating"] else ctx.cpus,
+        "vcpu_cpuset": ctx.cpus if setup["floating"] else [],
         "emulator_cpus": ctx.cpus,
         "numa": numa,
         "memory_mb": memory,
-        "hugepages": bool(ctx.opts["vm_hugepages"]),
+        "hugepages": setup["hugepages"],
+        "devices": setup["devices"],
         "with_container_disk": INNER[ctx.platform.inner].KIND.engine_run,
         "hostdevs": list(ctx.gpus),
         "extra_disks": sif + ([_attached(data)] if data else []),
@@ -61,6 +65,13 @@ def plan(ctx, plan):
         "inner_task_file": INNER[ctx.platform.inner].KIND.task_file,
         "boot_task_file": kind_file(__file__, "boot.yml"),
     }
+    if ctx.cell["labels"].get(GUEST_SETUP):
+        plan["runtime"].update(
+            guest_setup=ctx.cell["labels"][GUEST_SETUP],
+            guest_devices=setup["devices"],
+            guest_hugepages=setup["hugepages"],
+            guest_vcpus_floating=setup["floating"],
+        )
     plan["runtime"].update(
         guest_domain=ctx.name,
         guest_vcpus=ctx.threads,
@@ -104,6 +115,25 @@ def plan(ctx, plan):
             apptainer_cpuset=in_guest,
         )
         process.plan(ctx, plan, machine)
+
+
+GUEST_SETUP = "guest_setup"  # the cell label of the experiment's guest_setup (matrix.GUEST_SETUP)
+# Each set-up adds to the one before it (experiment_spec.GUEST_SETUPS): what the guest's domain then holds.
+SETUPS = {
+    "floating": {"floating": True, "hugepages": False, "devices": "emulated"},
+    "pinned": {"floating": False, "hugepages": False, "devices": "emulated"},
+    "hugepages": {"floating": False, "hugepages": True, "devices": "emulated"},
+    "virtio": {"floating": False, "hugepages": True, "devices": "virtio"},
+}
+
+
+def set_up(setup, hugepages):
+    """What a guest's domain holds for its cell's ``guest_setup`` label: floating vCPUs or not, huge pages, its disks'
+    and NICs' devices (virtio, or emulated SATA and e1000); without the label, the lab's own: pinned vCPUs, huge pages
+    where the role's ``vm_hugepages`` asks, virtio."""
+    if setup is None:
+        return {"floating": False, "hugepages": bool(hugepages), "devices": "virtio"}
+    return dict(SETUPS[setup])
 
 
 def numa_layout(ctx, pins, memory_mb):
