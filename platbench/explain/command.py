@@ -55,7 +55,9 @@ def add_arguments(parser):
     parser.add_argument(
         "--workload",
         default=DEFAULT_WORKLOAD,
-        help=f"the job the ladder runs: a size of experiments/{EXPERIMENT}.yml (default {DEFAULT_WORKLOAD})",
+        help=f"the job the ladder runs: a size of experiments/{EXPERIMENT}.yml - cnn_train, inference_e2e (JPEG "
+        "files read: the data path a rung too), distributed (2 ranks: the network path a rung too); default "
+        f"{DEFAULT_WORKLOAD}",
     )
     parser.add_argument(
         "--precision",
@@ -107,14 +109,37 @@ def _workloads():
     return list((data.get("sizes") or {}).keys())
 
 
-def _paths_used(workload):
-    """The paths (ladder.PATHS) the workload of size ``workload`` uses: the data path where it reads a data directory
-    (a generated dataset, or params.data_dir)."""
+def _sized(size):
+    """The explain experiment at ``size`` (a --workload), as the file gives it."""
     from ansible_collections.platbench.lab.plugins.plugin_utils.experiment.experiment_spec import load_experiment
 
-    loaded = load_experiment(str(REPO / "experiments"), EXPERIMENT, {"workload": workload}, workload)
+    return load_experiment(str(REPO / "experiments"), EXPERIMENT, None, size)
+
+
+def _paths_used(workload):
+    """The paths (ladder.PATHS) the workload of size ``workload`` uses: the data path where it reads a data directory
+    (a generated dataset, or params.data_dir), the network path where its ranks talk (mode distributed)."""
+
+    loaded = _sized(workload)
     reads = loaded.get("dataset") is not None or "data_dir" in (loaded.get("params") or {})
-    return ["data_path"] if reads else []
+    talks = loaded.get("mode") == "distributed"
+    return [label for label, used in (("data_path", reads), ("network", talks)) if used]
+
+
+def _unplaceable(labels, workload):
+    """The rungs of ``labels`` whose kind cannot place the size's cells (several instances: mode distributed), and
+    why: left out of the ladder as a rung the host cannot build is."""
+    from ansible_collections.platbench.lab.plugins.module_utils import platforms
+    from ansible_collections.platbench.lab.plugins.plugin_utils import placements
+
+    loaded = _sized(workload)
+    if loaded.get("mode") == "single":
+        return {}
+    return {
+        label: f"its kind ({platforms.get(label).kind}) places no cell of several instances (mode {loaded['mode']})"
+        for label in labels
+        if placements.declaration(platforms.get(label)).instances is None
+    }
 
 
 def parse_inject(text, rungs):
@@ -146,10 +171,7 @@ def settings_of(steps, injected=None, paths=(), guest_setups=False):
         levels = [level for level, *_ in reversed(ladders.GUEST_SETUPS)]
         found += [f"{ladders.GUEST_SETUP}=[{','.join(levels)}]", f"only_on.{ladders.GUEST_SETUP}=[{guest}]"]
     for label in paths:
-        found += [
-            f"{label}=[{','.join(ladders.PATHS[label]['values'])}]",
-            f"only_on.{label}=[{steps[-1].platform}]",
-        ]
+        found += [f"{label}=[{','.join(ladders.levels_of(label))}]", f"only_on.{label}=[{steps[-1].platform}]"]
     if injected:
         rung, fraction = injected
         # The cost a mechanism adds stays in every rung above it: the injection goes into the rung and those above.
@@ -190,6 +212,7 @@ def prepare(args):
         )
     chain = ladders.chain(args.platform)
     runner, unready = hosts.unready(ladders.rungs(chain), args.inventory)
+    unready = {**_unplaceable(ladders.rungs(chain), args.workload), **unready}
     steps, left_out = ladders.climb(args.platform, unready)
     steps, paths = ladders.with_paths(steps, _paths_used(args.workload))
     steps, guest_setups = ladders.with_guest_setups(steps)
@@ -200,8 +223,7 @@ def prepare(args):
             f"--set {owned[0]}: the ladder sets {', '.join(LADDER_FIELDS)} itself; name the platform to explain "
             "(and --inject for a known overhead) instead"
         )
-    # The size's workload named again: the other sizes' workload parameters then go (experiment_spec._narrowed).
-    settings = [f"workload={args.workload}", *settings_of(steps, injected, paths, guest_setups), *args.settings]
+    settings = [*settings_of(steps, injected, paths, guest_setups), *args.settings]
     campaign = (
         args.campaign
         or f"{EXPERIMENT}-{args.platform}-{args.workload.replace('_', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -42,17 +42,42 @@ class Step:
         return rung_texts.text(self.below, self.below_settings)
 
 
-# The paths a workload may use, each a rung on top of the platform's own: the label the campaign varies on the top
-# platform only (its first value the platform's own way, the second the path's), and what the step adds.
+# The paths a workload may use, each one or more rungs on top of the platform's own: the label the campaign varies on
+# the top platform only, its levels (the first the platform's own way; each further one a rung: its mechanism, what
+# it adds, what it cannot tell apart), who can take it (the kind's capability, through these engines; None: any) and
+# what in the experiment says the workload uses it.
 PATHS = {
     "data_path": {
-        "values": ("bind", "overlay"),
-        "mechanism": "overlay data",
-        "adds": "the data directory read through a read-only overlayfs (as from an image layer), not a bind mount",
-        "cannot": "overlayfs's own lookups from the page cache it shares with the bind mount",
-        # Who can take it: a kind declaring data_overlay, through Docker's local volume driver.
+        "levels": (
+            ("bind", "", "", ""),
+            (
+                "overlay",
+                "overlay data",
+                "the data directory read through a read-only overlayfs (as from an image layer), not a bind mount",
+                "overlayfs's own lookups from the page cache it shares with the bind mount",
+            ),
+        ),
         "capability": "data_overlay",
         "engines": ("docker",),
+    },
+    "network": {
+        "levels": (
+            ("loopback", "", "", ""),
+            (
+                "bridge",
+                "bridge and veth",
+                "the ranks' traffic through veth pairs and a Linux bridge of the cell's own, not the loopback",
+                "the veth pair from the bridge",
+            ),
+            (
+                "overlay",
+                "VXLAN overlay",
+                "VXLAN over that bridge as flannel's VXLAN backend builds it (MTU 1450), not the bridge alone",
+                "encapsulation from the smaller MTU",
+            ),
+        ),
+        "capability": "instances",
+        "engines": None,
     },
 }
 
@@ -163,41 +188,50 @@ def with_guest_setups(steps):
     return [*steps[:first], *climbed, *above], True
 
 
-def path_step(top, label):
-    """The rung of path ``label`` (PATHS) on top of ``top`` (the ladder's last step, whose rung then takes the path's
-    first value): ``(top with its settings, the path's step)``."""
-    path = PATHS[label]
-    own, other = path["values"][0], path["values"][1]
-    settled = replace(top, settings={**top.settings, label: own})
-    step = Step(
-        top.platform,
-        top.platform,
-        path["mechanism"],
-        path["adds"],
-        path["cannot"],
-        settings={**top.settings, label: other},
-        below_settings=settled.settings,
-    )
-    return settled, step
+def path_steps(top, label):
+    """The rungs of path ``label`` (PATHS) on top of ``top`` (the ladder's last step, whose rung then takes the path's
+    first level): ``[top with its settings, a step per further level]``."""
+    levels = PATHS[label]["levels"]
+    found = [replace(top, settings={**top.settings, label: levels[0][0]})]
+    for (below, *_), (level, mechanism, adds, cannot) in zip(levels, levels[1:], strict=False):
+        found.append(
+            Step(
+                top.platform,
+                top.platform,
+                mechanism,
+                adds,
+                cannot,
+                settings={**top.settings, label: level},
+                below_settings={**top.settings, label: below},
+            )
+        )
+    return found
 
 
 def can_take_path(platform, label):
-    """Whether ``platform``'s cells can take path ``label``'s other value (its kind declares the path's capability,
+    """Whether ``platform``'s cells can take path ``label``'s further levels (its kind declares the path's capability,
     through one of its engines)."""
     entry, path = platforms.get(platform), PATHS[label]
-    return bool(getattr(placements.declaration(entry), path["capability"])) and entry.engine in path["engines"]
+    engines = path["engines"]
+    return bool(getattr(placements.declaration(entry), path["capability"])) and (
+        engines is None or entry.engine in engines
+    )
 
 
 def with_paths(steps, labels):
-    """The ladder with a rung for each path of ``labels`` (the paths the workload uses) its top platform can take,
+    """The ladder with the rungs of each path of ``labels`` (the paths the workload uses) its top platform can take,
     on top of it; and the paths added."""
     added = []
     for label in labels:
         if label in PATHS and can_take_path(steps[-1].platform, label):
-            settled, step = path_step(steps[-1], label)
-            steps = [*steps[:-1], settled, step]
+            steps = [*steps[:-1], *path_steps(steps[-1], label)]
             added.append(label)
     return steps, added
+
+
+def levels_of(label):
+    """A path's levels, the platform's own first."""
+    return [level for level, *_ in PATHS[label]["levels"]]
 
 
 def rungs(steps):

@@ -45,9 +45,14 @@ def _named(platform, settings, lower, lower_settings):
     names it: a path's rung (the same platform, a label of ladder.PATHS changed), the declared step, several merged
     where the campaign skipped rungs, or the two rungs' names for a pair the ladder does not know."""
     changed = [label for label in settings if settings.get(label) != lower_settings.get(label)]
-    if platform == lower and len(changed) == 1 and changed[0] in ladders.PATHS:
-        path = ladders.PATHS[changed[0]]
-        return ladders.Step(platform, lower, path["mechanism"], path["adds"], path["cannot"], settings, lower_settings)
+    levels = {
+        **{label: path["levels"] for label, path in ladders.PATHS.items()},
+        ladders.GUEST_SETUP: ladders.GUEST_SETUPS,
+    }
+    if platform == lower and len(changed) == 1 and changed[0] in levels:
+        named = {level: rest for level, *rest in levels[changed[0]]}.get(settings[changed[0]])
+        if named and named[0]:
+            return ladders.Step(platform, lower, *named, settings, lower_settings)
     try:
         chain = ladders.chain(platform)
     except ladders.LadderError:

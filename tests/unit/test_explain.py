@@ -420,7 +420,7 @@ def test_only_on_and_data_path_are_checked_naming_the_field():
         ({"data_path": ["copy"]}, "data_path: ['copy'] must list bind"),
         ({"data_path": ["bind", "overlay"], "only_on": {"data_path": ["gv"]}}, "only_on.data_path: ['gv'] must list"),
         ({"only_on": {"data_path": ["cn"]}}, "only_on.data_path: data_path is not a dimension"),
-        ({"only_on": {"storage": ["cn"]}}, "only_on.storage: applies to data_path, guest_setup only"),
+        ({"only_on": {"storage": ["cn"]}}, "only_on.storage: applies to data_path, guest_setup, network only"),
     ):
         with pytest.raises(ExperimentError, match=re.escape(message)):
             validate_experiment({**base, **extra})
@@ -558,3 +558,18 @@ def test_each_guest_set_up_is_in_the_domain_xml_it_renders(playbook, tmp_path, s
     assert targets[0].get("dev") == ("vda" if bus == "virtio" else "sda")
     arguments = [argument.get("value") for argument in domain.iter("{http://libvirt.org/schemas/domain/qemu/1.0}arg")]
     assert any(value.startswith(f"{nic},netdev=pbnet0") for value in arguments), arguments
+
+
+def test_ranks_that_talk_get_the_network_path_as_rungs_and_kinds_without_several_instances_are_left_out(host_ready):
+    plan = command.prepare(parsed("cn", "--workload", "distributed"))
+    assert plan.paths == ["network"] and plan.experiment["mode"] == "distributed"
+    assert [step.rung for step in plan.steps] == ["cn[network:loopback]", "cn[network:bridge]", "cn[network:overlay]"]
+    assert [step.mechanism for step in plan.steps][1:] == ["bridge and veth", "VXLAN overlay"]
+    assert plan.steps[0].mechanism == "image root + namespaces + seccomp and capabilities + engine"
+    assert {label for label, _ in plan.left_out} == {"cr", "ns", "sc"}
+    assert all("places no cell of several instances" in why for _, why in plan.left_out)
+    networks = {}
+    for cell in plan.cells:
+        networks.setdefault(cell["labels"]["platform"], set()).add(cell["labels"]["network"])
+    assert networks == {"bm": {"loopback"}, "cn": {"loopback", "bridge", "overlay"}}
+    assert "network=[loopback,bridge,overlay]" in plan.settings and "only_on.network=[cn]" in plan.settings

@@ -75,7 +75,7 @@ DATA_PATHS = ("bind", "overlay")
 # A libvirt guest's set-up, each value adding to the one before it (placements/guest/).
 GUEST_SETUPS = ("floating", "pinned", "hugepages", "virtio")
 # The deployment dimensions only_on may limit to some platforms.
-ONLY_ON_FIELDS = ("data_path", "guest_setup")
+ONLY_ON_FIELDS = ("data_path", "guest_setup", "network")
 EMULATED_FIELDS = ("scaleup", "cpu_config", "repeats", "params", "workloads", "workload_params")
 # Labels every cell carries (cell_labels.py); a workload parameter may not shadow them.
 CELL_LABELS = cell_labels.CELL_LABELS
