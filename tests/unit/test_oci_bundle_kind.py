@@ -140,11 +140,18 @@ def test_a_pinned_cell_runs_its_bundle_with_runc_on_its_cpuset_and_cn_s_argv_and
     assert command.index(f"mkdir -p {section['bundle']}") < command.index("sh -c") < command.rindex("delete --force")
     assert section["down"] in command and command.endswith("exit $status")
     assert planned["runtime"]["launcher"] == "runc" and planned["runtime"]["oci_confinement"] == "none"
+    assert planned["runtime"]["oci_namespaces"] == ["pid", "network", "ipc", "uts", "mount"]
+    assert planned["runtime"]["oci_seccomp"] is None and "bounding set" in planned["runtime"]["oci_capabilities"]
     assert planned["runtime"]["image_id"] == OPTIONS["engines"]["docker"]["image_id"]  # the same image as cn's
 
 
 def test_sc_reads_the_engine_base_an_unpinned_cell_gets_a_quota_and_an_injected_quota_takes_its_place():
-    assert plan("sc")["oci_bundle"]["base"] == oci_bundle.BASES["engine"]
+    sc = plan("sc")
+    assert sc["oci_bundle"]["base"] == oci_bundle.BASES["engine"]
+    assert (
+        sc["runtime"]["oci_seccomp"] == "Docker's default profile"
+        and sc["runtime"]["oci_capabilities"] == "Docker's set"
+    )
     vanilla = plan("ns", "vnl")
     assert patch_of(vanilla)["set"]["linux.resources.cpu"] == {"quota": 100000, "period": 100000}
     assert vanilla["process"]["argv"][:3] == ["taskset", "--cpu-list", "0-1"]  # not the harness's spare CPUs

@@ -80,9 +80,15 @@ def plan(ctx, plan):
         "down": oci_bundle.bundle_down(ctx.name, bundle, systemd),
         "run_task_file": process.KIND.task_file,
     }
+    engine = confinement == "engine"
     plan["runtime"].update(
         launcher="runc",
         oci_confinement=confinement,
+        # The rung's mechanisms, as the bases hold them (module_utils/oci_bundle.py base_config).
+        oci_namespaces=list(oci_bundle.NAMESPACES),
+        oci_seccomp="Docker's default profile" if engine else None,
+        oci_capabilities="Docker's set" if engine else "every one of the host root's bounding set",
+        oci_apparmor="Docker's profile, where the host has AppArmor" if engine else None,
         oci_base=base,
         oci_cgroup=cgroup,
         oci_root=oci_bundle.ROOT,
