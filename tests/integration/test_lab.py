@@ -361,8 +361,9 @@ def test_study_experiments_run_on_both_platforms(lab, tmp_path, experiment, over
 
 
 def test_the_sandboxes_gv_and_lx_and_the_chroot_run_cells_and_record_their_runtime_cpuset_and_quota(lab, tmp_path):
-    """gVisor (gv: Docker with runsc), LXC (lx: lxc-execute) and the image's root by chroot (cr, the kind kept in a
-    folder of its own), pinned and vanilla, one cell each, for real."""
+    """gVisor (gv: Docker with runsc), LXC (lx: lxc-execute), the image's root by chroot (cr, the kind kept in a
+    folder of its own) and Docker's bundle run by runc without and with its confinement (ns, sc), pinned and vanilla,
+    one cell each, for real."""
     results = tmp_path / "results"
     runner = run_lab_playbook(
         "playbooks/experiment.yml",
@@ -371,7 +372,7 @@ def test_the_sandboxes_gv_and_lx_and_the_chroot_run_cells_and_record_their_runti
             "experiment": "smoke",
             "campaign": "it-sandboxes",
             "platbench_results_dir": str(results),
-            "experiment_overrides": {**SMOKE_OVERRIDES, "platforms": ["gv", "lx", "cr"], "scaleup": [1]},
+            "experiment_overrides": {**SMOKE_OVERRIDES, "platforms": ["gv", "lx", "cr", "ns", "sc"], "scaleup": [1]},
         },
     )
     assert runner.rc == 0, "%s\n%s" % (runner.failed_messages(), runner.output[-6000:])
@@ -379,7 +380,7 @@ def test_the_sandboxes_gv_and_lx_and_the_chroot_run_cells_and_record_their_runti
     assert by_metric(samples, "failed") == []
     throughput = by_metric(samples, "throughput")
     assert {(s["labels"]["platform"], s["labels"]["cpu_config"]) for s in throughput} == {
-        (platform, config) for platform in ("gv", "lx", "cr") for config in ("pin", "vnl")
+        (platform, config) for platform in ("gv", "lx", "cr", "ns", "sc") for config in ("pin", "vnl")
     }
     for sample in throughput:
         labels, meta = sample["labels"], sample["metadata"]
@@ -394,6 +395,16 @@ def test_the_sandboxes_gv_and_lx_and_the_chroot_run_cells_and_record_their_runti
                 assert parse_cpuset(meta["engine_cpuset_cpus"]) == parse_cpuset(meta["cpuset_requested"])
             else:
                 assert int(meta["engine_nano_cpus"]) == 10**9
+        elif labels["platform"] in ("ns", "sc"):
+            # runc ran Docker's bundle of the image: in its own namespaces (the workload is a container to itself),
+            # with Docker's seccomp filter on sc only; the cpuset or the quota is the container's own cgroup's.
+            assert meta["launcher"] == "runc" and meta["oci_root"] == "/var/lib/platbench/lxc/rootfs"
+            assert meta["oci_confinement"] == {"ns": "none", "sc": "engine"}[labels["platform"]]
+            assert (meta["oci_seccomp"] is None) == (labels["platform"] == "ns")
+            if pinned:
+                assert parse_cpuset(meta["cpuset"]) == parse_cpuset(meta["cpuset_requested"])
+            else:
+                assert meta["cpu_quota_requested"] == 1.0 and meta["cgroup_cpu_quota"] == pytest.approx(1.0)
         elif labels["platform"] == "cr":
             # The image's root, chrooted with no namespace: the workload saw the host's hostname and no container, ran
             # in a cgroup of its own, and pinned by taskset where asked.
