@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from platbench import decide
@@ -96,9 +97,21 @@ def add_arguments(parser):
     parser.set_defaults(handler=main)
 
 
-class Plan(argparse.Namespace):
-    """What ``prepare`` worked out: ``steps``, ``left_out``, ``runner``, ``settings`` (--set texts), ``campaign``,
-    ``max_seconds``, ``injected`` ((rung, fraction) or None)."""
+@dataclass
+class Plan:
+    """What ``prepare`` worked out, before any cell."""
+
+    steps: list  # the ladder's steps, bottom first (ladder.Step)
+    left_out: list  # (platform, why) of each rung the host cannot build or the workload cannot run on
+    runner: str  # the inventory host the cells run on
+    settings: list  # the campaign's --set texts
+    workload: str  # the explain experiment's size
+    campaign: str
+    max_seconds: float
+    injected: tuple | None  # (rung, fraction) of a known overhead, or None
+    paths: list  # the paths (ladder.PATHS) climbed as rungs
+    experiment: dict  # the campaign's plan, as platbench run makes it
+    cells: list
 
 
 def _workloads():
@@ -119,7 +132,6 @@ def _sized(size):
 def _paths_used(workload):
     """The paths (ladder.PATHS) the workload of size ``workload`` uses: the data path where it reads a data directory
     (a generated dataset, or params.data_dir), the network path where its ranks talk (mode distributed)."""
-
     loaded = _sized(workload)
     reads = loaded.get("dataset") is not None or "data_dir" in (loaded.get("params") or {})
     talks = loaded.get("mode") == "distributed"
