@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, lxc
+from ansible_collections.platbench.lab.plugins.module_utils import lxc
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import process
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
@@ -95,9 +95,7 @@ def plan(ctx, plan):
     place, applied = process.quota_cgroup(ctx, machine, fraction) if capped else process.own_cgroup(ctx, machine)
     view = f"{VIEWS}/{ctx.name}"
     # Unpinned, it gets every CPU the harness's own affinity (spare CPUs) would otherwise pass down, as bm does.
-    allowed = ctx.facts.get("cpus_allowed")
-    cpus = ctx.cpuset if ctx.pinned else (cpu_fence.format_cpus(int(cpu) for cpu in allowed) if allowed else "")
-    taskset = ["taskset", "--cpu-list", cpus] if cpus else []
+    taskset = process.affinity_argv(ctx)
     plan["env"] = ctx.env({"PYTHONPATH": PREFIX})
     run = {
         "argv": [*taskset, "chroot", view, f"{PREFIX}/venv/bin/python", *ctx.argv],

@@ -20,7 +20,7 @@ a process side does.
 
 from __future__ import annotations
 
-from ansible_collections.platbench.lab.plugins.module_utils import cpu_fence, oci_bundle
+from ansible_collections.platbench.lab.plugins.module_utils import oci_bundle
 from ansible_collections.platbench.lab.plugins.plugin_utils.cells import cell_timeout
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements import process
 from ansible_collections.platbench.lab.plugins.plugin_utils.placements.common import (
@@ -55,9 +55,7 @@ def plan(ctx, plan):
     )
     # runc's children inherit its affinity, which the harness's spare CPUs would otherwise pass down: every CPU the
     # host allows, or the pinned ones (a cpuset then holds them to the same).
-    allowed = ctx.facts.get("cpus_allowed")
-    cpus = ctx.cpuset if ctx.pinned else (cpu_fence.format_cpus(int(cpu) for cpu in allowed) if allowed else "")
-    taskset = ["taskset", "--cpu-list", cpus] if cpus else []
+    taskset = process.affinity_argv(ctx)
     run = {
         "argv": [*taskset, *oci_bundle.runc_argv("run", "--bundle", bundle, ctx.name, systemd=systemd)],
         "chdir": "/",

@@ -274,6 +274,14 @@ def shell_command(process, deadline=None):
     )
 
 
+def affinity_argv(ctx):
+    """``taskset`` in front of a line on the runner host: the pinned cell's CPUs, or, unpinned, every CPU the host
+    allows (the harness kept on spare CPUs would otherwise pass its own affinity down); [] where neither is known."""
+    allowed = ctx.facts.get("cpus_allowed")
+    cpus = ctx.cpuset if ctx.pinned else (_cpu_list(allowed) if allowed else "")
+    return ["taskset", "--cpu-list", cpus] if cpus else []
+
+
 def _cpu_list(cpus):
     return cpu_fence.format_cpus(int(cpu) for cpu in cpus)
 
