@@ -129,22 +129,20 @@ def _sized(size):
     return load_experiment(str(REPO / "experiments"), EXPERIMENT, None, size)
 
 
-def _paths_used(workload):
-    """The paths (ladder.PATHS) the workload of size ``workload`` uses: the data path where it reads a data directory
-    (a generated dataset, or params.data_dir), the network path where its ranks talk (mode distributed)."""
-    loaded = _sized(workload)
+def _paths_used(loaded):
+    """The paths (ladder.PATHS) the experiment at its size (``loaded``) uses: the data path where it reads a data
+    directory (a generated dataset, or params.data_dir), the network path where its ranks talk (mode distributed)."""
     reads = loaded.get("dataset") is not None or "data_dir" in (loaded.get("params") or {})
     talks = loaded.get("mode") == "distributed"
     return [label for label, used in (("data_path", reads), ("network", talks)) if used]
 
 
-def _unplaceable(labels, workload):
+def _unplaceable(labels, loaded):
     """The rungs of ``labels`` whose kind cannot place the size's cells (several instances: mode distributed), and
     why: left out of the ladder as a rung the host cannot build is."""
     from ansible_collections.platbench.lab.plugins.module_utils import platforms
     from ansible_collections.platbench.lab.plugins.plugin_utils import placements
 
-    loaded = _sized(workload)
     if loaded.get("mode") == "single":
         return {}
     return {
@@ -224,9 +222,10 @@ def prepare(args):
         )
     chain = ladders.chain(args.platform)
     runner, unready = hosts.unready(ladders.rungs(chain), args.inventory)
-    unready = {**_unplaceable(ladders.rungs(chain), args.workload), **unready}
+    sized = _sized(args.workload)
+    unready = {**_unplaceable(ladders.rungs(chain), sized), **unready}
     steps, left_out = ladders.climb(args.platform, unready)
-    steps, paths = ladders.with_paths(steps, _paths_used(args.workload))
+    steps, paths = ladders.with_paths(steps, _paths_used(sized))
     steps, guest_setups = ladders.with_guest_setups(steps)
     injected = parse_inject(args.inject, ladders.rungs(steps)) if args.inject else None
     owned = [text for text in args.settings if text.split("=", 1)[0].split(".")[0] in LADDER_FIELDS]
@@ -277,17 +276,18 @@ def plan_lines(plan):
     return lines
 
 
-def found_of(directory, metric=None):
-    """The campaign's Attribution from its samples (None before any), on ``metric`` (the report's first)."""
+def found_of(directory, metric=None, frame=None):
+    """The campaign's Attribution from its samples (None before any), on ``metric`` (the report's first); ``frame``:
+    its samples, where the caller has read them already."""
     from platbench.report import ladder as report_ladder
     from platbench.report.context import ReportContext
     from platbench.report.load import ReportError, choose_metrics, load_samples
     from platbench.report.sizing_columns import sizing_keys
 
-    if not (Path(directory) / "samples.jsonl").is_file():
+    if frame is None and not (Path(directory) / "samples.jsonl").is_file():
         return None
     try:
-        frame = load_samples(directory)
+        frame = load_samples(directory) if frame is None else frame
         metrics = [metric] if metric else choose_metrics(frame, None)
     except ReportError:
         return None
@@ -315,12 +315,15 @@ def judge_for(precision):
     from platbench.answer import seconds_per_round
 
     def judge(directory):
-        found = found_of(directory)
+        from platbench.report.load import ReportError, load_samples
+
+        try:
+            frame = load_samples(directory) if (Path(directory) / "samples.jsonl").is_file() else None
+        except ReportError:
+            frame = None
+        found = None if frame is None else found_of(directory, frame=frame)
         if found is None:
             return decide.State(None, "", 0, None, False, None, None), "no pairs yet"
-        from platbench.report.load import load_samples
-
-        frame = load_samples(directory)
         rounds = int(frame["repeat"].dropna().nunique()) if "repeat" in frame.columns else 0
         open_ones = found.open_steps(precision)
         wanted = pairs_wanted(found, precision)
