@@ -1,7 +1,7 @@
 """platbench explain (platbench/explain/): the ladder planned for each platform, the campaign it runs (each rung beside
 the rung below it in duet pairs, the top beside bm too), bad input refused before any cell, the attribution's
 arithmetic and intervals on fixed data, the interaction check, and the report's waterfall of a ladder campaign. The
-cells run for real in the lab test (tests/integration/test_explain.py)."""
+cells run for real in the lab test (tests/integration/test_explain_lab.py)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 workload image (tests/unit/data/docker-oci-config.json, captured from Docker 20.10 on the development host with
 platbench.lab.oci_bundle's own steps) hold exactly the mechanisms their rung names; a cell's plan is a process of the
 runner host whose line makes its bundle with the host's python3, runs runc and deletes both; the patch really applies.
-The cells run for real in the lab tests (tests/integration/test_explain.py)."""
+The cells run for real in the lab tests (tests/integration/test_explain_lab.py)."""
 
 from __future__ import annotations
 
