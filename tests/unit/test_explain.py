@@ -426,6 +426,17 @@ def test_only_on_and_data_path_are_checked_naming_the_field():
             validate_experiment({**base, **extra})
     with pytest.raises(ExperimentError, match="data_path: says how the workload reads its data directory"):
         validate_experiment({**{k: v for k, v in base.items() if k != "dataset"}, "data_path": ["bind", "overlay"]})
+    guests = {**base, "platforms": ["bm", "vm"], "guest_setup": ["floating", "pinned"]}
+    assert validate_experiment(guests)
+    for extra, message in (
+        ({"guest_setup": ["pinned", "pinned"]}, "guest_setup: ['pinned', 'pinned'] must list set-ups"),
+        ({"guest_setup": ["numa"]}, "guest_setup: ['numa'] must list set-ups"),
+        ({"cpu_config": ["pin", "vnl"]}, "guest_setup: its guests run on the cell's own CPUs"),
+        ({"cpu_config": ["vnl"]}, "guest_setup: its guests run on the cell's own CPUs"),
+        ({"mode": "shared"}, "guest_setup: a cell of one guest only"),
+    ):
+        with pytest.raises(ExperimentError, match=re.escape(message)):
+            validate_experiment({**guests, **extra})
 
 
 def rounds_ladder(tmp_path, overlay=1.05, rounds=10, seed=5):

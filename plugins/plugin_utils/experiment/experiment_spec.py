@@ -447,7 +447,8 @@ def _check_deployment(experiment, problems):
                 "(each adds to the one before it: vCPUs floating over the cell's CPUs, pinned one to one, huge pages, "
                 "virtio devices in place of emulated SATA and e1000)"
             )
-        if as_list(experiment.get("cpu_config") or []) != ["pin"]:
+        configs = as_list(experiment.get("cpu_config") or [])
+        if not configs or not all(scenario.is_pinned({"cpu_config": config}) for config in configs):
             problems.append("guest_setup: its guests run on the cell's own CPUs: give cpu_config [pin] alone")
         if experiment.get("mode", "single") != "single":
             problems.append("guest_setup: a cell of one guest only (mode single)")
