@@ -101,6 +101,9 @@ _MAPPINGS = {
 }
 _NOT_SET = ("name", "sizes")  # the file's own: its name, and the sizes --size picks from
 SET_KEYS = {field: _MAPPINGS.get(field) for field in (*REQUIRED_FIELDS, *OPTIONAL_FIELDS) if field not in _NOT_SET}
+# The mappings that --set may also give whole, as a list: inject is one injection (inject.discard=0.2) or a dimension
+# of them (inject=[none, {discard: 0.5}]).
+_WHOLE_OR_KEYS = ("inject",)
 # The options that set a field themselves, and the extra variables they own.
 _OPTION_FIELDS = {"platforms": "--platforms", "workload": "--workloads", "repeats": "--repeats"}
 # The plan file the playbook executes (plan_file.py; playbooks/experiment.yml).
@@ -237,7 +240,7 @@ def parse_setting(text):
             field = ".".join(path[: depth + 1])
             raise UsageError(f"--set {text}: {field} is a value, it has no key {path[depth + 1]!r}")
         shape = below
-    if shape is not None:
+    if shape is not None and key not in _WHOLE_OR_KEYS:
         wanted = ", ".join(allowed_set_keys(shape, key + "."))
         raise UsageError(f"--set {text}: {key} is a mapping; set its keys one by one: {wanted}")
     parsed = _parse_value(f"--set {text}", value)
@@ -255,6 +258,9 @@ def build_overrides(args, file_experiment=None):
         dotted = ".".join(path)
         if dotted in given:
             raise UsageError(f"--set {text}: {dotted} is already set by --set {given[dotted]}")
+        for other in given:  # inject whole and inject.discard: one or the other
+            if other.startswith(dotted + ".") or dotted.startswith(other + "."):
+                raise UsageError(f"--set {text}: {other} is already set by --set {given[other]}: give one of the two")
         given[dotted] = text
         target = overrides
         for part in path[:-1]:

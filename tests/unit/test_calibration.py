@@ -122,3 +122,17 @@ def test_the_lines_and_the_report_show_it(campaign, capsys):
 def test_bad_options_are_refused(capsys, argv, message):
     assert cli.main(["calibrate", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("knob", ["discard", "spin", "cpu_quota"])
+def test_the_calibration_run_sets_its_injection_dimension_through_run_set(knob):
+    import argparse
+
+    from platbench import calibrate, run
+
+    parser = argparse.ArgumentParser()
+    calibrate.add_arguments(parser)
+    args = parser.parse_args(["--inject", knob, "--effect", "0.3", "--campaign", "c", "--cell-seconds", "3"])
+    overrides = run.build_overrides(calibrate._run_args(args))
+    assert overrides["inject"][0] == "none" and len(overrides["inject"]) == 2, overrides
+    assert overrides["params"] == {"auto_seconds": 3}

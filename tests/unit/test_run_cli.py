@@ -111,6 +111,10 @@ def test_the_playbook_variables_name_the_experiment_campaign_results_and_size(tm
         (["--set", "params.steps={a: 1}"], "the value must be a scalar or a list, not a mapping"),
         (["--set", "params.steps=[1"], "the value is not valid YAML"),
         (["--set", "repeats=1", "--set", "repeats=2"], "repeats is already set by --set repeats=1"),
+        (
+            ["--set", "inject=[none, {discard: 0.5}]", "--set", "inject.discard=0.2"],
+            "inject is already set by --set inject=[none, {discard: 0.5}]: give one of the two",
+        ),
         (["--repeats", "2", "--set", "repeats=3"], "--repeats and --set repeats=3 both set repeats: give one"),
         (["-e", "campaign=x"], "-e campaign=x: campaign is set by platbench run itself"),
         (["-e", "platform_run_cell_timeout=0"], "-e platform_run_cell_timeout=0: a cell needs more than 0 seconds"),
@@ -131,6 +135,13 @@ def test_the_command_to_resume_names_the_campaign():
     assert run.rerun_command(args) == "platbench run smoke --set params.steps=3 --campaign smoke-20261125-101500"
     args.argv = ["smoke", "--campaign=mine"]
     assert run.rerun_command(args) == "platbench run smoke --campaign=mine"
+
+
+def test_inject_is_set_whole_as_a_dimension_or_by_its_knobs():
+    whole = parse("smoke", "--set", "inject=[none, {discard: 0.5}]")
+    assert run.build_overrides(whole)["inject"] == ["none", {"discard": 0.5}]
+    knobs = parse("smoke", "--set", "inject.discard=0.2", "--set", "inject_into=[cn]")
+    assert run.build_overrides(knobs)["inject"] == {"discard": 0.2}
 
 
 def test_an_unknown_set_key_lists_the_allowed_keys(capsys):

@@ -75,8 +75,8 @@ def test_the_check_names_a_kind_without_a_teardown_and_a_teardown_never_run(tree
         "kind micro_vm declares no teardown: write its tasks/teardown.yml in its folder "
         "(plugins/plugin_utils/placements/micro_vm/) and name it in its declaration's teardown"
     ]
-    # teardown.yml without its micro-VM play and without the play of the kinds' own files: the micro-VM's and the
-    # chroot's own files are never run.
+    # teardown.yml without its micro-VM play and without the play of the kinds' own files: the micro-VM's, the
+    # chroot's and the OCI bundle's own files are never run.
     playbook = tree / teardown.PLAYBOOK
     plays = [
         play
@@ -85,7 +85,7 @@ def test_the_check_names_a_kind_without_a_teardown_and_a_teardown_never_run(tree
     ]
     playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
     found = teardown.problems(str(tree))
-    assert [line.split(" keeps")[0] for line in found] == ["kind chroot", "kind micro_vm"], found
+    assert [line.split(" keeps")[0] for line in found] == ["kind chroot", "kind micro_vm", "kind oci_bundle"], found
     assert all("has the play that runs the kinds' own teardown files" in line for line in found), found
     # A declared file that does not exist; a fenced kind without the fence; a disk-reading kind without data disks.
     broken = {**placements.TEARDOWN, "process": ("process",), "guest": ("guest", "snapshots")}
