@@ -153,6 +153,21 @@ def platbench_run(argv, results_dir, **popen):
     )
 
 
+def platbench_command(*argv, timeout=1200):
+    """``python -m platbench ARGV`` run to its end as a user runs it, in the repository: the CompletedProcess, its
+    streams as text. AssertionError with the ends of both streams when it exits other than 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", "platbench", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return done
+
+
 def wait_for(condition, timeout, what):
     """Poll ``condition`` until it gives something true, which is returned; AssertionError naming ``what`` after
     ``timeout`` seconds."""

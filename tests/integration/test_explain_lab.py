@@ -6,11 +6,9 @@ about 0.8. It writes the attribution, the waterfall and explanation.json."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from playbook_run import REPO, read_samples
+from playbook_run import platbench_command, read_samples
 from test_lab import parse_cpuset
 
 # Asserts a measured effect: it runs with nothing beside it (tests/suite.py, `quiet`).
@@ -22,34 +20,23 @@ RUNGS = ("bm", "cr", "ns", "sc", "cn")
 @pytest.fixture(scope="module")
 def explained(lab, tmp_path_factory):
     results = tmp_path_factory.mktemp("explain") / "results"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "platbench",
-            "explain",
-            "cn",
-            "--inject",
-            "ns:discard=0.2",
-            # A 20% step shows in the first rounds: stop after them (±50%), each side timing 3 s.
-            "--precision",
-            "0.5",
-            "--max-time",
-            "8m",
-            "--set",
-            "params.auto_seconds=3",
-            "--campaign",
-            "explain-test",
-            "--results-dir",
-            str(results),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
+    done = platbench_command(
+        "explain",
+        "cn",
+        "--inject",
+        "ns:discard=0.2",
+        # A 20% step shows in the first rounds: stop after them (±50%), each side timing 3 s.
+        "--precision",
+        "0.5",
+        "--max-time",
+        "8m",
+        "--set",
+        "params.auto_seconds=3",
+        "--campaign",
+        "explain-test",
+        "--results-dir",
+        str(results),
     )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return {"directory": results / "explain-test", "output": done.stdout}
 
 

@@ -4,11 +4,9 @@ cells until decided or 10 minutes are spent, and writes the page with a verdict 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from playbook_run import REPO, read_samples
+from playbook_run import platbench_command, read_samples
 
 from platbench import store
 
@@ -23,29 +21,18 @@ VERDICTS = ("reproduced", "not reproduced", "undecided")
 @pytest.fixture(scope="module")
 def reproduced(lab, tmp_path_factory):
     results = tmp_path_factory.mktemp("reproduce") / "results"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "platbench",
-            "reproduce",
-            "xu2017",
-            "--finding",
-            FINDING,
-            "--max-time",
-            "10m",
-            "--precision",
-            "0.05",  # beside the test cloud and the unit tests the pairs spread: settle at ±5%, in a few rounds
-            "--results-dir",
-            str(results),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
+    done = platbench_command(
+        "reproduce",
+        "xu2017",
+        "--finding",
+        FINDING,
+        "--max-time",
+        "10m",
+        "--precision",
+        "0.05",  # beside the test cloud and the unit tests the pairs spread: settle at ±5%, in a few rounds
+        "--results-dir",
+        str(results),
     )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     pages = sorted(results.glob("reproduce-xu2017-*"))
     assert len(pages) == 1, sorted(path.name for path in results.iterdir())
     return {"results": results, "page": pages[0], "output": done.stdout}
