@@ -139,7 +139,7 @@ def plan(ctx, plan, where=None):
 
 def _overlay_mount(mount, ctx):
     """The engine's ``--mount`` of a data directory read through a read-only overlayfs (``mount["overlay"]``: its
-    empty second lower layer), labelled with the campaign so that the campaign's prune removes the volume.
+    empty second lower layer), labelled with the campaign and host: platform_run removes the campaign's volumes by them.
 
     The volume is anonymous, one per container, and Docker refuses ``read_only`` on an anonymous volume (HTTP 400).
     The overlay is read-only all the same: it has lower layers only, no upperdir, and the kernel mounts such an
