@@ -663,11 +663,18 @@ def test_a_duet_side_with_steps_auto_times_a_window_of_its_seconds_after_the_lin
     (tmp_path / "pair").mkdir()
     (tmp_path / "pair" / "side1").write_text("1")  # the partner is there already
 
+    # A clock that only the steps move: each step lasts 1/16 s exactly, so the window of 0.5 s holds 8 steps, and no
+    # gap between steps on a busy host can shorten the timed sum (a sleeping step on the wall clock did, in CI).
+    now = [0.0]
+
     def step(batch):
-        time.sleep(0.01)
+        now[0] += 0.0625
         return 1.0
 
-    run = training.run_steps(lambda: None, step, 2, "auto", None, auto_seconds=0.3, pair=(str(tmp_path / "pair"), 0))
+    run = training.run_steps(
+        lambda: None, step, 2, "auto", None, auto_seconds=0.5, pair=(str(tmp_path / "pair"), 0), clock=lambda: now[0]
+    )
     assert run.calibration is None and run.duet_start["partner_arrived"]
-    assert 0.3 <= sum(run.step_times) < 0.6 and len(run.step_times) >= 10
+    # The window's steps, not the warmup's: 10 steps in all, the last 8 timed.
+    assert run.step_times == [0.0625] * 8 and len(run.losses) == 10
     assert (tmp_path / "pair" / "side0").exists()

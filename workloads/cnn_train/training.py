@@ -107,7 +107,16 @@ def calibrated_steps(one_step, first_index, target_seconds, clock=time.perf_coun
 
 
 def run_steps(
-    next_batch, step, warmup_steps, steps, timed_part=None, auto_seconds=None, pair=None, spin=0.0, discard=0.0
+    next_batch,
+    step,
+    warmup_steps,
+    steps,
+    timed_part=None,
+    auto_seconds=None,
+    pair=None,
+    spin=0.0,
+    discard=0.0,
+    clock=time.perf_counter,
 ):
     """Runs warmup then timed steps.
 
@@ -123,11 +132,11 @@ def run_steps(
     ``spin``: an injected known overhead, the fraction of every step (warmup and probe too, so that the probe sizes
     the timed part as it will run) spent busy-spinning after it (``spin_for``). ``discard``: an injected known
     overhead, the fraction of the timed steps left out of the throughput (``discarded_steps``; StepRun.discarded).
+    ``clock``: the one clock that times the steps, the probe and the window.
     """
     startup = process_elapsed()
     losses, step_times, data_waits, spun = [], [], [], []
     first_batch = 0.0
-    clock = time.perf_counter
 
     def one_step(index):
         started = clock()
@@ -149,7 +158,7 @@ def run_steps(
             first_batch = fetched - started
     calibration, duet_start = None, None
     if steps == AUTO_STEPS and pair is None:
-        calibration = calibrated_steps(one_step, warmup_steps, auto_seconds)
+        calibration = calibrated_steps(one_step, warmup_steps, auto_seconds, clock)
         warmup_steps, steps = warmup_steps + calibration.probe_steps, calibration.steps
     if pair is not None:
         duet_start = duet.start_line(*pair)
@@ -167,7 +176,7 @@ def run_steps(
     spun.clear()  # from here on, the timed steps' spin only
     with contextlib.nullcontext() if timed_part is None else timed_part(None if windowed else steps):
         if windowed:
-            steps = duet.timed_window(timed_step, warmup_steps, auto_seconds)
+            steps = duet.timed_window(timed_step, warmup_steps, auto_seconds, clock)
         else:
             for index in range(warmup_steps, warmup_steps + steps):
                 timed_step(index)
