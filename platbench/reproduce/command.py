@@ -6,8 +6,9 @@ checked, the inventory's runner hosts are read for what they offer, and the find
 apart (reported with what they need, never run). Before any cell, every expressible finding's experiment is planned
 and its metric and scenarios checked. Then each campaign runs as ``platbench run --precision`` runs one, in rounds,
 until every finding it decides is settled (reproduced, not reproduced, or undecided on its bound within ±P) or its
-share of ``--max-time`` is spent. A campaign found in the results already (the same cells) is read, and resumed only
-where its findings still need rounds. The page goes to results/reproduce-STUDY-TIME/ (reproduction.txt, .html, .json),
+share of ``--max-time`` is spent; the campaigns still open after a pass share the time the settled ones left, in
+further passes. A campaign found in the results already (the same cells) is read, and resumed only where its findings
+still need rounds. The page goes to results/reproduce-STUDY-TIME/ (reproduction.txt, .html, .json),
 and one row per finding to the results store, which ``platbench history --study STUDY`` reads.
 
 Exit status: 0 every campaign ran (whatever the verdicts), 1 a campaign failed, 2 bad input, 130/143 interrupted.
@@ -169,6 +170,63 @@ def run_campaign(campaign, seconds, args, out, err):
     return run.main(run_args, out, err)
 
 
+def standing(campaign, args):
+    """``(settled, rounds, line)`` of ``campaign`` in the results: whether every finding it decides is settled, the
+    rounds it holds, and the judge's line (``line`` None: nothing measured yet)."""
+    directory = Path(args.results_dir) / campaign.name
+    if _frame(directory) is None:
+        return False, 0, None
+    state, line = judge_for(campaign, args.precision)(directory)
+    return state.precise, state.rounds, line
+
+
+def run_until_settled(campaigns, seconds, stand, run_one, out, clock=time.monotonic):
+    """Run ``campaigns`` in passes within ``seconds``; the exit status (EXIT_OK, EXIT_FAILED, or an interrupt's).
+
+    In a pass each open campaign gets the time left over the open campaigns left in the pass, so what one does not
+    use goes to the next. A campaign that settles early leaves its time to the others: the next pass shares what is
+    left among the campaigns still open, and passes go on until none is open or a share would be below
+    SMALLEST_SHARE. A campaign that failed, or whose pass added no round, is not run again (another pass would spend
+    the time the same way). ``stand(campaign)`` is ``(settled, rounds, line)`` as ``standing`` gives it;
+    ``run_one(campaign, seconds)`` runs it and returns its exit status."""
+    deadline = clock() + seconds
+    code = EXIT_OK
+    open_ones = []
+    for campaign in campaigns:
+        settled, _, line = stand(campaign)
+        if settled:
+            print(f"{campaign.name}: already settled in the results ({line}): not run again", file=out)
+        else:
+            open_ones.append(campaign)
+    passes = 0
+    while open_ones:
+        passes += 1
+        still_open = []
+        for index, campaign in enumerate(open_ones):
+            share = (deadline - clock()) / (len(open_ones) - index)
+            if share < SMALLEST_SHARE:
+                print(f"{campaign.name}: not run, {human(max(share, 0))} of --max-time left for it", file=out)
+                continue
+            _, before, _ = stand(campaign)
+            again = f"pass {passes}, " if passes > 1 else ""
+            print(f"{campaign.name}: {again}running for at most {human(share)}", file=out, flush=True)
+            result = run_one(campaign, share)
+            if result in (EXIT_INTERRUPTED, 143):
+                return result
+            if result != EXIT_OK:
+                code = EXIT_FAILED
+                continue
+            settled, after, _ = stand(campaign)
+            if settled:
+                continue
+            if after <= before:
+                print(f"{campaign.name}: the pass added no round: not run again", file=out)
+                continue
+            still_open.append(campaign)
+        open_ones = still_open
+    return code
+
+
 def entries_of(study, chosen, plan, results_dir, precision, frames):
     """The page's entries, every chosen finding in the file's order."""
     from platbench.answer import seconds_per_round
@@ -202,25 +260,15 @@ def main(args, out=None, err=None):
     print("\n".join(plan_lines(study, chosen, lab, plan)), file=out, flush=True)
     if args.plan:
         return EXIT_OK
-    code = EXIT_OK
-    for index, campaign in enumerate(plan.campaigns):
-        directory = Path(args.results_dir) / campaign.name
-        frame = _frame(directory)
-        if frame is not None:
-            state, line = judge_for(campaign, args.precision)(directory)
-            if state.precise:
-                print(f"{campaign.name}: already settled in the results ({line}): not run again", file=out)
-                continue
-        share = (max_seconds - (time.monotonic() - started)) / (len(plan.campaigns) - index)
-        if share < SMALLEST_SHARE:
-            print(f"{campaign.name}: not started, {human(max(share, 0))} of --max-time left for it", file=out)
-            continue
-        print(f"{campaign.name}: running for at most {human(share)}", file=out, flush=True)
-        result = run_campaign(campaign, share, args, out, err)
-        if result in (EXIT_INTERRUPTED, 143):
-            return result
-        if result != EXIT_OK:
-            code = EXIT_FAILED
+    code = run_until_settled(
+        plan.campaigns,
+        max_seconds - (time.monotonic() - started),
+        lambda campaign: standing(campaign, args),
+        lambda campaign, seconds: run_campaign(campaign, seconds, args, out, err),
+        out,
+    )
+    if code in (EXIT_INTERRUPTED, 143):
+        return code
     frames = {campaign.name: _frame(Path(args.results_dir) / campaign.name) for campaign in plan.campaigns}
     frames = {name: frame for name, frame in frames.items() if frame is not None}
     entries = entries_of(study, chosen, plan, args.results_dir, args.precision, frames)

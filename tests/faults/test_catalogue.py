@@ -441,10 +441,19 @@ LEFT_TAG = "pbfa017e57"
 LEFT_NAMESPACE, LEFT_BRIDGE, LEFT_ADDRESS = f"{LEFT_TAG}-0", f"{LEFT_TAG}br", "198.19.254.1/24"
 # A top-level cpuset group of the test's own, on CPU 0 alone: the fence left up widened it to every core.
 FENCED_GROUP = "platbench-fault-fence"
+# A data volume of the campaign, as an overlay cell's (labelled, with mount options: Docker's prune keeps it).
+LEFT_VOLUME = f"{LEFT_TAG}-data"
 
 
 def ip(*argv, check=True):
     return subprocess.run(["ip", *argv], capture_output=True, text=True, check=check)
+
+
+VOLUME_OPTIONS = ["--driver", "local", "--opt", "type=tmpfs", "--opt", "device=tmpfs", "--opt", "o=size=1m"]
+
+
+def docker(*argv, check=True):
+    return subprocess.run(["docker", *argv], capture_output=True, text=True, check=check).stdout.strip()
 
 
 def test_leftovers_of_a_crashed_run_are_named_by_the_prechecks_and_removed_by_teardown(clean_host, tmp_path):
@@ -465,6 +474,7 @@ def test_leftovers_of_a_crashed_run_are_named_by_the_prechecks_and_removed_by_te
                     stream.write("0")
         cpu_fence.put_up(every_core, FENCE_STATE)
         assert os.path.exists(FENCE_STATE)
+        docker("volume", "create", *VOLUME_OPTIONS, "--label", f"org.platbench.campaign={campaign}", LEFT_VOLUME)
 
         code, output = until_done(campaign_argv(campaign), results)
         assert code == 1, output
@@ -481,7 +491,9 @@ def test_leftovers_of_a_crashed_run_are_named_by_the_prechecks_and_removed_by_te
         assert not os.path.exists(FENCE_STATE)
         with open(os.path.join(group, "cpuset.cpus")) as stream:
             assert stream.read().strip() == "0"  # restored
+        assert docker("volume", "ls", "--quiet", "--filter", f"label=org.platbench.campaign={campaign}") == ""
     finally:
+        docker("volume", "rm", "--force", LEFT_VOLUME, check=False)
         ip("netns", "del", LEFT_NAMESPACE, check=False)
         ip("link", "del", LEFT_BRIDGE, check=False)
         cpu_fence.take_down(FENCE_STATE)

@@ -3,10 +3,12 @@ fixed data, the refusals before any cell, and the page every finding is on."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -438,3 +440,91 @@ def test_the_local_inventory_is_read_as_this_host(tmp_path):
 @pytest.mark.parametrize("needed, rounds, asked", [(449, 3, 3), (449, 34, 34), (40, 34, 6), (35, 34, 3), (10, 12, 3)])
 def test_a_pass_adds_at_most_as_many_rounds_again_as_are_done_and_at_least_three(needed, rounds, asked):
     assert command.rounds_to_ask(needed, rounds) == asked
+
+
+# -- sharing --max-time among the campaigns ----------------------------------------------------------------------
+
+
+class _Lab:
+    """Campaigns on a fake clock: each takes ``round_seconds`` a round and settles once it holds ``settles_at``
+    rounds (None: never); ``fails`` ones return EXIT_FAILED, ``stuck`` ones spend their share adding no round."""
+
+    def __init__(self, **campaigns):
+        self.now = 0.0
+        self.campaigns = {name: SimpleNamespace(name=name, **vars(facts)) for name, facts in campaigns.items()}
+        self.rounds = dict.fromkeys(campaigns, 0)
+        self.runs = []
+
+    def clock(self):
+        return self.now
+
+    def stand(self, campaign):
+        settles_at = campaign.settles_at
+        settled = settles_at is not None and self.rounds[campaign.name] >= settles_at
+        return settled, self.rounds[campaign.name], f"{self.rounds[campaign.name]} round(s)"
+
+    def run_one(self, campaign, seconds):
+        self.runs.append((campaign.name, round(seconds)))
+        if getattr(campaign, "fails", False):
+            self.now += 60
+            return command.EXIT_FAILED
+        if getattr(campaign, "stuck", False):
+            self.now += seconds
+            return command.EXIT_OK
+        wanted = None if campaign.settles_at is None else campaign.settles_at - self.rounds[campaign.name]
+        affordable = int(seconds // campaign.round_seconds)
+        added = affordable if wanted is None else min(wanted, affordable)
+        self.rounds[campaign.name] += added
+        self.now += added * campaign.round_seconds
+        return command.EXIT_OK
+
+    def run(self, seconds):
+        out = io.StringIO()
+        code = command.run_until_settled(
+            list(self.campaigns.values()), seconds, self.stand, self.run_one, out, clock=self.clock
+        )
+        return code, out.getvalue()
+
+
+def test_time_a_campaign_settled_early_leaves_goes_to_those_still_open():
+    # The micro campaign gets a third of an hour and never settles; the two others settle in 5 minutes each. The
+    # 40 minutes they leave go to the micro campaign in a second pass, not back to the user.
+    fake = _Lab(
+        micro=SimpleNamespace(round_seconds=60, settles_at=None),
+        cnn=SimpleNamespace(round_seconds=60, settles_at=5),
+        lstm=SimpleNamespace(round_seconds=60, settles_at=5),
+    )
+    code, printed = fake.run(3600)
+    assert code == command.EXIT_OK
+    assert fake.runs == [("micro", 1200), ("cnn", 1200), ("lstm", 2100), ("micro", 3600 - 1200 - 300 - 300)]
+    assert fake.rounds == {"micro": 50, "cnn": 5, "lstm": 5} and fake.now == 3600
+    assert "micro: pass 2, running for at most 30 min" in printed
+
+
+def test_passes_go_on_until_every_campaign_is_settled_and_stop_there():
+    fake = _Lab(a=SimpleNamespace(round_seconds=100, settles_at=50), b=SimpleNamespace(round_seconds=100, settles_at=3))
+    code, _ = fake.run(7200)
+    assert code == command.EXIT_OK and fake.rounds == {"a": 50, "b": 3}
+    assert fake.runs == [("a", 3600), ("b", 3600), ("a", 3300)] and fake.now == 5300
+
+
+def test_a_failed_or_stuck_campaign_is_not_run_again_and_a_failure_is_the_exit_status():
+    fake = _Lab(
+        broken=SimpleNamespace(round_seconds=60, settles_at=None, fails=True),
+        stuck=SimpleNamespace(round_seconds=60, settles_at=None, stuck=True),
+        open=SimpleNamespace(round_seconds=60, settles_at=None),
+    )
+    code, printed = fake.run(1800)
+    assert code == command.EXIT_FAILED
+    assert [name for name, _ in fake.runs].count("broken") == 1 and [n for n, _ in fake.runs].count("stuck") == 1
+    assert "stuck: the pass added no round: not run again" in printed
+
+
+def test_a_share_under_the_smallest_is_not_run_and_a_settled_campaign_is_only_read():
+    fake = _Lab(
+        done=SimpleNamespace(round_seconds=60, settles_at=0), late=SimpleNamespace(round_seconds=60, settles_at=9)
+    )
+    code, printed = fake.run(command.SMALLEST_SHARE - 1)
+    assert code == command.EXIT_OK and fake.runs == []
+    assert "done: already settled in the results (0 round(s)): not run again" in printed
+    assert "late: not run, 2 min of --max-time left for it" in printed
