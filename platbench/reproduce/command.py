@@ -172,11 +172,8 @@ def run_campaign(campaign, seconds, args, out, err):
 
 def standing(campaign, args):
     """``(settled, rounds, line)`` of ``campaign`` in the results: whether every finding it decides is settled, the
-    rounds it holds, and the judge's line (``line`` None: nothing measured yet)."""
-    directory = Path(args.results_dir) / campaign.name
-    if _frame(directory) is None:
-        return False, 0, None
-    state, line = judge_for(campaign, args.precision)(directory)
+    rounds it holds, and the judge's line. The samples are read once."""
+    state, line = judge_for(campaign, args.precision)(Path(args.results_dir) / campaign.name)
     return state.precise, state.rounds, line
 
 
@@ -191,9 +188,9 @@ def run_until_settled(campaigns, seconds, stand, run_one, out, clock=time.monoto
     ``run_one(campaign, seconds)`` runs it and returns its exit status."""
     deadline = clock() + seconds
     code = EXIT_OK
-    open_ones = []
+    open_ones, held = [], {}  # held: each campaign's rounds as last read, so a pass reads its samples once
     for campaign in campaigns:
-        settled, _, line = stand(campaign)
+        settled, held[campaign.name], line = stand(campaign)
         if settled:
             print(f"{campaign.name}: already settled in the results ({line}): not run again", file=out)
         else:
@@ -207,7 +204,6 @@ def run_until_settled(campaigns, seconds, stand, run_one, out, clock=time.monoto
             if share < SMALLEST_SHARE:
                 print(f"{campaign.name}: not run, {human(max(share, 0))} of --max-time left for it", file=out)
                 continue
-            _, before, _ = stand(campaign)
             again = f"pass {passes}, " if passes > 1 else ""
             print(f"{campaign.name}: {again}running for at most {human(share)}", file=out, flush=True)
             result = run_one(campaign, share)
@@ -216,10 +212,11 @@ def run_until_settled(campaigns, seconds, stand, run_one, out, clock=time.monoto
             if result != EXIT_OK:
                 code = EXIT_FAILED
                 continue
-            settled, after, _ = stand(campaign)
+            before = held[campaign.name]
+            settled, held[campaign.name], _ = stand(campaign)
             if settled:
                 continue
-            if after <= before:
+            if held[campaign.name] <= before:
                 print(f"{campaign.name}: the pass added no round: not run again", file=out)
                 continue
             still_open.append(campaign)
