@@ -38,7 +38,7 @@ class Lab(NamedTuple):
         """What ``needs`` asks that no runner host (or the inventory) offers, in words; [] when it is expressible."""
         lacking = []
         if needs.get("hosts", 1) > len(self.hosts):
-            lacking.append(f"{needs['hosts']} hosts (the inventory has {len(self.hosts)})")
+            lacking.append(f"{needs.get('hosts', 1)} hosts (the inventory has {len(self.hosts)})")
 
         def best(field):
             values = [getattr(host, field) for host in self.hosts]
@@ -117,7 +117,7 @@ def _remote(names, inventory, tools):
 
 
 def probe(inventory):
-    """The ``Lab`` of ``inventory``'s runner hosts (group platbench_runners)."""
+    """The ``Lab`` of ``inventory``'s runner hosts (group platbench_runners); ValueError when it has none."""
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
     from ansible.vars.manager import VariableManager
@@ -131,6 +131,11 @@ def probe(inventory):
         is_local = values.get("ansible_connection") == "local" or host.name in ("localhost", "127.0.0.1")
         (local if is_local else remote).append(host.name)
         tools[host.name] = _tools(values)
+    if not local and not remote:
+        raise ValueError(
+            f"--inventory {inventory}: no host in its group {RUNNERS}, so nothing could run a cell; give the lab's "
+            "inventory (default inventories/local), whose runner hosts playbooks/site.yml built"
+        )
     found = [_local(name, tools[name]) for name in local]
     if remote:
         found += _remote(remote, inventory, tools)

@@ -77,6 +77,41 @@ def test_a_summary_without_a_figure_names_it():
         hpcc.parse_output(REAL_OUTPUT.replace("SingleDGEMM_Gflops=60.7587", "")).number("SingleDGEMM_Gflops")
 
 
+def test_each_size_is_solved_the_asked_number_of_times_in_a_row_up_to_hpls_limit():
+    assert hpcc.solve_list([2000, 4000], 3) == [2000, 2000, 2000, 4000, 4000, 4000]
+    assert len(hpcc.solve_list([2000, 4000], 10)) == hpcc.MAX_HPL_PROBLEMS
+    with pytest.raises(ValueError, match="2 HPL size\\(s\\) x 11 solve\\(s\\) = 22 problems, more than the 20"):
+        hpcc.solve_list([2000, 4000], 11)
+
+
+def test_the_solves_of_one_size_combine_into_total_work_over_total_time():
+    def solve(n, seconds, gflops):
+        return hpcc.HplResult(n, 192, 1, 1, seconds, gflops, "WR11C2R4", 0.003, "PASSED")
+
+    # Two solves of N = 2000 (5.33 GFLOP each) at 80 and 40 GFLOP/s took 1/15 s and 2/15 s: 10.67 GFLOP in
+    # 0.2 s is 53.3 GFLOP/s, not the arithmetic mean 60.
+    combined = hpcc.combined_by_size([solve(2000, 0.07, 80.0), solve(4000, 0.5, 85.0), solve(2000, 0.13, 40.0)])
+    assert list(combined) == [2000, 4000]
+    assert combined[2000] == (pytest.approx(160 / 3), pytest.approx(0.1))
+    assert combined[4000] == (85.0, 0.5)
+
+
+def test_a_run_with_fewer_solves_than_asked_fails_naming_the_size():
+    # The saved file solved N = 2000 and 3000 once each.
+    with pytest.raises(WorkloadFailed, match="fewer HPL solves than asked: N=2000 1 of 2, N=3000 1 of 2"):
+        hpcc.check_output(hpcc.parse_output(REAL_OUTPUT), [2000, 3000], solves=2)
+    with pytest.raises(WorkloadFailed, match="HPL at N=2000 printed a rate of 0.0 GFLOP/s"):
+        hpcc.check_output(hpcc.parse_output(REAL_OUTPUT.replace("4.343e+01", "0.000e+00")), [2000, 3000])
+
+
+def test_sizes_times_solves_past_hpls_limit_are_a_usage_error_before_anything_runs():
+    process, _ = run_module("micro_cpu", "--check-args", "--hpl-n", "2000,4000", "--hpl-solves", "11")
+    assert process.returncode == 2
+    assert "--hpl-n with --hpl-solves: 2 HPL size(s) x 11 solve(s) = 22 problems" in process.stderr
+    process, _ = run_module("micro_cpu", "--check-args", "--hpl-n", "2000,4000", "--hpl-solves", "10")
+    assert (process.returncode, process.stderr) == (0, "")
+
+
 def test_the_input_file_has_the_sizes_the_block_size_and_a_1x1_grid():
     lines = hpcc.input_text([2000, 5000], 192).splitlines()
     assert lines[4].split()[0] == "2" and lines[5].split()[:2] == ["2000", "5000"]
@@ -216,7 +251,7 @@ def test_hpcg_without_xhpcg_is_a_skipped_record_that_says_how_to_get_it():
 
 @needs_hpcc
 def test_a_real_hpcc_run_reports_hpl_per_size_dgemm_stream_and_the_ratio_to_the_fp64_peak():
-    process, records = run_module("micro_cpu", "--hpl-n", "1000,1500", "--threads", 2)
+    process, records = run_module("micro_cpu", "--hpl-n", "1000,1500", "--hpl-solves", 2, "--threads", 2)
     record = only_record(process, records)
     assert (process.returncode, record["status"]) == (0, "ok"), process.stderr
     assert record["labels"] == {"workload": "micro_cpu", "suite": "hpcc", "threads": 2}
@@ -238,7 +273,14 @@ def test_a_real_hpcc_run_reports_hpl_per_size_dgemm_stream_and_the_ratio_to_the_
     assert metadata["hpcc_version"] and metadata["tool_versions"]["hpcc"]
     assert metadata["blas"] and metadata["blas_library"].endswith("libblas.so.3")
     assert metadata["peak_source"].startswith("measured") and metadata["peak_gemm"] in ("mm", "conv1x1")
-    assert [run["check"] for run in metadata["hpl_runs"]] == ["PASSED", "PASSED"]
+    # Each size solved twice, in a row; its figures are the two solves' combined rate and mean time.
+    runs = metadata["hpl_runs"]
+    assert metadata["hpl_solves"] == 2 and [run["n"] for run in runs] == [1000, 1000, 1500, 1500]
+    assert [run["check"] for run in runs] == ["PASSED"] * 4
+    for size, first in ((1000, 0), (1500, 2)):
+        pair = runs[first : first + 2]
+        assert by_size[size]["hpl_gflops"] == pytest.approx(2 / sum(1 / run["gflops"] for run in pair))
+        assert by_size[size]["hpl_time"] == pytest.approx(sum(run["time"] for run in pair) / 2)
 
 
 def test_check_args_checks_what_is_static_and_leaves_the_memory_to_the_instance():

@@ -437,6 +437,18 @@ def test_the_local_inventory_is_read_as_this_host(tmp_path):
     assert host.name == "localhost" and host.cores >= 1 and host.tools == frozenset({"hpcg"})
 
 
+def test_an_inventory_without_runner_hosts_is_refused_before_any_plan(tmp_path, capsys):
+    from platbench import cli
+
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    controller:\n      ansible_connection: local\n")
+    with pytest.raises(ValueError, match="no host in its group platbench_runners, so nothing could run a cell"):
+        lab.probe(inventory)
+    argv = ["reproduce", "xu2017", "--plan", "--inventory", str(inventory), "--results-dir", str(tmp_path)]
+    assert cli.main(argv) == 2
+    assert f"--inventory {inventory}: no host in its group platbench_runners" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("needed, rounds, asked", [(449, 3, 3), (449, 34, 34), (40, 34, 6), (35, 34, 3), (10, 12, 3)])
 def test_a_pass_adds_at_most_as_many_rounds_again_as_are_done_and_at_least_three(needed, rounds, asked):
     assert command.rounds_to_ask(needed, rounds) == asked

@@ -36,6 +36,9 @@ GB = 1e9
 # hpcc's own sections besides HPL (RandomAccess, FFT, PTRANS...) take about as long as HPL again on
 # small N; the bound is generous so that only a hung run trips it.
 TIMEOUT_BASE_S = 600
+# HPL reads at most this many problem sizes from its input file (HPL_MAX_PARAM in its hpl_pmisc.h); a size
+# solved several times counts once per solve.
+MAX_HPL_PROBLEMS = 20
 TIMEOUT_MIN_GFLOPS_PER_THREAD = 1.0
 
 # HPL's input lines after the sizes and block sizes are those of Debian's example file, which
@@ -129,6 +132,32 @@ def input_text(sizes, nb=DEFAULT_NB):
     return _INPUT_TEMPLATE.format(count=len(sizes), sizes=" ".join(str(size) for size in sizes), nb=nb)
 
 
+def solve_list(sizes, solves=1):
+    """HPL's list of problems for ``sizes``, each solved ``solves`` times in a row; ValueError past HPL's limit."""
+    problems = [size for size in sizes for _ in range(solves)]
+    if len(problems) > MAX_HPL_PROBLEMS:
+        raise ValueError(
+            f"{len(sizes)} HPL size(s) x {solves} solve(s) = {len(problems)} problems, more than the "
+            f"{MAX_HPL_PROBLEMS} HPL reads from one input file: give fewer sizes or solves"
+        )
+    return problems
+
+
+def combined_by_size(results):
+    """{N: (GFLOP/s, mean seconds)} over the HPL results of each size, in the order the sizes first ran.
+
+    Every solve of one N does the same work, so the combined rate is the total work over the total time:
+    the harmonic mean of the printed rates. It uses the rates, printed to four digits, not the times,
+    printed to hundredths (a small N solves in under 0.1 s)."""
+    by_size = {}
+    for result in results:
+        by_size.setdefault(result.n, []).append(result)
+    return {
+        n: (len(solves) / sum(1 / solve.gflops for solve in solves), sum(solve.time for solve in solves) / len(solves))
+        for n, solves in by_size.items()
+    }
+
+
 def parse_output(text):
     """HpccOutput of an hpccoutf.txt's text: the HPL table's results and the Summary section."""
     hpl = []
@@ -169,9 +198,9 @@ def parse_output(text):
     return HpccOutput(hpl, summary)
 
 
-def check_output(output, sizes):
-    """WorkloadFailed unless every size in ``sizes`` has an HPL result whose residual check PASSED and
-    the Summary says Success=1 (and no Failure other than 0)."""
+def check_output(output, sizes, solves=1):
+    """WorkloadFailed unless every size in ``sizes`` has ``solves`` HPL results, each with a positive rate and
+    a residual check that PASSED, and the Summary says Success=1 (and no Failure other than 0)."""
     if not output.summary:
         raise WorkloadFailed(f"{OUTPUT_FILE} has no Summary section: hpcc stopped before the end of its tests")
     failure = output.summary.get("Failure")
@@ -186,9 +215,16 @@ def check_output(output, sizes):
                 f"HPL at N={result.n} failed its residual check: {result.check or 'no check line'}"
                 + (f" (scaled residual {result.residual})" if result.residual is not None else "")
             )
+        if result.gflops <= 0:
+            raise WorkloadFailed(f"HPL at N={result.n} printed a rate of {result.gflops} GFLOP/s")
     missing = sorted(set(sizes) - {result.n for result in output.hpl})
     if missing:
         raise WorkloadFailed(f"{OUTPUT_FILE} has no HPL result for N={', '.join(map(str, missing))}")
+    solved = [result.n for result in output.hpl]
+    counts = {size: solved.count(size) for size in sizes}
+    short = [f"N={size} {count} of {solves}" for size, count in counts.items() if count < solves]
+    if short:
+        raise WorkloadFailed(f"{OUTPUT_FILE} has fewer HPL solves than asked: {', '.join(short)}")
 
 
 def matrix_bytes(n):
@@ -289,14 +325,19 @@ def run_environment(threads):
     return env
 
 
-def run(sizes, threads, nb=DEFAULT_NB, hpcc_path=None, keep_output=None):
-    """(HpccOutput, output text): one hpcc run over HPL sizes ``sizes`` in a temporary directory,
-    checked (check_output). ``keep_output``: a path to copy hpccoutf.txt to (for fixtures, debugging)."""
+def run(sizes, threads, nb=DEFAULT_NB, hpcc_path=None, keep_output=None, solves=1):
+    """(HpccOutput, output text): one hpcc run over HPL sizes ``sizes``, each solved ``solves`` times, in a
+    temporary directory, checked (check_output). ``keep_output``: a path to copy hpccoutf.txt to (for
+    fixtures, debugging)."""
     hpcc_path = hpcc_path or tools.require(["hpcc"])["hpcc"]
+    try:
+        problems = solve_list(sizes, solves)
+    except ValueError as error:
+        raise WorkloadFailed(str(error)) from None
     with tempfile.TemporaryDirectory(prefix="platbench-hpcc-") as workdir:
         with open(os.path.join(workdir, INPUT_FILE), "w", encoding="utf-8") as handle:
-            handle.write(input_text(sizes, nb))
-        done = tools.run([hpcc_path], timeout=timeout_for(sizes, threads), cwd=workdir, env=run_environment(threads))
+            handle.write(input_text(problems, nb))
+        done = tools.run([hpcc_path], timeout=timeout_for(problems, threads), cwd=workdir, env=run_environment(threads))
         output_path = os.path.join(workdir, OUTPUT_FILE)
         try:
             with open(output_path, encoding="utf-8", errors="replace") as handle:
@@ -309,7 +350,7 @@ def run(sizes, threads, nb=DEFAULT_NB, hpcc_path=None, keep_output=None):
         if keep_output:
             shutil.copyfile(output_path, keep_output)
     output = parse_output(text)
-    check_output(output, sizes)
+    check_output(output, sizes, solves)
     return output, text
 
 
