@@ -323,32 +323,54 @@ def _finished(figure, axes, title, ylabel="seconds (mean over the rounds)"):
     return figures.svg_text(figure)
 
 
+def _compared_labels(findings):
+    """The cell labels besides the platform and the metric that ``findings`` compare or split by (Samani's storage:
+    hdd against ssd on one platform): their relations' sides given as labels, and their for_each."""
+    labels = []
+    for finding in findings:
+        relation = finding.data.get("relation") or {}
+        for side in (relation.get("of"), relation.get("to")):
+            if isinstance(side, dict):
+                labels += list(side)
+        labels += finding.data.get("for_each") or []
+    # The platform is in the scenario, and the phases are metrics: neither splits a bar.
+    return [label for label in dict.fromkeys(labels) if label not in ("platform", "metric")]
+
+
+def phase_bars(frame, findings):
+    """``{bar name: {phase: mean}}`` of one campaign: a bar per scenario and, where ``findings`` compare cells of one
+    scenario by another label (storage), per value of that label too, named ``scenario, label=value``. Baseline
+    scenarios first."""
+    labels = [label for label in _compared_labels(findings) if label in frame.columns]
+    bars = {}
+    for phase in PHASES:
+        for key, mean in _means(frame, phase, ["scenario", *labels]).items():
+            name = ", ".join([key[0], *(f"{label}={value}" for label, value in zip(labels, key[1:], strict=True))])
+            bars.setdefault(name, {})[phase] = mean
+    order = sorted(bars, key=lambda name: (not name.startswith(BASELINE + "/"), name))
+    return {name: bars[name] for name in order}
+
+
 def stacked_phases(entries, frames):
     """Samani's form: per campaign, each platform's end-to-end time as its pre-processing, inference and
-    post-processing parts stacked."""
+    post-processing parts stacked (a bar per scenario, and per storage or other label its findings compare)."""
     from platbench.report import figures
 
     drawn = []
     for campaign in dict.fromkeys(entry.campaign for entry in entries if entry.campaign in frames):
-        frame = frames[campaign]
-        scenario_means = {phase: _means(frame, phase, ["scenario"]) for phase in PHASES}
-        scenarios = sorted(
-            {key[0] for means in scenario_means.values() for key in means},
-            key=lambda name: (not name.startswith(BASELINE + "/"), name),
-        )
-        if not scenarios:
+        bars = phase_bars(frames[campaign], [entry.finding for entry in entries if entry.campaign == campaign])
+        if not bars:
             continue
-        figure = figures.new_figure(max(4.0, 0.9 * len(scenarios)), 3.4)
+        names = list(bars)
+        figure = figures.new_figure(max(4.0, 0.9 * len(names)), 3.4)
         axes = figure.subplots()
-        bottoms = [0.0] * len(scenarios)
+        bottoms = [0.0] * len(names)
         for phase, colour in zip(PHASES, figures.palette(), strict=False):
-            heights = [scenario_means[phase].get((scenario,), 0.0) for scenario in scenarios]
-            axes.bar(
-                range(len(scenarios)), heights, 0.6, bottom=bottoms, label=phase.replace("_time", ""), color=colour
-            )
+            heights = [bars[name].get(phase, 0.0) for name in names]
+            axes.bar(range(len(names)), heights, 0.6, bottom=bottoms, label=phase.replace("_time", ""), color=colour)
             bottoms = [bottom + height for bottom, height in zip(bottoms, heights, strict=True)]
-        axes.set_xticks(range(len(scenarios)))
-        axes.set_xticklabels(scenarios, rotation=30, ha="right", fontsize=7)
+        axes.set_xticks(range(len(names)))
+        axes.set_xticklabels(names, rotation=30, ha="right", fontsize=7)
         drawn.append(_finished(figure, axes, f"{_experiment(campaign)}: end to end, by phase"))
     return drawn
 

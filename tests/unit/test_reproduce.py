@@ -350,6 +350,31 @@ def test_the_page_renders_every_finding_of_the_study(tmp_path, name):
         assert "<svg" in html
 
 
+def test_samanis_phases_are_a_bar_per_scenario_and_per_storage_its_finding_compares():
+    samani = {finding.id: finding for finding in findings.load("samani2022").findings}
+    rows = []
+    for storage, pre in (("ssd", 1.0), ("hdd", 3.0)):
+        for repeat in range(2):
+            for metric, value in (("pre_time", pre + repeat), ("inference_time", 5.0), ("post_time", 0.5)):
+                rows.append({"scenario": "bm/all/vnl/cpu", "storage": storage, "metric": metric, "value": value})
+    frame = pd.DataFrame(rows)
+    # One scenario, two storages: the storage finding gets a bar for each (they were one bar, averaged, before).
+    assert page.phase_bars(frame, [samani["ssd-helps-many-small-files"]]) == {
+        "bm/all/vnl/cpu, storage=hdd": {"pre_time": 3.5, "inference_time": 5.0, "post_time": 0.5},
+        "bm/all/vnl/cpu, storage=ssd": {"pre_time": 1.5, "inference_time": 5.0, "post_time": 0.5},
+    }
+    # A finding that compares platforms only keeps a bar per scenario, baseline first.
+    cn = frame.assign(scenario="cn/all/vnl/cpu", value=frame["value"] * 2)
+    bars = page.phase_bars(pd.concat([cn, frame]), [samani["edge-cn-near-bm"]])
+    assert list(bars) == ["bm/all/vnl/cpu", "cn/all/vnl/cpu"]
+    assert bars["bm/all/vnl/cpu"]["pre_time"] == 2.5 and bars["cn/all/vnl/cpu"]["pre_time"] == 5.0
+    # One that compares metrics (end to end against inference) keeps a bar per scenario too.
+    assert list(page.phase_bars(frame, [samani["rs-pre-post-dominate"]])) == ["bm/all/vnl/cpu"]
+    entry = page.Entry(samani["ssd-helps-many-small-files"], relations.REPRODUCED, None, [], "c", None)
+    (svg,) = page.stacked_phases([entry], {"c": frame})
+    assert svg.startswith("<svg")
+
+
 def test_the_summary_line_counts_each_verdict():
     study = findings.load("chopra2022")
     verdicts = [relations.REPRODUCED, relations.NOT_REPRODUCED, relations.UNDECIDED, relations.UNDECIDED]
