@@ -36,7 +36,7 @@ GB = 1e9
 # hpcc's own sections besides HPL (RandomAccess, FFT, PTRANS...) take about as long as HPL again on
 # small N; the bound is generous so that only a hung run trips it.
 TIMEOUT_BASE_S = 600
-# HPL reads at most this many problem sizes from its input file (HPL_MAX_PARAM in its hpl_pmisc.h); a size
+# HPL reads at most this many problem sizes from its input file (HPL_MAX_PARAM in its hpl_ptest.h); a size
 # solved several times counts once per solve.
 MAX_HPL_PROBLEMS = 20
 TIMEOUT_MIN_GFLOPS_PER_THREAD = 1.0
