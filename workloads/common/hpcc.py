@@ -2,7 +2,8 @@
 
 hpcc reads ``hpccinf.txt`` (HPL's input format plus PTRANS sizes) from its working directory and
 writes ``hpccoutf.txt`` there: per-test sections, then a ``Summary`` of ``key=value`` lines. Every
-figure the micro-benchmarks report comes from that file, as hpcc printed it; nothing is recomputed.
+figure the micro-benchmarks report comes from that file, as hpcc printed it, except that a size HPL
+solved several times (``solves``) reports the solves' combined rate (``combined_by_size``).
 
 How we run it: one MPI process (P = Q = 1) whose BLAS runs ``threads`` threads
 (OPENBLAS_NUM_THREADS = OMP_NUM_THREADS). HPL's panel factorisation is then serial and its

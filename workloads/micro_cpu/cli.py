@@ -9,8 +9,9 @@
 - ``stream_copy``/``scale``/``add``/``triad`` (SingleSTREAM, GB/s).
 
 It adds the GEMM peak the training workloads measure, in fp64 because HPL is fp64 (``gemm_peak_fp64``:
-torch, this process's threads, cached per scenario like theirs), and ``hpl_gemm_ratio`` per size: the
-one figure computed here, the ratio of two measured figures, HPL's GFLOP/s over that peak. It grows
+torch, this process's threads, cached per scenario like theirs), and ``hpl_gemm_ratio`` per size: the ratio
+of two measured figures, HPL's GFLOP/s over that peak (computed here, as is the combined rate of several
+solves). It grows
 with N: one process factorises each panel serially, a share of the work that falls as N grows.
 
 --suite hpcg runs HPCG (``xhpcg``, built from the upstream release by platbench.lab.micro_tools: no
@@ -58,8 +59,8 @@ def _arguments(parser):
         type=positive_int,
         default=1,
         help="how many times HPL solves each size in the one hpcc run (default 1); hpl_gflops is the solves' "
-        "combined rate, their total work over their total time. A small N solves in under 0.1 s, where a "
-        f"scheduler tick moves one rate by percents. At most {hpcc.MAX_HPL_PROBLEMS} sizes x solves",
+        "combined rate, their total work over their total time. A small N solves in under 0.1 s, and one "
+        f"solve's rate moves by percents from the next's. At most {hpcc.MAX_HPL_PROBLEMS} sizes x solves",
     )
     add("--hpl-nb", type=positive_int, default=hpcc.DEFAULT_NB, help=f"HPL block size NB (default {hpcc.DEFAULT_NB})")
     add(
@@ -142,7 +143,7 @@ def _hpcc_body(args, run):
     peak_gflops = _fp64_peak_gflops(args, run.metadata)
     if peak_gflops is not None:
         metrics.append(metric("gemm_peak_fp64", peak_gflops, "GFLOP/s"))
-        # The one computed figure: a ratio of two measured ones (hpcc's HPL rate, the GEMM peak).
+        # A ratio of two measured figures (hpcc's HPL rate, the GEMM peak).
         metrics += [
             metric("hpl_gemm_ratio", gflops / peak_gflops, "ratio", {"hpl_n": n}) for n, (gflops, _) in hpl.items()
         ]
