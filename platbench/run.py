@@ -752,8 +752,11 @@ def _run(args, plan, extravars, lock, kept, out, err):
     display = display_for(campaign, out)
     with Interrupts() as interrupts, tempfile.TemporaryDirectory(prefix="platbench-run-") as private:
         lock.update(private_dir=private)  # what a run that dies leaves running is found by it (the next run)
-        if lock.stale and not _after_a_dead_run(args, lock, extravars, interrupts, out):
-            return interrupts.exit_code if interrupts.count else EXIT_FAILED
+        if lock.stale:
+            if not _after_a_dead_run(args, lock, extravars, interrupts, out):
+                return interrupts.exit_code if interrupts.count else EXIT_FAILED
+            # Removed: the passes a run until decided adds after this one have nothing of the dead run to clean.
+            lock.stale = None
         running = []
 
         def stop():

@@ -880,6 +880,33 @@ def test_the_lock_file_of_a_run_that_died_makes_the_next_run_clean_up_first(tmp_
     assert not (campaign_dir / "run.lock").exists()
 
 
+def test_a_dead_runs_leftovers_are_removed_by_the_first_pass_alone(tmp_path, monkeypatch):
+    """A run until decided makes a pass per step on one lock: only its first pass cleans up after the run that died,
+    not every pass (each teardown.yml run costs the campaign time, and the log said it again every pass)."""
+    from types import SimpleNamespace
+
+    from platbench import campaign_lock
+
+    holder = _holder(tmp_path / "c1")
+    holder.kill()
+    holder.wait()
+    lock = campaign_lock.acquire(tmp_path / "c1", "c1", "platbench run smoke --campaign c1")
+    assert lock.stale["pid"] == holder.pid
+    cleaned = []
+    monkeypatch.setattr(run, "_after_a_dead_run", lambda _args, dead, *_rest: cleaned.append(dead.stale["pid"]) or True)
+    runner = SimpleNamespace(rc=0, config=SimpleNamespace(artifact_dir=str(tmp_path / "artifacts")))
+    monkeypatch.setattr(run, "drive", lambda *_args, **_kwargs: (runner, False))
+    args = SimpleNamespace(campaign="c1", experiment="smoke", inventory="localhost,")
+    out = io.StringIO()
+    for _ in range(3):
+        kept = [True]
+        run._run(args, {"cells": []}, {"platbench_results_dir": str(tmp_path)}, lock, kept, out, out)
+        assert kept == [False]  # each pass ended: nothing of its own left to clean
+    lock.release(keep=kept[0])
+    assert cleaned == [holder.pid]
+    assert not (tmp_path / "c1" / "run.lock").exists()
+
+
 def test_a_run_ending_however_it_ends_releases_the_campaign(tmp_path):
     from platbench import campaign_lock
 
