@@ -283,6 +283,56 @@ def test_a_real_hpcc_run_reports_hpl_per_size_dgemm_stream_and_the_ratio_to_the_
         assert by_size[size]["hpl_time"] == pytest.approx(sum(run["time"] for run in pair) / 2)
 
 
+def test_a_duet_side_starts_hpcc_only_once_its_partner_is_at_the_start_line(tmp_path, monkeypatch):
+    """Both sides of a duet pair start hpcc together, so that their HPL solves overlap: the side marks its arrival
+    and waits for its partner's mark (workloads/common/duet.py) before hpcc, and its record says how long."""
+    import threading
+    from types import SimpleNamespace
+
+    from workloads.common import duet
+
+    started = []
+
+    def fake_hpcc(sizes, threads, nb, path, solves=1):
+        started.append({"partner there": (tmp_path / "side1").exists(), "own mark": (tmp_path / "side0").exists()})
+        return hpcc.parse_output(REAL_OUTPUT), REAL_OUTPUT
+
+    monkeypatch.setenv(duet.DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(duet.SIDE_ENV, "0")
+    monkeypatch.setattr(cli.tools, "require", lambda names: {"hpcc": "/usr/bin/hpcc"})
+    monkeypatch.setattr(cli.tools, "versions", lambda names: {"hpcc": "1.5.0"})
+    monkeypatch.setattr(cli.hpcc, "blas_metadata", lambda path: {})
+    monkeypatch.setattr(cli.hpcc, "run", fake_hpcc)
+    partner = threading.Timer(0.5, (tmp_path / "side1").write_text, args=("4321",))  # arrives half a second late
+    partner.start()
+    args = SimpleNamespace(hpl_n=[2000, 3000], threads=1, hpl_nb=192, hpl_solves=1, peak_gflops=0)
+    run = SimpleNamespace(metadata={"memory_total_bytes": 8 * GIB})
+    try:
+        outcome = cli._hpcc_body(args, run)
+    finally:
+        partner.cancel()
+    assert started == [{"partner there": True, "own mark": True}]
+    assert run.metadata["duet_start"]["partner_arrived"] is True
+    assert run.metadata["duet_start"]["waited_seconds"] >= 0.4
+    assert {entry["metric"] for entry in outcome.metrics} >= {"hpl_gflops", "hpl_time"}
+
+
+def test_outside_a_duet_pair_hpcc_starts_at_once_and_the_record_has_no_start_line(monkeypatch):
+    from types import SimpleNamespace
+
+    from workloads.common import duet
+
+    monkeypatch.delenv(duet.DIR_ENV, raising=False)
+    monkeypatch.delenv(duet.SIDE_ENV, raising=False)
+    monkeypatch.setattr(cli.tools, "require", lambda names: {"hpcc": "/usr/bin/hpcc"})
+    monkeypatch.setattr(cli.tools, "versions", lambda names: {"hpcc": "1.5.0"})
+    monkeypatch.setattr(cli.hpcc, "blas_metadata", lambda path: {})
+    monkeypatch.setattr(cli.hpcc, "run", lambda *_args, **_kwargs: (hpcc.parse_output(REAL_OUTPUT), REAL_OUTPUT))
+    run = SimpleNamespace(metadata={"memory_total_bytes": 8 * GIB})
+    cli._hpcc_body(SimpleNamespace(hpl_n=[2000, 3000], threads=1, hpl_nb=192, hpl_solves=1, peak_gflops=0), run)
+    assert "duet_start" not in run.metadata
+
+
 def test_check_args_checks_what_is_static_and_leaves_the_memory_to_the_instance():
     # The controller's memory is not the instance's: a size too big for this machine passes --check-args.
     process, records = run_module("micro_cpu", "--check-args", "--hpl-n", "10000000", "--suite", "hpcc")

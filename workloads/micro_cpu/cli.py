@@ -8,6 +8,9 @@
 - ``dgemm_gflops`` (SingleDGEMM) and ``star_dgemm_gflops`` (StarDGEMM);
 - ``stream_copy``/``scale``/``add``/``triad`` (SingleSTREAM, GB/s).
 
+As a duet pair's side (schedule: duet) it waits at the pair's start line (common/duet.py) before it starts hpcc,
+so that both sides' hpcc runs begin together; ``metadata.duet_start`` holds the wait.
+
 It adds the GEMM peak the training workloads measure, in fp64 because HPL is fp64 (``gemm_peak_fp64``:
 torch, this process's threads, cached per scenario like theirs), and ``hpl_gemm_ratio`` per size: the ratio
 of two measured figures, HPL's GFLOP/s over that peak (computed here, as is the combined rate of several
@@ -21,7 +24,7 @@ skipped with the reason.
 
 import time
 
-from ..common import hpcc, tools
+from ..common import duet, hpcc, tools
 from ..common.args import positive_int, positive_int_list
 from ..common.harness import Outcome, Terminated, WorkloadFailed, WorkloadSkipped, attempt, error_line
 from ..common.record import metric
@@ -121,6 +124,10 @@ def _hpcc_body(args, run):
         tool_versions=tools.versions(["hpcc"]),
         **hpcc.blas_metadata(hpcc_path),
     )
+    pair = duet.pair_from_env()
+    if pair is not None:
+        # A duet pair's sides start hpcc together: its tests run in one order, so their HPL solves then overlap.
+        run.metadata["duet_start"] = duet.start_line(*pair)
     started = time.perf_counter()
     output, _ = hpcc.run(sizes, args.threads, args.hpl_nb, hpcc_path, solves=args.hpl_solves)
     run.metadata.update(
