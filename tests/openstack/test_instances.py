@@ -304,7 +304,8 @@ def test_provision_record_and_tear_down(test_cloud, tmp_path):
         servers = seen["servers"]
         names = ("nova-1-vnl-cpu", "nova-1-vnl-gpu", "nova-2-vnl-gpu", "nova-2-pin-cpu")
         active = [f"{prefix}{name}" for name in names]
-        assert sorted(servers) == sorted(active), (servers, why_servers_failed(test_cloud, run))
+        # A string, not a tuple: pytest shortens a non-string message to one line and would cut nova's reasons off.
+        assert sorted(servers) == sorted(active), f"servers: {servers}\n{why_servers_failed(test_cloud, run)}"
         for name in active:
             assert servers[name] == {"status": "ACTIVE", "metadata": {"platbench_campaign": CAMPAIGN}}
         # Each GPU server holds one of the compute host's PCI devices in placement; the CPU server none.
