@@ -96,6 +96,16 @@ def test_the_solves_of_one_size_combine_into_total_work_over_total_time():
     assert combined[4000] == (85.0, 0.5)
 
 
+def test_the_best_solve_of_each_size_is_its_highest_printed_rate():
+    def solve(n, gflops):
+        return hpcc.HplResult(n, 192, 1, 1, 0.1, gflops, "WR11C2R4", 0.003, "PASSED")
+
+    # A burst that slowed two of three solves of N = 2000 leaves the third's 80 GFLOP/s as the size's best.
+    best = hpcc.best_by_size([solve(2000, 61.5), solve(4000, 85.0), solve(2000, 80.0), solve(2000, 70.25)])
+    assert best == {2000: 80.0, 4000: 85.0}
+    assert list(best) == [2000, 4000]
+
+
 def test_a_run_with_fewer_solves_than_asked_fails_naming_the_size():
     # The saved file solved N = 2000 and 3000 once each.
     with pytest.raises(WorkloadFailed, match="fewer HPL solves than asked: N=2000 1 of 2, N=3000 1 of 2"):
@@ -273,7 +283,8 @@ def test_a_real_hpcc_run_reports_hpl_per_size_dgemm_stream_and_the_ratio_to_the_
     assert metadata["hpcc_version"] and metadata["tool_versions"]["hpcc"]
     assert metadata["blas"] and metadata["blas_library"].endswith("libblas.so.3")
     assert metadata["peak_source"].startswith("measured") and metadata["peak_gemm"] in ("mm", "conv1x1")
-    # Each size solved twice, in a row; its figures are the two solves' combined rate and mean time.
+    # Each size solved twice, in a row; its figures are the two solves' combined rate and mean time, and the
+    # faster solve's rate.
     runs = metadata["hpl_runs"]
     assert metadata["hpl_solves"] == 2 and [run["n"] for run in runs] == [1000, 1000, 1500, 1500]
     assert [run["check"] for run in runs] == ["PASSED"] * 4
@@ -281,6 +292,7 @@ def test_a_real_hpcc_run_reports_hpl_per_size_dgemm_stream_and_the_ratio_to_the_
         pair = runs[first : first + 2]
         assert by_size[size]["hpl_gflops"] == pytest.approx(2 / sum(1 / run["gflops"] for run in pair))
         assert by_size[size]["hpl_time"] == pytest.approx(sum(run["time"] for run in pair) / 2)
+        assert by_size[size]["hpl_gflops_best"] == max(run["gflops"] for run in pair)
 
 
 def test_a_duet_side_starts_hpcc_only_once_its_partner_is_at_the_start_line(tmp_path, monkeypatch):

@@ -3,7 +3,8 @@
 hpcc reads ``hpccinf.txt`` (HPL's input format plus PTRANS sizes) from its working directory and
 writes ``hpccoutf.txt`` there: per-test sections, then a ``Summary`` of ``key=value`` lines. Every
 figure the micro-benchmarks report comes from that file, as hpcc printed it, except that a size HPL
-solved several times (``solves``) reports the solves' combined rate (``combined_by_size``).
+solved several times (``solves``) reports the solves' combined rate (``combined_by_size``) and the best solve's
+(``best_by_size``).
 
 How we run it: one MPI process (P = Q = 1) whose BLAS runs ``threads`` threads
 (OPENBLAS_NUM_THREADS = OMP_NUM_THREADS). HPL's panel factorisation is then serial and its
@@ -157,6 +158,16 @@ def combined_by_size(results):
         n: (len(solves) / sum(1 / solve.gflops for solve in solves), sum(solve.time for solve in solves) / len(solves))
         for n, solves in by_size.items()
     }
+
+
+def best_by_size(results):
+    """{N: GFLOP/s} of each size's fastest solve, in the order the sizes first ran: HPL's usual figure (a system's
+    Rmax is its best run). A burst of load that slows some of a size's solves lowers their combined rate, and leaves
+    the best one alone as long as one solve escaped it."""
+    best = {}
+    for result in results:
+        best[result.n] = max(best.get(result.n, result.gflops), result.gflops)
+    return best
 
 
 def parse_output(text):
