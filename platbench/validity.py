@@ -11,6 +11,10 @@ validity"):
   "frequency throttled";
 - platbench's own processes (the harness) used more than ``max_harness_share`` of the cell's CPUs during its timed
   part (``metadata.harness_cpu_share``): their time is counted as the platform's.
+- the workload itself ran below the normal scheduling priority (``metadata.sched_policy`` other than SCHED_OTHER, or
+  ``metadata.nice`` above 0, as the workload's process saw them): any other process on its CPUs then runs first. A
+  cell's launcher resets both, but a platform's engine gives its containers its own: a dockerd started by a process at
+  SCHED_IDLE runs every container at SCHED_IDLE.
 
 The samples also say how the harness was placed (``harness_isolated``, ``harness_isolation``) and what isolation
 the experiment asked for (``isolation``): no mark of a row, but the answer names them (platbench/answer.py,
@@ -41,7 +45,12 @@ HARNESS_CPU_SHARE = "harness_cpu_share"
 ISOLATION = "isolation"
 NO_ISOLATION = "none"
 HARNESS_COLUMNS = (HARNESS_ISOLATED, HARNESS_ISOLATION, HARNESS_CPU_SECONDS, HARNESS_CPU_SHARE, ISOLATION)
-COLUMNS = (TIMED_SECONDS, TIMED_STEPS, STEAL_PERCENT, THROTTLE_EVENTS, *HARNESS_COLUMNS)
+# The workload's own scheduling policy and nice value (workloads/common/harness.py, placement_metadata), as columns
+# named apart from the labels.
+WORKLOAD_POLICY = "workload_sched_policy"
+WORKLOAD_NICE = "workload_nice"
+NORMAL_POLICY = "SCHED_OTHER"
+COLUMNS = (TIMED_SECONDS, TIMED_STEPS, STEAL_PERCENT, THROTTLE_EVENTS, *HARNESS_COLUMNS, WORKLOAD_POLICY, WORKLOAD_NICE)
 # A summary row's own field: how its cells' harness was placed (``harness_of``).
 HARNESS = "harness"
 VALIDITY = "validity"  # the summary rows' column: the reasons joined by "; ", "" when the row is valid
@@ -88,10 +97,13 @@ def sample_fields(metadata):
     }
     isolated = metadata.get(HARNESS_ISOLATED)
     texts = {name: metadata.get(name) for name in (HARNESS_ISOLATION, ISOLATION)}
+    policy = metadata.get("sched_policy")
     return {
         **{name: _number(value) for name, value in numbers.items()},
         HARNESS_ISOLATED: isolated if isinstance(isolated, bool) else None,
         **{name: value if isinstance(value, str) else None for name, value in texts.items()},
+        WORKLOAD_POLICY: policy if isinstance(policy, str) else None,
+        WORKLOAD_NICE: _number(metadata.get("nice")),
     }
 
 
@@ -185,6 +197,24 @@ def harness_reason(shares, thresholds=DEFAULTS):
     )
 
 
+def priority_reason(cells):
+    """The mark of a row some of whose cells' workloads ran below the normal priority; ``cells``: (scheduling policy,
+    nice value) of each, None where not recorded (an older record). Says how many, as what, and where to look."""
+    low = [
+        (policy, nice)
+        for policy, nice in cells
+        if (policy is not None and policy != NORMAL_POLICY) or (nice is not None and nice > 0)
+    ]
+    if not low:
+        return None
+    seen = sorted({f"{policy or NORMAL_POLICY}" + (f", nice {nice:g}" if nice else "") for policy, nice in low})
+    return (
+        f"the workload ran at {' / '.join(seen)} in {len(low)} of {len(cells)} cells, not the normal policy at nice 0: "
+        "whatever else ran on its CPUs went first. Restart the engine or launcher that starts it (a dockerd started by "
+        "a process at idle priority runs its containers so) and run the campaign again"
+    )
+
+
 def harness_of(cells):
     """How the harness of ``cells`` was placed, for the answer: ``{"not isolated": [how, or why not, of each cell
     whose harness_isolated is false, each once], "isolation": [each isolation the experiment asked for]}``;
@@ -208,5 +238,6 @@ def note(rows, thresholds=DEFAULTS):
         f"lasted under {thresholds.min_timed_seconds:g} s, or when its host stole over "
         f"{thresholds.max_steal_percent:g}% of the CPU time or throttled the frequency while it was timed, or when "
         f"platbench's own processes used over {_percent(thresholds.max_harness_share)} of a cell's CPUs during its "
-        "timed part (--cv-threshold, --min-timed-seconds, --max-steal-percent, --max-harness-percent)."
+        "timed part (--cv-threshold, --min-timed-seconds, --max-steal-percent, --max-harness-percent), or when a "
+        "cell's workload ran below the normal scheduling priority."
     )

@@ -331,8 +331,8 @@ def _cells(succeeded, table=None):
 
 
 def _validity(row, cells, metrics, thresholds):
-    """The row's validity marks, joined by "; ": its metrics' CV, and each cell's timed part, host state and the
-    harness's share of its CPUs."""
+    """The row's validity marks, joined by "; ": its metrics' CV, and each cell's timed part, host state, the
+    harness's share of its CPUs and the workload's own priority."""
     reasons = validity.cv_reasons(row["n"], {metric: row[f"{metric} cv"] for metric in metrics}, thresholds)
     timed = validity.timed_reason(
         [(cell[validity.TIMED_SECONDS], cell[validity.TIMED_STEPS]) for cell in cells], thresholds
@@ -344,6 +344,10 @@ def _validity(row, cells, metrics, thresholds):
     )
     harness = validity.harness_reason([cell[validity.HARNESS_CPU_SHARE] for cell in cells], thresholds)
     reasons += [harness] if harness else []
+    priority = validity.priority_reason(
+        [(cell[validity.WORKLOAD_POLICY], cell[validity.WORKLOAD_NICE]) for cell in cells]
+    )
+    reasons += [priority] if priority else []
     return "; ".join(reasons)
 
 

@@ -79,8 +79,13 @@ def test_sample_fields_keep_numbers_and_leave_what_the_host_does_not_offer():
         "harness_isolated": None,
         "harness_isolation": None,
         "isolation": None,
+        "workload_sched_policy": None,
+        "workload_nice": None,
     }
     assert set(validity.sample_fields({}).values()) == {None}
+    placed = validity.sample_fields({"sched_policy": "SCHED_IDLE", "nice": 0})
+    assert (placed["workload_sched_policy"], placed["workload_nice"]) == ("SCHED_IDLE", 0)
+    assert validity.sample_fields({"sched_policy": 5, "nice": "0"})["workload_sched_policy"] is None
     harness = {"harness_isolated": False, "harness_isolation": "no spare CPU", "harness_cpu_share": 0.004}
     fields = validity.sample_fields({**harness, "harness_cpu_seconds": "n/a", "isolation": "none"})
     assert {name: fields[name] for name in validity.HARNESS_COLUMNS} == {
@@ -107,6 +112,29 @@ def test_a_harness_that_used_over_half_a_percent_of_the_cells_cpus_marks_its_row
     ]
     assert validity.harness_of(cells) == {"not isolated": ["no spare CPU", "no reason recorded"], "isolation": ["none"]}
     assert validity.harness_of([{}]) == {"not isolated": [], "isolation": []}
+
+
+def test_a_workload_below_the_normal_priority_marks_its_row_with_how_many_cells_and_what_to_restart():
+    said = validity.priority_reason([("SCHED_IDLE", 0), ("SCHED_OTHER", 0), ("SCHED_IDLE", 0), (None, None)])
+    assert said.startswith("the workload ran at SCHED_IDLE in 2 of 4 cells, not the normal policy at nice 0")
+    assert "a dockerd started by a process at idle priority" in said
+    assert validity.priority_reason([("SCHED_OTHER", 10)]).startswith("the workload ran at SCHED_OTHER, nice 10 in 1")
+    assert validity.priority_reason([("SCHED_OTHER", 0), ("SCHED_OTHER", -5)]) is None  # raised: nothing goes first
+    assert validity.priority_reason([(None, None)]) is None  # an older record: no mark
+
+
+def test_a_container_whose_engine_ran_it_at_sched_idle_is_marked_and_the_host_side_is_not(tmp_path):
+    # What the lab recorded when its dockerd had been started from an idle-priority playbook: every cn cell's
+    # workload at SCHED_IDLE, bm's (reset by its launcher) at the normal policy.
+    samples = []
+    for repeat in range(3):
+        samples += cell_samples("bm", repeat, 100.0, harness={"sched_policy": "SCHED_OTHER", "nice": 0})
+        samples += cell_samples("cn", repeat, 97.0, harness={"sched_policy": "SCHED_IDLE", "nice": 0})
+    append_samples(tmp_path / "samples.jsonl", samples)
+    rows, _, _ = report.summarize(report.load_samples(tmp_path), ["throughput"])
+    marks = {row["platform"]: row["validity"] for row in rows}
+    assert marks["bm"] == ""
+    assert marks["cn"].startswith("the workload ran at SCHED_IDLE in 3 of 3 cells")
 
 
 def cell_samples(platform, repeat, throughput, host_state=None, timed_seconds=20.0, host="lab1", harness=None):
