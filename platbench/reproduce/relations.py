@@ -235,10 +235,34 @@ def _skipped(frame, finding):
     return "; ".join(reasons[:2]) if reasons else None
 
 
+# Rounds a pass adds to a campaign whose cells were recorded before their workload reported a finding's metric: two
+# give the first interval, and the judge estimates the rest from it.
+FIRST_ROUNDS = 2
+
+
+def _recorded_before(rows, finding):
+    """``(rounds held, reason)`` where the finding's cells were measured but none reported its metric: a campaign
+    recorded before its workload reported that metric (planning checked that the workload reports it now), which the
+    rounds added now measure; None otherwise."""
+    try:
+        cells = _matching(rows, finding.data.get("where") or {})
+    except SelectionError:
+        return None
+    missing = sorted(set(finding.metrics()) - set(cells["metric"].dropna()))
+    if cells.empty or not missing:
+        return None
+    held = int(cells[ROUND].map(_as_text).nunique()) if ROUND in cells.columns else 0
+    return held, (
+        f"not measured yet: the campaign's {held} round(s) hold no {', '.join(missing)} (recorded before its workload "
+        "reported it); the rounds added now measure it"
+    )
+
+
 def evaluate(finding, frame, precision):
     """The ``Outcome`` of ``finding`` on a campaign's samples ``frame`` (report.load.load_samples). A finding its
     campaign did not measure is settled as undecided, and says why: its cells were skipped by design or failed, which
-    more rounds would not change (planning checked that the experiment plans its cells)."""
+    more rounds would not change (planning checked that the experiment plans its cells). Cells measured before their
+    workload reported the finding's metric leave it open instead: new rounds measure it."""
     rows = measured(frame)
     if "accelerator" in rows.columns:
         rows = rows[rows["accelerator"].map(_as_text) != "tcg"]  # an emulated guest's speed says nothing here
@@ -252,6 +276,10 @@ def evaluate(finding, frame, precision):
         skipped = _skipped(frame, finding)
         if skipped:
             return Outcome(UNDECIDED, [], True, None, f"not measured: its cells were skipped here ({skipped})")
+        older = _recorded_before(rows, finding)
+        if older:
+            held, reason = older
+            return Outcome(UNDECIDED, [], False, held + FIRST_ROUNDS, reason)
         return Outcome(UNDECIDED, [], True, None, f"not measured: {exc}")
     if not measurements:
         return Outcome(UNDECIDED, [], False, None, "not measured: no cell has the for_each labels")

@@ -439,6 +439,23 @@ def test_a_finding_whose_cells_were_skipped_by_design_is_settled_and_says_why():
     assert outcome.reason == f"not measured: its cells were skipped here ({reason})"
 
 
+def test_cells_recorded_before_their_workload_reported_the_metric_leave_the_finding_open_for_new_rounds():
+    # Xu 2017's HPL findings moved to hpl_gflops_best: a campaign of 17 rounds recorded before micro_cpu reported it
+    # is resumed, and its findings must ask for rounds, not be settled as never measured.
+    older = _frame({"bm": BM, "cn": BM}, metric="hpl_gflops")
+    outcome = relations.evaluate(_finding(WITHIN, metric="hpl_gflops_best"), older, 0.01)
+    assert outcome.verdict == relations.UNDECIDED and not outcome.settled
+    assert outcome.rounds_needed == len(BM) + relations.FIRST_ROUNDS
+    assert outcome.reason.startswith("not measured yet: the campaign's 6 round(s) hold no hpl_gflops_best")
+    # Once new rounds hold it, those rounds decide: the older ones have no value of it and add none.
+    newer = _frame({"bm": BM, "cn": [value * 1.01 for value in BM]}, metric="hpl_gflops_best")
+    newer["repeat"] += len(BM)
+    newer["cell"] = newer["scenario"] + "|r" + newer["repeat"].astype(str)
+    both = pd.concat([older, newer], ignore_index=True)
+    outcome = relations.evaluate(_finding(WITHIN, metric="hpl_gflops_best"), both, 0.01)
+    assert outcome.verdict == relations.REPRODUCED and outcome.measurements[0].rounds == len(BM)
+
+
 def test_the_lab_lacks_what_a_finding_needs_in_words():
     needs = {"gpus": 2, "kvm": True, "hosts": 3, "cores": 8, "apptainer": True, "tools": ["hpcg"]}
     assert THIS_LAB.missing(needs) == [
