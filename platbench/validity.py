@@ -207,7 +207,7 @@ def priority_reason(cells):
     ]
     if not low:
         return None
-    seen = sorted({f"{policy or NORMAL_POLICY}" + (f", nice {nice:g}" if nice else "") for policy, nice in low})
+    seen = sorted({(policy or NORMAL_POLICY) + (f", nice {nice:g}" if nice else "") for policy, nice in low})
     return (
         f"the workload ran at {' / '.join(seen)} in {len(low)} of {len(cells)} cells, not the normal policy at nice 0: "
         "whatever else ran on its CPUs went first. Restart the engine or launcher that starts it (a dockerd started by "

@@ -295,6 +295,14 @@ def test_a_real_hpcc_run_reports_hpl_per_size_dgemm_stream_and_the_ratio_to_the_
         assert by_size[size]["hpl_gflops_best"] == max(run["gflops"] for run in pair)
 
 
+def _hpcc_replaced(monkeypatch, run_hpcc):
+    """micro_cpu's hpcc body with no hpcc installed: ``run_hpcc`` in place of hpcc.run, and its tool lookups faked."""
+    monkeypatch.setattr(cli.tools, "require", lambda names: {"hpcc": "/usr/bin/hpcc"})
+    monkeypatch.setattr(cli.tools, "versions", lambda names: {"hpcc": "1.5.0"})
+    monkeypatch.setattr(cli.hpcc, "blas_metadata", lambda path: {})
+    monkeypatch.setattr(cli.hpcc, "run", run_hpcc)
+
+
 def test_a_duet_side_starts_hpcc_only_once_its_partner_is_at_the_start_line(tmp_path, monkeypatch):
     """Both sides of a duet pair start hpcc together, so that their HPL solves overlap: the side marks its arrival
     and waits for its partner's mark (workloads/common/duet.py) before hpcc, and its record says how long."""
@@ -311,10 +319,7 @@ def test_a_duet_side_starts_hpcc_only_once_its_partner_is_at_the_start_line(tmp_
 
     monkeypatch.setenv(duet.DIR_ENV, str(tmp_path))
     monkeypatch.setenv(duet.SIDE_ENV, "0")
-    monkeypatch.setattr(cli.tools, "require", lambda names: {"hpcc": "/usr/bin/hpcc"})
-    monkeypatch.setattr(cli.tools, "versions", lambda names: {"hpcc": "1.5.0"})
-    monkeypatch.setattr(cli.hpcc, "blas_metadata", lambda path: {})
-    monkeypatch.setattr(cli.hpcc, "run", fake_hpcc)
+    _hpcc_replaced(monkeypatch, fake_hpcc)
     partner = threading.Timer(0.5, (tmp_path / "side1").write_text, args=("4321",))  # arrives half a second late
     partner.start()
     args = SimpleNamespace(hpl_n=[2000, 3000], threads=1, hpl_nb=192, hpl_solves=1, peak_gflops=0)
@@ -336,10 +341,7 @@ def test_outside_a_duet_pair_hpcc_starts_at_once_and_the_record_has_no_start_lin
 
     monkeypatch.delenv(duet.DIR_ENV, raising=False)
     monkeypatch.delenv(duet.SIDE_ENV, raising=False)
-    monkeypatch.setattr(cli.tools, "require", lambda names: {"hpcc": "/usr/bin/hpcc"})
-    monkeypatch.setattr(cli.tools, "versions", lambda names: {"hpcc": "1.5.0"})
-    monkeypatch.setattr(cli.hpcc, "blas_metadata", lambda path: {})
-    monkeypatch.setattr(cli.hpcc, "run", lambda *_args, **_kwargs: (hpcc.parse_output(REAL_OUTPUT), REAL_OUTPUT))
+    _hpcc_replaced(monkeypatch, lambda *_args, **_kwargs: (hpcc.parse_output(REAL_OUTPUT), REAL_OUTPUT))
     run = SimpleNamespace(metadata={"memory_total_bytes": 8 * GIB})
     cli._hpcc_body(SimpleNamespace(hpl_n=[2000, 3000], threads=1, hpl_nb=192, hpl_solves=1, peak_gflops=0), run)
     assert "duet_start" not in run.metadata
