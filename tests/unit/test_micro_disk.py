@@ -3,8 +3,10 @@ and the workload run for real at a tiny size (dd and ioping of this machine; the
 
 Saved outputs (tests/unit/data), all real, from this machine (ext4 on a virtio disk, kernel 6.18, coreutils 9.1,
 ioping 1.3, fio 3.33): dd_*.txt is dd's stderr with LC_ALL=C; ioping_*.txt is `ioping -B` of each mode
-(ioping_direct_overlay.txt on an overlay mount made for the purpose); fio_profiles.json is fio's JSON of the
-workload's own fio command line (measure.fio_argv, 32 MiB, 1 s per profile).
+(ioping_direct_overlay.txt on an overlay mount made for the purpose; ioping_default_per_request.txt is
+`ioping -B -p 1 -c 10`, the workload's default mode, one raw line per request before the statistics);
+fio_profiles.json is fio's JSON of the workload's own fio command line (measure.fio_argv, 32 MiB, 1 s per
+profile).
 
 mountinfo samples: mountinfo_host.txt is this machine's /proc/self/mountinfo (with an overlay mount added
 for the purpose, one line left out); the handmade_mountinfo_*.txt files are written by hand following proc(5)'s
@@ -25,7 +27,7 @@ from tests import skips
 from workloads.common import tools
 from workloads.common.harness import WorkloadFailed
 from workloads.micro_disk import cli, measure, mounts
-from workloads.micro_disk.parse import parse_dd, parse_fio_json, parse_ioping_batch
+from workloads.micro_disk.parse import DdResult, parse_dd, parse_fio_json, parse_ioping_batch
 
 DATA = Path(__file__).parent / "data"
 MIB = 1024 * 1024
@@ -73,6 +75,35 @@ def test_dd_output_without_a_usable_summary_is_refused(text, expected):
         parse_dd(text)
 
 
+def test_each_size_written_several_times_gives_the_combined_rate_the_mean_time_and_the_best(monkeypatch):
+    seconds = iter([0.002, 0.001, 0.004, 0.5, 0.4, 0.6])  # 1 MiB three times, then 100 MiB three times
+    written = []
+
+    def fake_dd(scratch, size_mb, block_bytes):
+        written.append(size_mb)
+        copied, took = size_mb * MIB, next(seconds)
+        return ["dd", f"{size_mb}"], DdResult(copied, took, copied / took / 1e6, 0.0, "summary")
+
+    monkeypatch.setattr(measure, "dd_write", fake_dd)
+    metadata = {}
+    args = SimpleNamespace(dd_sizes_mb=[1, 100], dd_block_size=65536, dd_writes=3)
+    metrics = {(m["metric"], m["labels"]["size_mb"]): m["value"] for m in cli._dd_metrics(args, None, metadata)}
+    assert written == [1, 1, 1, 100, 100, 100]  # one size's writes in a row, then the next size
+    assert metrics[("dd_write", 1)] == pytest.approx(3 * MIB / 0.007 / 1e6)  # bytes over seconds, not a mean of rates
+    assert metrics[("dd_time", 1)] == pytest.approx(0.007 / 3)
+    assert metrics[("dd_write_best", 1)] == pytest.approx(MIB / 0.001 / 1e6)
+    assert metrics[("dd_write", 100)] == pytest.approx(300 * MIB / 1.5 / 1e6)
+    assert metrics[("dd_write_best", 100)] == pytest.approx(100 * MIB / 0.4 / 1e6)
+    assert [(run["size_mb"], run["write"], run["seconds"]) for run in metadata["dd"]] == [
+        (1, 0, 0.002),
+        (1, 1, 0.001),
+        (1, 2, 0.004),
+        (100, 0, 0.5),
+        (100, 1, 0.4),
+        (100, 2, 0.6),
+    ]
+
+
 # --- ioping ---------------------------------------------------------------------------------------------------
 
 
@@ -92,6 +123,25 @@ def test_ioping_raw_statistics_give_mean_latency_and_iops(name, requests, latenc
     assert result.min_ns <= result.avg_ns <= result.max_ns
 
 
+def test_ioping_per_request_lines_give_the_median_request_beside_the_mean():
+    result = parse_ioping_batch(saved("ioping_default_per_request.txt"))
+    assert result.requests == len(result.request_ns) == 9
+    # One request of 1.29 ms among eight of 0.19-0.34 ms: the mean is 405 us, the median request 311 us.
+    assert result.latency_us == pytest.approx(405.499)
+    assert result.median_latency_us == pytest.approx(310.791)
+    assert min(result.request_ns) == result.min_ns and max(result.request_ns) == result.max_ns
+    # Without -p 1 there are no per-request lines, and no median.
+    assert parse_ioping_batch(saved("ioping_default.txt")).median_latency_us is None
+
+
+def test_ioping_per_request_lines_that_miss_a_request_are_refused():
+    lines = saved("ioping_default_per_request.txt").strip().splitlines()
+    with pytest.raises(ValueError, match="8 raw lines before its statistics of 9 requests"):
+        parse_ioping_batch("\n".join(lines[1:]))
+    with pytest.raises(ValueError, match="one line per request"):
+        parse_ioping_batch("\n".join([lines[-1], *lines[1:]]))
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -108,7 +158,7 @@ def test_ioping_output_without_statistics_is_refused(text, expected):
 @pytest.mark.parametrize(
     ("mode", "argv"),
     [
-        ("default", ["ioping", "-B", "-c", "10", "/d"]),
+        ("default", ["ioping", "-B", "-p", "1", "-c", "10", "/d"]),
         ("cached", ["ioping", "-B", "-C", "-R", "-w", "5", "/d"]),
         ("direct", ["ioping", "-B", "-D", "-R", "-w", "5", "/d"]),
     ],
@@ -146,7 +196,8 @@ def test_a_mode_not_measured_leaves_the_others_and_says_why(monkeypatch):
     def fake_ioping(scratch, mode, count, deadline, filesystem):
         if mode == "direct":
             return ["ioping"], measure.NotMeasured("refused")
-        return ["ioping"], parse_ioping_batch(saved(f"ioping_{mode}.txt"))
+        name = "ioping_default_per_request.txt" if mode == "default" else f"ioping_{mode}.txt"
+        return ["ioping"], parse_ioping_batch(saved(name))
 
     monkeypatch.setattr(measure, "ioping", fake_ioping)
     metadata = {"not_measured": {}}
@@ -155,6 +206,7 @@ def test_a_mode_not_measured_leaves_the_others_and_says_why(monkeypatch):
     assert [(m["metric"], m["labels"]["ioping_mode"]) for m in metrics] == [
         ("ioping_latency", "default"),
         ("ioping_iops", "default"),
+        ("ioping_latency_median", "default"),
         ("ioping_latency", "cached"),
         ("ioping_iops", "cached"),
     ]
@@ -429,7 +481,8 @@ def test_tiny_run_measures_dd_and_ioping_and_removes_its_files(tmp_path):
     directory = tmp_path / "platbench-disk"
     process, records = run_module(
         "micro_disk",
-        *("--dir", directory, "--dd-sizes-mb", "1,2", "--ioping-count", 3, "--ioping-deadline", 1, "--threads", 1),
+        *("--dir", directory, "--dd-sizes-mb", "1,2", "--dd-writes", 2, "--ioping-count", 3, "--ioping-deadline", 1),
+        *("--threads", 1),
         *("--labels-json", '{"experiment": "unit", "repeat": 0}'),
         timeout=60,
     )
@@ -442,15 +495,18 @@ def test_tiny_run_measures_dd_and_ioping_and_removes_its_files(tmp_path):
         assert entries[("dd_write", size)]["value"] == pytest.approx(
             size * MIB / entries[("dd_time", size)]["value"] / 1e6
         )
+        assert entries[("dd_write_best", size)]["value"] >= entries[("dd_write", size)]["value"]
     metadata = record["metadata"]
     for mode in ("default", "cached", "direct"):
         if mode in metadata["not_measured"]:
             continue
         assert entries[("ioping_latency", mode)]["value"] > 0 and entries[("ioping_iops", mode)]["value"] > 0
     assert metadata["ioping"]["default"]["requests"] == 2  # -c 3: one warm-up request
+    median = entries[("ioping_latency_median", "default")]["value"]
+    assert metadata["ioping"]["default"]["min_us"] <= median <= metadata["ioping"]["default"]["max_us"]
     assert metadata["disk"]["dir"] == os.path.realpath(directory) and metadata["disk"]["kind"] in mounts.KINDS
     assert set(metadata["tool_versions"]) == {"dd", "ioping"} and all(metadata["tool_versions"].values())
-    assert [run["size_mb"] for run in metadata["dd"]] == [1, 2]
+    assert [(run["size_mb"], run["write"]) for run in metadata["dd"]] == [(1, 0), (1, 1), (2, 0), (2, 1)]
     assert "elapsed" in metric_values(record)
     assert not directory.exists(), "the run made the directory, so it removes it with its files"
 

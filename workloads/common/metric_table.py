@@ -124,7 +124,9 @@ METRICS = {
     # micro_disk: dd with fdatasync, ioping, fio.
     "dd_write": _entry("MB/s", HIGHER, "disk"),
     "dd_time": _entry("s", LOWER, "disk"),
+    "dd_write_best": _entry("MB/s", HIGHER, "disk"),
     "ioping_latency": _entry("us", LOWER, "disk"),
+    "ioping_latency_median": _entry("us", LOWER, "disk"),
     "ioping_iops": _entry("iops", HIGHER, "disk"),
     "fio_bandwidth": _entry("MB/s", HIGHER, "disk"),
     "fio_iops": _entry("iops", HIGHER, "disk"),
@@ -213,7 +215,17 @@ PRODUCED_BY = {
         "hpl_gemm_ratio",
     ),
     "micro_mem": ("mem_latency", "stream_copy", "stream_scale", "stream_add", "stream_triad"),
-    "micro_disk": ("dd_write", "dd_time", "ioping_latency", "ioping_iops", "fio_bandwidth", "fio_iops", "fio_latency"),
+    "micro_disk": (
+        "dd_write",
+        "dd_write_best",
+        "dd_time",
+        "ioping_latency",
+        "ioping_latency_median",
+        "ioping_iops",
+        "fio_bandwidth",
+        "fio_iops",
+        "fio_latency",
+    ),
     "micro_net": ("net_throughput", "net_retransmits", "net_rtt"),
     "micro_gpu": (
         "gpu_h2d_bandwidth",

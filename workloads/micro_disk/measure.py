@@ -87,9 +87,10 @@ def dd_write(scratch, size_mb, block_bytes):
 
 def ioping_argv(mode, directory, count, deadline):
     """The study's three runs: `-c 10` (default mode), `-C -R -w 5` (cached random), `-D -R -w 5` (direct random);
-    -B prints ioping's raw statistics."""
+    -B prints ioping's raw statistics, and in the default mode -p 1 also each request's own (a handful of lines;
+    the random modes make thousands of requests)."""
     if mode == "default":
-        return ["ioping", "-B", "-c", str(count), directory]
+        return ["ioping", "-B", "-p", "1", "-c", str(count), directory]
     flag = {"cached": "-C", "direct": "-D"}[mode]
     return ["ioping", "-B", flag, "-R", "-w", str(deadline), directory]
 

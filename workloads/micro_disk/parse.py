@@ -6,6 +6,7 @@ changed output format fails the run with a message instead of a wrong figure.
 
 import json
 import re
+import statistics
 from typing import NamedTuple
 
 # dd's last line (LC_ALL=C), e.g. "104857600 bytes (105 MB, 100 MiB) copied, 0.0649327 s, 1.6 GB/s"; below
@@ -75,24 +76,50 @@ class IopingResult(NamedTuple):
     mdev_ns: int  # (8) standard deviation
     total_requests: int  # (9) warm-up and too slow/fast requests included
     total_ns: int  # (10) total running time
+    # Each request's time, where ioping printed a raw line per request (-p 1) before its statistics.
+    request_ns: tuple = ()
 
     @property
     def latency_us(self):
         return self.avg_ns / 1000
 
+    @property
+    def median_latency_us(self):
+        """The median request's time: one slow request (a flush of someone else's writes) moves the mean of ten
+        by tens of percent, the median hardly; None where the requests were not printed one by one."""
+        return statistics.median(self.request_ns) / 1000 if self.request_ns else None
 
-def parse_ioping_batch(text):
-    """The last line of ten integers in ioping -B's output -> IopingResult; ValueError if none or no request."""
-    for line in reversed((text or "").strip().splitlines()):
+
+def _raw_lines(text):
+    """ioping -B's raw statistics lines, ten integers each, in the order printed."""
+    for line in (text or "").strip().splitlines():
         fields = line.split()
         if len(fields) == 10 and all(field.isdigit() for field in fields):
-            result = IopingResult(*(int(field) for field in fields))
-            if result.requests == 0:
-                raise ValueError(
-                    f"ioping timed no request ({line.strip()!r}): give it more requests or time "
-                    "(--ioping-count, --ioping-deadline)"
-                )
+            yield line.strip(), [int(field) for field in fields]
+
+
+def parse_ioping_batch(text):
+    """The last line of ten integers in ioping -B's output -> IopingResult; ValueError if none or no request.
+
+    With -p 1 ioping first prints one raw line per request (its count 1): their times are the result's
+    request_ns, and their number must be the statistics' own count of requests."""
+    lines = list(_raw_lines(text))
+    if lines:
+        line, fields = lines[-1]
+        result = IopingResult(*fields)
+        if result.requests == 0:
+            raise ValueError(
+                f"ioping timed no request ({line!r}): give it more requests or time (--ioping-count, --ioping-deadline)"
+            )
+        per_request = [fields for _line, fields in lines[:-1]]
+        if not per_request:
             return result
+        if any(fields[0] != 1 for fields in per_request) or len(per_request) != result.requests:
+            raise ValueError(
+                f"ioping printed {len(per_request)} raw lines before its statistics of {result.requests} requests, "
+                f"expected one line per request (-p 1): {line!r}"
+            )
+        return result._replace(request_ns=tuple(fields[5] for fields in per_request))
     raise ValueError(
         "ioping -B printed no raw statistics line (10 integers: requests, time, iops, speed, min, avg, max, "
         f"mdev, total requests, total time); its output: {(text or '').strip()[-300:]!r}"
